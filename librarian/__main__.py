@@ -1,0 +1,5 @@
+"""``python -m librarian``."""
+
+from librarian.cli import main
+
+main()

@@ -1,0 +1,43 @@
+"""The errors librarian raises: one base class, standard bases mixed in.
+
+Every message is one line, ``<file or value>: <problem>``; the CLI prints it as
+``librarian: error: <message>`` and exits 2 (bad usage or input) or 1 (a finding).
+"""
+
+from __future__ import annotations
+
+
+class LibrarianError(Exception):
+    """Base of every error librarian raises on purpose."""
+
+    exit_code = 2
+
+
+class BadInput(LibrarianError, ValueError):
+    """A value or file given to librarian is malformed (a wheel, a label, a layout, a flag)."""
+
+
+class BadWheel(BadInput):
+    """A wheel file is corrupt, unsafe or lies about its contents."""
+
+
+class BadBinary(BadInput):
+    """An ELF / PE / fatbinary member cannot be read (truncated, lying offsets, loops)."""
+
+
+class LayoutError(BadInput):
+    """A layout file is invalid, or a cell cannot be turned into a safe path."""
+
+
+class StoreError(LibrarianError, OSError):
+    """A store cannot be read or written (missing, conflicting, unreachable)."""
+
+
+class NotFound(LibrarianError, LookupError):
+    """A finding: nothing matches (pull found no wheel, verify found mismatches)."""
+
+    exit_code = 1
+
+
+class Refused(LibrarianError):
+    """librarian will not do this without an explicit override (``--force``, ``--replace``)."""

@@ -1,0 +1,127 @@
+"""Facts: what a wheel's binaries demand, as read from their bytes. Pure values.
+
+Filled in by the inspection code (``librarian.inspection``), stored in the index, and judged against a
+machine by ``librarian.verdict``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from librarian.coords import GpuArch, MajorMinor
+
+
+class BinaryFormat(enum.Enum):
+    """The container of a native member: what OS it loads on."""
+
+    ELF = "elf"  # Linux (and other ELF systems)
+    PE = "pe"  # Windows .pyd / .dll
+    MACHO = "macho"  # macOS .so / .dylib
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class FatbinEntry:
+    """One entry of a CUDA fatbinary: SASS (cubin), PTX or LTO-IR for one arch."""
+
+    arch: GpuArch  # kind SASS for cubins, PTX for PTX, LTO for LTO-IR
+    relocatable: bool  # from __nv_relfatbin (-rdc / -dlto), not registered at load time
+    compression: str  # "none", "lz4", "zstd", "unknown"
+    ptx_isa: MajorMinor | None = None  # PTX entries: the PTX ISA version (9.0 for CUDA 13.0)
+    toolkit: MajorMinor | None = None  # the CUDA toolkit that built it, where the bytes say it
+    debug: bool = False
+    payload_size: int = 0
+    uncompressed_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryFacts:
+    """What one native member (``.so`` / ``.pyd``) of a wheel demands."""
+
+    path: str  # POSIX path inside the wheel
+    format: BinaryFormat
+    cpu: str | None  # "x86_64", "aarch64", "i686", "ppc64le", ...; None if unknown
+    sass: tuple[GpuArch, ...] = ()  # executable SASS archs, sorted, duplicates folded
+    ptx: tuple[GpuArch, ...] = ()  # executable PTX archs (kind PTX), sorted
+    relocatable_sass: tuple[GpuArch, ...] = ()  # from __nv_relfatbin
+    relocatable_ptx: tuple[GpuArch, ...] = ()
+    lto: tuple[GpuArch, ...] = ()  # LTO-IR entries: opaque, reported as such
+    toolkit: MajorMinor | None = None  # highest CUDA toolkit version that built its device code
+    glibc: MajorMinor | None = None  # highest GLIBC_x.y needed (ld-linux* skipped, as auditwheel does)
+    glibcxx: tuple[int, ...] | None = None  # highest GLIBCXX_x.y.z needed
+    cxxabi: tuple[int, ...] | None = None  # highest CXXABI_x.y.z needed
+    needed: tuple[str, ...] = ()  # DT_NEEDED
+    soname: str | None = None
+    rpath: tuple[str, ...] = ()  # DT_RPATH / DT_RUNPATH entries
+    torch_symbols: tuple[str, ...] = ()  # undefined symbols it needs from libtorch / libc10 (mangled)
+
+    @property
+    def has_device_code(self) -> bool:
+        """Whether this member carries any GPU code at all."""
+        return bool(self.sass or self.ptx or self.relocatable_sass or self.relocatable_ptx or self.lto)
+
+    @property
+    def cudart_major(self) -> int | None:
+        """The CUDA major of the ``libcudart.so.N`` it links, if any."""
+        for lib in self.needed:
+            if lib.startswith("libcudart.so."):
+                major = lib.removeprefix("libcudart.so.").split(".")[0]
+                if major.isdigit():
+                    return int(major)
+        return None
+
+    @property
+    def links_torch(self) -> bool:
+        """Whether it links libtorch / libc10 (and so is bound to one torch build)."""
+        return any(lib.startswith(("libc10", "libtorch")) for lib in self.needed)
+
+
+@dataclass(frozen=True, slots=True)
+class WheelFacts:
+    """What a whole wheel demands: the union over its native members, plus what its filename claims."""
+
+    filename: str
+    binaries: tuple[BinaryFacts, ...] = field(default=())
+
+    @property
+    def device_binaries(self) -> tuple[BinaryFacts, ...]:
+        """The members that carry GPU code: each of them must have code for the GPU."""
+        return tuple(b for b in self.binaries if b.has_device_code)
+
+    @property
+    def sass(self) -> tuple[GpuArch, ...]:
+        """SASS archs that *every* device-code member has (the GPUs the wheel serves by SASS)."""
+        members = self.device_binaries
+        if not members:
+            return ()
+        common = set(members[0].sass)
+        for b in members[1:]:
+            common &= set(b.sass)
+        return tuple(sorted(common))
+
+    @property
+    def ptx(self) -> tuple[GpuArch, ...]:
+        """PTX archs present in every device-code member."""
+        members = self.device_binaries
+        if not members:
+            return ()
+        common = set(members[0].ptx)
+        for b in members[1:]:
+            common &= set(b.ptx)
+        return tuple(sorted(common))
+
+    @property
+    def glibc(self) -> MajorMinor | None:
+        """The wheel's glibc floor: the highest any member needs."""
+        return max((b.glibc for b in self.binaries if b.glibc), default=None)
+
+    @property
+    def cpus(self) -> tuple[str, ...]:
+        """The CPU archs of its native members."""
+        return tuple(sorted({b.cpu for b in self.binaries if b.cpu}))
+
+    @property
+    def toolkit(self) -> MajorMinor | None:
+        """The newest CUDA toolkit that built any of its device code."""
+        return max((b.toolkit for b in self.binaries if b.toolkit), default=None)

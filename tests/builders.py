@@ -1,0 +1,68 @@
+"""Build wheels and other test inputs on the fly with ``zipfile``: real bytes, no fixtures on disk."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from pathlib import Path
+
+
+def record_hash(data: bytes) -> str:
+    """The RECORD hash field for ``data``: ``sha256=<urlsafe b64, no padding>``."""
+    digest = hashlib.sha256(data).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def make_wheel(
+    directory: Path,
+    name: str = "tinykern",
+    version: str = "1.0.0",
+    tags: str = "cp311-cp311-linux_x86_64",
+    files: dict[str, bytes] | None = None,
+    *,
+    modes: dict[str, int] | None = None,
+    data_files: dict[str, bytes] | None = None,
+    record_override: dict[str, str] | None = None,
+    compression: int = zipfile.ZIP_DEFLATED,
+) -> Path:
+    """Write a valid wheel ``{name}-{version}-{tags}.whl`` into ``directory`` and return its path.
+
+    ``files`` are package members (default: ``{name}/__init__.py``); ``modes`` sets unix permissions per
+    member (e.g. ``0o755`` for a ``.so``); ``data_files`` go under ``{name}-{version}.data/``;
+    ``record_override`` replaces RECORD hash fields to make a wheel whose RECORD lies.
+    """
+    dist = name.replace("-", "_")
+    files = dict(files or {f"{dist}/__init__.py": b"VALUE = 1\n"})
+    dist_info = f"{dist}-{version}.dist-info"
+    for rel, data in (data_files or {}).items():
+        files[f"{dist}-{version}.data/{rel}"] = data
+    py, abi, plat = tags.split("-")
+    purelib = "true" if plat == "any" else "false"
+    files[f"{dist_info}/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: test wheel\n\n".encode()
+    )
+    wheel_tags = "".join(
+        f"Tag: {p}-{a}-{pl}\n" for p in py.split(".") for a in abi.split(".") for pl in plat.split(".")
+    )
+    files[f"{dist_info}/WHEEL"] = (
+        f"Wheel-Version: 1.0\nGenerator: librarian-tests\nRoot-Is-Purelib: {purelib}\n{wheel_tags}".encode()
+    )
+    record_path = f"{dist_info}/RECORD"
+    lines = []
+    for rel, data in files.items():
+        digest = (record_override or {}).get(rel, record_hash(data))
+        lines.append(f"{rel},{digest},{len(data)}")
+    lines.append(f"{record_path},,")
+    files[record_path] = ("\n".join(lines) + "\n").encode()
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{dist}-{version}-{tags}.whl"
+    with zipfile.ZipFile(path, "w", compression) as zf:
+        for rel, data in files.items():
+            info = zipfile.ZipInfo(rel, date_time=(2024, 1, 1, 0, 0, 0))
+            info.compress_type = compression
+            mode = (modes or {}).get(rel, 0o644)
+            info.external_attr = (0o100000 | mode) << 16
+            zf.writestr(info, data)
+    return path
