@@ -7,7 +7,9 @@ machine by ``librarian.verdict``.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from librarian.coords import GpuArch, MajorMinor
 
@@ -125,3 +127,71 @@ class WheelFacts:
     def toolkit(self) -> MajorMinor | None:
         """The newest CUDA toolkit that built any of its device code."""
         return max((b.toolkit for b in self.binaries if b.toolkit), default=None)
+
+
+def _mm(v: tuple[int, ...] | None) -> str | None:
+    return None if v is None else ".".join(str(x) for x in v)
+
+
+def _parse_mm(v: object) -> tuple[int, ...] | None:
+    return None if v in (None, "") else tuple(int(x) for x in str(v).split("."))
+
+
+def _archs(values: object) -> tuple[GpuArch, ...]:
+    if not isinstance(values, list):
+        return ()
+    return tuple(GpuArch.parse(str(v)) for v in values)
+
+
+def facts_to_json(facts: WheelFacts) -> dict[str, object]:
+    """The facts as the index stores them (GPU archs written ``sm_89``, ``compute_80``)."""
+    return {
+        "sass": [str(a) for a in facts.sass],
+        "ptx": [str(a) for a in facts.ptx],
+        "glibc": _mm(facts.glibc),
+        "cpus": list(facts.cpus),
+        "toolkit": _mm(facts.toolkit),
+        "binaries": [
+            {
+                "path": b.path,
+                "format": b.format.value,
+                "cpu": b.cpu,
+                "sass": [str(a) for a in b.sass],
+                "ptx": [str(a) for a in b.ptx],
+                "relocatable_sass": [str(a) for a in b.relocatable_sass],
+                "relocatable_ptx": [str(a) for a in b.relocatable_ptx],
+                "lto": [str(a) for a in b.lto],
+                "toolkit": _mm(b.toolkit),
+                "glibc": _mm(b.glibc),
+                "glibcxx": _mm(b.glibcxx),
+                "cxxabi": _mm(b.cxxabi),
+                "needed": list(b.needed),
+            }
+            for b in facts.binaries
+        ],
+    }
+
+
+def facts_from_json(filename: str, data: Mapping[str, Any]) -> WheelFacts:
+    """Facts back from the index (without the torch symbols, which the index does not keep)."""
+    binaries = []
+    for b in data.get("binaries", []):
+        toolkit, glibc = _parse_mm(b.get("toolkit")), _parse_mm(b.get("glibc"))
+        binaries.append(
+            BinaryFacts(
+                path=str(b["path"]),
+                format=BinaryFormat(b.get("format", "unknown")),
+                cpu=b.get("cpu"),
+                sass=_archs(b.get("sass")),
+                ptx=_archs(b.get("ptx")),
+                relocatable_sass=_archs(b.get("relocatable_sass")),
+                relocatable_ptx=_archs(b.get("relocatable_ptx")),
+                lto=_archs(b.get("lto")),
+                toolkit=(toolkit[0], toolkit[1]) if toolkit else None,
+                glibc=(glibc[0], glibc[1]) if glibc else None,
+                glibcxx=_parse_mm(b.get("glibcxx")),
+                cxxabi=_parse_mm(b.get("cxxabi")),
+                needed=tuple(b.get("needed", ())),
+            )
+        )
+    return WheelFacts(filename, tuple(binaries))

@@ -1,0 +1,303 @@
+"""The command line: options -> ops -> output. The one place that prints, and the one error funnel.
+
+Exit status: 0 done, 1 a finding (verify found problems, pull found no match, doctor says no),
+2 bad usage or bad input. Errors are one line on stderr: ``librarian: error: <file or value>: <problem>``;
+a traceback only with ``LIBRARIAN_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, Optional
+
+import typer
+
+from librarian.coords import GpuArch, Label, MajorMinor, WheelName, parse_cuda, parse_torch
+from librarian.errors import BadInput, LibrarianError
+from librarian.layout import Layout
+
+log = logging.getLogger("librarian")
+
+app = typer.Typer(
+    name="librarian",
+    help="Keep a cache of compiled CUDA / PyTorch extension wheels: retag, publish, verify, pull, prune.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+RepoOpt = Annotated[Optional[str], typer.Option("--repo", help="Store: a directory or hf://datasets/OWNER/NAME[@REV] (env LIBRARIAN_REPO).", show_default="./wheelhouse")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (with \"schema\": 1).")]
+CudaOpt = Annotated[Optional[str], typer.Option("--cuda", help="CUDA line, e.g. 12.8 (default: the installed torch's).")]
+TorchOpt = Annotated[Optional[str], typer.Option("--torch", help="torch minor, e.g. 2.8 (default: the installed torch's).")]
+WheelsArg = Annotated[list[Path], typer.Argument(help="Wheel files.", show_default=False)]
+
+
+def _out(text: str) -> None:
+    typer.echo(text)
+
+
+def _emit_json(data: dict[str, Any]) -> None:
+    typer.echo(json.dumps(data, indent=2, sort_keys=True))
+
+
+def _settings(repo: str | None) -> tuple[Any, Layout]:
+    from librarian.config import load_settings
+    from librarian.layouts import load_layout
+    from librarian.stores import open_store
+
+    settings = load_settings(repo)
+    return open_store(settings.repo), load_layout(settings.layout)
+
+
+def _maybe(parse: Any, text: str | None) -> Any:
+    return None if text is None else parse(text)
+
+
+def _label(cuda: str | None, torch: str | None) -> Label | None:
+    from librarian.ops.labels import label_from_flags
+
+    return label_from_flags(_maybe(parse_cuda, cuda), _maybe(parse_torch, torch))
+
+
+@app.command()
+def retag(
+    wheels: WheelsArg,
+    cuda: CudaOpt = None,
+    torch: TorchOpt = None,
+    out: Annotated[Path, typer.Option("-o", "--out", help="Directory for the labelled wheels.")] = Path("."),
+    force: Annotated[bool, typer.Option("--force", help="Relabel a wheel that carries another label.")] = False,
+) -> None:
+    """Rewrite wheels with the label +cuXYZtorchA.B (filename, METADATA, .dist-info, RECORD)."""
+    from librarian.ops.labels import choose_label
+    from librarian.wheelfile import retag as retag_wheel
+
+    label = _label(cuda, torch)
+    for path in wheels:
+        if not path.is_file():
+            raise BadInput(f"{path}: no such file")
+        wanted = choose_label(WheelName.parse(path.name), label, force=force)
+        _out(str(retag_wheel(path, wanted, out, force=force)))
+
+
+@app.command()
+def publish(
+    wheels: WheelsArg,
+    repo: RepoOpt = None,
+    cuda: CudaOpt = None,
+    torch: TorchOpt = None,
+    sm: Annotated[Optional[list[str]], typer.Option("--sm", help="GPU arch to file under (repeatable); default: from the binaries.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the plan; change nothing.")] = False,
+    replace: Annotated[bool, typer.Option("--replace", help="Overwrite a different wheel at the same path.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Relabel labelled wheels; file under --sm the binaries do not serve.")] = False,
+    allow_unknown_combo: Annotated[bool, typer.Option("--allow-unknown-combo", help="Accept a torch/CUDA combo PyTorch never shipped.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Label, check and file wheels into the store, in one atomic change with the index."""
+    from librarian.ops.publish import PublishOptions
+    from librarian.ops.publish import publish as do_publish
+
+    store, layout = _settings(repo)
+    label = None if cuda is None and torch is None else _label(cuda, torch)
+    if label is None:
+        label = _label(None, None) if any(WheelName.parse(w.name).label is None for w in wheels if w.name.endswith(".whl")) else None
+    options = PublishOptions(
+        label=label,
+        sms=tuple(GpuArch.parse(s) for s in sm or ()),
+        replace=replace,
+        force=force,
+        allow_unknown_combo=allow_unknown_combo,
+        layout=layout,
+    )
+    plan = do_publish(store, wheels, options, dry_run=dry_run)
+    if as_json:
+        _emit_json({
+            "schema": 1, "repo": store.location, "dry_run": dry_run,
+            "filings": [{"path": f.path, "action": f.action, "source": str(f.wheel.source), "sha256": f.wheel.sha256} for f in plan.filings],
+        })
+        return
+    verb = {"add": "would add" if dry_run else "added", "replace": "would replace" if dry_run else "replaced", "skip": "unchanged"}
+    for f in plan.filings:
+        _out(f"{verb[f.action]:>13}  {f.path}")
+    count = len(plan.added)
+    done = "would be written" if dry_run else "written"
+    _out(f"{count} file(s) {done} to {store.location}" + (" (dry run: nothing changed)" if dry_run else ""))
+
+
+@app.command()
+def verify(
+    repo: RepoOpt = None,
+    deep: Annotated[bool, typer.Option("--deep", help="Also read every byte: RECORD hashes, binaries against cells.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check every stored wheel against its path, label, metadata and the index. Exit 1 on any problem."""
+    from librarian.ops.verify import verify as do_verify
+
+    store, layout = _settings(repo)
+    report = do_verify(store, layout, deep=deep)
+    if as_json:
+        _emit_json({"schema": 1, "repo": report.location, "wheels": report.wheels, "ok": not report.problems,
+                    "problems": [{"path": p.path, "problem": p.problem} for p in report.problems]})
+    else:
+        for p in report.problems:
+            _out(str(p))
+        state = f"{len(report.problems)} problem(s)" if report.problems else "all consistent"
+        _out(f"checked {report.wheels} wheel(s) in {report.location}{' (deep)' if deep else ''}: {state}")
+    if report.problems:
+        raise typer.Exit(1)
+
+
+@app.command("ls")
+def ls_command(
+    packages: Annotated[Optional[list[str]], typer.Argument(help="Packages to show (default: all).", show_default=False)] = None,
+    repo: RepoOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What is stored: a coverage table of packages x torch/CUDA combos x GPU archs; '-' marks a hole."""
+    from librarian.ops.ls import coverage_json, ls, render_coverage
+
+    store, layout = _settings(repo)
+    cov = ls(store, layout, packages or ())
+    if as_json:
+        _emit_json(coverage_json(cov))
+    else:
+        _out(render_coverage(cov))
+
+
+def _machine(sm: str | None, torch: str | None, cuda: str | None, python: str | None, platform: str | None,
+             glibc: str | None = None, driver: str | None = None, gpu: int | None = None) -> Any:
+    from librarian.probe import detect_machine
+
+    return detect_machine().with_overrides(
+        sm=sm, gpu=gpu, torch=torch, cuda=cuda, python=python, platform=platform, glibc=glibc, driver=driver
+    )
+
+
+def _wants(machine: Any) -> Any:
+    from librarian.ops.pull import Wants
+
+    gpu = machine.gpu
+    if gpu is None:
+        raise BadInput(f"--sm: no GPU found; pass --sm ({machine.gpus.describe()})")
+    if machine.torch.value is None:
+        raise BadInput("--torch: no torch installed here; pass --torch (e.g. --torch 2.8)")
+    torch_info = machine.torch.value
+    cuda: MajorMinor | None = machine.cuda.value or torch_info.cuda
+    tags = machine.python_tags.value or ()
+    return Wants(gpu.arch, torch_info.minor, cuda, tuple(tags))
+
+
+@app.command()
+def pull(
+    packages: Annotated[list[str], typer.Argument(help="Packages to fetch (pip's name matching: flash-attn finds flash_attn).", show_default=False)],
+    sm: Annotated[Optional[str], typer.Option("--sm", help="GPU arch, e.g. 89 (default: detected GPU).")] = None,
+    torch: TorchOpt = None,
+    cuda: CudaOpt = None,
+    python: Annotated[Optional[str], typer.Option("--python", help="Python version, e.g. 3.12 (default: this interpreter).")] = None,
+    platform: Annotated[Optional[str], typer.Option("--platform", help="Platform tag, e.g. manylinux_2_28_x86_64.")] = None,
+    gpu: Annotated[Optional[int], typer.Option("--gpu", help="Which GPU to serve when there are several (default 0).")] = None,
+    repo: RepoOpt = None,
+    out: Annotated[Path, typer.Option("-o", "--out", help="Directory to put the wheels in.")] = Path("."),
+    install: Annotated[bool, typer.Option("--install", help="Then pip install --force-reinstall --no-deps them.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fetch the exact wheel for this machine (newest version), sha256-checked."""
+    from librarian.ops.pull import install as pip_install
+    from librarian.ops.pull import pull as do_pull
+
+    store, layout = _settings(repo)
+    wants = _wants(_machine(sm, torch, cuda, python, platform, gpu=gpu))
+    resolutions, files = do_pull(store, layout, packages, wants, out)
+    for r in resolutions:
+        if r.note:
+            typer.echo(f"librarian: note: {r.note}", err=True)
+    if as_json:
+        _emit_json({"schema": 1, "repo": store.location, "wants": wants.describe(),
+                    "wheels": [{"package": r.package, "path": r.pick.path if r.pick else None, "file": str(f)} for r, f in zip(resolutions, files)]})
+    else:
+        for r, f in zip(resolutions, files):
+            assert r.pick is not None
+            _out(f"{r.pick.path} -> {f}")
+    if install:
+        pip_install(files)
+
+
+@app.command()
+def gc(
+    repo: RepoOpt = None,
+    keep_torch: Annotated[Optional[int], typer.Option("--keep-torch", min=1, help="Keep the newest N torch lines in the store.")] = None,
+    drop_torch: Annotated[Optional[list[str]], typer.Option("--drop-torch", help="Drop a torch line, e.g. 2.4 (repeatable).")] = None,
+    keep_versions: Annotated[Optional[int], typer.Option("--keep-versions", min=1, help="Keep the newest K versions per cell.")] = None,
+    older_than: Annotated[Optional[int], typer.Option("--older-than", min=0, help="Drop wheels published more than DAYS ago.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Act on the plan (without it, only print it).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Prune stale torch lines and superseded versions; prints the plan, acts only with --yes."""
+    from librarian.ops.gc import GcPolicy, summarize
+    from librarian.ops.gc import gc as do_gc
+
+    policy = GcPolicy(keep_torch, tuple(parse_torch(t) for t in drop_torch or ()), keep_versions, older_than)
+    if policy.empty:
+        raise BadInput("gc: say what to prune: --keep-torch N, --drop-torch X.Y, --keep-versions K or --older-than DAYS")
+    store, layout = _settings(repo)
+    removals = do_gc(store, layout, policy, act=yes)
+    if as_json:
+        _emit_json({"schema": 1, "repo": store.location, "acted": yes,
+                    "remove": [{"path": r.entry.path, "reason": r.reason, "size": r.entry.size} for r in removals]})
+        return
+    for r in removals:
+        _out(f"{'removed' if yes else 'remove'}  {r.entry.path}  ({r.reason})")
+    size = summarize(removals) / 1e6
+    if yes:
+        _out(f"removed {len(removals)} wheel file(s), {size:.1f} MB, from {store.location}")
+    else:
+        _out(f"plan: remove {len(removals)} wheel file(s), {size:.1f} MB, from {store.location}; nothing changed (pass --yes to act)")
+
+
+def _fail(message: str, code: int, details: list[str] | None = None) -> NoReturn:
+    typer.echo(f"librarian: error: {message}", err=True)
+    for line in details or ():
+        typer.echo(line, err=True)
+    raise SystemExit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; the one place errors become a line on stderr and an exit status."""
+    logging.basicConfig(level=os.environ.get("LIBRARIAN_LOG", "WARNING").upper(), format="librarian: %(message)s")
+    debug = os.environ.get("LIBRARIAN_DEBUG") == "1"
+    try:
+        result = app(args=argv, prog_name="librarian", standalone_mode=False)
+    except typer.Abort:
+        _fail("aborted", 130)
+    except typer.TyperException as e:  # typer's vendored click: usage errors, no such option, ...
+        if debug:
+            raise
+        ctx = getattr(e, "ctx", None)
+        if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            typer.echo(ctx.get_help())
+            raise SystemExit(2) from None
+        message = e.format_message() if hasattr(e, "format_message") else str(e)
+        name = getattr(ctx, "info_name", None)
+        hint = f" (see 'librarian {name} --help')" if name and name != "librarian" else " (see 'librarian --help')"
+        _fail(" ".join(message.split()) + hint, int(getattr(e, "exit_code", 2)))
+    except LibrarianError as e:
+        if debug:
+            raise
+        details = e.details() if hasattr(e, "details") else None
+        _fail(str(e), e.exit_code, details)
+    except OSError as e:
+        if debug:
+            raise
+        where = e.filename if e.filename else "librarian"
+        _fail(f"{where}: {e.strerror or e}", 2)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    raise SystemExit(result if isinstance(result, int) else 0)
+
+
+

@@ -1,0 +1,62 @@
+"""Where the store is: ``--repo``, else ``LIBRARIAN_REPO``, else ``[tool.librarian]`` in ./pyproject.toml
+or ./librarian.toml, else ``./wheelhouse``. The same files may name the layout for new stores."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from librarian.errors import BadInput
+from librarian.layouts import DEFAULT_LAYOUT
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - CPython 3.10 only
+    import tomli as tomllib
+
+DEFAULT_REPO = "./wheelhouse"
+ENV_REPO = "LIBRARIAN_REPO"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The store and layout librarian uses, and where each came from (for messages)."""
+
+    repo: str
+    repo_source: str
+    layout: str = DEFAULT_LAYOUT
+
+
+def _read_tool_table(directory: Path) -> tuple[dict[str, Any], str] | None:
+    for name, table_path in (("librarian.toml", ()), ("pyproject.toml", ("tool", "librarian"))):
+        path = directory / name
+        if not path.is_file():
+            continue
+        try:
+            data: Any = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise BadInput(f"{path}: not valid TOML ({e})") from e
+        for key in table_path:
+            data = data.get(key, {}) if isinstance(data, dict) else {}
+        if isinstance(data, dict) and data:
+            unknown = set(data) - {"repo", "layout"}
+            if unknown:
+                raise BadInput(f"{path}: unknown librarian settings: {', '.join(sorted(unknown))}")
+            return data, str(path)
+    return None
+
+
+def load_settings(repo: str | None = None, cwd: Path | None = None) -> Settings:
+    """Resolve the store and layout from the flag, the environment and the project files."""
+    table, source = _read_tool_table(cwd or Path.cwd()) or ({}, "")
+    layout = str(table.get("layout", DEFAULT_LAYOUT))
+    if repo:
+        return Settings(repo, "--repo", layout)
+    if env := os.environ.get(ENV_REPO):
+        return Settings(env, ENV_REPO, layout)
+    if "repo" in table:
+        return Settings(str(table["repo"]), source, layout)
+    return Settings(DEFAULT_REPO, "default", layout)

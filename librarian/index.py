@@ -1,0 +1,213 @@
+"""The store index: a small root ``index.json`` and one shard per package, to and from JSON. Pure.
+
+Root::
+
+    {"schema": 1, "layout": {"name": "wheelhouse", "path": "{package}/..."},
+     "packages": {"flash_attn": {"shard": "index/flash_attn.json", "wheels": 12, "sha256": "..."}}}
+
+Shard ``index/flash_attn.json``::
+
+    {"schema": 1, "package": "flash_attn", "wheels": [{"path": ..., "sha256": ..., "size": ...,
+     "filename": ..., "version": "2.8.3+cu128torch2.9", "label": "cu128torch2.9", "tags": [...],
+     "cell": {"package": ..., "sm": "sm_89", "torch": "2.9", "cuda": "12.8"}, "added": "...", "facts": {...}}]}
+
+The JSON is written deterministically (sorted), so a shard whose package did not change is
+byte-identical and a store can skip rewriting it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from librarian.coords import Cell, GpuArch, Label, WheelName, format_version, parse_cuda, parse_torch
+from librarian.errors import BadInput, StoreError
+from librarian.layout import Layout, check_path_part, check_store_path
+
+SCHEMA = 1
+ROOT = "index.json"
+SHARD_DIR = "index"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """One stored wheel: where it is, what its bytes hash to, which cell it serves, what it demands."""
+
+    path: str
+    sha256: str
+    size: int
+    cell: Cell
+    added: str = ""  # ISO 8601 UTC time it was published; gc --older-than reads it
+    facts: Mapping[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def filename(self) -> str:
+        """The wheel's filename: the last path component."""
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def name(self) -> WheelName:
+        """The parsed wheel filename."""
+        return WheelName.parse(self.filename)
+
+    def to_json(self) -> dict[str, Any]:
+        """This entry as the shard stores it."""
+        name = self.name
+        data: dict[str, Any] = {
+            "path": self.path,
+            "sha256": self.sha256,
+            "size": self.size,
+            "filename": self.filename,
+            "version": str(name.version),
+            "label": str(self.cell.label),
+            "tags": sorted(str(t) for t in name.tags),
+            "cell": {
+                "package": self.cell.package,
+                "sm": str(self.cell.sm),
+                "torch": format_version(self.cell.label.torch),
+                "cuda": format_version(self.cell.label.cuda),
+            },
+            "added": self.added,
+        }
+        if self.facts is not None:
+            data["facts"] = dict(self.facts)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], source: str) -> IndexEntry:
+        """Parse one shard entry; ``source`` names the shard in errors."""
+        try:
+            cell_data = data["cell"]
+            cell = Cell(
+                package=str(cell_data["package"]),
+                sm=GpuArch.parse(str(cell_data["sm"])),
+                label=Label(parse_cuda(str(cell_data["cuda"])), parse_torch(str(cell_data["torch"]))),
+            )
+            path = str(data["path"])
+            check_store_path(path)
+            entry = cls(
+                path,
+                str(data["sha256"]),
+                int(data["size"]),
+                cell,
+                str(data.get("added", "")),
+                data.get("facts"),
+            )
+            entry.name  # noqa: B018 - the filename must parse
+        except (KeyError, TypeError, ValueError) as e:
+            raise StoreError(f"{source}: malformed index entry {data.get('path', '?')!r} ({e})") from e
+        return entry
+
+
+@dataclass(frozen=True, slots=True)
+class Index:
+    """The whole catalogue of a store (or the part of it that was read)."""
+
+    layout: Layout
+    entries: tuple[IndexEntry, ...] = ()
+
+    def by_path(self) -> dict[str, IndexEntry]:
+        """Entries keyed by store path."""
+        return {e.path: e for e in self.entries}
+
+    def packages(self) -> list[str]:
+        """The packages present, sorted."""
+        return sorted({e.cell.package for e in self.entries})
+
+    def for_package(self, package: str) -> tuple[IndexEntry, ...]:
+        """The entries of one package (by pip's name matching)."""
+        return tuple(e for e in self.entries if e.cell.package == package)
+
+    def with_entries(self, added: Iterable[IndexEntry] = (), removed: Iterable[str] = ()) -> Index:
+        """A new index with ``added`` entries (replacing any at the same path) and ``removed`` paths gone."""
+        kept = self.by_path()
+        for path in removed:
+            kept.pop(path, None)
+        for entry in added:
+            kept[entry.path] = entry
+        return replace(self, entries=tuple(sorted(kept.values(), key=lambda e: e.path)))
+
+
+def shard_path(package: str) -> str:
+    """Where a package's shard lives: ``index/flash_attn.json``."""
+    check_path_part(package, "package name")
+    return f"{SHARD_DIR}/{package}.json"
+
+
+def _dump(data: Any) -> bytes:
+    return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+
+
+def render_index(index: Index) -> dict[str, bytes]:
+    """The index files to write: every shard and the root (``index.json``), by store path."""
+    files: dict[str, bytes] = {}
+    packages: dict[str, Any] = {}
+    for package in index.packages():
+        entries = sorted(index.for_package(package), key=lambda e: e.path)
+        shard = {"schema": SCHEMA, "package": package, "wheels": [e.to_json() for e in entries]}
+        body = _dump(shard)
+        path = shard_path(package)
+        files[path] = body
+        packages[package] = {
+            "shard": path,
+            "wheels": len(entries),
+            "sha256": hashlib.sha256(body).hexdigest(),
+        }
+    root = {
+        "schema": SCHEMA,
+        "layout": {"name": index.layout.name, "path": index.layout.path},
+        "packages": packages,
+    }
+    files[ROOT] = _dump(root)
+    return files
+
+
+@dataclass(frozen=True, slots=True)
+class RootIndex:
+    """The parsed root ``index.json``: the layout and where each package's shard is."""
+
+    layout: Layout
+    shards: Mapping[str, str]  # package -> shard path
+    shard_sha256: Mapping[str, str] = field(default_factory=dict)
+
+
+def _load_json(text: bytes, source: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise StoreError(f"{source}: not valid JSON ({e})") from e
+    if not isinstance(data, dict):
+        raise StoreError(f"{source}: expected a JSON object")
+    if data.get("schema") != SCHEMA:
+        raise StoreError(
+            f"{source}: unsupported index schema {data.get('schema')!r} (this librarian reads {SCHEMA})"
+        )
+    return data
+
+
+def parse_root(text: bytes, source: str = ROOT) -> RootIndex:
+    """Parse the root index."""
+    data = _load_json(text, source)
+    try:
+        layout = Layout(str(data["layout"]["name"]), str(data["layout"]["path"]))
+        packages = data["packages"]
+        shards = {str(k): str(v["shard"]) for k, v in packages.items()}
+        sums = {str(k): str(v.get("sha256", "")) for k, v in packages.items()}
+    except (KeyError, TypeError, AttributeError, BadInput) as e:
+        raise StoreError(f"{source}: malformed root index ({e})") from e
+    for package, path in shards.items():
+        if path != shard_path(package):
+            raise StoreError(f"{source}: shard of {package!r} at unexpected path {path!r}")
+    return RootIndex(layout, shards, sums)
+
+
+def parse_shard(text: bytes, source: str) -> tuple[IndexEntry, ...]:
+    """Parse one package shard."""
+    data = _load_json(text, source)
+    wheels = data.get("wheels")
+    if not isinstance(wheels, list):
+        raise StoreError(f"{source}: malformed shard (no wheels list)")
+    return tuple(IndexEntry.from_json(w, source) for w in wheels)

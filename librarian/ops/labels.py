@@ -1,0 +1,47 @@
+"""Which label a wheel gets: its own, the flags', or the installed torch's."""
+
+from __future__ import annotations
+
+from librarian.coords import Label, MajorMinor, WheelName
+from librarian.errors import BadInput, Refused
+
+
+def label_from_flags(cuda: MajorMinor | None, torch: MajorMinor | None) -> Label | None:
+    """The label ``--cuda/--torch`` ask for; when neither is given, the installed torch's; else ``None``.
+
+    Only one of the two given: the other comes from the installed torch, if its line agrees.
+    """
+    if cuda is not None and torch is not None:
+        return Label(cuda, torch)
+    from librarian.probe import detect_torch
+
+    info = detect_torch()
+    if info is None or info.cuda is None:
+        if cuda is None and torch is None:
+            return None
+        missing = "--torch" if torch is None else "--cuda"
+        raise BadInput(f"{missing}: needed too (no CUDA build of torch is installed here to take it from)")
+    return Label(cuda or info.cuda, torch or info.minor)
+
+
+def choose_label(name: WheelName, wanted: Label | None, *, force: bool = False) -> Label:
+    """The label ``name`` ends up with; refuses to relabel a wheel that carries another label unless ``force``."""
+    claim = name.label_claim
+    current = name.label
+    if current is not None and (wanted is None or wanted == current):
+        return current
+    if wanted is None:
+        if claim is not None:
+            raise BadInput(
+                f"{name}: carries {claim}, not a librarian label; pass --cuda, --torch and --force"
+            )
+        raise BadInput(
+            f"{name}: has no label; pass --cuda and --torch (or install the torch it was built with)"
+        )
+    if claim is not None and not force:
+        if claim.form == "librarian" and current is not None:
+            what = f"is labelled {current}"
+        else:
+            what = f"carries {claim} (+{name.version.local})"
+        raise Refused(f"{name}: {what}, not {wanted}; pass --force to relabel it")
+    return wanted

@@ -1,0 +1,183 @@
+"""pull: find the exact wheel for a machine in a store, fetch it sha256-checked, optionally install it.
+
+Resolution is pure (``resolve``): the machine's wants against the index's entries. Only the root index
+and the asked packages' shards are read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.tags import Tag
+
+from librarian.coords import GpuArch, MajorMinor, format_cuda, format_version, package_key
+from librarian.errors import BadInput, LibrarianError, NotFound, StoreError
+from librarian.index import IndexEntry
+from librarian.layout import Layout
+from librarian.stores.base import Store, read_index
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Wants:
+    """What the machine needs: a GPU, a torch line (and CUDA line, if known), interpreter tags."""
+
+    sm: GpuArch
+    torch: MajorMinor
+    cuda: MajorMinor | None
+    tags: tuple[Tag, ...]  # most preferred first, as packaging.tags.sys_tags() orders them
+
+    def describe(self) -> str:
+        """``sm89, torch 2.9, cu128, cp312``."""
+        cuda = f", cu{format_cuda(self.cuda)}" if self.cuda else ""
+        python = self.tags[0].interpreter if self.tags else "?"
+        return f"sm{self.sm.sm}, torch {format_version(self.torch)}{cuda}, {python}"
+
+
+@dataclass(frozen=True, slots=True)
+class Near:
+    """A candidate that does not fit, and every way it differs."""
+
+    entry: IndexEntry
+    differences: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.entry.filename} (sm{self.entry.cell.sm.sm}): {'; '.join(self.differences)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """The pick for one package, or the nearest misses when nothing fits."""
+
+    package: str
+    pick: IndexEntry | None
+    near: tuple[Near, ...] = ()
+    note: str = ""
+
+
+def _tag_rank(entry: IndexEntry, tags: Sequence[Tag]) -> int | None:
+    ranks = {tag: i for i, tag in enumerate(tags)}
+    found = [ranks[t] for t in entry.name.tags if t in ranks]
+    return min(found) if found else None
+
+
+def differences(entry: IndexEntry, wants: Wants) -> tuple[str, ...]:
+    """Pure: each demand of ``entry`` that ``wants`` does not meet, said plainly."""
+    diffs = []
+    cell = entry.cell
+    if cell.sm != wants.sm:
+        diffs.append(f"built for GPU sm{cell.sm.sm}, this GPU is sm{wants.sm.sm}")
+    if cell.label.torch != wants.torch:
+        diffs.append(
+            f"another torch line: {format_version(cell.label.torch)}, not {format_version(wants.torch)}"
+        )
+    if wants.cuda is not None and cell.label.cuda != wants.cuda:
+        diffs.append(f"another CUDA line: cu{format_cuda(cell.label.cuda)}, not cu{format_cuda(wants.cuda)}")
+    if _tag_rank(entry, wants.tags) is None:
+        name = entry.name
+        mine = wants.tags[0] if wants.tags else None
+        here = f"{mine.interpreter}-{mine.abi}-{mine.platform}" if mine else "unknown"
+        pythons = {t.interpreter for t in name.tags}
+        if (
+            mine is not None
+            and mine.interpreter not in pythons
+            and not any(t.interpreter.startswith("py") for t in name.tags)
+        ):
+            diffs.append(f"another Python: {name.python_tag}, this interpreter is {mine.interpreter}")
+        else:
+            diffs.append(f"tags {name.tag_text} do not fit this platform ({here})")
+    return tuple(diffs)
+
+
+def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants) -> Resolution:
+    """Pure: the newest exact match for ``wants``; or the nearest candidates with what differs."""
+    fits = [e for e in entries if not differences(e, wants)]
+    note = ""
+    if fits:
+        cudas = {e.cell.label.cuda for e in fits}
+        if wants.cuda is None and len(cudas) > 1:
+            newest = max(cudas)
+            note = f"{package}: several CUDA lines fit ({', '.join('cu' + format_cuda(c) for c in sorted(cudas))}); took cu{format_cuda(newest)} (pass --cuda to choose)"
+            fits = [e for e in fits if e.cell.label.cuda == newest]
+        best = max(fits, key=lambda e: (e.name.version, -(_tag_rank(e, wants.tags) or 0)))
+        return Resolution(package, best, note=note)
+    near = sorted(
+        (Near(e, differences(e, wants)) for e in entries), key=lambda n: (len(n.differences), n.entry.path)
+    )
+    return Resolution(package, None, tuple(near[:5]))
+
+
+def _fetch_checked(store: Store, entry: IndexEntry, out_dir: Path) -> Path:
+    """Fetch to a temp name, check sha256 against the index, then rename into place."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / entry.filename
+    partial = out_dir / f".{entry.filename}.partial"
+    try:
+        store.fetch(entry.path, partial)
+        digest = hashlib.sha256()
+        with partial.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        if digest.hexdigest() != entry.sha256:
+            raise StoreError(f"{entry.path}: downloaded bytes do not match the index's sha256; refused")
+        os.replace(partial, final)
+    finally:
+        partial.unlink(missing_ok=True)
+    return final
+
+
+def pull(
+    store: Store,
+    default_layout: Layout,
+    packages: Sequence[str],
+    wants: Wants,
+    out_dir: Path,
+) -> tuple[list[Resolution], list[Path]]:
+    """Resolve every package and fetch the picks; raises NotFound (exit 1) if any package has no fit."""
+    if not packages:
+        raise BadInput("pull: name at least one package")
+    keys = [package_key(p) for p in packages]
+    index = read_index(store, default_layout, keys)
+    resolutions = [resolve(index.for_package(k), k, wants) for k in keys]
+    missing = [r for r in resolutions if r.pick is None]
+    if missing:
+        raise NoMatch(store.location, wants, tuple(missing))
+    files = [_fetch_checked(store, r.pick, out_dir) for r in resolutions if r.pick is not None]
+    return resolutions, files
+
+
+class NoMatch(NotFound):
+    """No stored wheel fits; carries the near candidates for the message."""
+
+    def __init__(self, location: str, wants: Wants, misses: tuple[Resolution, ...]) -> None:
+        self.wants = wants
+        self.misses = misses
+        names = ", ".join(r.package for r in misses)
+        super().__init__(f"{names}: no wheel in {location} for {wants.describe()}")
+
+    def details(self) -> list[str]:
+        """The lines that explain each miss (the CLI prints them after the error line)."""
+        lines = []
+        for r in self.misses:
+            if not r.near:
+                lines.append(f"  {r.package}: not in the store at all")
+            for near in r.near:
+                lines.append(f"  {near}")
+        return lines
+
+
+def install(files: Sequence[Path]) -> None:
+    """``python -m pip install --force-reinstall --no-deps`` the pulled wheels (keeps the pinned torch)."""
+    cmd = [sys.executable, "-m", "pip", "install", "--force-reinstall", "--no-deps", *map(str, files)]
+    log.info("running %s", " ".join(cmd))
+    result = subprocess.run(cmd, check=False)
+    if result.returncode != 0:
+        raise LibrarianError(f"pip install: exited with status {result.returncode}")

@@ -1,0 +1,145 @@
+"""verify: every stored wheel against its path, its label, its metadata and the index.
+
+Shallow checks read only the tree listing, the index and (for a local store) each wheel's METADATA;
+``deep`` also reads every byte: RECORD hashes, and the binaries' GPU code against the cell.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from librarian.catalogue import is_generated, render_catalogue
+from librarian.coords import WheelName
+from librarian.errors import LibrarianError
+from librarian.index import Index, IndexEntry
+from librarian.layout import Layout
+from librarian.stores.base import StoredFile, Store, read_index
+from librarian.wheelfile import read_wheel_info, sha256_file, verify_record
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Problem:
+    """One mismatch found: the store path and what is wrong with it."""
+
+    path: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.problem}"
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """What verify looked at and what it found."""
+
+    location: str
+    wheels: int
+    problems: tuple[Problem, ...]
+
+
+def check_placement(layout: Layout, path: str) -> list[str]:
+    """Pure: the problems of a wheel path against the layout and its own filename."""
+    parsed = layout.parse_path(path)
+    if parsed is None:
+        return [f"not where layout {layout.name!r} puts wheels ({layout.path})"]
+    cell, filename = parsed
+    try:
+        name = WheelName.parse(filename)
+    except LibrarianError as e:
+        return [str(e).split(": ", 1)[-1]]
+    problems = []
+    if name.package != cell.package:
+        problems.append(f"wheel of {name.package} filed under package {cell.package}")
+    if name.label is None:
+        claim = f"+{name.version.local}" if name.version.local else "no local label"
+        problems.append(f"filename carries {claim}, not a librarian label (expected +{cell.label})")
+    elif name.label != cell.label:
+        problems.append(f"labelled {name.label} but filed under {cell.label.combo}")
+    return problems
+
+
+def check_metadata(local: Path, name: WheelName) -> list[str]:
+    """The problems of a wheel's METADATA and ``.dist-info`` against its filename."""
+    info = read_wheel_info(local)
+    problems = list(info.mismatches())
+    expected = f"{name.distribution}-{name.version}.dist-info"
+    if info.dist_info != expected:
+        problems.append(f"its .dist-info is {info.dist_info}, expected {expected}")
+    return problems
+
+
+def _check_wheel(store: Store, f: StoredFile, entry: IndexEntry | None, deep: bool, tmp: Path) -> list[str]:
+    problems: list[str] = []
+    if entry is None:
+        problems.append("not in the index")
+    elif entry.size != f.size:
+        problems.append(f"size {f.size} but the index says {entry.size}")
+    name = WheelName.parse(f.path.rsplit("/", 1)[-1])
+    local = store.local_path(f.path)
+    if local is None and deep:
+        local = store.fetch(f.path, tmp / str(name))
+    sha = f.sha256 or (sha256_file(local) if local is not None else None)
+    if entry is not None and sha is not None and sha != entry.sha256:
+        problems.append(f"sha256 {sha[:12]}… but the index says {entry.sha256[:12]}…")
+    if local is None:
+        return problems
+    try:
+        problems.extend(check_metadata(local, name))
+        if deep:
+            verify_record(local)
+            problems.extend(_check_binaries(local, f.path, entry))
+    except LibrarianError as e:
+        problems.append(str(e).removeprefix(f"{local}: "))
+    return problems
+
+
+def _check_binaries(local: Path, path: str, entry: IndexEntry | None) -> list[str]:
+    from librarian.inspection import inspect_wheel
+    from librarian.ops.publish import serves
+
+    if entry is None:
+        return []
+    facts = inspect_wheel(local)
+    if facts.device_binaries and not serves(facts, entry.cell.sm):
+        have = ", ".join(str(a) for a in facts.sass) or "no common SASS"
+        return [f"its binaries do not run on sm{entry.cell.sm.sm} (they have {have})"]
+    return []
+
+
+def verify(store: Store, default_layout: Layout, *, deep: bool = False) -> VerifyReport:
+    """Check the whole store; every problem is listed, none stops the check."""
+    index = read_index(store, default_layout)
+    listing = store.list_files()
+    by_path = index.by_path()
+    problems: list[Problem] = []
+    files = {f.path: f for f in listing.files}
+    wheels = [f for f in listing.files if f.path.endswith(".whl") and not is_generated(f.path)]
+    with tempfile.TemporaryDirectory(prefix="librarian-verify-") as tmp:
+        for f in wheels:
+            found = check_placement(index.layout, f.path)
+            if not found:
+                found = _check_wheel(store, f, by_path.get(f.path), deep, Path(tmp))
+            problems.extend(Problem(f.path, p) for p in found)
+    for path in sorted(set(by_path) - set(files)):
+        problems.append(Problem(path, "in the index but not in the store"))
+    problems.extend(_check_catalogue(store, index, files))
+    return VerifyReport(store.location, len(wheels), tuple(sorted(problems)))
+
+
+def _check_catalogue(store: Store, index: Index, files: dict[str, StoredFile]) -> list[Problem]:
+    if not index.entries and "index.json" not in files:
+        return []
+    problems = []
+    expected = render_catalogue(index)
+    for path, data in sorted(expected.items()):
+        stored = files.get(path)
+        if stored is None:
+            problems.append(Problem(path, "generated file missing (publish or gc again to rebuild)"))
+        elif stored.size != len(data) or store.read_file(path) != data:
+            problems.append(Problem(path, "out of date with the index"))
+    return problems

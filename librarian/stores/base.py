@@ -1,0 +1,115 @@
+"""What every store offers (the ``Store`` protocol) and the values that pass through it.
+
+A store is a tree of files with an index. Every change is planned against a snapshot of the index and
+applied in one atomic step by the store (``Store.update``): the local store holds a lock and renames
+temp files, index last; the Hub store makes one commit with ``parent_commit`` and re-plans on conflict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from librarian.errors import StoreError
+from librarian.index import ROOT, Index, IndexEntry, parse_root, parse_shard
+from librarian.layout import Layout
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFile:
+    """A file in a store's tree; ``sha256`` where the store knows it without reading the bytes."""
+
+    path: str
+    size: int
+    sha256: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """A store's whole tree. ``complete`` is false when the listing was cut short (gc refuses then)."""
+
+    files: tuple[StoredFile, ...]
+    complete: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """A local file to store at ``path``."""
+
+    path: str
+    source: Path
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """One atomic change of a store: files in, files out, and the index that results."""
+
+    index: Index
+    uploads: tuple[Upload, ...] = ()
+    deletes: tuple[str, ...] = ()
+    message: str = "librarian"
+
+    @property
+    def empty(self) -> bool:
+        """Whether applying this would change no wheel."""
+        return not self.uploads and not self.deletes
+
+
+Planner = Callable[[Index], Changes]
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What a store did: the changes it applied and where (a commit URL or a directory)."""
+
+    changes: Changes
+    where: str = ""
+    attempts: int = 1
+    notes: tuple[str, ...] = field(default=())
+
+
+class Store(Protocol):
+    """A wheel store: a local directory or a Hugging Face dataset repo."""
+
+    @property
+    def location(self) -> str:
+        """How users name this store (a directory or ``hf://datasets/owner/name``)."""
+
+    def read_file(self, path: str) -> bytes | None:
+        """A small file's bytes (index, shards), or ``None`` if the store has no such file."""
+
+    def list_files(self) -> Listing:
+        """Every file in the store."""
+
+    def fetch(self, path: str, dest: Path) -> Path:
+        """Copy a stored file to ``dest`` (temp file, then rename) and return ``dest``."""
+
+    def local_path(self, path: str) -> Path | None:
+        """The file's path on this machine when the store is local, else ``None``."""
+
+    def update(self, plan: Planner, default_layout: Layout) -> Applied:
+        """Plan against the current index and apply the result atomically (re-planning on conflict)."""
+
+
+def read_index(store: Store, default_layout: Layout, packages: Iterable[str] | None = None) -> Index:
+    """The store's index: the root and the shards of ``packages`` (all when ``None``).
+
+    A store with no ``index.json`` yet is empty and gets ``default_layout``.
+    """
+    root_bytes = store.read_file(ROOT)
+    if root_bytes is None:
+        return Index(default_layout)
+    root = parse_root(root_bytes, f"{store.location}/{ROOT}")
+    wanted = root.shards.keys() if packages is None else [p for p in packages if p in root.shards]
+    entries: list[IndexEntry] = []
+    for package in sorted(wanted):
+        path = root.shards[package]
+        shard = store.read_file(path)
+        if shard is None:
+            raise StoreError(f"{store.location}/{path}: shard listed in {ROOT} is missing")
+        entries.extend(parse_shard(shard, f"{store.location}/{path}"))
+    return Index(root.layout, tuple(sorted(entries, key=lambda e: e.path)))
