@@ -1,0 +1,230 @@
+"""The local store end to end, as a user runs it: publish, ls, verify, pull, gc, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.builders import make_wheel
+from tests.conftest import Run
+
+SO = {"tinykern/__init__.py": b"X = 1\n"}
+CELL = "tinykern/sm89/torch2.8-cu128"
+FILE = "tinykern-0.1.0+cu128torch2.8-cp311-cp311-linux_x86_64.whl"
+FLAGS = ("--sm", "89", "--torch", "2.8", "--cuda", "12.8")
+
+
+def tree(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.name != ".librarian.lock"}
+
+
+def one_line_error(result, *needles: str) -> None:  # type: ignore[no-untyped-def]
+    assert result.err.startswith("librarian: error: "), result.err
+    assert "Traceback" not in result.err
+    assert result.err.count("\n") == 1, result.err
+    for needle in needles:
+        assert needle in result.err
+
+
+@pytest.fixture
+def published(run: Run, tmp_path: Path) -> Path:
+    make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", SO)
+    result = run("publish", "dist/tinykern-0.1.0-cp311-cp311-linux_x86_64.whl", *FLAGS)
+    assert result.code == 0, result.err
+    assert f"added  {CELL}/{FILE}" in result.out
+    return tmp_path / "wheelhouse"
+
+
+def test_publish_files_the_labelled_wheel(published: Path) -> None:
+    assert tree(published) == {
+        f"{CELL}/{FILE}", "index.json", "index/tinykern.json", "pages/sm89-torch2.8-cu128.html",
+    }
+    shard = json.loads((published / "index/tinykern.json").read_text())
+    assert [w["path"] for w in shard["wheels"]] == [f"{CELL}/{FILE}"]
+    with zipfile.ZipFile(published / CELL / FILE) as zf:
+        assert "Version: 0.1.0+cu128torch2.8" in zf.read("tinykern-0.1.0+cu128torch2.8.dist-info/METADATA").decode()
+
+
+def test_publish_again_is_a_no_op_and_dry_run_writes_nothing(run: Run, published: Path) -> None:
+    before = {p: (published / p).stat().st_mtime_ns for p in tree(published)}
+    again = run("publish", "dist/tinykern-0.1.0-cp311-cp311-linux_x86_64.whl", *FLAGS)
+    assert again.code == 0 and "unchanged" in again.out and "0 file(s) written" in again.out
+    make_wheel(Path("dist2"), "tinykern", "0.2.0", "cp311-cp311-linux_x86_64", SO)
+    dry = run("publish", "dist2/tinykern-0.2.0-cp311-cp311-linux_x86_64.whl", *FLAGS, "--dry-run")
+    assert dry.code == 0 and "would add" in dry.out
+    assert {p: (published / p).stat().st_mtime_ns for p in tree(published)} == before
+
+
+def test_a_different_wheel_at_an_occupied_path_needs_replace(run: Run, published: Path) -> None:
+    make_wheel(Path("other"), "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", {"tinykern/__init__.py": b"X = 2\n"})
+    refused = run("publish", "other/tinykern-0.1.0-cp311-cp311-linux_x86_64.whl", *FLAGS)
+    assert refused.code == 2
+    one_line_error(refused, FILE, "--replace")
+    replaced = run("publish", "other/tinykern-0.1.0-cp311-cp311-linux_x86_64.whl", *FLAGS, "--replace")
+    assert replaced.code == 0 and "replaced" in replaced.out
+    assert run("verify").code == 0
+
+
+def test_ls_shows_coverage_and_holes(run: Run, published: Path) -> None:
+    make_wheel(Path("d"), "tinykern", "0.1.0", "cp312-cp312-linux_x86_64", SO)
+    assert run("publish", "d/tinykern-0.1.0-cp312-cp312-linux_x86_64.whl", "--sm", "90", "--torch", "2.9", "--cuda", "12.8").code == 0
+    result = run("ls")
+    assert result.code == 0
+    lines = result.out.splitlines()
+    assert lines[0].split() == ["package", "torch-cuda", "sm89", "sm90"]
+    assert lines[2].split() == ["tinykern", "torch2.9-cu128", "-", "0.1.0", "(312)"]
+    assert lines[3].split() == ["tinykern", "torch2.8-cu128", "0.1.0", "(311)", "-"]
+    data = json.loads(run("ls", "--json").out)
+    assert data["schema"] == 1 and data["sms"] == ["sm89", "sm90"]
+    assert data["packages"]["tinykern"]["torch2.8-cu128"]["sm90"] == []
+
+
+def test_verify_passes_then_names_each_problem(run: Run, published: Path) -> None:
+    assert run("verify").code == 0
+    wrong = published / "tinykern/sm90/torch2.8-cu128"
+    wrong.mkdir(parents=True)
+    shutil.move(str(published / CELL / FILE), wrong / FILE)
+    result = run("verify")
+    assert result.code == 1
+    assert f"tinykern/sm90/torch2.8-cu128/{FILE}: not in the index" in result.out
+    assert f"{CELL}/{FILE}: in the index but not in the store" in result.out
+
+
+def test_verify_catches_an_edited_metadata(run: Run, published: Path) -> None:
+    path = published / CELL / FILE
+    with zipfile.ZipFile(path) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    meta = "tinykern-0.1.0+cu128torch2.8.dist-info/METADATA"
+    members[meta] = members[meta].replace(b"Version: 0.1.0+cu128torch2.8", b"Version: 0.1.1+cu128torch2.8")
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    result = run("verify")
+    assert result.code == 1
+    assert f"{CELL}/{FILE}: METADATA Version: 0.1.1+cu128torch2.8, filename says 0.1.0+cu128torch2.8" in result.out
+    assert "sha256" in result.out
+    deep = run("verify", "--deep")
+    assert deep.code == 1 and "RECORD" in deep.out
+
+
+def test_verify_catches_a_label_that_disagrees_with_its_cell(run: Run, published: Path) -> None:
+    other = published / "tinykern/sm89/torch2.9-cu128"
+    other.mkdir(parents=True)
+    shutil.copy(published / CELL / FILE, other / FILE)
+    result = run("verify", "--json")
+    assert result.code == 1
+    problems = json.loads(result.out)["problems"]
+    assert {"path": f"tinykern/sm89/torch2.9-cu128/{FILE}", "problem": "labelled cu128torch2.8 but filed under torch2.9-cu128"} in problems
+
+
+def test_pull_exact_and_explained_miss(run: Run, published: Path, tmp_path: Path) -> None:
+    got = run("pull", "TinyKern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64", "-o", "out")
+    assert got.code == 0, got.err
+    assert (tmp_path / "out" / FILE).read_bytes() == (published / CELL / FILE).read_bytes()
+    miss = run("pull", "tinykern", "--sm", "89", "--torch", "2.9", "--python", "3.11", "--platform", "linux_x86_64", "-o", "out2")
+    assert miss.code == 1
+    assert miss.err.startswith("librarian: error: tinykern: no wheel in wheelhouse for sm89, torch 2.9")
+    assert "another torch line: 2.8, not 2.9" in miss.err
+    assert not (tmp_path / "out2").exists() or not list((tmp_path / "out2").iterdir())
+    py = run("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.12", "--platform", "linux_x86_64", "-o", "out3")
+    assert py.code == 1 and "another Python: cp311, this interpreter is cp312" in py.err
+    gpu = run("pull", "tinykern", "--sm", "90", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64")
+    assert gpu.code == 1 and "built for GPU sm89, this GPU is sm90" in gpu.err
+
+
+def test_pull_refuses_bytes_that_do_not_match_the_index(run: Run, published: Path, tmp_path: Path) -> None:
+    stored = published / CELL / FILE
+    stored.write_bytes(stored.read_bytes() + b"tampered")
+    result = run("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64", "-o", "out")
+    assert result.code == 2
+    one_line_error(result, "do not match the index's sha256")
+    assert not (tmp_path / "out" / FILE).exists()
+    assert [p.name for p in (tmp_path / "out").iterdir()] == []
+
+
+def test_gc_plans_then_acts_only_with_yes(run: Run, published: Path) -> None:
+    make_wheel(Path("d"), "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", SO)
+    assert run("publish", "d/tinykern-0.1.0-cp311-cp311-linux_x86_64.whl", "--sm", "89", "--torch", "2.9", "--cuda", "12.8").code == 0
+    before = tree(published)
+    plan = run("gc", "--drop-torch", "2.8")
+    assert plan.code == 0 and f"remove  {CELL}/{FILE}" in plan.out and "pass --yes" in plan.out
+    assert tree(published) == before
+    done = run("gc", "--drop-torch", "2.8", "--yes")
+    assert done.code == 0 and "removed 1 wheel file(s)" in done.out
+    assert tree(published) == before - {f"{CELL}/{FILE}", "pages/sm89-torch2.8-cu128.html"}
+    shard = json.loads((published / "index/tinykern.json").read_text())
+    assert [w["label"] for w in shard["wheels"]] == ["cu128torch2.9"]
+    assert run("verify").code == 0
+    assert "remove 0 wheel" in run("gc", "--drop-torch", "2.8").out
+
+
+def test_gc_needs_a_rule(run: Run, published: Path) -> None:
+    one_line_error(run("gc"), "--keep-torch")
+
+
+def _bad_inputs(d: Path) -> dict[str, tuple[Path, str]]:
+    d.mkdir()
+    not_zip = d / "notzip-1.0-cp311-cp311-linux_x86_64.whl"
+    not_zip.write_bytes(b"hello")
+    good = make_wheel(d / "g", "trunc", "1.0", "cp311-cp311-linux_x86_64", {"trunc/__init__.py": os.urandom(4000)})
+    truncated = d / good.name
+    truncated.write_bytes(good.read_bytes()[:-100])
+    liar = make_wheel(d, "liar", "1.0", "cp311-cp311-linux_x86_64", {"liar/__init__.py": b"x"},
+                      record_override={"liar/__init__.py": "sha256=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"})
+    evil = make_wheel(d, "evil", "1.0", "cp311-cp311-linux_x86_64", {"evil/__init__.py": b"", "../evil": b"boom"})
+    return {
+        "not a zip": (not_zip, "not a zip file"),
+        "truncated": (truncated, truncated.name),
+        "record lies": (liar, "liar/__init__.py"),
+        "escaping member": (evil, "../evil"),
+    }
+
+
+@pytest.mark.parametrize("case", ["not a zip", "truncated", "record lies", "escaping member"])
+def test_bad_input_is_one_line_exit_2_nothing_written(run: Run, tmp_path: Path, case: str) -> None:
+    path, needle = _bad_inputs(tmp_path / "bad")[case]
+    result = run("publish", str(path), *FLAGS)
+    assert result.code == 2, result
+    one_line_error(result, needle)
+    assert not (tmp_path / "wheelhouse").exists() or tree(tmp_path / "wheelhouse") == set()
+    retag = run("retag", str(path), "--torch", "2.8", "--cuda", "12.8", "-o", "out")
+    assert retag.code == 2
+    one_line_error(retag, needle)
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [(("--sm", "../../x"), "not a GPU arch"), (("--frobnicate",), "No such option: --frobnicate"),
+     (("--torch", "banana", "--cuda", "12.8", "--sm", "89"), "not a torch version")],
+)
+def test_bad_flags_are_one_line(run: Run, published: Path, argv: tuple[str, ...], needle: str) -> None:
+    result = run("publish", "dist/tinykern-0.1.0-cp311-cp311-linux_x86_64.whl", *argv)
+    assert result.code == 2
+    one_line_error(result, needle)
+
+
+def test_retag_labels_and_refuses_relabel(run: Run, tmp_path: Path) -> None:
+    src = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", SO)
+    result = run("retag", str(src), "--torch", "2.8", "--cuda", "12.8", "-o", "out")
+    assert result.code == 0 and result.out.strip().endswith(FILE)
+    again = run("retag", f"out/{FILE}", "--torch", "2.9", "--cuda", "12.8", "-o", "out")
+    assert again.code == 2
+    one_line_error(again, "is labelled cu128torch2.8", "--force")
+    forced = run("retag", f"out/{FILE}", "--torch", "2.9", "--cuda", "12.8", "-o", "out", "--force")
+    assert forced.code == 0 and "+cu128torch2.9" in forced.out
+
+
+def test_repo_from_env_and_pyproject(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", SO)
+    (tmp_path / "pyproject.toml").write_text('[tool.librarian]\nrepo = "from-pyproject"\n')
+    assert run("publish", "dist/tinykern-0.1.0-cp311-cp311-linux_x86_64.whl", *FLAGS).code == 0
+    assert (tmp_path / "from-pyproject" / CELL / FILE).is_file()
+    monkeypatch.setenv("LIBRARIAN_REPO", str(tmp_path / "from-env"))
+    assert run("publish", "dist/tinykern-0.1.0-cp311-cp311-linux_x86_64.whl", *FLAGS).code == 0
+    assert (tmp_path / "from-env" / CELL / FILE).is_file()

@@ -1,0 +1,76 @@
+"""The sharded index: entries to JSON and back, deterministic shards, malformed input named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from librarian.catalogue import render_catalogue, render_pages
+from librarian.coords import Cell, GpuArch, Label
+from librarian.errors import StoreError
+from librarian.index import Index, IndexEntry, parse_root, parse_shard, render_index
+from librarian.layouts import load_layout
+
+
+def entry(package: str = "flash_attn", sm: str = "89", label: str = "cu128torch2.9", version: str = "2.8.3", py: str = "cp312") -> IndexEntry:
+    cell = Cell(package, GpuArch.parse(sm), Label.parse(label))
+    filename = f"{package}-{version}+{label}-{py}-{py}-linux_x86_64.whl"
+    path = load_layout().path_for(cell, filename)
+    return IndexEntry(path, "ab" * 32, 1234, cell, "2026-11-30T00:00:00Z", {"sass": ["sm_89"]})
+
+
+def test_round_trip_through_shards() -> None:
+    index = Index(load_layout()).with_entries([entry(), entry(sm="90a"), entry("natten", label="cu126torch2.8")])
+    files = render_index(index)
+    assert set(files) == {"index.json", "index/flash_attn.json", "index/natten.json"}
+    root = parse_root(files["index.json"])
+    assert dict(root.shards) == {"flash_attn": "index/flash_attn.json", "natten": "index/natten.json"}
+    back = [e for p in sorted(root.shards.values()) for e in parse_shard(files[p], p)]
+    assert tuple(sorted(back, key=lambda e: e.path)) == index.entries
+    assert back[0].facts == {"sass": ["sm_89"]}
+    shard = json.loads(files["index/flash_attn.json"])
+    assert shard["wheels"][0]["cell"] == {"package": "flash_attn", "sm": "sm_89", "torch": "2.9", "cuda": "12.8"}
+
+
+def test_unchanged_package_shard_is_byte_identical() -> None:
+    base = Index(load_layout()).with_entries([entry(), entry("natten", label="cu126torch2.8")])
+    more = base.with_entries([entry("natten", version="0.22.0", label="cu126torch2.8")])
+    a, b = render_index(base), render_index(more)
+    assert a["index/flash_attn.json"] == b["index/flash_attn.json"]
+    assert a["index/natten.json"] != b["index/natten.json"]
+    assert a["index.json"] != b["index.json"]
+
+
+def test_removal() -> None:
+    e1, e2 = entry(), entry(sm="80")
+    index = Index(load_layout()).with_entries([e1, e2]).with_entries(removed=[e1.path])
+    assert index.entries == (e2,)
+    assert "index/flash_attn.json" in render_index(index)
+    assert render_index(index.with_entries(removed=[e2.path])).keys() == {"index.json"}
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [(b"{", "not valid JSON"), (b'{"schema": 9}', "unsupported index schema 9"), (b"[]", "expected a JSON object"),
+     (b'{"schema": 1, "layout": {"name": "x"}, "packages": {}}', "malformed root")],
+)
+def test_bad_root(text: bytes, problem: str) -> None:
+    with pytest.raises(StoreError, match=problem):
+        parse_root(text, "store/index.json")
+
+
+def test_bad_shard_entry_named() -> None:
+    text = json.dumps({"schema": 1, "wheels": [{"path": "../evil.whl", "sha256": "x", "size": 1, "cell": {}}]}).encode()
+    with pytest.raises(StoreError, match="index/x.json: malformed index entry '../evil.whl'"):
+        parse_shard(text, "index/x.json")
+
+
+def test_pip_pages_never_mix_combos() -> None:
+    index = Index(load_layout()).with_entries([entry(), entry(label="cu130torch2.9"), entry(version="2.8.2")])
+    pages = render_pages(index)
+    assert set(pages) == {"pages/sm89-torch2.9-cu128.html", "pages/sm89-torch2.9-cu130.html"}
+    page = pages["pages/sm89-torch2.9-cu128.html"].decode()
+    assert page.count("<a href=") == 2 and "cu130" not in page
+    assert 'href="../flash_attn/sm89/torch2.9-cu128/flash_attn-2.8.3+cu128torch2.9-cp312-cp312-linux_x86_64.whl#sha256=' in page
+    assert set(render_catalogue(index)) >= set(pages) | {"index.json"}
