@@ -46,13 +46,13 @@ def _emit_json(data: dict[str, Any]) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=True))
 
 
-def _settings(repo: str | None) -> tuple[Any, Layout]:
+def _settings(repo: str | None, create: bool = False) -> tuple[Any, Layout]:
     from librarian.config import load_settings
     from librarian.layouts import load_layout
     from librarian.stores import open_store
 
     settings = load_settings(repo)
-    return open_store(settings.repo), load_layout(settings.layout)
+    return open_store(settings.repo, create=create), load_layout(settings.layout)
 
 
 def _maybe(parse: Any, text: str | None) -> Any:
@@ -96,13 +96,14 @@ def publish(
     replace: Annotated[bool, typer.Option("--replace", help="Overwrite a different wheel at the same path.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Relabel labelled wheels; file under --sm the binaries do not serve.")] = False,
     allow_unknown_combo: Annotated[bool, typer.Option("--allow-unknown-combo", help="Accept a torch/CUDA combo PyTorch never shipped.")] = False,
+    create: Annotated[bool, typer.Option("--create", help="Create the Hub dataset repo if it does not exist.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Label, check and file wheels into the store, in one atomic change with the index."""
     from librarian.ops.publish import PublishOptions
     from librarian.ops.publish import publish as do_publish
 
-    store, layout = _settings(repo)
+    store, layout = _settings(repo, create=create)
     label = None if cuda is None and torch is None else _label(cuda, torch)
     if label is None:
         label = _label(None, None) if any(WheelName.parse(w.name).label is None for w in wheels if w.name.endswith(".whl")) else None

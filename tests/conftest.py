@@ -10,6 +10,8 @@ import pytest
 
 from librarian.cli import main
 
+pytest_plugins = ["tests.loophub.fixtures"]
+
 
 @dataclass(frozen=True)
 class Result:
