@@ -1,0 +1,429 @@
+"""Wheel I/O: open a wheel safely, read METADATA / WHEEL / RECORD, check RECORD, retag.
+
+Every member is streamed in bounded chunks (:mod:`librarian.zipraw`), so memory does not grow with the
+wheel. :func:`retag` copies every member other than METADATA and RECORD as its compressed bytes, never
+recompressed, and writes to a temp file in the output folder renamed into place at the end.
+Wheel format: https://packaging.python.org/en/latest/specifications/binary-distribution-format/
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import csv
+import hashlib
+import io
+import logging
+import os
+import re
+import secrets
+import shutil
+import struct
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from email.parser import HeaderParser
+from pathlib import Path
+from typing import BinaryIO
+
+from packaging.tags import parse_tag
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from librarian import zipraw
+from librarian.coords import Label, WheelName
+from librarian.errors import BadInput, BadWheel, Refused
+
+log = logging.getLogger(__name__)
+
+# METADATA, WHEEL and RECORD are read whole; a bigger one is not a wheel we want to parse.
+_SMALL_LIMIT = 64 << 20
+# RECORD.jws / RECORD.p7s sign the old RECORD: carried over they would be stale, so retag drops them.
+_SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+# PEP 376 / the wheel spec allow sha256 or stronger; md5 and sha1 are refused.
+_HASHES = ("sha256", "sha384", "sha512")
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One file in a wheel: its path (POSIX), plain and compressed sizes, unix permission bits."""
+
+    path: str
+    size: int
+    compressed_size: int
+    mode: int
+
+
+@dataclass(frozen=True, slots=True)
+class WheelInfo:
+    """What a wheel says about itself, read without inflating its payload."""
+
+    filename: WheelName
+    metadata_name: str
+    metadata_version: str
+    wheel_tags: tuple[str, ...]
+    dist_info: str
+    members: tuple[Member, ...]
+
+    @property
+    def name(self) -> str:
+        """The distribution name as the filename spells it."""
+        return self.filename.distribution
+
+    @property
+    def version(self) -> Version:
+        """The version the filename claims."""
+        return self.filename.version
+
+    def mismatches(self) -> tuple[str, ...]:
+        """Each way METADATA or WHEEL disagrees with the filename, as ``<what>: <problem>`` lines."""
+        problems = []
+        if canonicalize_name(self.metadata_name) != canonicalize_name(self.name):
+            problems.append(f"METADATA Name: {self.metadata_name}, filename says {self.name}")
+        if _version(self.metadata_version) != self.version:
+            problems.append(f"METADATA Version: {self.metadata_version}, filename says {self.version}")
+        wheel: set[str] = set()
+        for text in self.wheel_tags:
+            try:
+                wheel.update(str(t) for t in parse_tag(text))
+            except ValueError:
+                wheel.add(text)
+        if wheel != {str(t) for t in self.filename.tags}:
+            problems.append(f"WHEEL Tag: {', '.join(sorted(wheel))}, filename says {self.filename.tag_text}")
+        return tuple(problems)
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def sha256_file(path: Path) -> str:
+    """The sha256 of a file as hex, read in chunks."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(zipraw.CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _digest_field(h: hashlib._Hash) -> str:
+    """A RECORD hash field: ``sha256=<urlsafe base64, no padding>``."""
+    return f"{h.name}={base64.urlsafe_b64encode(h.digest()).rstrip(b'=').decode()}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """One RECORD line: the hash field (``algo=b64`` or empty) and the size field (or empty)."""
+
+    digest: str
+    size: str
+
+
+class _Wheel:
+    """An open wheel whose structure has been checked: names, one matching dist-info, local headers."""
+
+    def __init__(self, path: Path, f: BinaryIO, zf: zipfile.ZipFile) -> None:
+        self.path, self.f, self.zf = path, f, zf
+        self.name = _parse_filename(path)
+        self.infos = zf.infolist()
+        self.dist_info = _check_layout(self.name, self.infos)
+        self.data_dir = self.dist_info.removesuffix(".dist-info") + ".data"
+        self.by_name = {i.orig_filename: i for i in self.infos}
+        self.offsets = zipraw.data_offsets(f, self.infos)
+        self.rows: dict[str, _Row] = {}
+
+    def bad(self, problem: str) -> BadWheel:
+        """A one-line BadWheel naming this file."""
+        return BadWheel(f"{self.path}: {problem}")
+
+    def member(self, leaf: str) -> zipfile.ZipInfo:
+        """The dist-info member ``leaf`` (``METADATA``); BadWheel if missing."""
+        info = self.by_name.get(f"{self.dist_info}/{leaf}")
+        if info is None:
+            raise self.bad(f"no {self.dist_info}/{leaf}")
+        return info
+
+    def plain(self, info: zipfile.ZipInfo) -> Iterator[bytes]:
+        """The member's plain bytes in chunks."""
+        return zipraw.iter_plain(self.f, info, self.offsets[info.orig_filename])
+
+    def raw(self, info: zipfile.ZipInfo) -> Iterator[bytes]:
+        """The member's compressed bytes in chunks."""
+        return zipraw.iter_raw(self.f, self.offsets[info.orig_filename], info.compress_size)
+
+    def read_small(self, info: zipfile.ZipInfo) -> bytes:
+        """A metadata member, whole; refused past :data:`_SMALL_LIMIT`."""
+        if info.file_size > _SMALL_LIMIT:
+            raise self.bad(f"{info.orig_filename}: {info.file_size} bytes, too big for a metadata file")
+        return b"".join(self.plain(info))
+
+    def headers(self, leaf: str) -> tuple[bytes, dict[str, list[str]]]:
+        """A dist-info email-header file (METADATA, WHEEL): its bytes and its headers."""
+        data = self.read_small(self.member(leaf))
+        try:
+            msg = HeaderParser().parsestr(data.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise self.bad(f"{self.dist_info}/{leaf}: not UTF-8 ({e})") from e
+        return data, {k: [str(v) for v in msg.get_all(k, [])] for k in msg}
+
+    def read_record(self) -> dict[str, _Row]:
+        """RECORD as path -> row, kept for :meth:`expected`; BadWheel on malformed, duplicate or dangling rows."""
+        text = self.read_small(self.member("RECORD")).decode("utf-8", errors="replace")
+        for fields in csv.reader(io.StringIO(text, newline="")):
+            if len(fields) != 3 and fields:
+                raise self.bad(f"RECORD: malformed line {','.join(fields)!r}")
+            if fields and fields[0] in self.rows:
+                raise self.bad(f"RECORD: lists {fields[0]} twice")
+            if fields and fields[0] not in self.by_name:
+                raise self.bad(f"{fields[0]}: listed in RECORD but not in the wheel")
+            if fields:
+                self.rows[fields[0]] = _Row(fields[1], fields[2])
+        return self.rows
+
+    def expected(self, member: str) -> _Row:
+        """The member's RECORD row; BadWheel if it has none or no usable hash."""
+        row = self.rows.get(member)
+        if row is None:
+            raise self.bad(f"{member}: not listed in RECORD")
+        if row.digest.partition("=")[0] not in _HASHES:
+            raise self.bad(f"{member}: RECORD hash {row.digest or '(none)'!r} is not sha256 or stronger")
+        return row
+
+    def checked_raw(self, info: zipfile.ZipInfo) -> Iterator[bytes]:
+        """The member's raw bytes, passed through while their plain form is hashed and checked on the way."""
+        row = self.expected(info.orig_filename)
+        h = hashlib.new(row.digest.partition("=")[0])
+        inflater = zipraw.Inflater(info)
+        for raw in self.raw(info):
+            for plain in inflater.feed(raw):
+                h.update(plain)
+            yield raw
+        for plain in inflater.finish():
+            h.update(plain)
+        if (got := _digest_field(h)) != row.digest or row.size not in ("", str(info.file_size)):
+            raise self.bad(
+                f"{info.orig_filename}: RECORD says {row.digest} ({row.size or '?'} bytes), "
+                f"member is {got} ({info.file_size} bytes)"
+            )
+
+    def check(self, info: zipfile.ZipInfo) -> None:
+        """Check one member against RECORD, streaming."""
+        for _ in self.checked_raw(info):
+            pass
+
+
+def _parse_filename(path: Path) -> WheelName:
+    try:
+        return WheelName.parse(path.name)
+    except BadInput as e:
+        raise BadWheel(str(e)) from e
+
+
+def _check_layout(name: WheelName, infos: list[zipfile.ZipInfo]) -> str:
+    """Check member names and return the one ``.dist-info`` folder, which must match the filename."""
+    seen: set[str] = set()
+    tops: set[str] = set()
+    for info in infos:
+        member = info.orig_filename
+        if problem := zipraw.unsafe_name(member):
+            raise BadWheel(f"{member!r}: {problem}")
+        if member in seen:
+            raise BadWheel(f"{member}: member appears twice")
+        if info.flag_bits & 0x1 or info.compress_type not in zipraw.SUPPORTED_METHODS:
+            raise BadWheel(f"{member}: encrypted or compressed with method {info.compress_type}")
+        seen.add(member)
+        if "/" in member:
+            tops.add(member.split("/", 1)[0])
+    dist_infos = sorted(t for t in tops if t.endswith(".dist-info"))
+    if len(dist_infos) != 1:
+        raise BadWheel(f"expected one .dist-info folder, found {len(dist_infos) or 'none'}")
+    stem = dist_infos[0].removesuffix(".dist-info")
+    dist, _, version = stem.rpartition("-")
+    if canonicalize_name(dist) != canonicalize_name(name.distribution) or _version(version) != name.version:
+        raise BadWheel(f"{dist_infos[0]} does not match the filename's {name.distribution} {name.version}")
+    for top in tops:
+        if top.endswith(".data") and top != f"{stem}.data":
+            raise BadWheel(f"{top} does not match {dist_infos[0]}")
+    return dist_infos[0]
+
+
+@contextlib.contextmanager
+def _open(path: Path) -> Iterator[_Wheel]:
+    """Open ``path`` as a checked wheel; every failure to read it becomes a one-line BadWheel naming it."""
+    try:
+        f = path.open("rb")
+    except OSError as e:
+        raise BadWheel(f"{path}: cannot read ({e.strerror or e})") from e
+    with f:
+        try:
+            zf = zipfile.ZipFile(f)
+            w = _Wheel(path, f, zf)
+        except BadWheel as e:
+            raise e if str(e).startswith(f"{path}:") else BadWheel(f"{path}: {e}") from e
+        except zipraw.ZipError as e:
+            raise BadWheel(f"{path}: {e}") from e
+        except (zipfile.BadZipFile, EOFError, struct.error, ValueError, OSError) as e:
+            # zipfile raises more than BadZipFile on crafted end records (negative seeks, short reads).
+            detail = "" if str(e) == "File is not a zip file" else f" ({e})"
+            raise BadWheel(f"{path}: not a zip file{detail}") from e
+        with zf:
+            try:
+                yield w
+            except zipraw.ZipError as e:
+                raise BadWheel(f"{path}: {e}") from e
+
+
+def read_wheel_info(path: Path) -> WheelInfo:
+    """Open ``path`` safely and read its names, METADATA, WHEEL tags and members (payload not inflated)."""
+    with _open(path) as w:
+        _, meta = w.headers("METADATA")
+        _, wheel = w.headers("WHEEL")
+        if not meta.get("Name") or not meta.get("Version"):
+            raise w.bad(f"{w.dist_info}/METADATA: no Name or Version")
+        members = tuple(
+            Member(i.orig_filename, i.file_size, i.compress_size, (i.external_attr >> 16) & 0o7777)
+            for i in w.infos
+        )
+        return WheelInfo(
+            w.name, meta["Name"][0], meta["Version"][0], tuple(wheel.get("Tag", [])), w.dist_info, members
+        )
+
+
+def _unrecorded(member: str, dist_info: str) -> bool:
+    """Members RECORD does not hash: itself, its signatures, folder entries."""
+    return member.endswith("/") or member in {f"{dist_info}/{leaf}" for leaf in ("RECORD", *_SIGNATURES)}
+
+
+def verify_record(path: Path) -> None:
+    """Check every member's sha256 and size against RECORD, streaming; BadWheel names the first liar."""
+    with _open(path) as w:
+        w.read_record()
+        for info in w.infos:
+            if not _unrecorded(info.orig_filename, w.dist_info):
+                w.check(info)
+
+
+def _rewrite_version(w: _Wheel, metadata: bytes, version: str) -> bytes:
+    """METADATA with its ``Version:`` header replaced, every other byte kept."""
+    # The headers end at the first blank line; the body (the long description) is left alone.
+    end = m.end() if (m := re.search(rb"\r?\n\r?\n", metadata)) else len(metadata)
+    head, count = re.subn(
+        rb"(?mi)^Version:[ \t]*[^\r\n]*", b"Version: " + version.encode(), metadata[:end], 1
+    )
+    if not count:
+        raise w.bad(f"{w.dist_info}/METADATA: no Version header")
+    return head + metadata[end:]
+
+
+def _rename(member: str, renames: dict[str, str]) -> str:
+    top, sep, rest = member.partition("/")
+    return renames.get(top, top) + sep + rest
+
+
+def _new_record(w: _Wheel, renames: dict[str, str], metadata: bytes) -> bytes:
+    """RECORD for the renamed members, with METADATA's new hash and size; RECORD's own line stays empty."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for path, row in w.rows.items():
+        if path.rpartition("/")[2] in _SIGNATURES and path.startswith(f"{w.dist_info}/"):
+            continue
+        new_path = _rename(path, renames)
+        if path == f"{w.dist_info}/METADATA":
+            row = _Row(_digest_field(hashlib.new(row.digest.partition("=")[0], metadata)), str(len(metadata)))
+        writer.writerow([new_path, row.digest, row.size])
+    return out.getvalue().encode()
+
+
+@contextlib.contextmanager
+def _atomic_output(dest: Path) -> Iterator[BinaryIO]:
+    """A temp file beside ``dest``, renamed onto it on success and removed on any error."""
+    while True:
+        tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.part")
+        try:
+            # os.open with a mode lets the umask decide the final permissions, as for any new file.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _refuse_relabel(src: Path, name: WheelName, label: Label) -> None:
+    claim = name.label_claim
+    what = f" ({claim})" if claim else ""
+    local = src.name.split("-")[1].partition("+")[2]  # as the filename spells it, not normalised
+    raise Refused(f"{src}: already labelled +{local}{what}; pass --force to relabel it +{label}")
+
+
+def retag(src: Path, label: Label, out_dir: Path, *, force: bool = False, verify: bool = True) -> Path:
+    """Write ``src`` relabelled ``+label`` into ``out_dir`` and return the new path; ``src`` is untouched."""
+    name = _parse_filename(src)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if name.label == label:
+        return _already(src, out_dir, verify)
+    if name.version.local is not None and not force:
+        _refuse_relabel(src, name, label)
+    new_name = name.with_label(label)
+    dest = out_dir / str(new_name)
+    with _open(src) as w:
+        metadata, headers = w.headers("METADATA")
+        if _version(headers.get("Version", [""])[0]) != name.version:
+            raise w.bad(
+                f"{w.dist_info}/METADATA: Version {headers.get('Version')} does not match the filename"
+            )
+        w.read_record()
+        metadata_info = w.member("METADATA")
+        w.expected(metadata_info.orig_filename)
+        if verify:
+            w.check(metadata_info)
+        new_stem = f"{w.data_dir.rpartition('-')[0]}-{new_name.version}"
+        renames = {w.dist_info: f"{new_stem}.dist-info", w.data_dir: f"{new_stem}.data"}
+        new_metadata = _rewrite_version(w, metadata, str(new_name.version))
+        replaced = {
+            metadata_info.orig_filename: new_metadata,
+            f"{w.dist_info}/RECORD": _new_record(w, renames, new_metadata),
+        }
+        with _atomic_output(dest) as out:
+            _write(w, zipraw.RawZipWriter(out), renames, replaced, verify)
+    return dest
+
+
+def _write(
+    w: _Wheel, writer: zipraw.RawZipWriter, renames: dict[str, str], replaced: dict[str, bytes], verify: bool
+) -> None:
+    """Every member of ``w`` in order, renamed; ``replaced`` ones rewritten, the rest copied raw."""
+    for info in w.infos:
+        member = info.orig_filename
+        new_member = _rename(member, renames)
+        if member in replaced:
+            writer.add_bytes(info, replaced[member], name=new_member)
+        elif member.startswith(f"{w.dist_info}/") and member.rpartition("/")[2] in _SIGNATURES:
+            log.warning("%s: dropping %s, which signs the old RECORD", w.path, member)
+        elif verify and not _unrecorded(member, w.dist_info):
+            writer.add_raw(info, w.checked_raw(info), name=new_member)
+        else:
+            if not _unrecorded(member, w.dist_info):
+                w.expected(member)
+            writer.add_raw(info, w.raw(info), name=new_member)
+    writer.close()
+
+
+def _already(src: Path, out_dir: Path, verify: bool) -> Path:
+    """``src`` already carries the label: nothing to rewrite; copied into ``out_dir`` if elsewhere."""
+    dest = out_dir / src.name
+    if dest.resolve() == src.resolve():
+        return src
+    if verify:
+        verify_record(src)
+    with _atomic_output(dest) as out, src.open("rb") as f:
+        shutil.copyfileobj(f, out, zipraw.CHUNK)
+    return dest
