@@ -260,6 +260,59 @@ def gc(
         _out(f"plan: remove {len(removals)} wheel file(s), {size:.1f} MB, from {store.location}; nothing changed (pass --yes to act)")
 
 
+matrix_app = typer.Typer(
+    help="The (torch, CUDA, Python, platform) combos PyTorch shipped; 'matrix refresh' reads PyTorch's index.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+app.add_typer(matrix_app, name="matrix")
+ListOpt = Optional[list[str]]
+
+
+@matrix_app.callback()
+def matrix(
+    ctx: typer.Context,
+    torch: Annotated[ListOpt, typer.Option("--torch", help="torch minor(s), e.g. 2.8 (repeatable).")] = None,
+    cuda: Annotated[ListOpt, typer.Option("--cuda", help="CUDA line(s), e.g. 12.8 (repeatable).")] = None,
+    python: Annotated[ListOpt, typer.Option("--python", help="Python version(s), e.g. 3.12 (repeatable).")] = None,
+    platform: Annotated[ListOpt, typer.Option("--platform", help="Platform(s), e.g. linux-x86_64 (repeatable).")] = None,
+    newest: Annotated[Optional[int], typer.Option("--newest", help="Only the newest N torch lines.")] = None,
+    stable_only: Annotated[bool, typer.Option("--stable-only", help="Only stable CUDA lines (no experimental or served-only).")] = False,
+    github: Annotated[bool, typer.Option("--github", help="Print a GitHub Actions strategy.matrix (JSON) of build jobs.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """The combos PyTorch shipped, as a table, JSON, or a GitHub Actions build matrix."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from librarian.matrix import Selection, github_matrix, load_matrix, matrix_json, render_table
+
+    sel = Selection.parse(torch or (), cuda or (), python or (), platform or (), newest, stable_only)
+    loaded = load_matrix()
+    if github:
+        _emit_json(github_matrix(loaded, sel))
+        return
+    combos = loaded.select(sel)
+    if as_json:
+        _emit_json(matrix_json(combos))
+    else:
+        _out(render_table(combos))
+
+
+@matrix_app.command("refresh")
+def matrix_refresh(
+    source: Annotated[Optional[str], typer.Option("--from", help="An index page: URL or file (PEP 503 HTML or PEP 691 JSON). Default: PyTorch's index, every CUDA line.")] = None,
+) -> None:
+    """Record what PyTorch's wheel index serves, in your user override file (not the installed package)."""
+    from librarian.ops.matrix_refresh import refresh
+
+    result = refresh(source)
+    for combo in result.added:
+        _out(f"added    {combo}")
+    for combo in result.removed:
+        _out(f"removed  {combo}")
+    _out(f"read {result.served} served combo(s) from {len(result.sources)} page(s); wrote {result.path}")
+
+
 def _fail(message: str, code: int, details: list[str] | None = None) -> NoReturn:
     typer.echo(f"librarian: error: {message}", err=True)
     for line in details or ():

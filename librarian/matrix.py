@@ -1,0 +1,344 @@
+"""The combos PyTorch shipped: (torch minor, CUDA line, Python, platform), with queries and renderings.
+
+The packaged ``librarian/data/matrix.toml`` (written by ``scripts/make_matrix.py``) holds the release
+rows; a user override file (written by ``librarian matrix refresh``) adds what PyTorch's index serves.
+Everything here is pure except the small :func:`load_matrix` section at the end; the file format is
+:mod:`librarian.matrix_data`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from librarian.coords import Label, MajorMinor, format_cuda, format_version, parse_cuda, parse_torch
+from librarian.errors import BadInput
+from librarian.matrix_data import (
+    SCHEMA,
+    ArchRow,
+    CPython,
+    CudaRow,
+    CxxAbi,
+    MatrixDoc,
+    Platform,
+    ServedRow,
+    Status,
+    TorchRow,
+    dump_matrix,
+    merge_matrix,
+    parse_matrix,
+)
+
+__all__ = [
+    "SCHEMA",
+    "ArchRow",
+    "CPython",
+    "Combo",
+    "CudaRow",
+    "CxxAbi",
+    "Matrix",
+    "MatrixDoc",
+    "Platform",
+    "Selection",
+    "ServedRow",
+    "Status",
+    "TorchRow",
+    "dump_matrix",
+    "github_matrix",
+    "load_matrix",
+    "matrix_json",
+    "merge_matrix",
+    "override_path",
+    "packaged_matrix",
+    "parse_matrix",
+    "read_override",
+    "render_table",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Combo:
+    """One shipped cell: a torch minor built against a CUDA line, for one CPython and platform."""
+
+    torch: MajorMinor
+    cuda: MajorMinor
+    python: CPython
+    platform: Platform
+    status: Status
+    abi: CxxAbi | None  # None: served only, and no release row says the ABI
+
+    @property
+    def label(self) -> Label:
+        """The librarian label of wheels built for this combo: ``cu128torch2.8``."""
+        return Label(self.cuda, self.torch)
+
+    @property
+    def key(self) -> tuple[MajorMinor, MajorMinor, tuple[int, int, bool], str]:
+        """Sort and identity key (status and ABI are properties of the key, not part of it)."""
+        return self.torch, self.cuda, self.python.key, self.platform.value
+
+
+# --- queries ---------------------------------------------------------------------------------------
+
+
+def _combos(doc: MatrixDoc) -> tuple[Combo, ...]:
+    cells: dict[tuple[object, ...], Combo] = {}
+    rows = {(t.version, c.line): c for t in doc.torch for c in t.cuda}
+    for (torch, cuda), c in rows.items():
+        for py in (*c.python, *c.python_experimental):
+            # An experimental Python makes the cell experimental even on a stable CUDA line.
+            status = (
+                max(c.status, Status.EXPERIMENTAL, key=lambda s: s.rank)
+                if py in c.python_experimental
+                else c.status
+            )
+            for plat in c.platforms:
+                combo = Combo(torch, cuda, py, plat, status, c.abi)
+                cells[combo.key] = combo
+    for s in doc.served:
+        row = rows.get((s.torch, s.cuda))
+        for py in s.python:
+            combo = Combo(
+                s.torch,
+                s.cuda,
+                py,
+                s.platform,
+                row.status if row else Status.SERVED,
+                row.abi if row else None,
+            )
+            cells.setdefault(combo.key, combo)  # a release row already says more than the index
+    return tuple(sorted(cells.values(), key=lambda c: c.key))
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which combos to list or build: each empty set means "any"; ``newest`` keeps the N newest torch minors."""
+
+    torch: frozenset[MajorMinor] = frozenset()
+    cuda: frozenset[MajorMinor] = frozenset()
+    python: frozenset[CPython] = frozenset()
+    platforms: frozenset[Platform] = frozenset()
+    newest: int | None = None
+    stable_only: bool = False
+
+    @classmethod
+    def parse(
+        cls,
+        torch: Iterable[str] = (),
+        cuda: Iterable[str] = (),
+        python: Iterable[str] = (),
+        platform: Iterable[str] = (),
+        newest: int | None = None,
+        stable_only: bool = False,
+    ) -> Selection:
+        """A selection from command-line text (``--torch 2.8 --cuda 12.8 --python 3.12 --platform linux-x86_64``)."""
+        if newest is not None and newest < 1:
+            raise BadInput(f"{newest}: --newest must be 1 or more")
+        try:
+            platforms = frozenset(Platform(p.strip().lower()) for p in platform)
+        except ValueError as e:
+            raise BadInput(f"{e}; platforms are {', '.join(p.value for p in Platform)}") from e
+        return cls(
+            frozenset(map(parse_torch, torch)),
+            frozenset(map(parse_cuda, cuda)),
+            frozenset(map(CPython.parse, python)),
+            platforms,
+            newest,
+            stable_only,
+        )
+
+    def admits(self, c: Combo) -> bool:
+        """Whether ``c`` passes every filter but ``newest``."""
+        return (
+            (not self.torch or c.torch in self.torch)
+            and (not self.cuda or c.cuda in self.cuda)
+            and (not self.python or c.python in self.python)
+            and (not self.platforms or c.platform in self.platforms)
+            and (not self.stable_only or c.status is Status.STABLE)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Matrix:
+    """The effective matrix (packaged data with the user's override laid over it) and its queries."""
+
+    doc: MatrixDoc
+    all_combos: tuple[Combo, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "all_combos", _combos(self.doc))
+
+    def combos(
+        self,
+        torch: str | MajorMinor | None = None,
+        cuda: str | MajorMinor | None = None,
+        python: str | CPython | None = None,
+    ) -> tuple[Combo, ...]:
+        """Every shipped combo, optionally only those of one torch minor, CUDA line and/or Python."""
+        t = parse_torch(torch) if isinstance(torch, str) else torch
+        c = parse_cuda(cuda) if isinstance(cuda, str) else cuda
+        p = CPython.parse(python) if isinstance(python, str) else python
+        return tuple(
+            x
+            for x in self.all_combos
+            if (t is None or x.torch == t) and (c is None or x.cuda == c) and (p is None or x.python == p)
+        )
+
+    def select(self, sel: Selection) -> tuple[Combo, ...]:
+        """The combos ``sel`` admits, limited to its ``newest`` torch minors among them."""
+        picked = [c for c in self.all_combos if sel.admits(c)]
+        if sel.newest is not None:
+            keep = sorted({c.torch for c in picked}, reverse=True)[: sel.newest]
+            picked = [c for c in picked if c.torch in keep]
+        return tuple(picked)
+
+    def is_shipped(self, label: Label) -> bool:
+        """Whether PyTorch shipped (or serves) torch ``label.torch`` built with CUDA ``label.cuda``."""
+        return any(c.torch == label.torch and c.cuda == label.cuda for c in self.all_combos)
+
+    def status(self, label: Label) -> Status | None:
+        """The most official status any cell of this combo has; ``None`` when never shipped."""
+        found = [c.status for c in self.all_combos if c.torch == label.torch and c.cuda == label.cuda]
+        return min(found, key=lambda s: s.rank) if found else None
+
+    def cuda_lines_for(self, torch: str | MajorMinor) -> tuple[MajorMinor, ...]:
+        """The CUDA lines shipped for a torch minor, oldest first."""
+        return tuple(sorted({c.cuda for c in self.combos(torch=torch)}))
+
+    def labels_for_torch(self, torch: str | MajorMinor) -> tuple[Label, ...]:
+        """The labels of every combo shipped for a torch minor (``cu126torch2.8``, ...), oldest CUDA first."""
+        t = parse_torch(torch) if isinstance(torch, str) else torch
+        return tuple(Label(cuda, t) for cuda in self.cuda_lines_for(t))
+
+    def torch_versions(self) -> tuple[MajorMinor, ...]:
+        """Every torch minor in the matrix, newest first."""
+        return tuple(sorted({c.torch for c in self.all_combos}, reverse=True))
+
+    def newest_torch(self, n: int) -> tuple[MajorMinor, ...]:
+        """The ``n`` newest torch minors, newest first (what ``gc --keep-torch N`` keeps)."""
+        if n < 1:
+            raise BadInput(f"{n}: the number of torch minors to keep must be 1 or more")
+        return self.torch_versions()[:n]
+
+    def arch_list(
+        self,
+        cuda: str | MajorMinor,
+        platform: Platform = Platform.LINUX_X86_64,
+        torch: str | MajorMinor | None = None,
+    ) -> ArchRow | None:
+        """torch's own ``TORCH_CUDA_ARCH_LIST`` for a CUDA line: the row read for ``torch`` if there is one,
+        else one of unknown releases, else the newest known for that line; ``None`` if none is known."""
+        c = parse_cuda(cuda) if isinstance(cuda, str) else cuda
+        t = parse_torch(torch) if isinstance(torch, str) else torch
+        rows = [a for a in self.doc.arch if a.cuda == c and a.platform is platform]
+        if t is not None:
+            rows = [a for a in rows if t in a.torch] or [a for a in rows if not a.torch] or rows
+        return max(rows, key=lambda a: max(a.torch, default=(0, 0)), default=None)
+
+
+def github_matrix(matrix: Matrix, sel: Selection) -> dict[str, Any]:
+    """A GitHub Actions ``strategy.matrix``: one ``include`` job per selected (torch, CUDA, Python, platform)."""
+    include = []
+    for c in matrix.select(sel):
+        arch = matrix.arch_list(c.cuda, c.platform, c.torch)
+        include.append(
+            {
+                "torch": format_version(c.torch),
+                "cuda": format_version(c.cuda),
+                "python": c.python.version,
+                "python-tag": str(c.python),
+                "platform": c.platform.value,
+                "runs-on": c.platform.runs_on,
+                "label": str(c.label),
+                "status": c.status.value,
+                # Empty when no source gives torch's own list for this line: the job must choose one.
+                "TORCH_CUDA_ARCH_LIST": arch.arch_list if arch else "",
+            }
+        )
+    return {"include": include}
+
+
+def matrix_json(combos: Iterable[Combo]) -> dict[str, Any]:
+    """The ``--json`` document: ``{"schema": 1, "combos": [...]}``."""
+    return {
+        "schema": 1,
+        "combos": [
+            {
+                "torch": format_version(c.torch),
+                "cuda": format_version(c.cuda),
+                "label": str(c.label),
+                "python": str(c.python),
+                "platform": c.platform.value,
+                "status": c.status.value,
+                "abi": c.abi.value if c.abi else None,
+            }
+            for c in combos
+        ],
+    }
+
+
+def render_table(combos: Iterable[Combo]) -> str:
+    """A text table, one line per (torch, CUDA) with its Pythons and platforms."""
+    groups: dict[tuple[MajorMinor, MajorMinor], list[Combo]] = {}
+    for c in combos:
+        groups.setdefault((c.torch, c.cuda), []).append(c)
+    rows = [("TORCH", "CUDA", "LABEL", "STATUS", "ABI", "PYTHON", "PLATFORMS")]
+    for (torch, cuda), cs in sorted(groups.items()):
+        pys = sorted({c.python for c in cs}, key=lambda p: p.key)
+        rows.append(
+            (
+                format_version(torch),
+                format_version(cuda),
+                f"cu{format_cuda(cuda)}torch{format_version(torch)}",
+                min((c.status for c in cs), key=lambda s: s.rank).value,
+                ",".join(sorted({c.abi.value if c.abi else "?" for c in cs})),
+                " ".join(map(str, pys)),
+                " ".join(sorted({c.platform.value for c in cs})),
+            )
+        )
+    if len(rows) == 1:
+        return "no combos match\n"
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() + "\n" for r in rows)
+
+
+# --- the one I/O part: where the files are, and reading them ----------------------------------------
+
+
+def override_path(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's matrix override: ``$LIBRARIAN_MATRIX``, else ``$XDG_CONFIG_HOME/librarian/matrix.toml``."""
+    env = os.environ if environ is None else environ
+    if env.get("LIBRARIAN_MATRIX"):
+        return Path(env["LIBRARIAN_MATRIX"])
+    # The XDG spec says a relative or empty XDG_CONFIG_HOME is to be ignored.
+    xdg = env.get("XDG_CONFIG_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
+    return base / "librarian" / "matrix.toml"
+
+
+def packaged_matrix() -> MatrixDoc:
+    """The matrix shipped inside the package."""
+    text = resources.files("librarian").joinpath("data/matrix.toml").read_text(encoding="utf-8")
+    return parse_matrix(text, "librarian/data/matrix.toml")
+
+
+def read_override(path: Path) -> MatrixDoc | None:
+    """The override file at ``path`` parsed, or ``None`` if there is none."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"{path}: cannot read the matrix override ({e})") from e
+    return parse_matrix(text, str(path))
+
+
+def load_matrix(override: Path | None = None) -> Matrix:
+    """The packaged matrix merged with the user override (``override``, else :func:`override_path`)."""
+    doc = packaged_matrix()
+    user = read_override(override if override is not None else override_path())
+    return Matrix(merge_matrix(doc, user) if user else doc)
