@@ -86,6 +86,68 @@ def retag(
 
 
 @app.command()
+def inspect(
+    files: Annotated[list[Path], typer.Argument(help="Wheels or bare .so / .pyd files.", show_default=False)],
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Also show each native member.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """The seven demands of each wheel, read from its bytes (GPU archs, torch, CUDA, Python, CPU, OS, glibc)."""
+    from librarian.ops.inspect import inspect_file, inspection_json, render_inspection
+
+    items = [inspect_file(f) for f in files]
+    if as_json:
+        _emit_json({"schema": 1, "files": [inspection_json(i) for i in items]})
+    else:
+        _out("\n\n".join(render_inspection(i, verbose) for i in items))
+
+
+SmOpt = Annotated[Optional[str], typer.Option("--sm", help="GPU arch, e.g. 89 (default: the detected GPU).")]
+PythonOpt = Annotated[Optional[str], typer.Option("--python", help="Python version, e.g. 3.12 (default: this interpreter).")]
+PlatformOpt = Annotated[Optional[str], typer.Option("--platform", help="Platform tag, e.g. manylinux_2_28_x86_64.")]
+GpuOpt = Annotated[Optional[int], typer.Option("--gpu", help="Which GPU to judge when there are several (default 0).")]
+DriverOpt = Annotated[Optional[str], typer.Option("--driver", help="The driver's CUDA version, e.g. 12.8 (for PTX JIT).")]
+
+
+@app.command()
+def doctor(
+    wheels: Annotated[Optional[list[Path]], typer.Argument(help="Wheels to judge.", show_default=False)] = None,
+    sm: SmOpt = None,
+    torch: TorchOpt = None,
+    cuda: CudaOpt = None,
+    python: PythonOpt = None,
+    platform: PlatformOpt = None,
+    glibc: Annotated[Optional[str], typer.Option("--glibc", help="glibc version, e.g. 2.31.")] = None,
+    driver: DriverOpt = None,
+    gpu: GpuOpt = None,
+    machine: Annotated[bool, typer.Option("--machine", help="Show what was detected about this machine, and how.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Will it run here? Each of the seven demands against this machine (flags override detection). Exit 1 if not."""
+    from librarian.ops.doctor import doctor as do_doctor
+    from librarian.ops.doctor import doctor_json, machine_json, render_doctor, render_machine
+
+    found = _machine(sm, torch, cuda, python, platform, glibc, driver, gpu)
+    if machine or not wheels:
+        if as_json:
+            _emit_json({"schema": 1, "machine": machine_json(found)})
+        else:
+            _out(render_machine(found))
+        if not wheels:
+            return
+    reports = []
+    for path in wheels:
+        if not path.is_file():
+            raise BadInput(f"{path}: no such file")
+        reports.append(do_doctor(path, found))
+    if as_json:
+        _emit_json({"schema": 1, "wheels": [doctor_json(r) for r in reports]})
+    else:
+        _out("\n\n".join(render_doctor(r) for r in reports))
+    if any(r.runs is False for r in reports):
+        raise typer.Exit(1)
+
+
+@app.command()
 def publish(
     wheels: WheelsArg,
     repo: RepoOpt = None,
@@ -190,7 +252,7 @@ def _wants(machine: Any) -> Any:
     torch_info = machine.torch.value
     cuda: MajorMinor | None = machine.cuda.value or torch_info.cuda
     tags = machine.python_tags.value or ()
-    return Wants(gpu.arch, torch_info.minor, cuda, tuple(tags))
+    return Wants(gpu.arch, torch_info.minor, cuda, tuple(tags), machine.driver_cuda.value)
 
 
 @app.command()
@@ -205,6 +267,9 @@ def pull(
     repo: RepoOpt = None,
     out: Annotated[Path, typer.Option("-o", "--out", help="Directory to put the wheels in.")] = Path("."),
     install: Annotated[bool, typer.Option("--install", help="Then pip install --force-reinstall --no-deps them.")] = False,
+    compatible: Annotated[bool, typer.Option("--compatible", help="With no exact cell, take a wheel that runs on this GPU anyway.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="--install even a wheel the verdicts say will not run here.")] = False,
+    driver: DriverOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fetch the exact wheel for this machine (newest version), sha256-checked."""
@@ -212,8 +277,9 @@ def pull(
     from librarian.ops.pull import pull as do_pull
 
     store, layout = _settings(repo)
-    wants = _wants(_machine(sm, torch, cuda, python, platform, gpu=gpu))
-    resolutions, files = do_pull(store, layout, packages, wants, out)
+    found = _machine(sm, torch, cuda, python, platform, driver=driver, gpu=gpu)
+    wants = _wants(found)
+    resolutions, files = do_pull(store, layout, packages, wants, out, compatible=compatible)
     for r in resolutions:
         if r.note:
             typer.echo(f"librarian: note: {r.note}", err=True)
@@ -225,6 +291,9 @@ def pull(
             assert r.pick is not None
             _out(f"{r.pick.path} -> {f}")
     if install:
+        from librarian.ops.pull import check_runs
+
+        check_runs(files, found, force=force)
         pip_install(files)
 
 

@@ -18,10 +18,13 @@ from pathlib import Path
 from packaging.tags import Tag
 
 from librarian.coords import GpuArch, MajorMinor, format_cuda, format_version, package_key
-from librarian.errors import BadInput, LibrarianError, NotFound, StoreError
+from librarian.errors import BadInput, LibrarianError, NotFound, Refused, StoreError
+from librarian.facts import facts_from_json
 from librarian.index import IndexEntry
 from librarian.layout import Layout
+from librarian.machine import Machine
 from librarian.stores.base import Store, read_index
+from librarian.verdict import GpuMatch, gpu_match
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +37,7 @@ class Wants:
     torch: MajorMinor
     cuda: MajorMinor | None
     tags: tuple[Tag, ...]  # most preferred first, as packaging.tags.sys_tags() orders them
+    driver: MajorMinor | None = None  # the driver's CUDA version, for PTX JIT (--compatible)
 
     def describe(self) -> str:
         """``sm89, torch 2.9, cu128, cp312``."""
@@ -74,7 +78,7 @@ def differences(entry: IndexEntry, wants: Wants) -> tuple[str, ...]:
     diffs = []
     cell = entry.cell
     if cell.sm != wants.sm:
-        diffs.append(f"built for GPU sm{cell.sm.sm}, this GPU is sm{wants.sm.sm}")
+        diffs.append(_gpu_difference(entry, wants))
     if cell.label.torch != wants.torch:
         diffs.append(
             f"another torch line: {format_version(cell.label.torch)}, not {format_version(wants.torch)}"
@@ -97,7 +101,46 @@ def differences(entry: IndexEntry, wants: Wants) -> tuple[str, ...]:
     return tuple(diffs)
 
 
-def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants) -> Resolution:
+def gpu_fit(entry: IndexEntry, wants: Wants) -> GpuMatch | None:
+    """Pure: how well ``entry`` serves the wanted GPU by DESIGN.md's rules (worst over its device code)."""
+    if entry.facts is None or not entry.facts.get("binaries"):
+        found = gpu_match([entry.cell.sm], wants.sm.capability, wants.driver)
+        return None if found is None else found[0]
+    facts = facts_from_json(entry.filename, entry.facts)
+    worst = GpuMatch.EXACT
+    for binary in facts.device_binaries:
+        found = gpu_match((*binary.sass, *binary.ptx), wants.sm.capability, wants.driver, binary.toolkit)
+        if found is None:
+            return None
+        worst = max(worst, found[0])
+    return worst
+
+
+def resolve_compatible(entries: Sequence[IndexEntry], package: str, wants: Wants) -> Resolution | None:
+    """Pure: with no exact cell, the best wheel that runs on this GPU anyway (SASS over PTX, then newest)."""
+    scored = []
+    for e in entries:
+        if set(differences(e, wants)) - {_gpu_difference(e, wants)}:
+            continue  # only the GPU may differ
+        if (fit := gpu_fit(e, wants)) is not None:
+            scored.append((fit, e))
+    if not scored:
+        return None
+    fit, best = min(scored, key=lambda s: (s[0], _neg_version(s[1]), -s[1].cell.sm.number))
+    how = {GpuMatch.EXACT: "its own SASS", GpuMatch.SASS: "compatible SASS", GpuMatch.PTX: "PTX (JIT-compiled at first use)"}[fit]
+    note = f"{package}: no sm{wants.sm.sm} wheel; took the sm{best.cell.sm.sm} one, which runs here by {how}"
+    return Resolution(package, best, note=note)
+
+
+def _neg_version(e: IndexEntry) -> tuple[int, ...]:
+    return tuple(-x for x in e.name.version.release)
+
+
+def _gpu_difference(entry: IndexEntry, wants: Wants) -> str:
+    return f"built for GPU sm{entry.cell.sm.sm}, this GPU is sm{wants.sm.sm}"
+
+
+def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants, *, compatible: bool = False) -> Resolution:
     """Pure: the newest exact match for ``wants``; or the nearest candidates with what differs."""
     fits = [e for e in entries if not differences(e, wants)]
     note = ""
@@ -109,6 +152,8 @@ def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants) -> Resolu
             fits = [e for e in fits if e.cell.label.cuda == newest]
         best = max(fits, key=lambda e: (e.name.version, -(_tag_rank(e, wants.tags) or 0)))
         return Resolution(package, best, note=note)
+    if compatible and (found := resolve_compatible(entries, package, wants)) is not None:
+        return found
     near = sorted(
         (Near(e, differences(e, wants)) for e in entries), key=lambda n: (len(n.differences), n.entry.path)
     )
@@ -140,13 +185,15 @@ def pull(
     packages: Sequence[str],
     wants: Wants,
     out_dir: Path,
+    *,
+    compatible: bool = False,
 ) -> tuple[list[Resolution], list[Path]]:
     """Resolve every package and fetch the picks; raises NotFound (exit 1) if any package has no fit."""
     if not packages:
         raise BadInput("pull: name at least one package")
     keys = [package_key(p) for p in packages]
     index = read_index(store, default_layout, keys)
-    resolutions = [resolve(index.for_package(k), k, wants) for k in keys]
+    resolutions = [resolve(index.for_package(k), k, wants, compatible=compatible) for k in keys]
     missing = [r for r in resolutions if r.pick is None]
     if missing:
         raise NoMatch(store.location, wants, tuple(missing))
@@ -172,6 +219,17 @@ class NoMatch(NotFound):
             for near in r.near:
                 lines.append(f"  {near}")
         return lines
+
+
+def check_runs(files: Sequence[Path], machine: Machine, *, force: bool = False) -> None:
+    """Refuse to install a wheel whose verdicts say it will not run on ``machine`` (unless ``force``)."""
+    from librarian.ops.doctor import doctor
+
+    for path in files:
+        report = doctor(path, machine)
+        if report.runs is False and not force:
+            first = report.failures[0]
+            raise Refused(f"{path.name}: will not run here ({first}); pass --force to install it anyway")
 
 
 def install(files: Sequence[Path]) -> None:

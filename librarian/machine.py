@@ -1,0 +1,269 @@
+"""What a machine offers to a wheel: GPUs, driver, torch, interpreter tags, C libraries, CPU and OS.
+
+Pure values. ``librarian.probe`` fills a :class:`Machine` in from the running system; tests and CLI flags
+build or override one by hand. Every part is a :class:`Probed` value that says how it was found, or why
+it is unknown and which flag supplies it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from packaging.tags import Tag, compatible_tags, cpython_tags
+
+from librarian.coords import GpuArch, MajorMinor, format_version, parse_cuda, parse_torch
+from librarian.errors import BadInput
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Probed(Generic[T]):
+    """One part of a machine: its value and how it was found, or ``None`` and why it is unknown."""
+
+    value: T | None
+    source: str = ""  # how it was found: "NVML", "nvidia-smi", "torch/version.py", "--sm"
+    reason: str = ""  # why it is unknown, naming the flag that supplies it
+
+    @classmethod
+    def found(cls, value: T, source: str) -> Probed[T]:
+        """A part that was found."""
+        return cls(value, source)
+
+    @classmethod
+    def unknown(cls, reason: str) -> Probed[T]:
+        """A part that could not be found; ``reason`` says why and which flag to pass."""
+        return cls(None, "", reason)
+
+    @property
+    def known(self) -> bool:
+        """Whether the value was found."""
+        return self.value is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """One GPU: its index as the driver numbers it, name, compute capability and UUID if known."""
+
+    index: int
+    name: str
+    capability: MajorMinor
+    uuid: str | None = None
+
+    @property
+    def arch(self) -> GpuArch:
+        """The SASS arch that is native to this GPU: ``sm_89`` for capability 8.9."""
+        return GpuArch(*self.capability)
+
+    def __str__(self) -> str:
+        return f"GPU {self.index}: {self.name} ({self.arch})"
+
+
+@dataclass(frozen=True, slots=True)
+class TorchInfo:
+    """An installed (or assumed) torch: its version, CUDA line (``None``: CPU build), C++ ABI, lib dir."""
+
+    version: str  # "2.8.0+cu128", or "2.9" when given by a flag
+    cuda: MajorMinor | None
+    cxx11abi: bool | None = None
+    lib_dir: Path | None = None  # where libtorch*.so / libc10.so live; None when not installed here
+    # Defined dynamic symbols of libtorch*/libc10, read on demand (large); None until read.
+    exports: frozenset[str] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def minor(self) -> MajorMinor:
+        """The torch minor, ``(2, 8)``."""
+        return parse_torch(self.version)
+
+    @property
+    def torch(self) -> MajorMinor:
+        """The torch minor, as a label spells it (same as :attr:`minor`)."""
+        return parse_torch(self.version)
+
+    def __str__(self) -> str:
+        cuda = f"CUDA {format_version(self.cuda)}" if self.cuda else "CPU build"
+        return f"torch {self.version} ({cuda})"
+
+
+def format_glibcxx(version: tuple[int, ...]) -> str:
+    """``(3, 4, 30)`` -> ``GLIBCXX_3.4.30``."""
+    return "GLIBCXX_" + ".".join(map(str, version))
+
+
+def parse_major_minor(text: str, what: str) -> MajorMinor:
+    """``2.31`` -> ``(2, 31)``; ``what`` names the value in the error."""
+    m = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", text)
+    if m is None:
+        raise BadInput(f"{text}: not a {what} version (expected e.g. 2.31)")
+    return int(m[1]), int(m[2])
+
+
+def parse_python(text: str) -> MajorMinor:
+    """``3.12``, ``312`` or ``cp312`` -> ``(3, 12)``."""
+    raw = text.strip().lower().removeprefix("cp").removeprefix("py")
+    if m := re.fullmatch(r"(\d)\.?(\d{1,2})", raw):
+        return int(m[1]), int(m[2])
+    raise BadInput(f"{text}: not a Python version (expected e.g. 3.12)")
+
+
+_LEGACY_MANYLINUX = {(2, 17): "manylinux2014", (2, 12): "manylinux2010", (2, 5): "manylinux1"}
+
+
+def linux_platforms(glibc: MajorMinor | None, cpu: str) -> tuple[str, ...]:
+    """The platform tags a Linux machine with this glibc accepts, best first (as pip orders them)."""
+    platforms: list[str] = []
+    if glibc is not None and glibc[0] == 2:
+        # manylinux_2_5 exists only for x86; other arches start at manylinux2014 (glibc 2.17).
+        floor = 5 if cpu in ("x86_64", "i686") else 17
+        for minor in range(glibc[1], floor - 1, -1):
+            platforms.append(f"manylinux_2_{minor}_{cpu}")
+            if legacy := _LEGACY_MANYLINUX.get((2, minor)):
+                platforms.append(f"{legacy}_{cpu}")
+    platforms.append(f"linux_{cpu}")
+    return tuple(platforms)
+
+
+def expand_platform(tag: str) -> tuple[str, ...]:
+    """A ``--platform`` tag and the older ones it implies: ``manylinux_2_28_x86_64`` takes 2_17 wheels too."""
+    m = re.fullmatch(r"manylinux_(\d+)_(\d+)_(\w+)", tag)
+    if m is None:
+        return (tag,)
+    return linux_platforms((int(m[1]), int(m[2])), m[3])
+
+
+def normalize_cpu(machine_name: str) -> str:
+    """``platform.machine()`` spelled as ELF facts and wheel tags spell it: ``AMD64`` -> ``x86_64``."""
+    m = machine_name.lower()
+    aliases = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "i386": "i686", "i586": "i686"}
+    return aliases.get(m, m)
+
+
+def interpreter_tags(python: MajorMinor, platforms: Iterable[str]) -> tuple[Tag, ...]:
+    """The tags CPython ``python`` accepts on ``platforms``, in pip's priority order."""
+    plats = list(platforms)
+    return (
+        *cpython_tags(python, platforms=plats),
+        *compatible_tags(python, f"cp{python[0]}{python[1]}", plats),
+    )
+
+
+def _platforms_of(tags: Iterable[Tag]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(t.platform for t in tags if t.platform != "any"))
+
+
+# What each part says when nothing found it: the flag that supplies it.
+_UNKNOWN_GPUS: Probed[tuple[Gpu, ...]] = Probed.unknown("no GPU found; pass --sm")
+_UNKNOWN_DRIVER_CUDA: Probed[MajorMinor] = Probed.unknown("no GPU driver found; pass --driver")
+_UNKNOWN_TORCH: Probed[TorchInfo] = Probed.unknown("torch is not installed; pass --torch")
+_UNKNOWN_CUDA: Probed[MajorMinor] = Probed.unknown("no CUDA build of torch found; pass --cuda")
+_UNKNOWN_PYTHON_TAGS: Probed[tuple[Tag, ...]] = Probed.unknown("interpreter tags unknown; pass --python")
+_UNKNOWN_GLIBC: Probed[MajorMinor] = Probed.unknown("glibc not found; pass --glibc")
+_UNKNOWN_GLIBCXX: Probed[tuple[int, ...]] = Probed.unknown("libstdc++ not found")
+_UNKNOWN_CPU: Probed[str] = Probed.unknown("CPU arch unknown")
+_UNKNOWN_OS: Probed[str] = Probed.unknown("OS unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """What one machine offers. Build by hand in tests, by :func:`librarian.probe.detect_machine` in use."""
+
+    gpus: Probed[tuple[Gpu, ...]] = _UNKNOWN_GPUS
+    selected: int = 0  # the index of the GPU judged (CUDA device 0 unless told)
+    driver_cuda: Probed[MajorMinor] = _UNKNOWN_DRIVER_CUDA
+    torch: Probed[TorchInfo] = _UNKNOWN_TORCH
+    cuda: Probed[MajorMinor] = _UNKNOWN_CUDA
+    python_tags: Probed[tuple[Tag, ...]] = _UNKNOWN_PYTHON_TAGS
+    glibc: Probed[MajorMinor] = _UNKNOWN_GLIBC
+    glibcxx: Probed[tuple[int, ...]] = _UNKNOWN_GLIBCXX
+    cpu: Probed[str] = _UNKNOWN_CPU
+    os: Probed[str] = _UNKNOWN_OS
+
+    @property
+    def gpu(self) -> Gpu | None:
+        """The selected GPU, if any GPU is known."""
+        for g in self.gpus.value or ():
+            if g.index == self.selected:
+                return g
+        return None
+
+    def with_overrides(
+        self,
+        *,
+        sm: str | None = None,
+        gpu: int | None = None,
+        torch: str | None = None,
+        cuda: str | None = None,
+        python: str | None = None,
+        platform: str | None = None,
+        glibc: str | None = None,
+        driver: str | None = None,
+    ) -> Machine:
+        """This machine with the command line's ``--sm --gpu --torch --cuda --python --platform --glibc --driver``.
+
+        Flags win over detection; a flag that changes torch's version or CUDA line drops what was read from
+        the installed torch's libraries, since those describe another build.
+        """
+        m = self
+        if gpu is not None:
+            if sm is None and self.gpus.known and not any(g.index == gpu for g in self.gpus.value or ()):
+                raise BadInput(f"--gpu {gpu}: no such GPU (found {len(self.gpus.value or ())})")
+            m = replace(m, selected=gpu)
+        if sm is not None:
+            arch = GpuArch.parse(sm)
+            fake = Gpu(m.selected, f"--sm {sm}", arch.capability)
+            m = replace(m, gpus=Probed.found((fake,), "--sm"))
+        if driver is not None:
+            m = replace(m, driver_cuda=Probed.found(parse_cuda(driver), "--driver"))
+        if cuda is not None:
+            m = replace(m, cuda=Probed.found(parse_cuda(cuda), "--cuda"))
+        if torch is not None or cuda is not None:
+            m = replace(m, torch=_override_torch(m.torch, torch, m.cuda.value))
+        if glibc is not None:
+            m = replace(m, glibc=Probed.found(parse_major_minor(glibc, "glibc"), "--glibc"))
+        if python is not None or platform is not None or glibc is not None:
+            m = replace(m, python_tags=_override_tags(m, python, platform, glibc is not None))
+        return m
+
+
+def _override_torch(
+    current: Probed[TorchInfo], version: str | None, cuda: MajorMinor | None
+) -> Probed[TorchInfo]:
+    installed = current.value
+    if version is not None:
+        parse_torch(version)  # refuse a bad flag now, not at judging time
+    new_version = version or (installed.version.split("+")[0] if installed else None)
+    if new_version is None:
+        return current  # only --cuda, no torch known: Machine.cuda carries it
+    if installed is not None and installed.minor == parse_torch(new_version) and installed.cuda == cuda:
+        return current  # the flags describe the installed build: keep its ABI and libraries
+    return Probed.found(TorchInfo(new_version, cuda), "--torch" if version else "--cuda")
+
+
+def _override_tags(
+    m: Machine, python: str | None, platform: str | None, glibc_given: bool
+) -> Probed[tuple[Tag, ...]]:
+    current = m.python_tags.value or ()
+    if python is not None:
+        py = parse_python(python)
+    elif current and (
+        interp := next((t.interpreter for t in current if t.interpreter.startswith("cp")), None)
+    ):
+        py = parse_python(interp)
+    else:
+        raise BadInput("--platform/--glibc: the Python version is unknown here; pass --python too")
+    if platform is not None:
+        platforms = expand_platform(platform)
+    elif glibc_given and m.cpu.value is not None:
+        platforms = linux_platforms(m.glibc.value, normalize_cpu(m.cpu.value))
+    elif current:
+        platforms = _platforms_of(current)
+    else:
+        raise BadInput("--python: the platform is unknown here; pass --platform too")
+    flags = " ".join(
+        f for f, given in (("--python", python), ("--platform", platform), ("--glibc", glibc_given)) if given
+    )
+    return Probed.found(interpreter_tags(py, platforms), flags)

@@ -1,0 +1,166 @@
+"""doctor: will this wheel run on this machine? One verdict per demand, and the error each failure predicts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from librarian.coords import WheelName, format_version
+from librarian.facts import WheelFacts
+from librarian.machine import Machine, Probed, format_glibcxx
+from librarian.verdict import Verdict, judge
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorReport:
+    """A wheel judged against a machine."""
+
+    name: WheelName
+    facts: WheelFacts
+    machine: Machine
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def runs(self) -> bool | None:
+        """False if any demand fails, None if none fails but some are unknown, True if all pass."""
+        if any(v.ok is False for v in self.verdicts):
+            return False
+        return None if any(v.ok is None for v in self.verdicts) else True
+
+    @property
+    def failures(self) -> tuple[Verdict, ...]:
+        """The demands that rule the wheel out."""
+        return tuple(v for v in self.verdicts if v.ok is False)
+
+
+def diagnose(facts: WheelFacts, machine: Machine) -> DoctorReport:
+    """Judge already-read facts; reads the installed torch's exports only if the wheel needs torch symbols."""
+    if any(b.torch_symbols for b in facts.binaries):
+        from librarian.probe import with_torch_exports
+
+        machine = with_torch_exports(machine)
+    name = WheelName.parse(facts.filename)
+    return DoctorReport(name, facts, machine, judge(facts, name, machine))
+
+
+def doctor(wheel: Path, machine: Machine, *, facts: WheelFacts | None = None) -> DoctorReport:
+    """Read ``wheel``'s facts from its bytes (unless given) and judge them against ``machine``."""
+    if facts is None:
+        from librarian.inspection import inspect_wheel
+
+        facts = inspect_wheel(wheel)
+    return diagnose(facts, machine)
+
+
+_MARKS = {True: "ok", False: "FAIL", None: "?"}
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows]
+
+
+def render_doctor(report: DoctorReport) -> str:
+    """A table, one row per demand, then the errors the failures predict."""
+    verdict = {True: "runs here", False: "will NOT run here", None: "may run here (some parts unknown)"}
+    rows: list[tuple[str, ...]] = [("demand", "", "wheel needs", "machine has", "why")]
+    for v in report.verdicts:
+        rows.append((v.demand.title, _MARKS[v.ok], v.wheel_needs, v.machine_has, v.reason))
+    lines = [f"{report.name}: {verdict[report.runs]}", *_table(rows)]
+    for v in report.failures:
+        if v.predicted_error:
+            lines.append(f"  {v.demand.title}: at run time: {v.predicted_error}")
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _verdict_json(v: Verdict) -> dict[str, Any]:
+    return {
+        "demand": v.demand.value,
+        "ok": v.ok,
+        "wheel_needs": v.wheel_needs,
+        "machine_has": v.machine_has,
+        "reason": v.reason,
+        "predicted_error": v.predicted_error or None,
+    }
+
+
+def doctor_json(report: DoctorReport) -> dict[str, Any]:
+    """The report for ``--json``."""
+    return {
+        "schema": SCHEMA,
+        "wheel": str(report.name),
+        "runs": report.runs,
+        "verdicts": [_verdict_json(v) for v in report.verdicts],
+        "machine": machine_json(report.machine),
+    }
+
+
+def _part(p: Probed[Any], value: Any) -> dict[str, Any]:
+    return {"value": value, "source": p.source or None, "reason": p.reason or None}
+
+
+def machine_json(machine: Machine) -> dict[str, Any]:
+    """What was found and how, for ``doctor --machine --json``."""
+    gpus = [
+        {"index": g.index, "name": g.name, "arch": str(g.arch), "uuid": g.uuid}
+        for g in machine.gpus.value or ()
+    ]
+    torch = machine.torch.value
+    torch_value = None
+    if torch is not None:
+        cuda = format_version(torch.cuda) if torch.cuda else None
+        lib_dir = str(torch.lib_dir) if torch.lib_dir else None
+        torch_value = {"version": torch.version, "cuda": cuda, "cxx11abi": torch.cxx11abi, "lib_dir": lib_dir}
+    v = format_version
+    return {
+        "schema": SCHEMA,
+        "gpus": _part(machine.gpus, gpus or None),
+        "selected_gpu": machine.selected,
+        "driver_cuda": _part(
+            machine.driver_cuda, v(machine.driver_cuda.value) if machine.driver_cuda.value else None
+        ),
+        "torch": _part(machine.torch, torch_value),
+        "cuda": _part(machine.cuda, v(machine.cuda.value) if machine.cuda.value else None),
+        "python_tags": _part(machine.python_tags, [str(t) for t in machine.python_tags.value or ()] or None),
+        "glibc": _part(machine.glibc, v(machine.glibc.value) if machine.glibc.value else None),
+        "glibcxx": _part(
+            machine.glibcxx, format_glibcxx(machine.glibcxx.value) if machine.glibcxx.value else None
+        ),
+        "cpu": _part(machine.cpu, machine.cpu.value),
+        "os": _part(machine.os, machine.os.value),
+    }
+
+
+def _row(what: str, p: Probed[Any], text: str) -> tuple[str, str, str]:
+    return (what, text if p.known else "unknown", f"({p.source})" if p.known else p.reason)
+
+
+def render_machine(machine: Machine) -> str:
+    """What this machine offers and how each part was found (or why it is unknown)."""
+    rows: list[tuple[str, ...]] = []
+    for g in machine.gpus.value or ():
+        mark = " (selected)" if g.index == machine.selected else ""
+        uuid = f" {g.uuid}" if g.uuid else ""
+        rows.append((f"GPU {g.index}", f"{g.name} {g.arch}{mark}{uuid}", f"({machine.gpus.source})"))
+    if not machine.gpus.known:
+        rows.append(_row("GPU", machine.gpus, ""))
+    d, t, c = machine.driver_cuda, machine.torch, machine.cuda
+    rows.append(_row("driver", d, f"CUDA {format_version(d.value)}" if d.value else ""))
+    torch_text = ""
+    if t.value is not None:
+        abi = {True: "cxx11 ABI", False: "pre-cxx11 ABI", None: "ABI unknown"}[t.value.cxx11abi]
+        torch_text = f"{t.value.version} ({abi})" + (f" in {t.value.lib_dir}" if t.value.lib_dir else "")
+    rows.append(_row("torch", t, torch_text))
+    rows.append(_row("torch CUDA", c, format_version(c.value) if c.value else ""))
+    tags = machine.python_tags.value or ()
+    tags_text = f"{tags[0]} (+{len(tags) - 1} more)" if tags else ""
+    rows.append(_row("Python tags", machine.python_tags, tags_text))
+    lc, x = machine.glibc, machine.glibcxx
+    rows.append(_row("glibc", lc, format_version(lc.value) if lc.value else ""))
+    rows.append(_row("libstdc++", x, format_glibcxx(x.value) if x.value else ""))
+    rows.append(_row("CPU", machine.cpu, machine.cpu.value or ""))
+    rows.append(_row("OS", machine.os, machine.os.value or ""))
+    return "\n".join(line.rstrip() for line in _table(rows))
