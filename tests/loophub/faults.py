@@ -1,0 +1,192 @@
+"""Fault injection and request accounting for the loopback hub.
+
+A :class:`Fault` matches requests by endpoint name (see ``server.classify``), method and a substring
+of the URL path, and fires on the next ``times`` matching requests. Rules are consumed first come,
+first served, so a test can queue "2 x 503 on preupload, then drop the commit response".
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from typing import Any
+
+
+class FaultKind(str, Enum):
+    """What a fault does to a matching request."""
+
+    STATUS = "status"  # answer `status` (5xx, or 429 with Retry-After) without handling the request
+    DROP = "drop"  # close the socket: mid-upload (phase=request) or mid-response (phase=response)
+    DELAY = "delay"  # sleep `delay_s`, then handle normally
+    LOSE_RESPONSE = "lose_response"  # handle normally (a commit is applied), then close without replying
+
+
+class Phase(str, Enum):
+    """Where a DROP cuts the connection."""
+
+    REQUEST = "request"  # after reading `after_bytes` of the request body (None: before reading any)
+    RESPONSE = (
+        "response"  # after sending headers and `after_bytes` of the body (None: before the status line)
+    )
+
+
+@dataclass
+class Fault:
+    """One fault rule; ``times`` counts down as it fires."""
+
+    kind: FaultKind
+    endpoint: str | None = None  # "commit", "preupload", "resolve", "tree", ... (None: any)
+    method: str | None = None  # "GET", "HEAD", ... (None: any)
+    path_contains: str | None = None  # substring of the decoded URL path (None: any)
+    times: int = 1
+    status: int = 503
+    retry_after: int | None = None  # seconds, sent as Retry-After (useful with 429/503)
+    delay_s: float = 0.0
+    phase: Phase = Phase.RESPONSE
+    after_bytes: int | None = None
+    fired: int = 0
+
+    def matches(self, endpoint: str, method: str, path: str) -> bool:
+        return (
+            self.times > 0
+            and self.endpoint in (None, endpoint)
+            and (self.method is None or self.method.upper() == method)
+            and (self.path_contains is None or self.path_contains in path)
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["kind"], d["phase"] = self.kind.value, self.phase.value
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Fault:
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown fault fields: {sorted(unknown)}")
+        kw = dict(d)
+        kw["kind"] = FaultKind(kw["kind"])
+        if "phase" in kw:
+            kw["phase"] = Phase(kw["phase"])
+        return cls(**kw)
+
+
+@dataclass
+class ConcurrentCommit:
+    """A commit another writer lands just before the next commit request on a repo."""
+
+    repo_type: str
+    repo_id: str
+    files: dict[str, bytes]
+    branch: str = "main"
+    title: str = "concurrent commit (loophub)"
+
+
+class FaultPlan:
+    """The queued faults and concurrent commits; safe to use from the test and handler threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.faults: list[Fault] = []
+        self.concurrent: list[ConcurrentCommit] = []
+
+    def add(self, fault: Fault) -> Fault:
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def take(self, endpoint: str, method: str, path: str) -> Fault | None:
+        """The first live rule that matches, with one firing consumed; None if none."""
+        with self._lock:
+            for fault in self.faults:
+                if fault.matches(endpoint, method, path):
+                    fault.times -= 1
+                    fault.fired += 1
+                    return fault
+        return None
+
+    def add_concurrent(self, cc: ConcurrentCommit) -> None:
+        with self._lock:
+            self.concurrent.append(cc)
+
+    def take_concurrent(self, repo_type: str, repo_id: str, branch: str) -> ConcurrentCommit | None:
+        with self._lock:
+            for i, cc in enumerate(self.concurrent):
+                if (cc.repo_type, cc.repo_id, cc.branch) == (repo_type, repo_id, branch):
+                    return self.concurrent.pop(i)
+        return None
+
+    def clear(self) -> None:
+        with self._lock:
+            self.faults.clear()
+            self.concurrent.clear()
+
+    def pending(self) -> list[Fault]:
+        """Rules that have not fired their full count yet."""
+        with self._lock:
+            return [f for f in self.faults if f.times > 0]
+
+
+@dataclass(frozen=True)
+class Record:
+    """One request as the server saw it."""
+
+    method: str
+    endpoint: str
+    url: str  # path and query as sent
+    repo: str | None  # "dataset:ns/name"
+    path: str | None  # the file path inside the repo for resolve, tree, ...
+    status: int  # 0 when the connection was dropped before a status line
+    bytes_sent: int  # response body bytes written
+    bytes_received: int  # request body bytes read
+    fault: str | None  # the fault kind that fired, if any
+
+
+@dataclass
+class RequestLog:
+    """Every request, for assertions like "pull downloaded only these two files"."""
+
+    records: list[Record] = field(default_factory=list)
+    token_leaks: list[str] = field(default_factory=list)  # URLs that carried a bearer token
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, rec: Record) -> None:
+        with self._lock:
+            self.records.append(rec)
+
+    def leak(self, url: str) -> None:
+        with self._lock:
+            self.token_leaks.append(url)
+
+    def select(
+        self, endpoint: str | None = None, method: str | None = None, path: str | None = None
+    ) -> list[Record]:
+        with self._lock:
+            recs = list(self.records)
+        return [
+            r
+            for r in recs
+            if endpoint in (None, r.endpoint) and method in (None, r.method) and path in (None, r.path)
+        ]
+
+    def count(self, endpoint: str | None = None, method: str | None = None, path: str | None = None) -> int:
+        """How many requests matched."""
+        return len(self.select(endpoint, method, path))
+
+    def downloaded(self) -> list[str]:
+        """File paths whose content was served by a successful resolve GET, in order."""
+        return [r.path for r in self.select("resolve", "GET") if r.path and r.status in (200, 206)]
+
+    def bytes_served(self, endpoint: str | None = None, path: str | None = None) -> int:
+        return sum(r.bytes_sent for r in self.select(endpoint, None, path))
+
+    def clear(self) -> None:
+        with self._lock:
+            self.records.clear()
+            self.token_leaks.clear()
+
+    def to_json(self) -> dict[str, Any]:
+        with self._lock:
+            return {"records": [asdict(r) for r in self.records], "token_leaks": list(self.token_leaks)}
