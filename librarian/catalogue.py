@@ -12,6 +12,7 @@ import html
 import posixpath
 from collections import defaultdict
 
+from librarian.coords import format_version
 from librarian.index import Index, IndexEntry, render_index
 
 PAGES_DIR = "pages"
@@ -50,3 +51,60 @@ def render_catalogue(index: Index) -> dict[str, bytes]:
 def is_generated(path: str) -> bool:
     """Whether a store path is one librarian generates (never a stored wheel)."""
     return path == "index.json" or path.startswith(("index/", f"{PAGES_DIR}/"))
+
+
+def render_card(index: Index, repo_id: str, endpoint: str = "https://huggingface.co") -> bytes:
+    """The dataset card (``README.md``) of a Hub store: usage, the layout and the coverage table."""
+    from librarian.ops.ls import coverage, render_coverage  # the table is ls's; import here to keep layers
+
+    table = render_coverage(coverage(index, f"hf://datasets/{repo_id}"))
+    example = index.entries[0] if index.entries else None
+    pull = "librarian pull PACKAGE --sm 89 --torch 2.9"
+    download = "hf_hub_download(REPO, PATH_FROM_THE_INDEX, repo_type=\"dataset\")"
+    find_links = f"{endpoint}/datasets/{repo_id}/resolve/main/pages/sm89-torch2.9-cu128.html"
+    if example is not None:
+        cell = example.cell
+        pull = f"librarian pull {cell.package} --sm {cell.sm.sm} --torch {format_version(cell.label.torch)} --cuda {format_version(cell.label.cuda)}"
+        download = f'hf_hub_download("{repo_id}", "{example.path}", repo_type="dataset")'
+        find_links = f"{endpoint}/datasets/{repo_id}/resolve/main/{page_path(example)}"
+    text = f"""---
+tags:
+- wheels
+- cuda
+- pytorch
+- librarian
+---
+# {repo_id}: prebuilt CUDA / PyTorch extension wheels
+
+Wheels filed by [librarian](https://pypi.org/project/librarian-wheels/), one folder per GPU arch and
+torch/CUDA combo, with the layout `{index.layout.path}`. The local version label (`+cu128torch2.9`)
+carries the CUDA line and torch minor; the folder says which GPU the binaries serve.
+
+## Use
+
+```bash
+pip install librarian-wheels
+librarian --repo hf://datasets/{repo_id} {pull.removeprefix("librarian ")} --install
+```
+
+```python
+from huggingface_hub import hf_hub_download
+path = {download}
+```
+
+Plain pip, one page per GPU and combo (install with `--no-deps --force-reinstall` to keep your torch):
+
+```bash
+pip install --no-deps --force-reinstall PACKAGE --find-links {find_links}
+```
+
+## Coverage
+
+```
+{table}
+```
+
+`index.json` and `index/<package>.json` list every wheel with its sha256, tags and what its binaries need.
+This card is rewritten by every `librarian publish` and `librarian gc`.
+"""
+    return text.encode()

@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Optional
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -31,10 +30,10 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-RepoOpt = Annotated[Optional[str], typer.Option("--repo", help="Store: a directory or hf://datasets/OWNER/NAME[@REV] (env LIBRARIAN_REPO).", show_default="./wheelhouse")]
+RepoOpt = Annotated[str | None, typer.Option("--repo", help="Store: a directory or hf://datasets/OWNER/NAME[@REV] (env LIBRARIAN_REPO).", show_default="./wheelhouse")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (with \"schema\": 1).")]
-CudaOpt = Annotated[Optional[str], typer.Option("--cuda", help="CUDA line, e.g. 12.8 (default: the installed torch's).")]
-TorchOpt = Annotated[Optional[str], typer.Option("--torch", help="torch minor, e.g. 2.8 (default: the installed torch's).")]
+CudaOpt = Annotated[str | None, typer.Option("--cuda", help="CUDA line, e.g. 12.8 (default: the installed torch's).")]
+TorchOpt = Annotated[str | None, typer.Option("--torch", help="torch minor, e.g. 2.8 (default: the installed torch's).")]
 WheelsArg = Annotated[list[Path], typer.Argument(help="Wheel files.", show_default=False)]
 
 
@@ -101,22 +100,22 @@ def inspect(
         _out("\n\n".join(render_inspection(i, verbose) for i in items))
 
 
-SmOpt = Annotated[Optional[str], typer.Option("--sm", help="GPU arch, e.g. 89 (default: the detected GPU).")]
-PythonOpt = Annotated[Optional[str], typer.Option("--python", help="Python version, e.g. 3.12 (default: this interpreter).")]
-PlatformOpt = Annotated[Optional[str], typer.Option("--platform", help="Platform tag, e.g. manylinux_2_28_x86_64.")]
-GpuOpt = Annotated[Optional[int], typer.Option("--gpu", help="Which GPU to judge when there are several (default 0).")]
-DriverOpt = Annotated[Optional[str], typer.Option("--driver", help="The driver's CUDA version, e.g. 12.8 (for PTX JIT).")]
+SmOpt = Annotated[str | None, typer.Option("--sm", help="GPU arch, e.g. 89 (default: the detected GPU).")]
+PythonOpt = Annotated[str | None, typer.Option("--python", help="Python version, e.g. 3.12 (default: this interpreter).")]
+PlatformOpt = Annotated[str | None, typer.Option("--platform", help="Platform tag, e.g. manylinux_2_28_x86_64.")]
+GpuOpt = Annotated[int | None, typer.Option("--gpu", help="Which GPU to judge when there are several (default 0).")]
+DriverOpt = Annotated[str | None, typer.Option("--driver", help="The driver's CUDA version, e.g. 12.8 (for PTX JIT).")]
 
 
 @app.command()
 def doctor(
-    wheels: Annotated[Optional[list[Path]], typer.Argument(help="Wheels to judge.", show_default=False)] = None,
+    wheels: Annotated[list[Path] | None, typer.Argument(help="Wheels to judge.", show_default=False)] = None,
     sm: SmOpt = None,
     torch: TorchOpt = None,
     cuda: CudaOpt = None,
     python: PythonOpt = None,
     platform: PlatformOpt = None,
-    glibc: Annotated[Optional[str], typer.Option("--glibc", help="glibc version, e.g. 2.31.")] = None,
+    glibc: Annotated[str | None, typer.Option("--glibc", help="glibc version, e.g. 2.31.")] = None,
     driver: DriverOpt = None,
     gpu: GpuOpt = None,
     machine: Annotated[bool, typer.Option("--machine", help="Show what was detected about this machine, and how.")] = False,
@@ -153,7 +152,7 @@ def publish(
     repo: RepoOpt = None,
     cuda: CudaOpt = None,
     torch: TorchOpt = None,
-    sm: Annotated[Optional[list[str]], typer.Option("--sm", help="GPU arch to file under (repeatable); default: from the binaries.")] = None,
+    sm: Annotated[list[str] | None, typer.Option("--sm", help="GPU arch to file under (repeatable); default: from the binaries.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the plan; change nothing.")] = False,
     replace: Annotated[bool, typer.Option("--replace", help="Overwrite a different wheel at the same path.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Relabel labelled wheels; file under --sm the binaries do not serve.")] = False,
@@ -217,7 +216,7 @@ def verify(
 
 @app.command("ls")
 def ls_command(
-    packages: Annotated[Optional[list[str]], typer.Argument(help="Packages to show (default: all).", show_default=False)] = None,
+    packages: Annotated[list[str] | None, typer.Argument(help="Packages to show (default: all).", show_default=False)] = None,
     repo: RepoOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -258,12 +257,12 @@ def _wants(machine: Any) -> Any:
 @app.command()
 def pull(
     packages: Annotated[list[str], typer.Argument(help="Packages to fetch (pip's name matching: flash-attn finds flash_attn).", show_default=False)],
-    sm: Annotated[Optional[str], typer.Option("--sm", help="GPU arch, e.g. 89 (default: detected GPU).")] = None,
+    sm: Annotated[str | None, typer.Option("--sm", help="GPU arch, e.g. 89 (default: detected GPU).")] = None,
     torch: TorchOpt = None,
     cuda: CudaOpt = None,
-    python: Annotated[Optional[str], typer.Option("--python", help="Python version, e.g. 3.12 (default: this interpreter).")] = None,
-    platform: Annotated[Optional[str], typer.Option("--platform", help="Platform tag, e.g. manylinux_2_28_x86_64.")] = None,
-    gpu: Annotated[Optional[int], typer.Option("--gpu", help="Which GPU to serve when there are several (default 0).")] = None,
+    python: Annotated[str | None, typer.Option("--python", help="Python version, e.g. 3.12 (default: this interpreter).")] = None,
+    platform: Annotated[str | None, typer.Option("--platform", help="Platform tag, e.g. manylinux_2_28_x86_64.")] = None,
+    gpu: Annotated[int | None, typer.Option("--gpu", help="Which GPU to serve when there are several (default 0).")] = None,
     repo: RepoOpt = None,
     out: Annotated[Path, typer.Option("-o", "--out", help="Directory to put the wheels in.")] = Path("."),
     install: Annotated[bool, typer.Option("--install", help="Then pip install --force-reinstall --no-deps them.")] = False,
@@ -300,10 +299,10 @@ def pull(
 @app.command()
 def gc(
     repo: RepoOpt = None,
-    keep_torch: Annotated[Optional[int], typer.Option("--keep-torch", min=1, help="Keep the newest N torch lines in the store.")] = None,
-    drop_torch: Annotated[Optional[list[str]], typer.Option("--drop-torch", help="Drop a torch line, e.g. 2.4 (repeatable).")] = None,
-    keep_versions: Annotated[Optional[int], typer.Option("--keep-versions", min=1, help="Keep the newest K versions per cell.")] = None,
-    older_than: Annotated[Optional[int], typer.Option("--older-than", min=0, help="Drop wheels published more than DAYS ago.")] = None,
+    keep_torch: Annotated[int | None, typer.Option("--keep-torch", min=1, help="Keep the newest N torch lines in the store.")] = None,
+    drop_torch: Annotated[list[str] | None, typer.Option("--drop-torch", help="Drop a torch line, e.g. 2.4 (repeatable).")] = None,
+    keep_versions: Annotated[int | None, typer.Option("--keep-versions", min=1, help="Keep the newest K versions per cell.")] = None,
+    older_than: Annotated[int | None, typer.Option("--older-than", min=0, help="Drop wheels published more than DAYS ago.")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Act on the plan (without it, only print it).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -335,7 +334,7 @@ matrix_app = typer.Typer(
     no_args_is_help=False,
 )
 app.add_typer(matrix_app, name="matrix")
-ListOpt = Optional[list[str]]
+ListOpt = list[str] | None
 
 
 @matrix_app.callback()
@@ -345,7 +344,7 @@ def matrix(
     cuda: Annotated[ListOpt, typer.Option("--cuda", help="CUDA line(s), e.g. 12.8 (repeatable).")] = None,
     python: Annotated[ListOpt, typer.Option("--python", help="Python version(s), e.g. 3.12 (repeatable).")] = None,
     platform: Annotated[ListOpt, typer.Option("--platform", help="Platform(s), e.g. linux-x86_64 (repeatable).")] = None,
-    newest: Annotated[Optional[int], typer.Option("--newest", help="Only the newest N torch lines.")] = None,
+    newest: Annotated[int | None, typer.Option("--newest", help="Only the newest N torch lines.")] = None,
     stable_only: Annotated[bool, typer.Option("--stable-only", help="Only stable CUDA lines (no experimental or served-only).")] = False,
     github: Annotated[bool, typer.Option("--github", help="Print a GitHub Actions strategy.matrix (JSON) of build jobs.")] = False,
     as_json: JsonOpt = False,
@@ -369,7 +368,7 @@ def matrix(
 
 @matrix_app.command("refresh")
 def matrix_refresh(
-    source: Annotated[Optional[str], typer.Option("--from", help="An index page: URL or file (PEP 503 HTML or PEP 691 JSON). Default: PyTorch's index, every CUDA line.")] = None,
+    source: Annotated[str | None, typer.Option("--from", help="An index page: URL or file (PEP 503 HTML or PEP 691 JSON). Default: PyTorch's index, every CUDA line.")] = None,
 ) -> None:
     """Record what PyTorch's wheel index serves, in your user override file (not the installed package)."""
     from librarian.ops.matrix_refresh import refresh

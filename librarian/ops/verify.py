@@ -16,7 +16,7 @@ from librarian.coords import WheelName
 from librarian.errors import LibrarianError
 from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
-from librarian.stores.base import StoredFile, Store, read_index
+from librarian.stores.base import Store, StoredFile, read_index
 from librarian.wheelfile import read_wheel_info, sha256_file, verify_record
 
 log = logging.getLogger(__name__)

@@ -16,6 +16,7 @@ import os
 import random
 import re
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -29,6 +30,7 @@ from huggingface_hub import (
     CommitOperationAdd,
     CommitOperationDelete,
     HfApi,
+    get_session,
     hf_hub_download,
 )
 from huggingface_hub.errors import (
@@ -40,9 +42,9 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.hf_api import RepoFile
-from huggingface_hub import get_session
+from huggingface_hub.utils.tqdm import disable_progress_bars
 
-from librarian.catalogue import render_catalogue
+from librarian.catalogue import render_card, render_catalogue
 from librarian.errors import BadInput, LibrarianError, StoreError
 from librarian.index import Index
 from librarian.layout import Layout
@@ -53,6 +55,7 @@ log = logging.getLogger(__name__)
 _URL = re.compile(r"hf://datasets/(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+?)(?:@(?P<rev>[^\s]+))?/?")
 REPO_TYPE = "dataset"
 MARKER = "librarian-change-id"
+CARD = "README.md"
 MAX_ATTEMPTS = int(os.environ.get("LIBRARIAN_HUB_ATTEMPTS", "12"))
 _TIMEOUT = float(os.environ.get("LIBRARIAN_HUB_TIMEOUT", "60"))
 
@@ -70,6 +73,8 @@ class HubStore:
 
     def __init__(self, repo_id: str, revision: str = "main", *, create: bool = False, api: HfApi | None = None) -> None:
         _use_timeouts()
+        if not sys.stderr.isatty():
+            disable_progress_bars()  # progress bars for people at a terminal; no \r-spam in CI logs
         self.repo_id = repo_id
         self.revision = revision
         self.create = create
@@ -200,13 +205,20 @@ class HubStore:
         for path in changes.deletes:
             if path not in uploaded:
                 ops.append(CommitOperationDelete(path_in_repo=path))
-        before, after = render_catalogue(old), render_catalogue(changes.index)
+        before, after = self._catalogue(old), self._catalogue(changes.index)
         for path, data in sorted(after.items()):
             if before.get(path) != data:
                 ops.append(CommitOperationAdd(path_in_repo=path, path_or_fileobj=data))
         for path in sorted(set(before) - set(after)):
             ops.append(CommitOperationDelete(path_in_repo=path))
         return ops
+
+    def _catalogue(self, index: Index) -> dict[str, bytes]:
+        # The Hub store also keeps a dataset card, for people who find the repo on the Hub.
+        files = render_catalogue(index)
+        if index.entries:
+            files[CARD] = render_card(index, self.repo_id, self.api.endpoint)
+        return files
 
     def _landed(self, change_id: str) -> bool:
         """Whether a commit carrying ``change_id`` is in the history (its answer may have been lost)."""
@@ -237,7 +249,7 @@ class HubStore:
             raise _NoRepo(f"{self.location}: no such dataset repo (publish --create makes it)") from e
         except RevisionNotFoundError as e:
             raise StoreError(f"{self.location}: no revision {self.revision!r}") from e
-        except (EntryNotFoundError,) as e:
+        except EntryNotFoundError as e:
             if isinstance(e, LocalEntryNotFoundError):
                 raise StoreError(f"{self.location}/{what}: cannot reach the Hub and no cached copy ({_short(e)})") from e
             raise _NoEntry(f"{self.location}/{what}: no such file") from e
@@ -252,6 +264,14 @@ class HubStore:
             if status in (401, 403):
                 raise StoreError(f"{self.location}: {what}: not allowed (HTTP {status}); check HF_TOKEN or `hf auth login`") from e
             raise StoreError(f"{self.location}: {what}: HTTP {status} {_short(e)}") from e
+        except RuntimeError as e:
+            # huggingface_hub wraps a failed LFS upload: RuntimeError("Error while uploading ...") from the cause.
+            cause = e.__cause__
+            if not isinstance(cause, (HfHubHTTPError, httpx2.TransportError, OSError)):
+                raise
+            if conflicts:
+                raise _Transient(f"{what}: upload failed ({type(cause).__name__})") from e
+            raise StoreError(f"{self.location}: {what}: upload failed ({_short(cause)})") from e
         except (httpx2.TransportError, ConnectionError, TimeoutError) as e:
             if conflicts:
                 raise _Transient(f"{what}: {type(e).__name__}") from e

@@ -1,0 +1,298 @@
+"""A pure reader of CUDA fatbinaries: the blobs in ``.nv_fatbin`` / ``__nv_relfatbin`` and their entries.
+
+The layout is the one written down in ``shared/reference/fatbin-format.md`` (sections 1-5). The reader
+walks the section, never the ``.nvFatBinSegment`` wrappers (libnvjpeg has a blob no wrapper names), and
+reads only entry headers, seeking past payloads, so a 1 GB section costs a few thousand small reads. To
+name the toolkit it inflates the smallest cubin of each blob, bounded by a size cap and checked against
+the size the entry declares, so a compression bomb raises instead of filling memory.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import struct
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import lz4.block
+import zstandard
+
+from librarian.coords import ArchKind, GpuArch, MajorMinor
+from librarian.elf import Source, parse_notes, read_elf, section_bytes
+from librarian.errors import BadBinary
+from librarian.facts import FatbinEntry
+
+log = logging.getLogger(__name__)
+
+FATBIN_MAGIC = 0xBA55ED50
+KIND_PTX, KIND_ELF, KIND_OLD_CUBIN, KIND_LTO = 1, 2, 4, 8
+FLAG_DEBUG, FLAG_LZ4, FLAG_ZSTD = 0x2, 0x2000, 0x8000
+FLAG_ARCH_SPECIFIC, FLAG_FAMILY_SPECIFIC = 0x100000, 0x200000
+# Every bit seen on 1113 real entries (reference, "Flags"); anything else is logged as unknown.
+KNOWN_FLAGS = 0x1 | 0x2 | 0x10 | FLAG_LZ4 | FLAG_ZSTD | 0x10000 | 0x100000 | 0x200000 | 0x1000000
+ENTRY_HEADER = struct.Struct("<HHIQIIHHIIIQQQ")  # 0x40 bytes, reference section 3
+MAX_ENTRY_HEADER = 0x1000  # headers seen are 0x40..0x80; options strings are short
+MAX_ENTRIES = 1 << 20  # loop guard over a whole section
+MAX_INFLATE = 256 << 20  # the most we inflate for one cubin; the smallest of a blob is far below
+MAX_RATIO = 4096  # a declared ratio above this is a compression bomb, not a cubin
+_CHUNK = 1 << 16
+
+_KINDS = {
+    KIND_PTX: ArchKind.PTX,
+    KIND_ELF: ArchKind.SASS,
+    KIND_OLD_CUBIN: ArchKind.SASS,
+    KIND_LTO: ArchKind.LTO,
+}
+# PTX ISA major -> CUDA major, where the minor carries over (reference section 5); the rest are listed.
+_ISA_LINES = {9: 13, 7: 11}
+_ISA_TABLE = {(8, 6): (12, 7), (8, 7): (12, 8), (8, 8): (12, 9), (6, 5): (10, 2), (6, 4): (10, 1),
+              (6, 3): (10, 0), (6, 2): (9, 2), (6, 1): (9, 1), (6, 0): (9, 0), (5, 0): (8, 0)}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class EntryHeader:
+    """The fixed 0x40-byte head of one fatbin entry, with where it sits in the file."""
+
+    offset: int
+    kind: int
+    header_size: int
+    payload_size: int
+    compressed_size: int
+    minor: int
+    major: int
+    arch: int
+    flags: int
+    uncompressed_size: int
+
+    @property
+    def compression(self) -> str:
+        """``none``, ``lz4``, ``zstd`` or ``unknown`` (a compressed stream in a format we do not know)."""
+        if self.flags & FLAG_ZSTD:
+            return "zstd"
+        if self.flags & FLAG_LZ4:
+            return "lz4"
+        return "unknown" if self.compressed_size else "none"
+
+    @property
+    def gpu_arch(self) -> GpuArch:
+        """``sm_90a``, ``compute_120f``, ``lto_90``: the suffix lives only in the flags."""
+        suffix = "a" if self.flags & FLAG_ARCH_SPECIFIC else "f" if self.flags & FLAG_FAMILY_SPECIFIC else ""
+        return GpuArch.from_number(self.arch, suffix, _KINDS.get(self.kind, ArchKind.SASS))
+
+
+def read_fatbin(
+    data: BinaryIO | bytes, offset: int = 0, size: int | None = None, *, relocatable: bool = False,
+    section: str = ".nv_fatbin",
+) -> tuple[FatbinEntry, ...]:  # fmt: skip
+    """Every entry of the fatbin blobs in ``size`` bytes at ``offset`` (a ``.nv_fatbin`` section)."""
+    src = Source(data)
+    size = src.size - offset if size is None else size
+    if offset < 0 or size < 0 or offset + size > src.size:
+        raise BadBinary(f"{section} at {offset:#x} + {size:#x} runs past the end of the file ({src.size:#x})")
+    out: list[FatbinEntry] = []
+    for blob in walk_blobs(src, offset, size, section):
+        toolkit = blob_toolkit(src, blob)
+        for h in blob:
+            if h.kind not in _KINDS:
+                log.warning("%s: entry at %#x has unknown kind %d; skipped", section, h.offset, h.kind)
+                continue
+            if h.flags & ~KNOWN_FLAGS:
+                log.info("%s: entry at %#x has unknown flags %#x", section, h.offset, h.flags & ~KNOWN_FLAGS)
+            isa = (h.major, h.minor) if h.kind == KIND_PTX else None
+            tk = ptx_toolkit(isa) if isa else (toolkit if h.kind != KIND_LTO else None)
+            out.append(FatbinEntry(h.gpu_arch, relocatable, h.compression, isa, tk, bool(h.flags & FLAG_DEBUG),
+                                   h.payload_size, h.uncompressed_size or h.payload_size))  # fmt: skip
+    return tuple(out)
+
+
+def walk_blobs(src: Source, offset: int, size: int, section: str) -> list[tuple[EntryHeader, ...]]:
+    """The entry headers of each blob in the section, in order; blobs may be empty."""
+    end, pos = offset + size, offset
+    blobs: list[tuple[EntryHeader, ...]] = []
+    count = 0
+    while True:
+        pos = _skip_zeros(src, pos, end)
+        if pos >= end:
+            return blobs
+        if (pos - offset) % 8 or end - pos < 16 or _magic(src, pos) != FATBIN_MAGIC:
+            found = _resync(src, pos, end, offset)
+            if found is None:
+                raise BadBinary(f"{section}: bytes at {pos:#x} are no fatbin header, and none follows")
+            log.warning("%s: skipped %d bytes of garbage at %#x", section, found - pos, pos)
+            pos = found
+        _, _version, hsz, fat_size = struct.unpack("<IHHQ", src.read(pos, 16, f"{section} blob header"))
+        if not 16 <= hsz <= 0x100:
+            raise BadBinary(f"{section}: blob at {pos:#x} has header_size {hsz}")
+        blob_end = pos + hsz + fat_size
+        if blob_end > end:
+            raise BadBinary(f"{section}: blob at {pos:#x} has fat_size {fat_size:#x}, past the section end")
+        entries = _entries(src, pos + hsz, blob_end, section)
+        count += len(entries) + 1
+        if count > MAX_ENTRIES:
+            raise BadBinary(f"{section}: more than {MAX_ENTRIES} fatbin entries")
+        blobs.append(entries)
+        pos = blob_end
+
+
+def _magic(src: Source, pos: int) -> int:
+    value: int = struct.unpack("<I", src.read(pos, 4, "fatbin magic"))[0]
+    return value
+
+
+def _skip_zeros(src: Source, pos: int, end: int) -> int:
+    # Blobs may be separated (or the section ended) by zero padding: skip it a chunk at a time.
+    while pos < end:
+        chunk = src.read(pos, min(_CHUNK, end - pos), "fatbin section")
+        stripped = chunk.lstrip(b"\0")
+        if stripped:
+            return pos + len(chunk) - len(stripped)
+        pos += len(chunk)
+    return end
+
+
+def _resync(src: Source, pos: int, end: int, base: int) -> int | None:
+    # Non-zero garbage: find the next 8-aligned magic, as the reference's reader does.
+    needle = struct.pack("<I", FATBIN_MAGIC)
+    while pos < end:
+        chunk = src.read(pos, min(_CHUNK + 3, end - pos), "fatbin section")
+        hit = chunk.find(needle)
+        while hit >= 0:
+            if (pos + hit - base) % 8 == 0 and end - (pos + hit) >= 16:
+                return pos + hit
+            hit = chunk.find(needle, hit + 1)
+        pos += _CHUNK
+    return None
+
+
+def _entries(src: Source, pos: int, end: int, section: str) -> tuple[EntryHeader, ...]:
+    out = []
+    while pos < end:
+        if end - pos < ENTRY_HEADER.size:
+            raise BadBinary(f"{section}: entry at {pos:#x} is cut off by the end of its blob")
+        (kind, _u2, hsz, psize, csize, _opt, minor, major, arch, _name, _nlen, flags, _u30,
+         usize) = ENTRY_HEADER.unpack(src.read(pos, ENTRY_HEADER.size, f"{section} entry header"))  # fmt: skip
+        if hsz < ENTRY_HEADER.size or hsz > MAX_ENTRY_HEADER:
+            raise BadBinary(f"{section}: entry at {pos:#x} has header_size {hsz:#x}")
+        if pos + hsz + psize > end:
+            raise BadBinary(f"{section}: entry at {pos:#x} has payload_size {psize:#x}, past its blob")
+        if csize > psize:
+            raise BadBinary(
+                f"{section}: entry at {pos:#x} has compressed_size {csize:#x} > payload {psize:#x}"
+            )
+        out.append(EntryHeader(pos, kind, hsz, psize, csize, minor, major, arch, flags, usize))
+        pos += hsz + psize  # hsz >= 0x40, so every step moves forward: no entry can loop
+    return tuple(out)
+
+
+def entry_payload(src: Source, h: EntryHeader, limit: int = MAX_INFLATE) -> bytes:
+    """The entry's payload, inflated; BadBinary if it lies about its sizes or exceeds ``limit``."""
+    where = f"entry at {h.offset:#x}"
+    start = h.offset + h.header_size
+    if h.compression == "none":
+        if h.payload_size > limit:
+            raise BadBinary(f"{where}: payload of {h.payload_size} bytes is over the {limit}-byte cap")
+        return src.read(start, h.payload_size, f"{where} payload")
+    stream_len = h.compressed_size or h.payload_size
+    if h.uncompressed_size > limit:
+        raise BadBinary(f"{where}: declares {h.uncompressed_size} bytes inflated, over the {limit}-byte cap")
+    if h.uncompressed_size > MAX_RATIO * max(stream_len, 1):
+        raise BadBinary(f"{where}: declares a {h.uncompressed_size // stream_len}:1 ratio (compression bomb)")
+    stream = src.read(start, stream_len, f"{where} payload")
+    if h.compression == "lz4":
+        try:
+            out: bytes = lz4.block.decompress(stream, uncompressed_size=h.uncompressed_size)
+        except lz4.block.LZ4BlockError as e:
+            raise BadBinary(f"{where}: bad LZ4 stream or size ({e})") from e
+    elif h.compression == "zstd":
+        out = _zstd(stream, h.uncompressed_size, where)
+    else:
+        raise BadBinary(f"{where}: unknown compression (flags {h.flags:#x})")
+    if len(out) != h.uncompressed_size:
+        raise BadBinary(f"{where}: inflates to {len(out)} bytes, not the {h.uncompressed_size} it declares")
+    return out
+
+
+def _zstd(stream: bytes, size: int, where: str) -> bytes:
+    # Read at most one byte past the declared size: a frame that inflates further is a bomb.
+    parts, total = [], 0
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(stream), read_across_frames=True) as r:
+            while total <= size:
+                piece = r.read(min(_CHUNK * 16, size + 1 - total))
+                if not piece:
+                    break
+                parts.append(piece)
+                total += len(piece)
+    except zstandard.ZstdError as e:
+        raise BadBinary(f"{where}: bad zstd stream ({e})") from e
+    if total > size:
+        raise BadBinary(f"{where}: inflates past the {size} bytes it declares (compression bomb)")
+    return b"".join(parts)
+
+
+def blob_toolkit(src: Source, blob: tuple[EntryHeader, ...]) -> MajorMinor | None:
+    """The CUDA toolkit that assembled a blob's cubins: its smallest cubins are inflated until one says."""
+    cubins = sorted(
+        (h for h in blob if h.kind == KIND_ELF), key=lambda h: h.uncompressed_size or h.payload_size
+    )
+    for h in cubins:
+        if max(h.uncompressed_size, h.payload_size) > MAX_INFLATE:
+            break  # sorted: every later cubin is at least as big
+        found = cubin_toolkit(entry_payload(src, h))
+        if found:
+            return found
+    if any(h.kind == KIND_ELF and (h.major, h.minor) == (1, 8) and h.arch < 100 for h in blob):
+        return (13, 0)  # ELF ABI 8 below sm_100 first came with CUDA 13.0: a lower bound
+    return None
+
+
+_RELEASE = re.compile(rb"release (\d+)\.(\d+)")
+
+
+def cubin_toolkit(cubin: bytes) -> MajorMinor | None:
+    """The toolkit named by a cubin's tkinfo / cuinfo notes or its EIATTR_CUDA_API_VERSION."""
+    src = Source(cubin)
+    try:
+        elf = read_elf(cubin)
+    except BadBinary as e:
+        raise BadBinary(f"cubin: {e}") from e
+    for sec in elf.sections:
+        if sec.name in (".note.nv.tkinfo", ".note.nv.cuinfo"):
+            for owner, ntype, desc in parse_notes(section_bytes(src, sec), elf.little_endian):
+                if owner != "NVIDIA Corp":
+                    continue
+                if ntype == 2000 and (m := _RELEASE.search(desc)):
+                    return int(m[1]), int(m[2])
+                if ntype == 1000 and len(desc) >= 8 and struct.unpack_from("<H", desc)[0] == 2:
+                    # CUDA 13 cuinfo: u16 2, u16 sm, u32 toolkit*10. 12.8's cuver (u16 1) has no toolkit.
+                    tk: int = struct.unpack_from("<I", desc, 4)[0]
+                    return tk // 10, tk % 10
+    for sec in elf.sections:
+        if sec.name.startswith(".nv.info") and (api := _eiattr_api_version(section_bytes(src, sec))):
+            return api
+    return None
+
+
+def _eiattr_api_version(data: bytes) -> MajorMinor | None:
+    # Records are u8 format, u8 attribute, u16 value-or-size; format 4 (EIFMT_SVAL) has `size` bytes after.
+    pos = 0
+    while pos + 4 <= len(data):
+        fmt, attr, val = struct.unpack_from("<BBH", data, pos)
+        pos += 4
+        if fmt == 4:
+            if attr == 0x37 and val == 4 and pos + 4 <= len(data):
+                api: int = struct.unpack_from("<I", data, pos)[0]
+                return api // 10, api % 10
+            pos += val
+    return None
+
+
+def ptx_toolkit(isa: MajorMinor) -> MajorMinor | None:
+    """The first CUDA release whose PTX ISA is ``isa`` (a lower bound: NVRTC may emit older ISAs)."""
+    if isa[0] in _ISA_LINES:
+        return _ISA_LINES[isa[0]], isa[1]
+    if isa[0] == 8 and isa[1] <= 5:
+        return 12, isa[1]  # 8.5 is both 12.5 and 12.6: the lower one
+    return _ISA_TABLE.get(isa)

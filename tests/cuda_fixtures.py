@@ -1,0 +1,280 @@
+"""Test inputs for the ELF / fatbin / inspection tests: real ``.so`` files built by nvcc, and ELF,
+fatbin, cubin and PE bytes built with ``struct`` for what nvcc 13 cannot make (CUDA 12 LZ4 cubins,
+aarch64, 32-bit, big-endian, Windows).
+
+The nvcc builds run once per test session, two at a time, into the session's temp dir (a marker file
+makes later modules reuse them); a test module wraps :func:`real_sos` in a session fixture, and its
+tests are skipped, saying why, where nvcc is missing.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import lz4.block
+import pytest
+import zstandard
+
+KERNEL = """
+__global__ void add(float* x, float y) { x[threadIdx.x] += y; }
+extern "C" void launch(float* x) { add<<<1, 32>>>(x, 1.0f); }
+"""
+KERNEL2 = """
+__global__ void mul(float* x, float y) { x[threadIdx.x] *= y; }
+extern "C" void launch2(float* x) { mul<<<1, 32>>>(x, 2.0f); }
+"""
+SHARED = ["-shared", "-Xcompiler", "-fPIC", "-cudart", "shared"]
+
+
+def _gencode(arch: str, *codes: str) -> list[str]:
+    return ["-gencode", f"arch={arch},code=[{','.join(codes)}]"]
+
+
+# name -> (nvcc arguments besides the output, sources). One .so each; the set is kept small since
+# every nvcc call costs about two seconds of CPU.
+BUILDS: dict[str, tuple[list[str], tuple[str, ...]]] = {
+    # static cudart (the nvcc default): the one large fixture, ~1 MB
+    "sm75": (["-shared", "-Xcompiler", "-fPIC", *_gencode("compute_75", "sm_75")], ("k.cu",)),
+    "multi": (
+        [
+            *SHARED,
+            *_gencode("compute_75", "sm_75"),
+            *_gencode("compute_80", "sm_80"),
+            *_gencode("compute_86", "sm_86"),
+            *_gencode("compute_89", "sm_89", "compute_89"),
+        ],
+        ("k.cu",),
+    ),
+    "special": (
+        [
+            *SHARED,
+            *_gencode("compute_90a", "sm_90a"),
+            *_gencode("compute_100f", "sm_100f"),
+            *_gencode("compute_120f", "sm_120f", "compute_120f"),
+        ],
+        ("k.cu",),
+    ),
+    "ptx": ([*SHARED, *_gencode("compute_80", "compute_80")], ("k.cu",)),
+    "rdc": ([*SHARED, "-rdc=true", *_gencode("compute_80", "sm_80", "compute_80")], ("k.cu",)),
+    "debug": ([*SHARED, "-G", *_gencode("compute_75", "sm_75")], ("k.cu",)),
+    "two_tu": ([*SHARED, *_gencode("compute_80", "sm_80")], ("k.cu", "k2.cu")),
+}
+COMPRESS_MODES = ("default", "size", "speed", "balance", "none")
+for _mode in COMPRESS_MODES:
+    # -compress-all makes nvcc compress the cubins too (by default it compresses only PTX)
+    BUILDS[f"compress_{_mode}"] = (
+        [
+            *SHARED,
+            f"--compress-mode={_mode}",
+            "-Xfatbin=-compress-all",
+            *_gencode("compute_80", "sm_80", "compute_80"),
+        ],
+        ("k.cu",),
+    )
+
+
+def nvcc_version() -> tuple[int, int] | None:
+    """The CUDA release of the nvcc on PATH, or ``None`` where there is none."""
+    if shutil.which("nvcc") is None:
+        return None
+    out = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=False).stdout
+    m = re.search(r"release (\d+)\.(\d+)", out)
+    return (int(m[1]), int(m[2])) if m else None
+
+
+def build_fixtures(directory: Path) -> dict[str, Path]:
+    """Build every fixture into ``directory`` once (later calls reuse it); name -> path."""
+    paths = {name: directory / f"{name}.so" for name in [*BUILDS, "stripped"]}
+    if (directory / "done").exists():
+        return paths
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "k.cu").write_text(KERNEL)
+    (directory / "k2.cu").write_text(KERNEL2)
+
+    def build(name: str) -> None:
+        args, sources = BUILDS[name]
+        cmd = ["nvcc", *args, "-o", str(paths[name]), *sources]
+        done = subprocess.run(cmd, cwd=directory, capture_output=True, text=True, check=False)
+        if done.returncode:
+            raise RuntimeError(f"nvcc failed for {name}: {done.stderr.strip()}")
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(build, BUILDS))
+    subprocess.run(["strip", "--strip-all", "-o", str(paths["stripped"]), str(paths["sm75"])], check=True)
+    (directory / "done").touch()
+    return paths
+
+
+def real_sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The nvcc-built ``.so`` fixtures, built once per session; for each test module's session fixture."""
+    if nvcc_version() is None:
+        pytest.skip("nvcc is not on PATH: the real CUDA fixtures need nvcc 13")
+    return build_fixtures(tmp_path_factory.getbasetemp() / "cuda-fixtures")
+
+
+# ---- ELF bytes -------------------------------------------------------------------------------------
+
+SHT_PROGBITS, SHT_STRTAB, SHT_DYNAMIC, SHT_NOTE, SHT_DYNSYM = 1, 3, 6, 7, 11
+SHT_GNU_VERNEED = 0x6FFFFFFE
+
+
+class _Strings:
+    def __init__(self) -> None:
+        self.data = bytearray(b"\0")
+
+    def add(self, s: str) -> int:
+        off = len(self.data)
+        self.data += s.encode() + b"\0"
+        return off
+
+
+def elf_bytes(
+    *,
+    bits: int = 64,
+    little: bool = True,
+    machine: int = 62,
+    etype: int = 3,
+    osabi: int = 0,
+    eflags: int = 0,
+    needed: tuple[str, ...] = (),
+    soname: str | None = None,
+    runpath: str | None = None,
+    verneed: dict[str, tuple[str, ...]] | None = None,
+    symbols: dict[str, bool] | None = None,
+    sections: tuple[tuple[str, int, bytes], ...] = (),
+) -> bytes:
+    """A small ELF file: dynamic entries, version needs, dynamic symbols (name -> defined) and sections."""
+    e = "<" if little else ">"
+    dynstr = _Strings()
+    dyn = [(1, dynstr.add(n)) for n in needed]
+    if soname:
+        dyn.append((14, dynstr.add(soname)))
+    if runpath:
+        dyn.append((29, dynstr.add(runpath)))
+    dyn.append((0, 0))
+    dyn_fmt = e + ("iI" if bits == 32 else "qQ")
+    vr = bytearray()
+    libs = list((verneed or {}).items())
+    for i, (lib, names) in enumerate(libs):
+        vr += struct.pack(
+            e + "HHIII", 1, len(names), dynstr.add(lib), 16, 0 if i == len(libs) - 1 else 16 + 16 * len(names)
+        )
+        for j, n in enumerate(names):
+            vr += struct.pack(e + "IHHII", 0, 0, 0, dynstr.add(n), 0 if j == len(names) - 1 else 16)
+    sym_fmt = e + ("IIIBBH" if bits == 32 else "IBBHQQ")
+    syms = bytearray(struct.calcsize(sym_fmt))
+    for name, defined in (symbols or {}).items():
+        off, info, shndx = dynstr.add(name), (1 << 4) | 2, (1 if defined else 0)
+        row = (off, 0, 0, info, 0, shndx) if bits == 32 else (off, info, 0, shndx, 0, 0)
+        syms += struct.pack(sym_fmt, *row)
+    # Section indexes: 0 null, 1 .dynstr, 2 .dynamic, 3 .gnu.version_r, 4 .dynsym, then the extras.
+    table: list[tuple[str, int, bytes, int, int]] = [
+        (".dynstr", SHT_STRTAB, bytes(dynstr.data), 0, 0),
+        (".dynamic", SHT_DYNAMIC, b"".join(struct.pack(dyn_fmt, t, v) for t, v in dyn), 1, 0),
+        (".gnu.version_r", SHT_GNU_VERNEED, bytes(vr), 1, len(libs)),
+        (".dynsym", SHT_DYNSYM, bytes(syms), 1, 1),
+        *((n, t, d, 0, 0) for n, t, d in sections),
+    ]
+    return _assemble(e, bits, machine, etype, osabi, eflags, table)
+
+
+def _assemble(e: str, bits: int, machine: int, etype: int, osabi: int, eflags: int,
+              table: list[tuple[str, int, bytes, int, int]]) -> bytes:  # fmt: skip
+    ehsize, shentsize = (52, 40) if bits == 32 else (64, 64)
+    shstr = _Strings()
+    body = bytearray(ehsize)
+    rows = [(0, 0, 0, 0, 0, 0)]
+    for name, typ, data, link, info in [*table, (".shstrtab", SHT_STRTAB, b"", 0, 0)]:
+        name_off = shstr.add(name)
+        if name == ".shstrtab":
+            data = bytes(shstr.data)
+        body += bytes(-len(body) % 8)
+        rows.append((name_off, typ, len(body), len(data), link, info))
+        body += data
+    body += bytes(-len(body) % 8)
+    shoff = len(body)
+    sh_fmt = e + ("IIIIIIIIII" if bits == 32 else "IIQQQQIIQQ")
+    for name_off, typ, off, size, link, info in rows:
+        body += struct.pack(sh_fmt, name_off, typ, 0, 0, off, size, link, info, 8 if typ else 0, 0)
+    ident = b"\x7fELF" + bytes([1 if bits == 32 else 2, 1 if e == "<" else 2, 1, osabi]) + bytes(8)
+    hfmt = e + ("HHIIIIIHHHHHH" if bits == 32 else "HHIQQQIHHHHHH")
+    header = ident + struct.pack(hfmt, etype, machine, 1, 0, 0, shoff, eflags, ehsize, 0, 0, shentsize,
+                                 len(rows), len(rows) - 1)  # fmt: skip
+    body[: len(header)] = header
+    return bytes(body)
+
+
+def note(owner: str, ntype: int, desc: bytes) -> bytes:
+    """One ELF note record."""
+    name = owner.encode() + b"\0"
+    return (struct.pack("<III", len(name), len(desc), ntype) + name + bytes(-len(name) % 4)
+            + desc + bytes(-len(desc) % 4))  # fmt: skip
+
+
+def cubin_bytes(sm: int, *, api: tuple[int, int] | None = None, release: str | None = None) -> bytes:
+    """A cubin (EM_CUDA ELF) for ``sm`` whose ``.nv.info`` says ``api`` and/or tkinfo says ``release``."""
+    sections = []
+    if api:
+        # EIATTR records: one format-3 (u16 value) record, then format 4 attr 0x37 with a u32
+        info = struct.pack("<BBH", 3, 0x1B, 0x3FF) + struct.pack("<BBHI", 4, 0x37, 4, api[0] * 10 + api[1])
+        sections.append((".nv.info.add", 0x70000000, info))
+    if release:
+        strings = b"ptxas\0" + f"Cuda compilation tools, release {release}, V{release}.1\0".encode()
+        desc = struct.pack("<IIIIII", 2, 0, 0, 6, 0, 0) + strings
+        sections.append((".note.nv.tkinfo", SHT_NOTE, note("NVIDIA Corp", 2000, desc)))
+    abi7 = sm | 0x500 | sm << 16
+    return _assemble("<", 64, 190, 2, 0x33, abi7, [(n, t, d, 0, 0) for n, t, d in sections])
+
+
+# ---- fatbin bytes ----------------------------------------------------------------------------------
+
+FLAGS_BASE = 0x11  # 64bit | host_linux, on every real entry
+
+
+def fatbin_entry(
+    kind: int,
+    arch: int,
+    payload: bytes,
+    *,
+    compress: str = "none",
+    version: tuple[int, int] = (1, 7),
+    flags: int = FLAGS_BASE,
+    header_size: int = 0x40,
+    uncompressed_size: int | None = None,
+) -> bytes:
+    """One fatbin entry (kind 1 PTX, 2 cubin, 8 LTO-IR); ``compress`` is ``none``, ``lz4`` or ``zstd``."""
+    stream: bytes
+    if compress == "lz4":
+        stream, flags = lz4.block.compress(payload, store_size=False), flags | 0x2000
+    elif compress == "zstd":
+        stream, flags = zstandard.ZstdCompressor().compress(payload), flags | 0x8000
+    else:
+        stream = payload
+    csize = len(stream) if compress != "none" else 0
+    usize = (len(payload) if compress != "none" else 0) if uncompressed_size is None else uncompressed_size
+    padded = stream + bytes(-len(stream) % 8)
+    head = struct.pack("<HHIQIIHHIIIQQQ", kind, 0x101, header_size, len(padded), csize, 0, version[1],
+                       version[0], arch, 0, 0, flags, 0, usize)  # fmt: skip
+    return head + bytes(max(header_size - len(head), 0)) + padded
+
+
+def fatbin_blob(*entries: bytes, fat_size: int | None = None, header_size: int = 16) -> bytes:
+    """A fatbin blob: the 16-byte header, then the entries back to back."""
+    body = b"".join(entries)
+    size = len(body) if fat_size is None else fat_size
+    return struct.pack("<IHHQ", 0xBA55ED50, 1, header_size, size) + body
+
+
+def so_with_fatbin(fatbin: bytes, *, name: str = ".nv_fatbin", machine: int = 62) -> bytes:
+    """A host ``.so`` whose ``name`` section holds ``fatbin``."""
+    return elf_bytes(machine=machine, sections=((name, SHT_PROGBITS, fatbin),))
+
+
+def pe_bytes(machine: int = 0x8664) -> bytes:
+    """The head of a PE file (a Windows ``.pyd``) for COFF ``machine``."""
+    return b"MZ" + bytes(0x3A) + struct.pack("<I", 0x40) + b"PE\0\0" + struct.pack("<H", machine) + bytes(256)

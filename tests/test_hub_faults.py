@@ -1,0 +1,145 @@
+"""The Hub store under faults, conflicts and many publishers: it lands once, or fails with one line,
+and the repo never holds a wheel without its index entry or an entry without its wheel."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from huggingface_hub import CommitOperationAdd, HfApi
+
+from tests.builders import make_wheel
+from tests.conftest import Run
+from tests.loophub.fixtures import FAKE_TOKEN
+from tests.loophub.server import LoopHub
+
+REPO_ID = "team/wheels"
+REPO = f"hf://datasets/{REPO_ID}"
+FLAGS = ("--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--repo", REPO)
+
+
+def wheels(directory: Path, count: int, prefix: str = "pkg", size: int = 64) -> list[Path]:
+    return [
+        make_wheel(directory, f"{prefix}{i}", "1.0", "cp311-cp311-linux_x86_64", {f"{prefix}{i}/__init__.py": os.urandom(size)})
+        for i in range(count)
+    ]
+
+
+def consistent(hub: LoopHub) -> tuple[set[str], set[str]]:
+    """The wheel files in the repo and the paths its index lists: must be equal."""
+    files = hub.files(REPO_ID)
+    stored = {p for p in files if p.endswith(".whl")}
+    root = json.loads(files["index.json"])
+    listed = {w["path"] for pkg in root["packages"].values() for w in json.loads(files[pkg["shard"]])["wheels"]}
+    return stored, listed
+
+
+def commits(hub: LoopHub) -> list[str]:
+    return [c.title for c in HfApi(endpoint=hub.url).list_repo_commits(REPO_ID, repo_type="dataset")]
+
+
+@pytest.fixture
+def repo(run: Run, loophub: LoopHub, tmp_path: Path) -> LoopHub:
+    first = make_wheel(tmp_path / "seed", "seed", "1.0", "cp311-cp311-linux_x86_64")
+    assert run("publish", str(first), *FLAGS, "--create").code == 0
+    return loophub
+
+
+def test_a_5xx_burst_on_the_commit_is_retried_once_landed(run: Run, repo: LoopHub, tmp_path: Path) -> None:
+    repo.fail("commit", times=2, status=503)
+    result = run("publish", *map(str, wheels(tmp_path / "d", 3)), *FLAGS)
+    assert result.code == 0, result.err
+    stored, listed = consistent(repo)
+    assert stored == listed and len(stored) == 4
+    assert sum("publish" in t for t in commits(repo)) == 2  # the seed and this one, not more
+
+
+def test_a_lost_commit_answer_is_found_in_the_history_not_committed_twice(run: Run, repo: LoopHub, tmp_path: Path) -> None:
+    repo.lose_response("commit")
+    result = run("publish", *map(str, wheels(tmp_path / "d", 2)), *FLAGS)
+    assert result.code == 0, result.err
+    assert sum("publish: 2 wheels" in t for t in commits(repo)) == 1
+    stored, listed = consistent(repo)
+    assert stored == listed and len(stored) == 3
+
+
+def test_a_dropped_upload_is_retried(run: Run, repo: LoopHub, tmp_path: Path) -> None:
+    repo.drop("lfs_upload", phase="request", after_bytes=100)
+    big = wheels(tmp_path / "d", 1, size=200_000)
+    result = run("publish", *map(str, big), *FLAGS)
+    assert result.code == 0, result.err
+    stored, listed = consistent(repo)
+    assert stored == listed and len(stored) == 2
+
+
+def test_a_commit_landing_between_plan_and_commit_is_replanned(run: Run, repo: LoopHub, tmp_path: Path) -> None:
+    other = make_wheel(tmp_path / "other", "other", "1.0", "cp311-cp311-linux_x86_64")
+    repo.land_concurrent_commit(REPO_ID, {"notes/other-writer.txt": b"hello\n"})
+    result = run("publish", str(other), *FLAGS)
+    assert result.code == 0, result.err
+    files = repo.files(REPO_ID)
+    assert "notes/other-writer.txt" in files  # the other writer's commit survived
+    stored, listed = consistent(repo)
+    assert stored == listed and len(stored) == 2
+
+
+def test_a_persistent_failure_is_one_line_and_leaves_the_repo_as_it_was(run: Run, repo: LoopHub, tmp_path: Path) -> None:
+    before = repo.head(REPO_ID)
+    repo.fail("commit", times=100, status=400)
+    result = run("publish", *map(str, wheels(tmp_path / "d", 2)), *FLAGS)
+    assert result.code == 2
+    assert result.err.startswith(f"librarian: error: {REPO}: commit: HTTP 400") and result.err.count("\n") == 1
+    assert repo.head(REPO_ID) == before
+    repo.clear_faults()
+    stored, listed = consistent(repo)
+    assert stored == listed and len(stored) == 1
+
+
+def test_pull_refuses_bytes_that_do_not_match_the_index(run: Run, repo: LoopHub, tmp_path: Path) -> None:
+    stored, _ = consistent(repo)
+    (path,) = stored
+    HfApi(endpoint=repo.url).create_commit(
+        REPO_ID, [CommitOperationAdd(path, b"PK not the wheel")], commit_message="overwrite", repo_type="dataset"
+    )
+    result = run("pull", "seed", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64",
+                 "--repo", REPO, "-o", "out", "--install")
+    assert result.code == 2
+    assert "do not match the index's sha256; refused" in result.err
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+
+
+def test_the_token_never_appears_in_output(run: Run, repo: LoopHub, tmp_path: Path) -> None:
+    outputs = []
+    for argv in (("ls", "--repo", REPO), ("verify", "--repo", REPO, "--deep"),
+                 ("gc", "--drop-torch", "2.8", "--repo", REPO),
+                 ("pull", "nope", "--sm", "89", "--torch", "2.8", "--repo", REPO),
+                 ("publish", *map(str, wheels(tmp_path / "d", 1)), *FLAGS)):
+        result = run(*argv)
+        outputs += [result.out, result.err]
+    repo.fail("commit", times=100, status=401)
+    denied = run("publish", *map(str, wheels(tmp_path / "e", 1, prefix="q")), *FLAGS)
+    assert denied.code == 2 and "check HF_TOKEN" in denied.err
+    outputs += [denied.out, denied.err]
+    assert not any(FAKE_TOKEN in text for text in outputs)
+    assert repo.token_leaks == []
+
+
+def test_eight_concurrent_publishers_all_land(repo: LoopHub, tmp_path: Path) -> None:
+    env = {**os.environ, "LIBRARIAN_HUB_ATTEMPTS": "40"}
+    procs = []
+    for n in range(8):
+        batch = wheels(tmp_path / f"w{n}", 20, prefix=f"p{n}x")
+        cmd = [sys.executable, "-m", "librarian", "publish", *map(str, batch), *FLAGS]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        assert "20 file(s) written" in out
+    stored, listed = consistent(repo)
+    assert stored == listed and len(stored) == 161
+    result = subprocess.run([sys.executable, "-m", "librarian", "verify", "--repo", REPO], check=False, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
