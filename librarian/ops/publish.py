@@ -144,6 +144,12 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
         else:
             staged = retag(path, label, staging, force=True, verify=True)
         facts = _inspect(staged)
+        if facts is not None and not options.force:
+            from librarian.inspection import claim_mismatches
+
+            lies = claim_mismatches(WheelName.parse(staged.name), facts)
+            if lies:
+                raise Refused(f"{path.name}: {lies[0]}; pass --force to publish it anyway")
         sms = cells_from_binaries(facts, options.sms, options.force, path.name)
         prepared.append(
             PreparedWheel(

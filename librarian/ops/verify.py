@@ -99,16 +99,16 @@ def _check_wheel(store: Store, f: StoredFile, entry: IndexEntry | None, deep: bo
 
 
 def _check_binaries(local: Path, path: str, entry: IndexEntry | None) -> list[str]:
-    from librarian.inspection import inspect_wheel
+    """The binaries against the cell (do they run on its GPU?) and against the filename's claims."""
+    from librarian.inspection import claim_mismatches, inspect_wheel
     from librarian.ops.publish import serves
 
-    if entry is None:
-        return []
     facts = inspect_wheel(local)
-    if facts.device_binaries and not serves(facts, entry.cell.sm):
+    problems = claim_mismatches(WheelName.parse(local.name), facts)
+    if entry is not None and facts.device_binaries and not serves(facts, entry.cell.sm):
         have = ", ".join(str(a) for a in facts.sass) or "no common SASS"
-        return [f"its binaries do not run on sm{entry.cell.sm.sm} (they have {have})"]
-    return []
+        problems.append(f"its binaries do not run on sm{entry.cell.sm.sm} (they have {have})")
+    return problems
 
 
 def verify(store: Store, default_layout: Layout, *, deep: bool = False) -> VerifyReport:
