@@ -125,8 +125,11 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False) -> Verif
             if not found:
                 found = _check_wheel(store, f, by_path.get(f.path), deep, Path(tmp))
             problems.extend(Problem(f.path, p) for p in found)
+    unindexed = {f.path.rsplit("/", 1)[-1]: f.path for f in wheels if f.path not in by_path}
     for path in sorted(set(by_path) - set(files)):
-        problems.append(Problem(path, "in the index but not in the store"))
+        moved = unindexed.get(path.rsplit("/", 1)[-1])
+        hint = f" (a wheel of that name is at {moved}: moved to another cell?)" if moved else ""
+        problems.append(Problem(path, "in the index but not in the store" + hint))
     problems.extend(_check_catalogue(store, index, files))
     return VerifyReport(store.location, len(wheels), tuple(sorted(problems)))
 
