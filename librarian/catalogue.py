@@ -84,7 +84,7 @@ carries the CUDA line and torch minor; the folder says which GPU the binaries se
 
 ```bash
 pip install librarian-wheels
-librarian --repo hf://datasets/{repo_id} {pull.removeprefix("librarian ")} --install
+{pull} --repo hf://datasets/{repo_id} --install
 ```
 
 ```python

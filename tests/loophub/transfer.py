@@ -6,6 +6,8 @@ them without an auth header, exactly as it does to the Hub's S3 URLs.
 
 from __future__ import annotations
 
+import mimetypes
+
 import hashlib
 import json
 import re
@@ -140,6 +142,11 @@ class LoopHubApi(HubApi):
             err = HubError(404, f"Entry not found: {path}", "EntryNotFound")
             return error_reply(err, **{"X-Repo-Commit": commit.id})
         headers = self._file_headers(commit.id, entry)
+        # Regular files get a type by their extension, as a web server would (pip reads find-links pages
+        # only when served as text/html). Whether huggingface.co does the same for .html is unverified.
+        kind = mimetypes.guess_type(path)[0] if entry.lfs is None else None
+        if kind is not None:
+            headers["Content-Type"] = kind + ("; charset=utf-8" if kind.startswith("text/") else "")
         if entry.lfs is not None and self.config.lfs_redirect == "cross":
             # Like the Hub's CDN redirect: another origin, so the client reads metadata off the 302.
             host = urlsplit(req.base)
