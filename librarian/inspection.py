@@ -164,9 +164,13 @@ def inspect_path(path: Path) -> WheelFacts:
         return inspect_wheel(path)
     try:
         with path.open("rb") as f:
-            return WheelFacts(filename=path.name, binaries=(inspect_binary(f, path.name),))
+            facts = inspect_binary(f, path.name)
     except OSError as e:
         raise BadBinary(f"{path}: cannot open ({e.strerror})") from e
+    # Inside a wheel an odd member is only noted; a file given alone that is no binary is a mistake.
+    if facts.format is BinaryFormat.UNKNOWN:
+        raise BadBinary(f"{path.name}: not a wheel, nor an ELF, PE or Mach-O binary")
+    return WheelFacts(filename=path.name, binaries=(facts,))
 
 
 _PLATFORM_CPUS = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "arm64",
@@ -196,6 +200,10 @@ def claim_mismatches(name: WheelName, facts: WheelFacts) -> list[str]:
     return list(dict.fromkeys(problems))
 
 
+_A_FORMAT = {BinaryFormat.ELF: "an ELF", BinaryFormat.PE: "a PE", BinaryFormat.MACHO: "a Mach-O",
+             BinaryFormat.UNKNOWN: "an unknown"}  # fmt: skip
+
+
 def _platform_mismatches(plat: str, facts: WheelFacts) -> list[str]:
     if plat == "any":
         return [f"platform any, but {b.path} is a native binary" for b in facts.binaries
@@ -208,7 +216,7 @@ def _platform_mismatches(plat: str, facts: WheelFacts) -> list[str]:
     problems = []
     for b in facts.binaries:
         if want_format and b.format not in (want_format, BinaryFormat.UNKNOWN):
-            problems.append(f"platform {plat}, but {b.path} is a {b.format.value.upper()} binary")
+            problems.append(f"platform {plat}, but {b.path} is {_A_FORMAT[b.format]} binary")
         elif want_cpu and b.cpu and b.cpu != want_cpu and want_cpu != "universal2":
             problems.append(f"platform {plat}, but {b.path} is {b.cpu}")
         if floor and b.glibc and b.glibc > floor:

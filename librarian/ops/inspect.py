@@ -36,6 +36,9 @@ def _archs(values: tuple[Any, ...]) -> str:
     return " ".join(str(a) for a in values) or "-"
 
 
+_OS_NAMES = {"elf": "linux (elf)", "pe": "windows (pe)", "macho": "macos (macho)"}
+
+
 def demands(item: Inspection) -> list[tuple[str, str]]:
     """Pure: (demand, what the wheel needs) rows, in the order DESIGN.md lists the seven demands."""
     f, name = item.facts, item.name
@@ -64,7 +67,7 @@ def demands(item: Inspection) -> list[tuple[str, str]]:
     cpu = " ".join(f.cpus) or "-"
     if name:
         cpu += f" (tag {name.platform_tag})"
-    formats = sorted({b.format.value for b in f.binaries})
+    formats = sorted({_OS_NAMES.get(b.format.value, b.format.value) for b in f.binaries})
     glibcxx = max((b.glibcxx for b in f.binaries if b.glibcxx), default=None)
     glibc = f"GLIBC_{format_version(f.glibc)}" if f.glibc else "-"
     if glibcxx:

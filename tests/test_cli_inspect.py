@@ -1,0 +1,222 @@
+"""``librarian inspect`` end to end, as a user runs it, on wheels built around the real nvcc fixtures."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from pathlib import Path
+
+import pytest
+
+from librarian.elf import read_elf
+from librarian.inspection import inspect_path
+from tests.builders import make_wheel
+from tests.conftest import Result, Run
+from tests.cuda_fixtures import nvcc_version, pe_bytes, real_sos
+
+EXEC = 0o755
+
+
+@pytest.fixture(scope="session")
+def cuda_sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The nvcc-built fixtures (built once per session, shared with the other test modules)."""
+    return real_sos(tmp_path_factory)
+
+
+@pytest.fixture
+def built_by() -> str:
+    """``13.0``: the toolkit the fixtures were built with, as inspect prints it."""
+    version = nvcc_version()
+    assert version is not None  # real_sos skipped otherwise
+    return f"{version[0]}.{version[1]}"
+
+
+def wheel(directory: Path, members: dict[str, bytes], *, name: str = "tinykern", version: str = "1.0",
+          tags: str = "cp312-cp312-linux_x86_64") -> Path:  # fmt: skip
+    files = {f"{name}/__init__.py": b"", **members}
+    return make_wheel(directory, name, version, tags, files, modes={m: EXEC for m in members})
+
+
+def rows(out: str) -> dict[str, str]:
+    """The demand table of one file: demand -> value (the lines before any per-member rows)."""
+    table = {}
+    for line in out.splitlines()[1:]:
+        m = re.fullmatch(r"  (GPU arch|torch|CUDA|Python|CPU|OS|glibc) +(.*)", line)
+        if m:
+            table[m[1]] = m[2]
+    return table
+
+
+def one_line_error(result: Result, prefix: str) -> None:
+    assert result.code == 2, result
+    assert result.err.startswith(f"librarian: error: {prefix}"), result.err
+    assert result.err.count("\n") == 1 and "Traceback" not in result.err, result.err
+    assert result.out == ""
+
+
+def test_table_shows_the_seven_demands(
+    run: Run, tmp_path: Path, cuda_sos: dict[str, Path], built_by: str
+) -> None:
+    whl = wheel(
+        tmp_path / "d", {"tinykern/_C.so": cuda_sos["multi"].read_bytes()}, version="1.0+cu130torch2.9"
+    )
+    result = run("inspect", str(whl))
+    assert result.code == 0, result.err
+    assert result.out.splitlines()[0] == str(whl)
+    table = rows(result.out)
+    assert list(table) == ["GPU arch", "torch", "CUDA", "Python", "CPU", "OS", "glibc"]
+    assert table["GPU arch"] == "SASS sm_75 sm_80 sm_86 sm_89; PTX compute_89"
+    assert table["torch"] == "torch 2.9 (label)"
+    assert table["CUDA"] == f"cu130 (label); built by CUDA {built_by}; libcudart.so.13"
+    assert table["Python"] == "cp312-cp312"
+    assert table["CPU"] == "x86_64 (tag linux_x86_64)"
+    assert table["OS"] == "linux (elf)"
+    assert re.fullmatch(r"GLIBC_2\.\d+(, GLIBCXX_[\d.]+)?", table["glibc"]), table["glibc"]
+    assert "!" not in result.out  # label, platform and bytes agree
+    assert "tinykern/_C.so" not in result.out  # members only with -v
+
+
+def test_arch_and_family_suffixes(run: Run, tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
+    whl = wheel(tmp_path / "d", {"tinykern/_S.so": cuda_sos["special"].read_bytes()})
+    result = run("inspect", str(whl))
+    assert result.code == 0, result.err
+    table = rows(result.out)
+    assert table["GPU arch"] == "SASS sm_90a sm_100f sm_120f; PTX compute_120f"
+    assert table["torch"] == "no label"
+
+
+def test_verbose_shows_each_member(
+    run: Run, tmp_path: Path, cuda_sos: dict[str, Path], built_by: str
+) -> None:
+    members = {
+        "tinykern/_C.so": cuda_sos["multi"].read_bytes(),
+        "tinykern/_S.so": cuda_sos["special"].read_bytes(),
+    }
+    whl = wheel(tmp_path / "d", members)
+    result = run("inspect", "-v", str(whl))
+    assert result.code == 0, result.err
+    # no arch is in both members, so the wheel as a whole serves none by SASS
+    assert rows(result.out)["GPU arch"] == "SASS -; PTX - (common to all 2 device-code binaries)"
+    lines = result.out.splitlines()
+    c, s = lines.index("  tinykern/_C.so: elf x86_64"), lines.index("  tinykern/_S.so: elf x86_64")
+    assert lines[c + 1] == "    SASS sm_75 sm_80 sm_86 sm_89; PTX compute_89"
+    assert lines[s + 1] == "    SASS sm_90a sm_100f sm_120f; PTX compute_120f"
+    for start, end in ((c, s), (s, len(lines))):
+        block = lines[start:end]
+        assert f"    built by CUDA {built_by}" in block
+        assert any(re.fullmatch(r"    needs GLIBC_2\.\d+", line) for line in block)
+        assert any(line.startswith("    needs ") and "libcudart.so.13" in line for line in block)
+    assert "tinykern/_C.so" not in run("inspect", str(whl)).out
+
+
+def test_json_has_schema_and_facts(
+    run: Run, tmp_path: Path, cuda_sos: dict[str, Path], built_by: str
+) -> None:
+    members = {
+        "tinykern/_C.so": cuda_sos["multi"].read_bytes(),
+        "tinykern/_rdc.so": cuda_sos["rdc"].read_bytes(),
+    }
+    whl = wheel(tmp_path / "d", members, version="1.0+cu130torch2.9")
+    result = run("inspect", "--json", str(whl), str(cuda_sos["special"]))
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["schema"] == 1
+    first, bare = data["files"]
+    assert first["file"] == str(whl) and first["mismatches"] == []
+    assert list(first["demands"]) == [
+        "CPU",
+        "CUDA",
+        "GPU arch",
+        "OS",
+        "Python",
+        "glibc",
+        "torch",
+    ]  # sorted keys
+    facts = first["facts"]
+    assert facts["sass"] == ["sm_80"] and facts["ptx"] == [] and facts["toolkit"] == built_by
+    assert facts["cpus"] == ["x86_64"]
+    c, rdc = facts["binaries"]
+    assert (c["path"], c["format"], c["cpu"]) == ("tinykern/_C.so", "elf", "x86_64")
+    assert c["sass"] == ["sm_75", "sm_80", "sm_86", "sm_89"] and c["ptx"] == ["compute_89"]
+    assert "libcudart.so.13" in c["needed"] and c["toolkit"] == built_by
+    assert rdc["sass"] == ["sm_80"] and rdc["relocatable_sass"] == ["sm_80"]
+    assert rdc["relocatable_ptx"] == ["compute_80"]
+    assert bare["facts"]["binaries"][0]["sass"] == ["sm_90a", "sm_100f", "sm_120f"]
+    assert bare["facts"]["binaries"][0]["ptx"] == ["compute_120f"]
+
+
+def test_a_bare_so_is_accepted(run: Run, cuda_sos: dict[str, Path], built_by: str) -> None:
+    result = run("inspect", str(cuda_sos["stripped"]))
+    assert result.code == 0, result.err
+    table = rows(result.out)
+    assert table["GPU arch"] == "SASS sm_75; PTX -"  # code=sm_75 embeds no PTX
+    assert table["CUDA"] == f"built by CUDA {built_by}"  # static cudart: no libcudart.so.N
+    assert (table["Python"], table["CPU"], table["OS"]) == ("-", "x86_64", "linux (elf)")
+
+
+def test_windows_pyd_is_reported(run: Run, tmp_path: Path) -> None:
+    whl = wheel(tmp_path / "d", {"tinykern/_C.pyd": pe_bytes()}, tags="cp312-cp312-win_amd64")
+    result = run("inspect", "-v", str(whl))
+    assert result.code == 0, result.err
+    table = rows(result.out)
+    assert table["OS"] == "windows (pe)" and table["CPU"] == "x86_64 (tag win_amd64)"
+    assert table["GPU arch"] == "no GPU code" and table["glibc"] == "-"
+    assert "  tinykern/_C.pyd: pe x86_64" in result.out.splitlines() and "!" not in result.out
+    i686 = wheel(tmp_path / "e", {"tinykern/_C.pyd": pe_bytes(0x14C)}, tags="cp312-cp312-win_amd64")
+    assert "  ! platform win_amd64, but tinykern/_C.pyd is i686" in run("inspect", str(i686)).out.splitlines()
+
+
+def test_filename_and_bytes_disagree(
+    run: Run, tmp_path: Path, cuda_sos: dict[str, Path], built_by: str
+) -> None:
+    # the label claims CUDA 12.8; the bytes were built by nvcc 13 and link libcudart.so.13
+    so = cuda_sos["multi"].read_bytes()
+    labelled = wheel(tmp_path / "a", {"tinykern/_C.so": so}, version="1.0+cu128torch2.8")
+    result = run("inspect", str(labelled))
+    assert result.code == 0, result.err  # a finding to show, not bad input
+    lines = result.out.splitlines()
+    assert f"  ! label says CUDA 12.8, device code built by CUDA {built_by}" in lines
+    assert "  ! label says CUDA 12.8, tinykern/_C.so links libcudart.so.13" in lines
+    # a manylinux tag that promises an older glibc than the bytes need (static cudart needs a new one)
+    floor = inspect_path(cuda_sos["sm75"]).glibc
+    assert floor is not None
+    if floor <= (2, 17):
+        pytest.skip(f"this toolchain's sm75.so needs only GLIBC_{floor[0]}.{floor[1]}")
+    tagged = wheel(tmp_path / "b", {"tinykern/_C.so": cuda_sos["sm75"].read_bytes()},
+                   tags="cp312-cp312-manylinux_2_17_x86_64")  # fmt: skip
+    data = json.loads(run("inspect", "--json", str(tagged)).out)
+    assert data["files"][0]["mismatches"] == [
+        f"platform manylinux_2_17_x86_64 promises glibc 2.17, but tinykern/_C.so needs GLIBC_{floor[0]}.{floor[1]}"
+    ]
+    # an ELF .so in a Windows wheel
+    elf_in_win = wheel(tmp_path / "c", {"tinykern/_C.so": so}, tags="cp312-cp312-win_amd64")
+    assert (
+        "  ! platform win_amd64, but tinykern/_C.so is an ELF binary" in run("inspect", str(elf_in_win)).out
+    )
+
+
+def _lying_fat_size(so: bytes) -> bytes:
+    data = bytearray(so)
+    sec = read_elf(so).section(".nv_fatbin")
+    assert sec is not None
+    struct.pack_into("<Q", data, sec.offset + 8, 1 << 40)  # the first blob's fat_size
+    return bytes(data)
+
+
+def test_bad_input_is_one_line_exit_2(run: Run, tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
+    so = cuda_sos["multi"].read_bytes()
+    good = wheel(tmp_path / "good", {"tinykern/_C.so": so})
+    truncated = wheel(tmp_path / "t", {"tinykern/_C.so": so[: len(so) // 2]})
+    result = run("inspect", str(good), str(truncated))  # the good one is not printed either
+    one_line_error(result, f"{truncated.name}!tinykern/_C.so: truncated section header table")
+    lying = wheel(tmp_path / "f", {"tinykern/_C.so": _lying_fat_size(so)})
+    one_line_error(run("inspect", "-v", str(lying)), f"{lying.name}!tinykern/_C.so: .nv_fatbin: blob at 0x")
+    assert "has fat_size 0x10000000000, past the section end" in run("inspect", str(lying)).err
+    not_zip = tmp_path / "tinykern-1.0-cp312-cp312-linux_x86_64.whl"
+    not_zip.write_bytes(b"PK\x03\x04 not really")
+    one_line_error(run("inspect", "--json", str(not_zip)), f"{not_zip.name}: not a readable zip")
+    text = tmp_path / "notes.so"
+    text.write_text("not a binary\n")
+    one_line_error(run("inspect", str(text)), "notes.so: not a wheel, nor an ELF, PE or Mach-O binary")
+    one_line_error(run("inspect", str(tmp_path / "missing.whl")), f"{tmp_path / 'missing.whl'}: no such file")
