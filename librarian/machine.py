@@ -47,7 +47,7 @@ class Probed(Generic[T]):
 
 @dataclass(frozen=True, slots=True)
 class Gpu:
-    """One GPU: its index as the driver numbers it, name, compute capability and UUID if known."""
+    """One GPU: its CUDA device number (as torch numbers it), name, compute capability and UUID if known."""
 
     index: int
     name: str

@@ -146,8 +146,50 @@ def gpus_from_nvidia_smi() -> GpuFind:
     return tuple(gpus), driver
 
 
-def detect_gpus(loader: Loader = ctypes.CDLL) -> tuple[Probed[tuple[Gpu, ...]], Probed[MajorMinor]]:
-    """The GPUs and the driver's CUDA version: NVML, else the driver API, else ``nvidia-smi``."""
+def visible_gpus(gpus: tuple[Gpu, ...], visible: str) -> tuple[Gpu, ...] | None:
+    """The GPUs a CUDA process sees under ``CUDA_VISIBLE_DEVICES``, renumbered as CUDA numbers them.
+
+    ``visible`` lists indices or ``GPU-`` UUID prefixes; as in CUDA, the first entry that names no GPU (or
+    one already named) ends the list. ``None`` when the list cannot be applied here (MIG instances).
+    https://docs.nvidia.com/cuda/cuda-c-programming-guide/#env-vars
+    """
+    picked: list[Gpu] = []
+    for entry in (e.strip() for e in visible.split(",")):
+        if entry.startswith("MIG-"):
+            return None  # a MIG instance's parent is not known here
+        if entry.isdigit():
+            hit = next((g for g in gpus if g.index == int(entry)), None)
+        elif entry.startswith("GPU-"):
+            hit = next((g for g in gpus if g.uuid and g.uuid.startswith(entry)), None)
+        else:
+            hit = None
+        if hit is None or hit in picked:
+            break
+        picked.append(hit)
+    return tuple(replace(g, index=i) for i, g in enumerate(picked))
+
+
+def _apply_visible(gpus: tuple[Gpu, ...], source: str, visible: str | None) -> Probed[tuple[Gpu, ...]]:
+    # NVML and nvidia-smi list every GPU; the driver API already sees only the visible ones.
+    if visible is None or source == "CUDA driver API":
+        return Probed.found(gpus, source)
+    shown = visible_gpus(gpus, visible)
+    if shown is None:
+        log.debug("CUDA_VISIBLE_DEVICES=%s names MIG instances; judging every GPU", visible)
+        return Probed.found(gpus, f"{source}; CUDA_VISIBLE_DEVICES not applied (MIG)")
+    if not shown:
+        return Probed.unknown(f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU; pass --sm")
+    return Probed.found(shown, f"{source}, CUDA_VISIBLE_DEVICES={visible}")
+
+
+def detect_gpus(
+    loader: Loader = ctypes.CDLL, visible: str | None = None
+) -> tuple[Probed[tuple[Gpu, ...]], Probed[MajorMinor]]:
+    """The GPUs and the driver's CUDA version: NVML, else the driver API, else ``nvidia-smi``.
+
+    ``visible`` is ``CUDA_VISIBLE_DEVICES`` (``None``: unset): the GPUs it hides are dropped and the rest
+    numbered from 0, as CUDA and torch number them.
+    """
     tried: list[str] = []
     ways: list[tuple[str, Callable[[], GpuFind]]] = [
         ("NVML", lambda: gpus_from_nvml(loader("libnvidia-ml.so.1"))),
@@ -162,7 +204,7 @@ def detect_gpus(loader: Loader = ctypes.CDLL) -> tuple[Probed[tuple[Gpu, ...]], 
             continue
         if gpus:
             found_driver = Probed.found(driver, source) if driver else Probed.unknown(NO_DRIVER)
-            return Probed.found(gpus, source), found_driver
+            return _apply_visible(gpus, source, visible), found_driver
         tried.append(f"{source}: no GPUs")
     log.debug("no GPU found: %s", "; ".join(tried))
     return Probed.unknown(NO_GPU), Probed.unknown(NO_DRIVER)
@@ -365,7 +407,7 @@ def _safely(what: str, detect: Callable[[], Probed[T]]) -> Probed[T]:
 def detect_machine(*, loader: Loader = ctypes.CDLL, torch_path: list[str] | None = None) -> Machine:
     """This machine, each part found or unknown with a reason; never raises."""
     try:
-        gpus, driver = detect_gpus(loader)
+        gpus, driver = detect_gpus(loader, os.environ.get("CUDA_VISIBLE_DEVICES"))
     except Exception as e:  # noqa: BLE001 - see _safely
         gpus, driver = Probed.unknown(f"{NO_GPU} ({e})"), Probed.unknown(NO_DRIVER)
     try:

@@ -235,7 +235,13 @@ def check_cuda(facts: WheelFacts, name: WheelName, machine: Machine) -> Verdict:
     said = [f"CUDA {label[0]}" + (f".{label[1]}" if label[1] is not None else "")] if label else []
     needs = ", ".join(said + cudarts) or "CUDA (line unknown)"
     torch_cuda, driver = machine.cuda.value, machine.driver_cuda.value
-    runtime = torch_cuda or ((label[0], label[1] or 0) if label else None)
+    # The newest CUDA runtime the process loads: torch's, the label's, the libcudart the wheel links, or
+    # (statically linked) the toolkit that built its device code.
+    linked = _runtime_majors(cudarts) or (
+        [facts.toolkit[0]] if facts.toolkit and facts.device_binaries else []
+    )
+    runtimes = [r for r in (torch_cuda, (label[0], label[1] or 0) if label else None) if r]
+    runtime = max([*runtimes, *((m, 0) for m in linked)], default=None)
     # Minor-version compatibility: a 12.x runtime runs on any 12.y driver, never on an 11.x one.
     if driver is not None and runtime is not None and driver[0] < runtime[0]:
         why = f"the driver is for CUDA {format_version(driver)}, the runtime is {format_version(runtime)}"
@@ -243,6 +249,12 @@ def check_cuda(facts: WheelFacts, name: WheelName, machine: Machine) -> Verdict:
             Demand.CUDA, False, needs, f"driver CUDA {format_version(driver)}", why, DRIVER_TOO_OLD
         )
     if torch_cuda is None:
+        if label is None and not any(b.links_torch or b.torch_symbols for b in facts.binaries):
+            # Not a torch extension: only the driver has to run the runtime it loads.
+            if driver is None:
+                return _unknown(Demand.CUDA, needs, machine.driver_cuda.reason)
+            why = "does not link torch; the driver runs its CUDA runtime"
+            return Verdict(Demand.CUDA, True, needs, f"driver CUDA {format_version(driver)}", why)
         return _unknown(Demand.CUDA, needs, machine.cuda.reason)
     has = f"torch CUDA {format_version(torch_cuda)}"
 
@@ -265,6 +277,11 @@ def check_cuda(facts: WheelFacts, name: WheelName, machine: Machine) -> Verdict:
     if label is not None and label[1] is not None and label[1] < torch_cuda[1]:
         return Verdict(Demand.CUDA, True, needs, has, "older CUDA minor: runs by minor-version compatibility")
     return Verdict(Demand.CUDA, True, needs, has)
+
+
+def _runtime_majors(cudarts: Iterable[str]) -> list[int]:
+    majors = (lib.removeprefix("libcudart.so.").split(".")[0] for lib in cudarts)
+    return [int(m) for m in majors if m.isdigit()]
 
 
 def _cuda_text(machine: Machine) -> str:

@@ -23,6 +23,7 @@ from librarian.probe import (
     detect_torch,
     find_libstdcxx,
     read_version_definitions,
+    visible_gpus,
     with_torch_exports,
 )
 from librarian.verdict import Demand, check_torch, judge
@@ -186,6 +187,40 @@ def test_two_gpus_default_to_0_and_select_1(fake_smi: Path) -> None:
     assert (on_0.ok, on_1.ok) == (False, True)
     with pytest.raises(BadInput, match="--gpu 7"):
         m.with_overrides(gpu=7)
+
+
+@pytest.mark.parametrize(
+    ("visible", "picked"),
+    [
+        ("0,1", ["GPU-aaaa", "GPU-bbbb"]),
+        ("1", ["GPU-bbbb"]),
+        (" 1 , 0 ", ["GPU-bbbb", "GPU-aaaa"]),  # CUDA renumbers in the listed order
+        ("GPU-bb", ["GPU-bbbb"]),  # a UUID prefix
+        ("0,-1,1", ["GPU-aaaa"]),  # the first invalid entry ends the list
+        ("0,0,1", ["GPU-aaaa"]),  # so does a repeat
+        ("2", []),
+        ("", []),
+        ("MIG-1234", None),  # not applied: a MIG instance's parent is not known here
+    ],
+)
+def test_cuda_visible_devices(visible: str, picked: list[str] | None) -> None:
+    gpus = tuple(Gpu(i, name, cc, uuid) for i, (name, cc, uuid) in enumerate(GPUS))
+    shown = visible_gpus(gpus, visible)
+    if picked is None:
+        assert shown is None
+        return
+    assert shown is not None
+    assert [g.uuid for g in shown] == picked and [g.index for g in shown] == list(range(len(picked)))
+
+
+def test_cuda_visible_devices_is_not_applied_twice_to_the_driver_api(
+    no_smi: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The driver API already sees only the visible GPUs, numbered from 0.
+    gpus, _ = detect_gpus(loader_for(nvml=FakeNvml(GPUS, init=9), cuda=FakeCuda(GPUS[1:])), visible="1")
+    assert gpus.source == "CUDA driver API" and [g.capability for g in gpus.value or ()] == [(9, 0)]
+    nvml, _ = detect_gpus(loader_for(nvml=FakeNvml(GPUS)), visible="1")
+    assert nvml.source == "NVML, CUDA_VISIBLE_DEVICES=1" and [g.index for g in nvml.value or ()] == [0]
 
 
 def test_no_gpu_anywhere_is_unknown_with_the_flag_to_pass(no_smi: None) -> None:

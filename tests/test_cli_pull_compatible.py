@@ -1,0 +1,133 @@
+"""``librarian pull`` when the store has no wheel for this GPU: the explained miss, ``--compatible``, and
+the verdict check before ``--install``, end to end on wheels around real nvcc-built ``.so`` files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from librarian.ops import pull as pull_op
+from tests.conftest import Result, Run
+from tests.gpu_wheels import gpu_sos, isolate_machine, so_wheel
+
+LINE = ("--cuda", "13.0", "--torch", "2.9")
+WANT = (*LINE, "--python", "3.11", "--platform", "linux_x86_64")
+CELLS = "kern/sm{}/torch2.9-cu130/kern-{}+cu130torch2.9-cp311-cp311-linux_x86_64.whl"
+
+
+@pytest.fixture(scope="session")
+def sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return gpu_sos(tmp_path_factory)
+
+
+@pytest.fixture(autouse=True)
+def bare(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[list[Path]]:
+    """No GPU or torch here, and pip never runs: the files ``--install`` would hand it are recorded."""
+    isolate_machine(monkeypatch, tmp_path / "bin")
+    installed: list[list[Path]] = []
+    monkeypatch.setattr(pull_op, "install", lambda files: installed.append(list(files)))
+    return installed
+
+
+def publish(run: Run, so: Path, version: str = "1.0", *flags: str) -> None:
+    wheel = so_wheel(Path("dist") / version / so.stem, so, version=version)
+    result = run("publish", str(wheel), *LINE, *flags)
+    assert result.code == 0, result
+
+
+def pulled(result: Result) -> list[str]:
+    """The store paths a pull fetched, from its ``path -> file`` lines."""
+    return [line.split(" -> ")[0] for line in result.out.splitlines() if " -> " in line]
+
+
+def test_a_miss_names_the_gpu_and_compatible_takes_it(run: Run, sos: dict[str, Path], tmp_path: Path) -> None:
+    publish(run, sos["sm_86"])
+    miss = run("pull", "kern", "--sm", "89", *WANT, "-o", "out")
+    assert miss.code == 1, miss
+    assert miss.err.startswith(
+        "librarian: error: kern: no wheel in wheelhouse for sm89, torch 2.9, cu130, cp311"
+    )
+    near = CELLS.format(86, "1.0").split("/")[-1]
+    assert f"  {near} (sm86): built for GPU sm86, this GPU is sm89\n" in miss.err
+    assert (
+        "hint: kern: " in miss.err
+        and "runs here by compatible SASS; pass --compatible to take it" in miss.err
+    )
+    assert not (tmp_path / "out").exists()
+    took = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--compatible")
+    assert took.code == 0, took
+    assert pulled(took) == [CELLS.format(86, "1.0")]
+    assert (
+        took.err
+        == "librarian: note: kern: no sm89 wheel; took the sm86 one, which runs here by compatible SASS\n"
+    )
+    assert (tmp_path / "out" / near).is_file()
+
+
+def test_compatible_prefers_sass_over_ptx(run: Run, sos: dict[str, Path]) -> None:
+    publish(run, sos["ptx"], "1.1", "--sm", "86", "--force")  # PTX only: newer, and filed nearer the GPU
+    ptx_only = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--compatible", "--driver", "13.0")
+    assert ptx_only.code == 0 and pulled(ptx_only) == [CELLS.format(86, "1.1")]
+    assert "runs here by PTX (JIT-compiled at first use)\n" in ptx_only.err
+    unchecked = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--compatible")
+    assert "(driver not checked; pass --driver)" in unchecked.err
+    too_old = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--compatible", "--driver", "12.4")
+    assert too_old.code == 1 and "hint" not in too_old.err  # nvcc 13 PTX does not JIT on a CUDA 12.4 driver
+    publish(run, sos["sm_80"])
+    sass = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--compatible", "--driver", "13.0")
+    assert sass.code == 0 and pulled(sass) == [CELLS.format(80, "1.0")]
+    assert "runs here by compatible SASS" in sass.err
+
+
+def test_compatible_takes_the_newest_at_the_same_match(run: Run, sos: dict[str, Path]) -> None:
+    publish(run, sos["sm_86"], "1.0")
+    publish(run, sos["sm_80"], "1.0.1")
+    publish(run, sos["sm_80"], "1.0rc1")
+    result = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--compatible")
+    assert result.code == 0 and pulled(result) == [CELLS.format(80, "1.0.1")]
+    publish(run, sos["sm_86"], "1.0.1")  # same version: the arch nearest the GPU
+    again = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--compatible")
+    assert pulled(again) == [CELLS.format(86, "1.0.1")]
+
+
+@pytest.mark.parametrize(
+    ("flags", "why"),
+    [
+        (("--torch", "2.8", "--cuda", "12.8", "--python", "3.11"), "another torch line: 2.9, not 2.8"),
+        ((*LINE, "--python", "3.12"), "another Python: cp311, this interpreter is cp312"),
+    ],
+)
+def test_compatible_never_crosses_torch_or_python(
+    run: Run, sos: dict[str, Path], flags: tuple[str, ...], why: str
+) -> None:
+    publish(run, sos["sm_86"])
+    result = run("pull", "kern", "--sm", "89", *flags, "--platform", "linux_x86_64", "--compatible")
+    assert result.code == 1, result
+    assert why in result.err and "hint" not in result.err
+
+
+def test_install_refuses_a_wheel_that_will_not_run_here(
+    run: Run, sos: dict[str, Path], bare: list[list[Path]], tmp_path: Path
+) -> None:
+    publish(run, sos["sm_90"], "1.0", "--sm", "89", "--force")  # filed under sm89, binaries sm_90 only
+    refused = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--install")
+    assert refused.code == 2, refused
+    assert refused.err.count("\n") == 1 and "Traceback" not in refused.err
+    assert "will not run here (GPU arch: wheel needs sm_90, machine has sm_89)" in refused.err
+    assert "pass --force to install it anyway" in refused.err
+    assert bare == []
+    forced = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--install", "--force")
+    assert forced.code == 0, forced
+    assert bare == [[Path("out") / CELLS.format(89, "1.0").split("/")[-1]]]
+    # No sm90 cell, but --compatible reads the binaries: they are sm_90, so the verdict passes.
+    fits = run("pull", "kern", "--sm", "90", *WANT, "-o", "out2", "--install", "--compatible")
+    assert fits.code == 0, fits
+    assert "took the sm89 one, which runs here by its own SASS" in fits.err
+    assert len(bare) == 2
+
+
+def test_no_gpu_and_no_sm_is_one_line(run: Run, sos: dict[str, Path]) -> None:
+    publish(run, sos["sm_86"])
+    result = run("pull", "kern", *WANT)
+    assert result.code == 2 and result.err == "librarian: error: --sm: no GPU found; pass --sm\n"
