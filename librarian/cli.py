@@ -125,23 +125,23 @@ def doctor(
     from librarian.ops.doctor import doctor as do_doctor
     from librarian.ops.doctor import doctor_json, machine_json, render_doctor, render_machine
 
+    for path in wheels or ():
+        if not path.is_file():
+            raise BadInput(f"{path}: no such file")
     found = _machine(sm, torch, cuda, python, platform, glibc, driver, gpu)
-    if machine or not wheels:
+    if not wheels:
         if as_json:
             _emit_json({"schema": 1, "machine": machine_json(found)})
         else:
             _out(render_machine(found))
-        if not wheels:
-            return
-    reports = []
-    for path in wheels:
-        if not path.is_file():
-            raise BadInput(f"{path}: no such file")
-        reports.append(do_doctor(path, found))
-    if as_json:
-        _emit_json({"schema": 1, "wheels": [doctor_json(r) for r in reports]})
+        return
+    reports = [do_doctor(path, found) for path in wheels]
+    if as_json:  # one JSON document, the machine in it when asked for
+        shown = {"machine": machine_json(found)} if machine else {}
+        _emit_json({"schema": 1, **shown, "wheels": [doctor_json(r) for r in reports]})
     else:
-        _out("\n\n".join(render_doctor(r) for r in reports))
+        machine_text = [render_machine(found)] if machine else []
+        _out("\n\n".join([*machine_text, *(render_doctor(r) for r in reports)]))
     if any(r.runs is False for r in reports):
         raise typer.Exit(1)
 
@@ -158,9 +158,10 @@ def publish(
     force: Annotated[bool, typer.Option("--force", help="Relabel labelled wheels; file under --sm the binaries do not serve.")] = False,
     allow_unknown_combo: Annotated[bool, typer.Option("--allow-unknown-combo", help="Accept a torch/CUDA combo PyTorch never shipped.")] = False,
     create: Annotated[bool, typer.Option("--create", help="Create the Hub dataset repo if it does not exist.")] = False,
+    stage: Annotated[bool, typer.Option("--stage", help="Fan-in: store the wheels and pending entries only; one final 'librarian reindex' indexes them.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Label, check and file wheels into the store, in one atomic change with the index."""
+    """Label, check and file wheels into the store, in one atomic change with the index (or --stage them)."""
     from librarian.ops.publish import PublishOptions
     from librarian.ops.publish import publish as do_publish
 
@@ -176,10 +177,10 @@ def publish(
         allow_unknown_combo=allow_unknown_combo,
         layout=layout,
     )
-    plan = do_publish(store, wheels, options, dry_run=dry_run)
+    plan = do_publish(store, wheels, options, dry_run=dry_run, stage=stage)
     if as_json:
         _emit_json({
-            "schema": 1, "repo": store.location, "dry_run": dry_run,
+            "schema": 1, "repo": store.location, "dry_run": dry_run, "staged": stage,
             "filings": [{"path": f.path, "action": f.action, "source": str(f.wheel.source), "sha256": f.wheel.sha256} for f in plan.filings],
         })
         return
@@ -188,7 +189,30 @@ def publish(
         _out(f"{verb[f.action]:>13}  {f.path}")
     count = len(plan.added)
     done = "would be written" if dry_run else "written"
+    if stage:
+        done = "would be staged" if dry_run else "staged (awaiting 'librarian reindex')"
     _out(f"{count} file(s) {done} to {store.location}" + (" (dry run: nothing changed)" if dry_run else ""))
+
+
+@app.command()
+def reindex(
+    repo: RepoOpt = None,
+    adopt: Annotated[bool, typer.Option("--adopt", help="Also index wheels in the tree that have no entry, from their paths.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be merged; change nothing.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fan-in: merge every staged entry (publish --stage) into the index, in one commit. Exit 1 if any was dropped."""
+    from librarian.ops.reindex import reindex as do_reindex
+    from librarian.ops.reindex import reindex_json, render_reindex
+
+    store, layout = _settings(repo)
+    report = do_reindex(store, layout, adopt=adopt, dry_run=dry_run)
+    if as_json:
+        _emit_json({"schema": 1, "dry_run": dry_run, **reindex_json(report)})
+    else:
+        _out(render_reindex(report, dry_run))
+    if report.findings:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -204,11 +228,15 @@ def verify(
     report = do_verify(store, layout, deep=deep)
     if as_json:
         _emit_json({"schema": 1, "repo": report.location, "wheels": report.wheels, "ok": not report.problems,
-                    "problems": [{"path": p.path, "problem": p.problem} for p in report.problems]})
+                    "problems": [{"path": p.path, "problem": p.problem} for p in report.problems], "staged": list(report.staged)})
     else:
         for p in report.problems:
             _out(str(p))
+        for path in report.staged:
+            _out(f"{path}: staged, awaiting reindex")
         state = f"{len(report.problems)} problem(s)" if report.problems else "all consistent"
+        if report.staged:
+            state += f"; {len(report.staged)} staged, awaiting 'librarian reindex'"
         _out(f"checked {report.wheels} wheel(s) in {report.location}{' (deep)' if deep else ''}: {state}")
     if report.problems:
         raise typer.Exit(1)
@@ -245,7 +273,8 @@ def _wants(machine: Any) -> Any:
 
     gpu = machine.gpu
     if gpu is None:
-        raise BadInput(f"--sm: no GPU found; pass --sm ({machine.gpus.describe()})")
+        why = machine.gpus.reason or f"no GPU {machine.selected} here; pass --gpu or --sm"
+        raise BadInput(f"--sm: {why}")
     if machine.torch.value is None:
         raise BadInput("--torch: no torch installed here; pass --torch (e.g. --torch 2.8)")
     torch_info = machine.torch.value

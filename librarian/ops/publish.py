@@ -16,7 +16,7 @@ from pathlib import Path
 from librarian.coords import Cell, GpuArch, Label, WheelName
 from librarian.errors import BadInput, Refused
 from librarian.facts import WheelFacts, facts_to_json
-from librarian.index import Index, IndexEntry
+from librarian.index import Index, IndexEntry, pending_path, render_pending
 from librarian.layout import Layout
 from librarian.ops.labels import choose_label
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
@@ -93,25 +93,35 @@ def serves(facts: WheelFacts, sm: GpuArch) -> bool:
     return bool(members) and all(any(fits(a) for a in b.sass) for b in members)
 
 
+def sass_text(facts: WheelFacts) -> str:
+    """The SASS a wheel carries, per device-code member when it has several: for refusals and findings."""
+    members = facts.device_binaries
+    if len(members) == 1:
+        return ", ".join(str(a) for a in members[0].sass) or "no SASS"
+    return "; ".join(f"{b.path}: {' '.join(str(a) for a in b.sass) or 'no SASS'}" for b in members)
+
+
 def cells_from_binaries(
     facts: WheelFacts | None, requested: Sequence[GpuArch], force: bool, label: str
 ) -> tuple[GpuArch, ...]:
-    """The GPUs a wheel is filed for: ``--sm`` (checked against the binaries), else the SASS they carry."""
+    """The GPUs a wheel is filed for: ``--sm`` (checked against the binaries), else each SASS arch it serves."""
     if requested:
         if facts is not None and facts.device_binaries and not force:
             unserved = [sm for sm in requested if not serves(facts, sm)]
             if unserved:
-                have = ", ".join(str(a) for a in facts.sass) or "no SASS common to all its binaries"
                 bad = ", ".join(f"sm{a.sm}" for a in unserved)
-                raise Refused(
-                    f"{label}: its binaries do not serve {bad} (they have {have}); pass --force to file it anyway"
-                )
+                raise Refused(f"{label}: its binaries do not serve {bad} (they have {sass_text(facts)}); "
+                              "pass --force to file it anyway")  # fmt: skip
         return tuple(sorted(set(requested)))
     if facts is None or not facts.device_binaries:
         raise BadInput(f"{label}: no GPU code found in its binaries; pass --sm to say which GPUs it is for")
-    if not facts.sass:
-        raise BadInput(f"{label}: its binaries carry no SASS that all of them share (PTX only?); pass --sm")
-    return tuple(a for a in facts.sass)
+    # Candidates are the SASS archs any member carries; a cell is kept when every member runs there, so
+    # members with sm_80 and sm_86 serve sm86 (sm_80 SASS runs on 8.6) though they share no arch.
+    candidates = sorted({a for b in facts.device_binaries for a in b.sass})
+    cells = tuple(sm for sm in candidates if serves(facts, sm))
+    if not cells:
+        raise BadInput(f"{label}: no GPU runs all of its binaries by SASS ({sass_text(facts)}); pass --sm")
+    return cells
 
 
 def check_combo(label: Label, name: str, allow_unknown: bool) -> None:
@@ -201,10 +211,21 @@ def plan_publish(index: Index, wheels: Sequence[PreparedWheel], options: Publish
     return PublishPlan(tuple(filings), changes)
 
 
+def stage_plan(store: Store, plan: PublishPlan) -> str:
+    """Fan-in: store the plan's wheels and one pending entry each, leaving the index to ``reindex``."""
+    by_path = plan.changes.index.by_path()
+    entries = [by_path[f.path] for f in plan.added]
+    if not entries:
+        return store.location
+    files = {pending_path(e): render_pending(e) for e in entries}
+    message = plan.changes.message.replace("librarian publish:", "librarian publish --stage:", 1)
+    return store.stage(plan.changes.uploads, files, message)
+
+
 def publish(
-    store: Store, paths: Sequence[Path], options: PublishOptions, *, dry_run: bool = False
+    store: Store, paths: Sequence[Path], options: PublishOptions, *, dry_run: bool = False, stage: bool = False
 ) -> PublishPlan:
-    """Publish ``paths`` into ``store`` (or only plan it, with ``dry_run``)."""
+    """Publish ``paths`` into ``store`` (or only plan it, with ``dry_run``; or stage it for ``reindex``)."""
     missing = [p for p in paths if not p.is_file()]
     if missing:
         raise BadInput(f"{missing[0]}: no such file")
@@ -212,8 +233,13 @@ def publish(
     assert layout is not None
     with tempfile.TemporaryDirectory(prefix="librarian-publish-") as tmp:
         wheels = prepare(paths, options, Path(tmp))
-        if dry_run:
-            return plan_publish(read_index(store, layout, {w.name.package for w in wheels}), wheels, options)
+        if dry_run or stage:
+            # Staging plans against the index as read, without a lock or parent: its commit adds files
+            # only, and reindex settles what landed (same path, other bytes) against the tree.
+            plan = plan_publish(read_index(store, layout, {w.name.package for w in wheels}), wheels, options)
+            if stage and not dry_run:
+                log.info("staged in %s", stage_plan(store, plan))
+            return plan
         holder: list[PublishPlan] = []
 
         def planner(index: Index) -> Changes:

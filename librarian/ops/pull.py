@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.tags import Tag
@@ -23,7 +23,8 @@ from librarian.facts import facts_from_json
 from librarian.index import IndexEntry
 from librarian.layout import Layout
 from librarian.machine import Machine
-from librarian.stores.base import Store, read_index
+from librarian.ops.reindex import read_index_or_tree
+from librarian.stores.base import Store
 from librarian.verdict import GpuMatch, gpu_match
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class Resolution:
     pick: IndexEntry | None
     near: tuple[Near, ...] = ()
     note: str = ""
+    hint: str = ""  # on a miss: a wheel that --compatible would take
 
 
 def _tag_rank(entry: IndexEntry, tags: Sequence[Tag]) -> int | None:
@@ -116,8 +118,15 @@ def gpu_fit(entry: IndexEntry, wants: Wants) -> GpuMatch | None:
     return worst
 
 
-def resolve_compatible(entries: Sequence[IndexEntry], package: str, wants: Wants) -> Resolution | None:
-    """Pure: with no exact cell, the best wheel that runs on this GPU anyway (SASS over PTX, then newest)."""
+_HOW = {
+    GpuMatch.EXACT: "its own SASS",
+    GpuMatch.SASS: "compatible SASS",
+    GpuMatch.PTX: "PTX (JIT-compiled at first use)",
+}
+
+
+def best_compatible(entries: Sequence[IndexEntry], wants: Wants) -> tuple[GpuMatch, IndexEntry] | None:
+    """Pure: the best wheel that differs only by GPU and runs on it anyway: SASS over PTX, then newest."""
     scored = []
     for e in entries:
         if set(differences(e, wants)) - {_gpu_difference(e, wants)}:
@@ -126,21 +135,37 @@ def resolve_compatible(entries: Sequence[IndexEntry], package: str, wants: Wants
             scored.append((fit, e))
     if not scored:
         return None
-    fit, best = min(scored, key=lambda s: (s[0], _neg_version(s[1]), -s[1].cell.sm.number))
-    how = {GpuMatch.EXACT: "its own SASS", GpuMatch.SASS: "compatible SASS", GpuMatch.PTX: "PTX (JIT-compiled at first use)"}[fit]
+    fit = min(f for f, _ in scored)
+    # Same match quality: the newest version, then the arch nearest the GPU, then the best tag.
+    best = max(
+        (e for f, e in scored if f == fit),
+        key=lambda e: (e.name.version, e.cell.sm.number, -(_tag_rank(e, wants.tags) or 0)),
+    )
+    return fit, best
+
+
+def _how(fit: GpuMatch, wants: Wants) -> str:
+    unchecked = fit is GpuMatch.PTX and wants.driver is None
+    return _HOW[fit] + (" (driver not checked; pass --driver)" if unchecked else "")
+
+
+def resolve_compatible(entries: Sequence[IndexEntry], package: str, wants: Wants) -> Resolution | None:
+    """Pure: with no exact cell, the best wheel that runs on this GPU anyway, with a note that says how."""
+    if (found := best_compatible(entries, wants)) is None:
+        return None
+    fit, best = found
+    how = _how(fit, wants)
     note = f"{package}: no sm{wants.sm.sm} wheel; took the sm{best.cell.sm.sm} one, which runs here by {how}"
     return Resolution(package, best, note=note)
-
-
-def _neg_version(e: IndexEntry) -> tuple[int, ...]:
-    return tuple(-x for x in e.name.version.release)
 
 
 def _gpu_difference(entry: IndexEntry, wants: Wants) -> str:
     return f"built for GPU sm{entry.cell.sm.sm}, this GPU is sm{wants.sm.sm}"
 
 
-def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants, *, compatible: bool = False) -> Resolution:
+def resolve(
+    entries: Sequence[IndexEntry], package: str, wants: Wants, *, compatible: bool = False
+) -> Resolution:
     """Pure: the newest exact match for ``wants``; or the nearest candidates with what differs."""
     fits = [e for e in entries if not differences(e, wants)]
     note = ""
@@ -157,7 +182,12 @@ def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants, *, compat
     near = sorted(
         (Near(e, differences(e, wants)) for e in entries), key=lambda n: (len(n.differences), n.entry.path)
     )
-    return Resolution(package, None, tuple(near[:5]))
+    hint = ""
+    if not compatible and (alt := best_compatible(entries, wants)) is not None:
+        fit, entry = alt
+        how, where = _how(fit, wants), f"{entry.filename} (sm{entry.cell.sm.sm})"
+        hint = f"{package}: {where} runs here by {how}; pass --compatible to take it"
+    return Resolution(package, None, tuple(near[:5]), hint=hint)
 
 
 def _fetch_checked(store: Store, entry: IndexEntry, out_dir: Path) -> Path:
@@ -192,8 +222,10 @@ def pull(
     if not packages:
         raise BadInput("pull: name at least one package")
     keys = [package_key(p) for p in packages]
-    index = read_index(store, default_layout, keys)
+    index, listed = read_index_or_tree(store, default_layout, keys)
     resolutions = [resolve(index.for_package(k), k, wants, compatible=compatible) for k in keys]
+    if listed:  # no index.json: the tree was listed instead; say so once, with the first package
+        resolutions[0] = replace(resolutions[0], note="; ".join(filter(None, (listed, resolutions[0].note))))
     missing = [r for r in resolutions if r.pick is None]
     if missing:
         raise NoMatch(store.location, wants, tuple(missing))
@@ -218,6 +250,7 @@ class NoMatch(NotFound):
                 lines.append(f"  {r.package}: not in the store at all")
             for near in r.near:
                 lines.append(f"  {near}")
+            lines.extend(f"  {what}: {text}" for what, text in (("note", r.note), ("hint", r.hint)) if text)
         return lines
 
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from librarian.catalogue import is_generated, render_catalogue
-from librarian.coords import WheelName
+from librarian.coords import Cell, WheelName
 from librarian.errors import LibrarianError
-from librarian.index import Index, IndexEntry
+from librarian.index import Index, IndexEntry, parse_pending_path
 from librarian.layout import Layout
 from librarian.stores.base import Store, StoredFile, read_index
 from librarian.wheelfile import read_wheel_info, sha256_file, verify_record
@@ -40,6 +40,7 @@ class VerifyReport:
     location: str
     wheels: int
     problems: tuple[Problem, ...]
+    staged: tuple[str, ...] = ()  # wheels staged by ``publish --stage``, awaiting ``reindex``: not a problem
 
 
 def check_placement(layout: Layout, path: str) -> list[str]:
@@ -73,7 +74,9 @@ def check_metadata(local: Path, name: WheelName) -> list[str]:
     return problems
 
 
-def _check_wheel(store: Store, f: StoredFile, entry: IndexEntry | None, deep: bool, tmp: Path) -> list[str]:
+def _check_wheel(
+    store: Store, f: StoredFile, entry: IndexEntry | None, deep: bool, tmp: Path, layout: Layout
+) -> list[str]:
     problems: list[str] = []
     if entry is None:
         problems.append("not in the index")
@@ -92,22 +95,23 @@ def _check_wheel(store: Store, f: StoredFile, entry: IndexEntry | None, deep: bo
         problems.extend(check_metadata(local, name))
         if deep:
             verify_record(local)
-            problems.extend(_check_binaries(local, f.path, entry))
+            parsed = layout.parse_path(f.path)
+            problems.extend(_check_binaries(local, parsed[0] if parsed else None))
     except LibrarianError as e:
         problems.append(str(e).removeprefix(f"{local}: "))
     return problems
 
 
-def _check_binaries(local: Path, path: str, entry: IndexEntry | None) -> list[str]:
-    """The binaries against the cell (do they run on its GPU?) and against the filename's claims."""
+def _check_binaries(local: Path, cell: Cell | None) -> list[str]:
+    """The binaries against the cell they are filed in (do they run on its GPU?) and the filename's claims."""
     from librarian.inspection import claim_mismatches, inspect_wheel
-    from librarian.ops.publish import serves
+    from librarian.ops.publish import sass_text, serves
 
     facts = inspect_wheel(local)
     problems = claim_mismatches(WheelName.parse(local.name), facts)
-    if entry is not None and facts.device_binaries and not serves(facts, entry.cell.sm):
-        have = ", ".join(str(a) for a in facts.sass) or "no common SASS"
-        problems.append(f"its binaries do not run on sm{entry.cell.sm.sm} (they have {have})")
+    # The path, not the index entry, says where it is filed: a wheel moved by hand has no entry.
+    if cell is not None and facts.device_binaries and not serves(facts, cell.sm):
+        problems.append(f"its binaries do not run on sm{cell.sm.sm} (they have {sass_text(facts)})")
     return problems
 
 
@@ -119,19 +123,53 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False) -> Verif
     problems: list[Problem] = []
     files = {f.path: f for f in listing.files}
     wheels = [f for f in listing.files if f.path.endswith(".whl") and not is_generated(f.path)]
+    pending = _pending(listing.files)
+    staged: list[str] = []
     with tempfile.TemporaryDirectory(prefix="librarian-verify-") as tmp:
         for f in wheels:
             found = check_placement(index.layout, f.path)
-            if not found:
-                found = _check_wheel(store, f, by_path.get(f.path), deep, Path(tmp))
+            if found:
+                pass
+            elif (staging := _staged(store, f, by_path.get(f.path), pending.get(f.path))) is not None:
+                # Staged (maybe over an indexed wheel): judged as a wheel of its own until reindex merges it.
+                staged.append(f.path)
+                checked = _check_wheel(store, f, None, deep, Path(tmp), index.layout)
+                found = [p for p in checked if p != "not in the index"] + staging
+            else:
+                found = _check_wheel(store, f, by_path.get(f.path), deep, Path(tmp), index.layout)
             problems.extend(Problem(f.path, p) for p in found)
+    for path in sorted(set(pending) - set(files)):
+        problems.append(Problem(path, "staged, but its wheel is not in the store (reindex will drop the entry)"))
     unindexed = {f.path.rsplit("/", 1)[-1]: f.path for f in wheels if f.path not in by_path}
     for path in sorted(set(by_path) - set(files)):
         moved = unindexed.get(path.rsplit("/", 1)[-1])
         hint = f" (a wheel of that name is at {moved}: moved to another cell?)" if moved else ""
         problems.append(Problem(path, "in the index but not in the store" + hint))
     problems.extend(_check_catalogue(store, index, files))
-    return VerifyReport(store.location, len(wheels), tuple(sorted(problems)))
+    return VerifyReport(store.location, len(wheels), tuple(sorted(problems)), tuple(staged))
+
+
+def _pending(files: tuple[StoredFile, ...]) -> dict[str, frozenset[str]]:
+    """Store path -> sha256 prefixes of the pending entries (``publish --stage``) that describe it."""
+    found: dict[str, set[str]] = {}
+    for f in files:
+        parsed = parse_pending_path(f.path)
+        if parsed is not None:
+            found.setdefault(parsed[0], set()).add(parsed[1])
+    return {path: frozenset(shas) for path, shas in found.items()}
+
+
+def _staged(store: Store, f: StoredFile, entry: IndexEntry | None, prefixes: frozenset[str] | None) -> list[str] | None:
+    """``None`` if ``f`` is not awaiting reindex; else its problems against its pending entries."""
+    if not prefixes:
+        return None
+    local = store.local_path(f.path)
+    sha = f.sha256 or (sha256_file(local) if local is not None else None)
+    if entry is not None and entry.size == f.size and sha in (None, entry.sha256):
+        return None  # the index already describes these bytes; the pending file is a harmless repeat
+    if sha is not None and not any(sha.startswith(prefix) for prefix in prefixes):
+        return ["staged, but the stored bytes are not the ones staged"]
+    return []
 
 
 def _check_catalogue(store: Store, index: Index, files: dict[str, StoredFile]) -> list[Problem]:

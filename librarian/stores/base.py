@@ -7,7 +7,7 @@ temp files, index last; the Hub store makes one commit with ``parent_commit`` an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -92,7 +92,14 @@ class Store(Protocol):
         """The file's path on this machine when the store is local, else ``None``."""
 
     def update(self, plan: Planner, default_layout: Layout) -> Applied:
-        """Plan against the current index and apply the result atomically (re-planning on conflict)."""
+        """Plan against the current index and apply the result atomically (re-planning on conflict).
+
+        Reads the planner makes through this store (``read_file``, ``list_files``) see the same state
+        the change is applied to: the Hub store pins them to the parent commit, the local one holds its lock.
+        """
+
+    def stage(self, uploads: Sequence[Upload], files: Mapping[str, bytes], message: str) -> str:
+        """Add files in one atomic step that touches no index file, so it never conflicts; returns where."""
 
 
 def read_index(store: Store, default_layout: Layout, packages: Iterable[str] | None = None) -> Index:

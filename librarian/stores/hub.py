@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from librarian.catalogue import render_card, render_catalogue
 from librarian.errors import BadInput, LibrarianError, StoreError
 from librarian.index import Index
 from librarian.layout import Layout
-from librarian.stores.base import Applied, Changes, Listing, Planner, StoredFile, read_index
+from librarian.stores.base import Applied, Changes, Listing, Planner, StoredFile, Upload, read_index
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +193,38 @@ class HubStore:
                     return Applied(changes, self.location, attempt, (*notes, "the commit's answer was lost; found it in the history"))
                 notes.append(f"attempt {attempt}: {e}")
             log.info("%s", notes[-1])
-            time.sleep(min(8.0, 0.25 * 2 ** (attempt - 1)) * (0.5 + random.random()))
+            _backoff(attempt)
+        raise StoreError(f"{self.location}: could not commit after {MAX_ATTEMPTS} attempts ({notes[-1] if notes else ''})")
+
+    def stage(self, uploads: Sequence[Upload], files: Mapping[str, bytes], message: str) -> str:
+        """One commit of adds only, without ``parent_commit``: it holds no index file, so it fits any head."""
+        change_id = uuid.uuid4().hex
+        notes: list[str] = []
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            self._sha = None
+            if self._pinned() is None:
+                self._create_repo()
+            operations: list[Any] = [
+                CommitOperationAdd(path_in_repo=u.path, path_or_fileobj=str(u.source))
+                for u in sorted(uploads, key=lambda u: u.path)
+            ]
+            operations += [CommitOperationAdd(path_in_repo=p, path_or_fileobj=d) for p, d in sorted(files.items())]
+            try:
+                with self._translated("commit", conflicts=True):
+                    info = self.api.create_commit(
+                        self.repo_id, operations, commit_message=message, commit_description=f"{MARKER}: {change_id}",
+                        repo_type=REPO_TYPE, revision=self.revision,
+                    )
+                return str(info.commit_url)
+            except _Conflict:
+                # No parent was sent, but a busy server may still refuse a racing commit; adds replay safely.
+                notes.append(f"attempt {attempt}: the server refused a racing commit; trying again")
+            except _Transient as e:
+                if self._landed(change_id):
+                    return self.location
+                notes.append(f"attempt {attempt}: {e}")
+            log.info("%s", notes[-1])
+            _backoff(attempt)
         raise StoreError(f"{self.location}: could not commit after {MAX_ATTEMPTS} attempts ({notes[-1] if notes else ''})")
 
     def _operations(self, old: Index, changes: Changes) -> list[Any]:
@@ -292,6 +323,11 @@ class _Conflict(StoreError):
 
 class _Transient(StoreError):
     pass
+
+
+def _backoff(attempt: int) -> None:
+    # Exponential with jitter, so that racing publishers spread out instead of colliding again in step.
+    time.sleep(min(8.0, 0.25 * 2 ** (attempt - 1)) * (0.5 + random.random()))
 
 
 def _short(e: Exception) -> str:

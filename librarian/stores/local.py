@@ -14,14 +14,14 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from librarian.catalogue import render_catalogue
 from librarian.errors import StoreError
 from librarian.index import ROOT
 from librarian.layout import Layout, check_store_path
-from librarian.stores.base import Applied, Changes, Listing, Planner, StoredFile, read_index
+from librarian.stores.base import Applied, Changes, Listing, Planner, StoredFile, Upload, read_index
 
 log = logging.getLogger(__name__)
 
@@ -134,19 +134,30 @@ class LocalStore:
             self._apply(changes, render_catalogue(old))
         return Applied(changes, str(self.root))
 
+    def stage(self, uploads: Sequence[Upload], files: Mapping[str, bytes], message: str) -> str:
+        """Write wheels, then the small files that describe them (pending entries); the index is not touched."""
+        with _locked(self.root):
+            self._write_uploads(uploads, {})
+            for path, data in sorted(files.items()):
+                _write_atomic(self._resolve(path), data=data)
+        log.info("%s: %s", self.root, message)
+        return str(self.root)
+
+    def _write_uploads(self, uploads: Sequence[Upload], by_sha: dict[str, Path]) -> None:
+        for upload in sorted(uploads, key=lambda u: u.path):
+            target = self._resolve(upload.path)
+            existing = by_sha.get(upload.sha256)
+            if existing is None or existing == target or not _link_atomic(existing, target):
+                _write_atomic(target, source=upload.source)
+            by_sha.setdefault(upload.sha256, target)
+
     def _apply(self, changes: Changes, old_catalogue: dict[str, bytes]) -> None:
         by_sha: dict[str, Path] = {}
         for entry in changes.index.entries:
             target = self.root / entry.path
             if entry.sha256 not in by_sha and target.is_file():
                 by_sha[entry.sha256] = target
-        uploads = sorted(changes.uploads, key=lambda u: u.path)
-        for upload in uploads:
-            target = self._resolve(upload.path)
-            existing = by_sha.get(upload.sha256)
-            if existing is None or existing == target or not _link_atomic(existing, target):
-                _write_atomic(target, source=upload.source)
-            by_sha.setdefault(upload.sha256, target)
+        self._write_uploads(changes.uploads, by_sha)
         for path in changes.deletes:
             target = self._resolve(path)
             target.unlink(missing_ok=True)

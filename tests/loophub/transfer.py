@@ -6,10 +6,9 @@ them without an auth header, exactly as it does to the Hub's S3 URLs.
 
 from __future__ import annotations
 
-import mimetypes
-
 import hashlib
 import json
+import mimetypes
 import re
 import shutil
 from typing import Any

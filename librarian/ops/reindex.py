@@ -1,0 +1,248 @@
+"""reindex: the fan-in half of publishing, and an index made from the tree when a store has none.
+
+A CI matrix of hundreds of jobs cannot all commit the index: each commit carries ``parent_commit``, so
+all but one of every race re-plan and retry. With ``publish --stage`` each job instead commits its wheels
+plus one pending entry per filed wheel (``index/pending/<store path>.<sha256[:16]>.json``, see
+:func:`librarian.index.pending_path`), touching no index file, so the commits never conflict. One final
+job runs ``reindex``: it merges every pending entry whose wheel is in the tree, rewrites the shards,
+pages and card, and deletes the pending files, in one change planned against one snapshot (one commit
+with ``parent_commit`` on the Hub; a stage landing meanwhile makes it re-plan).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from librarian.catalogue import is_generated
+from librarian.errors import LibrarianError
+from librarian.index import ROOT, Index, IndexEntry, parse_pending, parse_pending_path
+from librarian.layout import Layout
+from librarian.ops.verify import Problem, check_placement
+from librarian.stores.base import Changes, Store, StoredFile, read_index
+from librarian.wheelfile import sha256_file
+
+log = logging.getLogger(__name__)
+
+READERS = 8  # pending files are tiny; on the Hub each read is a round trip, so read several at once
+
+
+@dataclass(frozen=True, slots=True)
+class ReindexReport:
+    """What reindex did (or, with ``dry_run``, would do)."""
+
+    location: str
+    merged: tuple[IndexEntry, ...] = ()  # staged entries now in the index
+    adopted: tuple[IndexEntry, ...] = ()  # wheels in the tree with no entry, filed from their path
+    dropped: tuple[Problem, ...] = ()  # pending files deleted without merging, and why
+    unindexed: tuple[Problem, ...] = ()  # wheels in the tree neither indexed nor staged (not adopted)
+    unreadable: tuple[Problem, ...] = ()  # pending files left in place: they could not be read
+    cleared: int = 0  # pending files deleted
+    where: str = ""
+
+    @property
+    def changed(self) -> bool:
+        """Whether the store changed (or would)."""
+        return bool(self.merged or self.adopted or self.cleared)
+
+    @property
+    def findings(self) -> tuple[Problem, ...]:
+        """What a CI job should fail on: staged wheels that did not make it, files the index lacks."""
+        return (*self.dropped, *self.unindexed, *self.unreadable)
+
+
+def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
+    """What reindex did, a line per wheel and finding, and a summary."""
+    lines = [f"{'would merge' if dry_run else 'merged':>11}  {e.path}" for e in report.merged]
+    lines += [f"{'would adopt' if dry_run else 'adopted':>11}  {e.path}" for e in report.adopted]
+    lines += [str(p) for p in report.findings]
+    if not report.changed:
+        return "\n".join([*lines, f"nothing to reindex in {report.location}"])
+    summary = f"{'would merge' if dry_run else 'merged'} {len(report.merged)} staged wheel(s), "
+    summary += f"cleared {report.cleared} pending file(s) in {report.location}"
+    summary += f" ({len(report.adopted)} adopted)" if report.adopted else ""
+    return "\n".join([*lines, summary + (" (dry run: nothing changed)" if dry_run else "")])
+
+
+def reindex_json(report: ReindexReport) -> dict[str, Any]:
+    """The report for ``--json``."""
+    return {
+        "repo": report.location,
+        "changed": report.changed,
+        "merged": [e.path for e in report.merged],
+        "adopted": [e.path for e in report.adopted],
+        "cleared": report.cleared,
+        "problems": [{"path": p.path, "problem": p.problem} for p in report.findings],
+    }
+
+
+def _settle(stored: StoredFile | None, staged: Sequence[IndexEntry]) -> tuple[IndexEntry | None, str]:
+    """Pure: which staged entry describes the file now at the path (the last stage of a path wins)."""
+    if stored is None:
+        return None, "its wheel is not in the store"
+    if stored.sha256 is not None:
+        fits = [e for e in staged if e.sha256 == stored.sha256]
+    else:  # no hash without reading the bytes; the caller hashed the file where sizes could not tell
+        fits = [e for e in staged if e.size == stored.size]
+    if not fits:
+        return None, "the stored file is not the wheel staged (another job filed other bytes there)"
+    return max(fits, key=lambda e: (e.added, e.sha256)), ""
+
+
+def plan_reindex(
+    index: Index,
+    files: Sequence[StoredFile],
+    pending: Mapping[str, IndexEntry],
+    adopt: Sequence[IndexEntry] = (),
+) -> tuple[Changes, ReindexReport]:
+    """Pure: merge ``pending`` (pending path -> entry) into ``index`` against the tree ``files``."""
+    tree = {f.path: f for f in files}
+    current = index.by_path()
+    by_target: dict[str, list[tuple[str, IndexEntry]]] = defaultdict(list)
+    for pending_file, entry in sorted(pending.items()):
+        by_target[entry.path].append((pending_file, entry))
+    merged: list[IndexEntry] = []
+    dropped: list[Problem] = []
+    for path, staged in sorted(by_target.items()):
+        pick, why = _settle(tree.get(path), [e for _, e in staged])
+        for pending_file, entry in staged:
+            if entry is not pick:
+                dropped.append(Problem(pending_file, why or f"superseded: {path} holds the bytes staged later"))
+        old = current.get(path)
+        if pick is not None and (old is None or old.sha256 != pick.sha256 or old.size != pick.size):
+            merged.append(pick)
+    adopted = [e for e in adopt if e.path not in current and e.path not in by_target]
+    known = set(current) | set(by_target) | {e.path for e in adopted}
+    unindexed = [
+        Problem(f.path, "not in the index and not staged (reindex --adopt files it from its path)")
+        for f in files
+        if _is_wheel(f.path) and f.path not in known
+    ]
+    new_index = index.with_entries(added=[*merged, *adopted])
+    message = f"librarian reindex: {len(merged)} staged wheel(s) merged, {len(pending)} pending file(s) cleared"
+    if adopted:
+        message += f", {len(adopted)} adopted from the tree"
+    changes = Changes(new_index, (), tuple(sorted(pending)), message)
+    report = ReindexReport("", tuple(merged), tuple(adopted), tuple(dropped), tuple(unindexed), (), len(pending))
+    return changes, report
+
+
+def _is_wheel(path: str) -> bool:
+    return path.endswith(".whl") and not is_generated(path)
+
+
+def entries_from_tree(
+    layout: Layout, files: Iterable[StoredFile], sha_of: Callable[[StoredFile], str], packages: Collection[str] | None = None
+) -> list[IndexEntry]:
+    """Index entries for the wheels whose paths the layout parses (and whose filenames agree with them).
+
+    ``sha_of`` supplies the hash the listing lacks. Facts are unknown without reading the bytes.
+    """
+    entries = []
+    for f in files:
+        if not _is_wheel(f.path):
+            continue
+        parsed = layout.parse_path(f.path)
+        if parsed is None or (packages is not None and parsed[0].package not in packages):
+            continue
+        if check_placement(layout, f.path):
+            continue  # a misfiled wheel is verify's finding, not a candidate
+        entries.append(IndexEntry(f.path, f.sha256 or sha_of(f), f.size, parsed[0]))
+    return entries
+
+
+def _hasher(store: Store, tmp: Path) -> Callable[[StoredFile], str]:
+    def sha_of(f: StoredFile) -> str:
+        local = store.local_path(f.path)
+        if local is None:  # a Hub file stored inline (not LFS) has no sha256 in the listing
+            local = store.fetch(f.path, tmp / f.path.replace("/", "_"))
+        return sha256_file(local)
+
+    return sha_of
+
+
+def read_pending(store: Store, files: Iterable[StoredFile]) -> tuple[dict[str, IndexEntry], list[Problem]]:
+    """Every pending entry in the listing, read a few at a time; unreadable ones are reported, not raised."""
+    paths = [f.path for f in files if parse_pending_path(f.path) is not None]
+
+    def read(path: str) -> IndexEntry | Problem:
+        try:
+            data = store.read_file(path)
+            if data is None:
+                return Problem(path, "listed but could not be read")
+            return parse_pending(data, path, f"{store.location}/{path}")
+        except LibrarianError as e:
+            return Problem(path, str(e).split(": ", 1)[-1])
+
+    with ThreadPoolExecutor(max_workers=READERS) as pool:
+        results = list(pool.map(read, paths))
+    entries = {p: r for p, r in zip(paths, results) if isinstance(r, IndexEntry)}
+    return entries, [r for r in results if isinstance(r, Problem)]
+
+
+def reindex(store: Store, default_layout: Layout, *, adopt: bool = False, dry_run: bool = False) -> ReindexReport:
+    """Merge every staged entry into the index in one change; with ``adopt``, also file unindexed wheels."""
+    holder: list[ReindexReport] = []
+    cache: dict[str, IndexEntry] = {}
+    with tempfile.TemporaryDirectory(prefix="librarian-reindex-") as tmp:
+        sha_of = _hasher(store, Path(tmp))
+
+        def planner(index: Index) -> Changes:
+            # Runs inside the store's update: the listing and the reads see the snapshot the change applies to.
+            listed = store.list_files().files
+            found, unreadable = read_pending(store, [f for f in listed if f.path not in cache])
+            cache.update(found)
+            paths = {f.path for f in listed}
+            pending = {p: e for p, e in cache.items() if p in paths}
+            files = _hash_where_sizes_cannot_tell(listed, pending, sha_of)
+            candidates = entries_from_tree(index.layout, _unindexed(files, index, pending), sha_of) if adopt else []
+            changes, report = plan_reindex(index, files, pending, candidates)
+            holder[:] = [replace(report, unreadable=tuple(unreadable), location=store.location)]
+            return changes
+
+        if dry_run:
+            planner(read_index(store, default_layout))
+            return holder[0]
+        applied = store.update(planner, default_layout)
+    for note in applied.notes:
+        log.info("%s", note)
+    return replace(holder[0], where=applied.where)
+
+
+def _unindexed(files: Sequence[StoredFile], index: Index, pending: Mapping[str, IndexEntry]) -> list[StoredFile]:
+    known = set(index.by_path()) | {e.path for e in pending.values()}
+    return [f for f in files if _is_wheel(f.path) and f.path not in known]
+
+
+def _hash_where_sizes_cannot_tell(
+    files: Sequence[StoredFile], pending: Mapping[str, IndexEntry], sha_of: Callable[[StoredFile], str]
+) -> list[StoredFile]:
+    """Hash the stored files that several staged entries of one size claim (rare: racing jobs)."""
+    claims: dict[str, set[tuple[str, int]]] = defaultdict(set)
+    for entry in pending.values():
+        claims[entry.path].add((entry.sha256, entry.size))
+    out = []
+    for f in files:
+        same_size = {sha for sha, size in claims.get(f.path, ()) if size == f.size}
+        out.append(replace(f, sha256=sha_of(f)) if f.sha256 is None and len(same_size) > 1 else f)
+    return out
+
+
+def read_index_or_tree(store: Store, default_layout: Layout, packages: Collection[str]) -> tuple[Index, str]:
+    """The index of ``packages``; with no ``index.json``, entries made from the tree's paths and a note.
+
+    The fallback lists the whole tree (what the index exists to avoid), so it says so.
+    """
+    if store.read_file(ROOT) is not None:
+        return read_index(store, default_layout, packages), ""
+    listing = store.list_files()
+    with tempfile.TemporaryDirectory(prefix="librarian-pull-") as tmp:
+        entries = entries_from_tree(default_layout, listing.files, _hasher(store, Path(tmp)), set(packages))
+    index = Index(default_layout, tuple(sorted(entries, key=lambda e: e.path)))
+    return index, f"{store.location}: no index; listed the tree"
