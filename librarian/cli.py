@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -417,9 +418,27 @@ def _fail(message: str, code: int, details: list[str] | None = None) -> NoReturn
     raise SystemExit(code)
 
 
+class _StderrHandler(logging.Handler):
+    """Log lines as ``librarian: <message>`` on whatever ``sys.stderr`` is at the time of writing."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(f"librarian: {record.getMessage()}\n")
+        except Exception:  # noqa: BLE001 - logging must never break a command
+            self.handleError(record)
+
+
+def _log_to_stderr() -> None:
+    logger = logging.getLogger("librarian")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_StderrHandler())
+        logger.propagate = False
+    logger.setLevel(os.environ.get("LIBRARIAN_LOG", "WARNING").upper())
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; the one place errors become a line on stderr and an exit status."""
-    logging.basicConfig(level=os.environ.get("LIBRARIAN_LOG", "WARNING").upper(), format="librarian: %(message)s")
+    _log_to_stderr()
     debug = os.environ.get("LIBRARIAN_DEBUG") == "1"
     try:
         result = app(args=argv, prog_name="librarian", standalone_mode=False)

@@ -30,10 +30,14 @@ from huggingface_hub import (
     CommitOperationAdd,
     CommitOperationDelete,
     HfApi,
+    constants,
     get_session,
     hf_hub_download,
+    scan_cache_dir,
+    try_to_load_from_cache,
 )
 from huggingface_hub.errors import (
+    CacheNotFound,
     EntryNotFoundError,
     HfHubHTTPError,
     LocalEntryNotFoundError,
@@ -46,7 +50,7 @@ from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from librarian.catalogue import render_card, render_catalogue
 from librarian.errors import BadInput, LibrarianError, StoreError
-from librarian.index import Index
+from librarian.index import ROOT, Index
 from librarian.layout import Layout
 from librarian.stores.base import Applied, Changes, Listing, Planner, StoredFile, Upload, read_index
 
@@ -108,8 +112,46 @@ class HubStore:
 
     def _pinned(self) -> str | None:
         if self._sha is None:
-            self._sha = self._head()
+            try:
+                self._sha = self._head()
+            except _Unreachable:
+                self._sha = self._cached_head()
         return self._sha
+
+    def _cached_head(self) -> str:
+        """When the Hub cannot be reached, the commit of the client's cached ``index.json``, said plainly.
+
+        huggingface_hub itself falls back to its cache silently; a cache of wheels must not, since the
+        copy may be stale. Writes never come here: they need the live head for ``parent_commit``.
+        """
+        # Reads are pinned to commit shas, which leave no refs/<branch> behind: take the newest cached
+        # snapshot that holds an index (a pinned sha is what the branch pointed at when it was read).
+        cached = try_to_load_from_cache(
+            self.repo_id, ROOT, cache_dir=constants.HF_HUB_CACHE, revision=self.revision, repo_type=REPO_TYPE
+        )
+        sha = Path(cached).parent.name if isinstance(cached, str) else self._newest_cached_snapshot()
+        if sha is None:
+            raise StoreError(f"{self.location}: cannot reach the Hub, and nothing of this repo is cached here")
+        log.warning(
+            "%s: cannot reach the Hub; using the cached index of commit %s (it may be stale)", self.location, sha[:12]
+        )
+        return sha
+
+    def _newest_cached_snapshot(self) -> str | None:
+        try:
+            cache = scan_cache_dir(constants.HF_HUB_CACHE)  # read now: the function's default is import-time
+        except CacheNotFound:
+            return None
+        snapshots = [
+            rev
+            for repo in cache.repos
+            if repo.repo_id == self.repo_id and repo.repo_type == REPO_TYPE
+            for rev in repo.revisions
+            if any(f.file_name == ROOT and str(f.file_path.parent) == str(rev.snapshot_path) for f in rev.files)
+        ]
+        if not snapshots:
+            return None
+        return max(snapshots, key=lambda rev: rev.last_modified).commit_hash
 
     def _missing_repo(self) -> StoreError:
         return StoreError(f"{self.location}: no such dataset repo (publish --create makes it)")
@@ -169,8 +211,7 @@ class HubStore:
         change_id = uuid.uuid4().hex
         notes: list[str] = []
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            self._sha = None
-            parent = self._pinned()
+            self._sha = parent = self._head()  # the live head, never a cached one: it becomes parent_commit
             if parent is None:
                 parent = self._create_repo()
             old = read_index(self, default_layout)
@@ -201,8 +242,8 @@ class HubStore:
         change_id = uuid.uuid4().hex
         notes: list[str] = []
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            self._sha = None
-            if self._pinned() is None:
+            self._sha = self._head()
+            if self._sha is None:
                 self._create_repo()
             operations: list[Any] = [
                 CommitOperationAdd(path_in_repo=u.path, path_or_fileobj=str(u.source))
@@ -285,7 +326,7 @@ class HubStore:
                 raise StoreError(f"{self.location}/{what}: cannot reach the Hub and no cached copy ({_short(e)})") from e
             raise _NoEntry(f"{self.location}/{what}: no such file") from e
         except OfflineModeIsEnabled as e:
-            raise StoreError(f"{self.location}: HF_HUB_OFFLINE is set; {what} needs the network") from e
+            raise _Unreachable(f"{self.location}: HF_HUB_OFFLINE is set; {what} needs the network") from e
         except HfHubHTTPError as e:
             status = e.response.status_code if e.response is not None else None
             if conflicts and status == 412:
@@ -306,7 +347,7 @@ class HubStore:
         except (httpx2.TransportError, ConnectionError, TimeoutError) as e:
             if conflicts:
                 raise _Transient(f"{what}: {type(e).__name__}") from e
-            raise StoreError(f"{self.location}: {what}: cannot reach the Hub ({type(e).__name__})") from e
+            raise _Unreachable(f"{self.location}: {what}: cannot reach the Hub ({type(e).__name__})") from e
 
 
 class _NoRepo(StoreError):
@@ -322,6 +363,10 @@ class _Conflict(StoreError):
 
 
 class _Transient(StoreError):
+    pass
+
+
+class _Unreachable(StoreError):
     pass
 
 

@@ -1,0 +1,43 @@
+"""When the Hub cannot be reached, pull uses the client's cached copy and says so; never silently."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.builders import make_wheel
+from tests.conftest import Run
+from tests.loophub.server import LoopHub
+
+REPO = "hf://datasets/team/wheels"
+PULL = ("tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64", "--repo", REPO)
+
+
+def test_pull_falls_back_to_the_cache_and_says_so(run: Run, loophub: LoopHub, tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
+    assert run("publish", str(wheel), "--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--repo", REPO, "--create").code == 0
+    online = run("pull", *PULL, "-o", "first")
+    assert online.code == 0, online.err
+    assert "cannot reach the Hub" not in online.err
+    loophub.stop()
+    offline = run("pull", *PULL, "-o", "second")
+    assert offline.code == 0, offline.err
+    assert "cannot reach the Hub; using the cached index of commit" in offline.err and "may be stale" in offline.err
+    assert (tmp_path / "second").joinpath(next((tmp_path / "first").iterdir()).name).is_file()
+
+
+def test_nothing_cached_and_no_hub_is_one_line(run: Run, loophub: LoopHub) -> None:
+    loophub.stop()
+    result = run("pull", *PULL, "-o", "out")
+    assert result.code == 2
+    assert result.err == f"librarian: error: {REPO}: cannot reach the Hub, and nothing of this repo is cached here\n"
+
+
+def test_writes_never_use_the_cache(run: Run, loophub: LoopHub, tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
+    assert run("publish", str(wheel), "--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--repo", REPO, "--create").code == 0
+    assert run("pull", *PULL, "-o", "first").code == 0
+    loophub.stop()
+    other = make_wheel(tmp_path / "d2", "tinykern", "0.2.0", "cp311-cp311-linux_x86_64")
+    result = run("publish", str(other), "--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--repo", REPO)
+    assert result.code == 2
+    assert "cannot reach the Hub" in result.err and result.err.count("\n") == 1
