@@ -16,11 +16,16 @@ def label_from_flags(cuda: MajorMinor | None, torch: MajorMinor | None) -> Label
     from librarian.probe import detect_torch
 
     info = detect_torch()
+    if info is not None and info.cuda is None:
+        raise BadInput(f"torch {info.version} installed here is a CPU build; pass --cuda and --torch")
     if info is None or info.cuda is None:
         if cuda is None and torch is None:
             return None
         missing = "--torch" if torch is None else "--cuda"
         raise BadInput(f"{missing}: needed too (no CUDA build of torch is installed here to take it from)")
+    if torch is not None and torch != info.minor:
+        # The installed torch's CUDA line says nothing about another torch line's build.
+        raise BadInput(f"--cuda: needed too (the installed torch {info.version} is not torch {torch[0]}.{torch[1]})")
     return Label(cuda or info.cuda, torch or info.minor)
 
 
