@@ -330,6 +330,7 @@ def pull(
 def gc(
     repo: RepoOpt = None,
     keep_torch: Annotated[int | None, typer.Option("--keep-torch", min=1, help="Keep the newest N torch lines in the store.")] = None,
+    keep_torch_from: Annotated[str, typer.Option("--keep-torch-from", help="Count --keep-torch over the torch lines in the 'store' or the ones PyTorch shipped ('matrix').")] = "store",
     drop_torch: Annotated[list[str] | None, typer.Option("--drop-torch", help="Drop a torch line, e.g. 2.4 (repeatable).")] = None,
     keep_versions: Annotated[int | None, typer.Option("--keep-versions", min=1, help="Keep the newest K versions per cell.")] = None,
     older_than: Annotated[int | None, typer.Option("--older-than", min=0, help="Drop wheels published more than DAYS ago.")] = None,
@@ -340,7 +341,14 @@ def gc(
     from librarian.ops.gc import GcPolicy, summarize
     from librarian.ops.gc import gc as do_gc
 
-    policy = GcPolicy(keep_torch, tuple(parse_torch(t) for t in drop_torch or ()), keep_versions, older_than)
+    if keep_torch_from not in ("store", "matrix"):
+        raise BadInput(f"--keep-torch-from {keep_torch_from}: expected 'store' or 'matrix'")
+    lines = None
+    if keep_torch_from == "matrix":
+        from librarian.matrix import load_matrix
+
+        lines = load_matrix().torch_versions()
+    policy = GcPolicy(keep_torch, tuple(parse_torch(t) for t in drop_torch or ()), keep_versions, older_than, lines=lines)
     if policy.empty:
         raise BadInput("gc: say what to prune: --keep-torch N, --drop-torch X.Y, --keep-versions K or --older-than DAYS")
     store, layout = _settings(repo)

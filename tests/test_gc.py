@@ -80,3 +80,21 @@ def test_scheduled_gc_scenario(run: Run, tmp_path: Path) -> None:
     assert run("verify").code == 0
     again = run("gc", "--keep-torch", "3", "--yes")
     assert again.code == 0 and "removed 0 wheel file(s)" in again.out
+
+
+def test_keep_torch_can_count_the_lines_pytorch_shipped() -> None:
+    entries = [entry(t) for t in ("2.7", "2.8", "2.9")]
+    shipped = ((2, 7), (2, 8), (2, 9), (2, 10), (2, 11))
+    plan = plan_gc(index(*entries), GcPolicy(keep_torch=3, lines=shipped, now=NOW))
+    assert {r.entry.path for r in plan} == {e.path for e in entries[:2]}
+    assert "not among the newest 3 PyTorch shipped (2.11, 2.10, 2.9)" in plan[0].reason
+
+
+def test_keep_torch_from_matrix_on_the_command_line(run: Run, tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
+    assert run("publish", str(wheel), "--sm", "89", "--torch", "2.4", "--cuda", "12.4").code == 0
+    assert "remove 0 wheel" in run("gc", "--keep-torch", "3").out
+    plan = run("gc", "--keep-torch", "3", "--keep-torch-from", "matrix")
+    assert plan.code == 0 and "remove 1 wheel" in plan.out and "PyTorch shipped" in plan.out
+    bad = run("gc", "--keep-torch", "3", "--keep-torch-from", "moon")
+    assert bad.code == 2 and "expected 'store' or 'matrix'" in bad.err

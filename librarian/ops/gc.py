@@ -22,11 +22,12 @@ from librarian.stores.base import Applied, Changes, Store, read_index
 class GcPolicy:
     """Which wheels to drop; all rules combine."""
 
-    keep_torch: int | None = None  # keep the newest N torch minors present in the store
+    keep_torch: int | None = None  # keep the newest N torch minors present in the store (or in `lines`)
     drop_torch: tuple[MajorMinor, ...] = ()
     keep_versions: int | None = None  # per (cell, python, platform)
     older_than_days: int | None = None
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    lines: tuple[MajorMinor, ...] | None = None  # the torch lines to count the newest N from (the matrix's)
 
     @property
     def empty(self) -> bool:
@@ -69,18 +70,19 @@ def _added(entry: IndexEntry) -> datetime | None:
 def plan_gc(index: Index, policy: GcPolicy) -> list[Removal]:
     """Pure: every wheel the policy removes, with its reason, in path order."""
     reasons: dict[str, str] = {}
-    torches = sorted({e.cell.label.torch for e in index.entries}, reverse=True)
+    present = {e.cell.label.torch for e in index.entries}
+    torches = sorted(present if policy.lines is None else set(policy.lines), reverse=True)
     dropped = set(policy.drop_torch)
     if policy.keep_torch is not None:
         kept = torches[: policy.keep_torch]
         newest = ", ".join(format_version(t) for t in kept)
-        for t in torches[policy.keep_torch :]:
-            dropped.add(t)
+        where = "" if policy.lines is None else " PyTorch shipped"
+        dropped.update(present - set(kept))
         for e in index.entries:
             if e.cell.label.torch not in kept:
                 reasons.setdefault(
                     e.path,
-                    f"torch {format_version(e.cell.label.torch)} is not among the newest {policy.keep_torch} ({newest})",
+                    f"torch {format_version(e.cell.label.torch)} is not among the newest {policy.keep_torch}{where} ({newest})",
                 )
     for e in index.entries:
         if e.cell.label.torch in policy.drop_torch:
