@@ -167,9 +167,9 @@ def publish(
     from librarian.ops.publish import publish as do_publish
 
     store, layout = _settings(repo, create=create)
-    label = None if cuda is None and torch is None else _label(cuda, torch)
-    if label is None:
-        label = _label(None, None) if any(WheelName.parse(w.name).label is None for w in wheels if w.name.endswith(".whl")) else None
+    # Flags always make a label; without them only unlabelled wheels need one (from the installed torch).
+    unlabelled = any(WheelName.parse(w.name).label is None for w in wheels if w.name.endswith(".whl"))
+    label = _label(cuda, torch) if cuda is not None or torch is not None or unlabelled else None
     options = PublishOptions(
         label=label,
         sms=tuple(GpuArch.parse(s) for s in sm or ()),

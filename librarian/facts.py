@@ -7,7 +7,7 @@ machine by ``librarian.verdict``.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,24 +94,12 @@ class WheelFacts:
     @property
     def sass(self) -> tuple[GpuArch, ...]:
         """SASS archs that *every* device-code member has (the GPUs the wheel serves by SASS)."""
-        members = self.device_binaries
-        if not members:
-            return ()
-        common = set(members[0].sass)
-        for b in members[1:]:
-            common &= set(b.sass)
-        return tuple(sorted(common))
+        return _common(b.sass for b in self.device_binaries)
 
     @property
     def ptx(self) -> tuple[GpuArch, ...]:
         """PTX archs present in every device-code member."""
-        members = self.device_binaries
-        if not members:
-            return ()
-        common = set(members[0].ptx)
-        for b in members[1:]:
-            common &= set(b.ptx)
-        return tuple(sorted(common))
+        return _common(b.ptx for b in self.device_binaries)
 
     @property
     def glibc(self) -> MajorMinor | None:
@@ -127,6 +115,11 @@ class WheelFacts:
     def toolkit(self) -> MajorMinor | None:
         """The newest CUDA toolkit that built any of its device code."""
         return max((b.toolkit for b in self.binaries if b.toolkit), default=None)
+
+
+def _common(per_member: Iterable[tuple[GpuArch, ...]]) -> tuple[GpuArch, ...]:
+    sets = [set(archs) for archs in per_member]
+    return tuple(sorted(set.intersection(*sets))) if sets else ()
 
 
 def _mm(v: tuple[int, ...] | None) -> str | None:

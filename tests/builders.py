@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import zipfile
 from pathlib import Path
 
@@ -66,3 +67,16 @@ def make_wheel(
             info.external_attr = (0o100000 | mode) << 16
             zf.writestr(info, data)
     return path
+
+
+class UnseekableSink(io.RawIOBase):
+    """A write-only stream that cannot seek: zipfile then writes data descriptors. Bytes in ``buf``."""
+
+    def __init__(self) -> None:
+        self.buf = io.BytesIO()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: bytes) -> int:  # type: ignore[override]
+        return self.buf.write(b)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import re
 import subprocess
@@ -21,7 +20,7 @@ from librarian import zipraw
 from librarian.coords import Label
 from librarian.errors import BadWheel, Refused
 from librarian.wheelfile import read_wheel_info, retag, sha256_file, verify_record
-from tests.builders import make_wheel, record_hash
+from tests.builders import UnseekableSink, make_wheel, record_hash
 
 LABEL = Label.parse("cu128torch2.8")
 SO = b"\x7fELF" + bytes(range(256)) * 400
@@ -104,17 +103,7 @@ def _unseekable_wheel(directory: Path) -> Path:
     """The same wheel rewritten through a stream zipfile cannot seek, so every member has a data descriptor."""
     src = _wheel(directory / "plain")
 
-    class Unseekable(io.RawIOBase):
-        def __init__(self) -> None:
-            self.buf = io.BytesIO()
-
-        def writable(self) -> bool:
-            return True
-
-        def write(self, b: bytes) -> int:  # type: ignore[override]
-            return self.buf.write(b)
-
-    stream = Unseekable()
+    stream = UnseekableSink()
     with zipfile.ZipFile(src) as a, zipfile.ZipFile(stream, "w", zipfile.ZIP_DEFLATED) as b:
         for info in a.infolist():
             with a.open(info) as r, b.open(info, "w") as w:

@@ -10,6 +10,7 @@ import zlib
 import pytest
 
 from librarian import zipraw
+from tests.builders import UnseekableSink
 
 
 def _source(compression: int = zipfile.ZIP_DEFLATED) -> bytes:
@@ -81,17 +82,7 @@ def test_zip64_by_limits(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_data_descriptors_are_dropped() -> None:
-    class Unseekable(io.RawIOBase):
-        def __init__(self) -> None:
-            self.buf = io.BytesIO()
-
-        def writable(self) -> bool:
-            return True
-
-        def write(self, b: bytes) -> int:  # type: ignore[override]
-            return self.buf.write(b)
-
-    stream = Unseekable()
+    stream = UnseekableSink()
     with zipfile.ZipFile(stream, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("x.bin", b"x" * 5000)
     src = stream.buf.getvalue()

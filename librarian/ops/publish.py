@@ -17,7 +17,9 @@ from librarian.coords import Cell, GpuArch, Label, WheelName
 from librarian.errors import BadInput, Refused
 from librarian.facts import WheelFacts, facts_to_json
 from librarian.index import Index, IndexEntry, pending_path, render_pending
+from librarian.inspection import claim_mismatches, inspect_wheel
 from librarian.layout import Layout
+from librarian.matrix import Matrix, load_matrix
 from librarian.ops.labels import choose_label
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
 from librarian.wheelfile import retag, sha256_file, verify_record
@@ -73,14 +75,6 @@ class PublishOptions:
     now: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
-def _inspect(path: Path) -> WheelFacts | None:
-    try:
-        from librarian.inspection import inspect_wheel
-    except ImportError:  # pragma: no cover - inspection ships with librarian; kept for partial installs
-        return None
-    return inspect_wheel(path)
-
-
 def serves(facts: WheelFacts, sm: GpuArch) -> bool:
     """Whether every device-code member has SASS that runs on a GPU ``sm`` (DESIGN.md's rules)."""
     from librarian.verdict import runs_on
@@ -124,15 +118,8 @@ def cells_from_binaries(
     return cells
 
 
-def check_combo(label: Label, name: str, allow_unknown: bool) -> None:
+def check_combo(label: Label, name: str, matrix: Matrix) -> None:
     """Refuse a (torch, CUDA) combo that PyTorch never shipped."""
-    if allow_unknown:
-        return
-    try:
-        from librarian.matrix import load_matrix
-    except ImportError:  # pragma: no cover
-        return
-    matrix = load_matrix()
     if not matrix.is_shipped(label):
         shipped = ", ".join(str(l) for l in matrix.labels_for_torch(label.torch)) or "none known"
         raise Refused(
@@ -144,19 +131,19 @@ def check_combo(label: Label, name: str, allow_unknown: bool) -> None:
 def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> list[PreparedWheel]:
     """Read, label, verify and inspect each wheel; labelled copies go to ``staging``."""
     prepared = []
+    matrix = None if options.allow_unknown_combo else load_matrix()  # read once, not per wheel
     for path in paths:
         name = WheelName.parse(path.name)
         label = choose_label(name, options.label, force=options.force)
-        check_combo(label, path.name, options.allow_unknown_combo)
+        if matrix is not None:
+            check_combo(label, path.name, matrix)
         if name.label == label:
             verify_record(path)
             staged = path
         else:
             staged = retag(path, label, staging, force=True, verify=True)
-        facts = _inspect(staged)
-        if facts is not None and not options.force:
-            from librarian.inspection import claim_mismatches
-
+        facts = inspect_wheel(staged)
+        if not options.force:
             lies = claim_mismatches(WheelName.parse(staged.name), facts)
             if lies:
                 raise Refused(f"{path.name}: {lies[0]}; pass --force to publish it anyway")

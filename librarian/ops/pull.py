@@ -6,6 +6,7 @@ and the asked packages' shards are read.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -69,8 +70,14 @@ class Resolution:
     hint: str = ""  # on a miss: a wheel that --compatible would take
 
 
-def _tag_rank(entry: IndexEntry, tags: Sequence[Tag]) -> int | None:
-    ranks = {tag: i for i, tag in enumerate(tags)}
+@functools.lru_cache(maxsize=8)
+def _ranks(tags: tuple[Tag, ...]) -> dict[Tag, int]:
+    # ~900 tags for a CPython on Linux: built once per machine, not once per candidate wheel.
+    return {tag: i for i, tag in enumerate(tags)}
+
+
+def _tag_rank(entry: IndexEntry, tags: tuple[Tag, ...]) -> int | None:
+    ranks = _ranks(tags)
     found = [ranks[t] for t in entry.name.tags if t in ranks]
     return min(found) if found else None
 
