@@ -58,6 +58,11 @@ def format_version(v: MajorMinor) -> str:
     return f"{v[0]}.{v[1]}"
 
 
+def format_dotted(v: tuple[int, ...]) -> str:
+    """Any number of parts: ``(2, 2, 5)`` -> ``2.2.5`` (symbol versions keep all of theirs)."""
+    return ".".join(str(x) for x in v)
+
+
 class ArchKind(enum.Enum):
     """What a GPU arch names: machine code (SASS), PTX for the JIT, or LTO-IR for the device linker."""
 

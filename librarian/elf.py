@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from librarian.coords import MajorMinor
 from librarian.errors import BadBinary
 from librarian.facts import BinaryFormat
 
@@ -329,10 +328,9 @@ def version_floor(elf: ElfFile, prefix: str) -> tuple[int, ...] | None:
     return best
 
 
-def glibc_floor(elf: ElfFile) -> MajorMinor | None:
-    """The highest ``GLIBC_x.y`` the file needs."""
-    v = version_floor(elf, "GLIBC_")
-    return None if v is None else (v[0], v[1] if len(v) > 1 else 0)
+def glibc_floor(elf: ElfFile) -> tuple[int, ...] | None:
+    """The highest ``GLIBC_x.y[.z]`` the file needs, exactly as named (``GLIBC_2.2.5`` is ``(2, 2, 5)``)."""
+    return version_floor(elf, "GLIBC_")
 
 
 def parse_notes(data: bytes, little_endian: bool = True) -> tuple[tuple[str, int, bytes], ...]:

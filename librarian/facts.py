@@ -20,6 +20,7 @@ class BinaryFormat(enum.Enum):
     ELF = "elf"  # Linux (and other ELF systems)
     PE = "pe"  # Windows .pyd / .dll
     MACHO = "macho"  # macOS .so / .dylib
+    CUDA = "cuda"  # a loose device-code member (.cubin, .fatbin, .ptx): loaded by the driver, any host OS
     UNKNOWN = "unknown"
 
 
@@ -50,7 +51,7 @@ class BinaryFacts:
     relocatable_ptx: tuple[GpuArch, ...] = ()
     lto: tuple[GpuArch, ...] = ()  # LTO-IR entries: opaque, reported as such
     toolkit: MajorMinor | None = None  # highest CUDA toolkit version that built its device code
-    glibc: MajorMinor | None = None  # highest GLIBC_x.y needed (ld-linux* skipped, as auditwheel does)
+    glibc: tuple[int, ...] | None = None  # highest GLIBC_x.y[.z] needed, exact (ld-linux* skipped, as auditwheel)
     glibcxx: tuple[int, ...] | None = None  # highest GLIBCXX_x.y.z needed
     cxxabi: tuple[int, ...] | None = None  # highest CXXABI_x.y.z needed
     needed: tuple[str, ...] = ()  # DT_NEEDED
@@ -102,7 +103,7 @@ class WheelFacts:
         return _common(b.ptx for b in self.device_binaries)
 
     @property
-    def glibc(self) -> MajorMinor | None:
+    def glibc(self) -> tuple[int, ...] | None:
         """The wheel's glibc floor: the highest any member needs."""
         return max((b.glibc for b in self.binaries if b.glibc), default=None)
 
@@ -169,7 +170,7 @@ def facts_from_json(filename: str, data: Mapping[str, Any]) -> WheelFacts:
     """Facts back from the index (without the torch symbols, which the index does not keep)."""
     binaries = []
     for b in data.get("binaries", []):
-        toolkit, glibc = _parse_mm(b.get("toolkit")), _parse_mm(b.get("glibc"))
+        toolkit = _parse_mm(b.get("toolkit"))
         binaries.append(
             BinaryFacts(
                 path=str(b["path"]),
@@ -181,7 +182,7 @@ def facts_from_json(filename: str, data: Mapping[str, Any]) -> WheelFacts:
                 relocatable_ptx=_archs(b.get("relocatable_ptx")),
                 lto=_archs(b.get("lto")),
                 toolkit=(toolkit[0], toolkit[1]) if toolkit else None,
-                glibc=(glibc[0], glibc[1]) if glibc else None,
+                glibc=_parse_mm(b.get("glibc")),
                 glibcxx=_parse_mm(b.get("glibcxx")),
                 cxxabi=_parse_mm(b.get("cxxabi")),
                 needed=tuple(b.get("needed", ())),

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from librarian import elf as elfmod
-from librarian.coords import ArchKind, GpuArch, WheelName, format_version
+from librarian.coords import ArchKind, GpuArch, WheelName, format_dotted, format_version
 from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry, WheelFacts
 from librarian.fatbin import read_fatbin
@@ -221,7 +221,7 @@ def _platform_mismatches(plat: str, facts: WheelFacts) -> list[str]:
             problems.append(f"platform {plat}, but {b.path} is {b.cpu}")
         if floor and b.glibc and b.glibc > floor:
             problems.append(f"platform {plat} promises glibc {format_version(floor)}, "
-                            f"but {b.path} needs GLIBC_{format_version(b.glibc)}")  # fmt: skip
+                            f"but {b.path} needs GLIBC_{format_dotted(b.glibc)}")  # fmt: skip
     return problems
 
 

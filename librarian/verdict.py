@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from packaging.version import Version
 
-from librarian.coords import ArchKind, GpuArch, MajorMinor, WheelName, format_version
+from librarian.coords import ArchKind, GpuArch, MajorMinor, WheelName, format_dotted, format_version
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
 from librarian.machine import Machine, format_glibcxx, normalize_cpu
 
@@ -404,7 +404,7 @@ def check_glibc(facts: WheelFacts, machine: Machine) -> Verdict:
     """The glibc and libstdc++ here must define the newest ``GLIBC_``/``GLIBCXX_`` versions the wheel needs."""
     floor = facts.glibc
     cxx = max((b.glibcxx for b in facts.binaries if b.glibcxx), default=None)
-    parts = ([f"GLIBC_{format_version(floor)}"] if floor else []) + ([format_glibcxx(cxx)] if cxx else [])
+    parts = ([f"GLIBC_{format_dotted(floor)}"] if floor else []) + ([format_glibcxx(cxx)] if cxx else [])
     if not parts:
         return Verdict(
             Demand.GLIBC, True, "no glibc floor", _glibc_text(machine), "no versioned C library needs"
@@ -415,7 +415,7 @@ def check_glibc(facts: WheelFacts, machine: Machine) -> Verdict:
         return _unknown(Demand.GLIBC, needs, machine.glibc.reason)
     has = _glibc_text(machine)
     if floor and glibc is not None and floor > glibc:
-        error = f"version 'GLIBC_{format_version(floor)}' not found"
+        error = f"version 'GLIBC_{format_dotted(floor)}' not found"
         return Verdict(Demand.GLIBC, False, needs, has, f"glibc here is {format_version(glibc)}", error)
     have_cxx = machine.glibcxx.value
     if cxx and have_cxx is not None and cxx > have_cxx:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from librarian.coords import WheelName, format_cuda, format_version
+from librarian.coords import WheelName, format_cuda, format_dotted, format_version
 from librarian.errors import BadInput
 from librarian.facts import BinaryFacts, WheelFacts, facts_to_json
 from librarian.inspection import claim_mismatches, inspect_path
@@ -69,7 +69,7 @@ def demands(item: Inspection) -> list[tuple[str, str]]:
         cpu += f" (tag {name.platform_tag})"
     formats = sorted({_OS_NAMES.get(b.format.value, b.format.value) for b in f.binaries})
     glibcxx = max((b.glibcxx for b in f.binaries if b.glibcxx), default=None)
-    glibc = f"GLIBC_{format_version(f.glibc)}" if f.glibc else "-"
+    glibc = f"GLIBC_{format_dotted(f.glibc)}" if f.glibc else "-"
     if glibcxx:
         glibc += f", GLIBCXX_{'.'.join(map(str, glibcxx))}"
     return [
@@ -92,7 +92,7 @@ def _member_rows(b: BinaryFacts) -> list[str]:
         if b.toolkit:
             rows.append(f"    built by CUDA {format_version(b.toolkit)}")
     if b.glibc:
-        rows.append(f"    needs GLIBC_{format_version(b.glibc)}")
+        rows.append(f"    needs GLIBC_{format_dotted(b.glibc)}")
     if b.needed:
         rows.append(f"    needs {' '.join(b.needed)}")
     return rows
