@@ -34,7 +34,9 @@ def render_pages(index: Index) -> dict[str, bytes]:
         links = []
         for e in sorted(entries, key=lambda e: e.path):
             href = html.escape(posixpath.relpath(e.path, PAGES_DIR), quote=True)
-            links.append(f'<a href="{href}#sha256={e.sha256}">{html.escape(e.filename)}</a><br>')
+            # PEP 503: pip and uv skip a link whose data-requires-python excludes the interpreter.
+            requires = f' data-requires-python="{html.escape(e.requires_python, quote=True)}"' if e.requires_python else ""
+            links.append(f'<a href="{href}#sha256={e.sha256}"{requires}>{html.escape(e.filename)}</a><br>')
         body = "\n".join(links)
         pages[path] = (
             f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n'

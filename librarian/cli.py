@@ -16,8 +16,9 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from librarian.coords import GpuArch, Label, MajorMinor, WheelName, parse_cuda, parse_torch
+from librarian.coords import Label, WheelName, parse_cuda, parse_torch
 from librarian.errors import BadInput, LibrarianError
+from librarian.gpus import parse_real_sm
 from librarian.layout import Layout
 
 log = logging.getLogger("librarian")
@@ -172,7 +173,7 @@ def publish(
     label = _label(cuda, torch) if cuda is not None or torch is not None or unlabelled else None
     options = PublishOptions(
         label=label,
-        sms=tuple(GpuArch.parse(s) for s in sm or ()),
+        sms=tuple(parse_real_sm(s) for s in sm or ()),
         replace=replace,
         force=force,
         allow_unknown_combo=allow_unknown_combo,
@@ -269,21 +270,6 @@ def _machine(sm: str | None, torch: str | None, cuda: str | None, python: str | 
     )
 
 
-def _wants(machine: Any) -> Any:
-    from librarian.ops.pull import Wants
-
-    gpu = machine.gpu
-    if gpu is None:
-        why = machine.gpus.reason or f"no GPU {machine.selected} here; pass --gpu or --sm"
-        raise BadInput(f"--sm: {why}")
-    if machine.torch.value is None:
-        raise BadInput("--torch: no torch installed here; pass --torch (e.g. --torch 2.8)")
-    torch_info = machine.torch.value
-    cuda: MajorMinor | None = machine.cuda.value or torch_info.cuda
-    tags = machine.python_tags.value or ()
-    return Wants(gpu.arch, torch_info.minor, cuda, tuple(tags), machine.driver_cuda.value)
-
-
 @app.command()
 def pull(
     packages: Annotated[list[str], typer.Argument(help="Packages to fetch (pip's name matching: flash-attn finds flash_attn).", show_default=False)],
@@ -302,12 +288,13 @@ def pull(
     as_json: JsonOpt = False,
 ) -> None:
     """Fetch the exact wheel for this machine (newest version), sha256-checked."""
+    from librarian.ops.pull import Wants
     from librarian.ops.pull import install as pip_install
     from librarian.ops.pull import pull as do_pull
 
     store, layout = _settings(repo)
     found = _machine(sm, torch, cuda, python, platform, driver=driver, gpu=gpu)
-    wants = _wants(found)
+    wants = Wants.of(found)
     resolutions, files = do_pull(store, layout, packages, wants, out, compatible=compatible)
     for r in resolutions:
         if r.note:

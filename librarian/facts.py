@@ -7,7 +7,7 @@ machine by ``librarian.verdict``.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,18 +89,13 @@ class WheelFacts:
 
     @property
     def device_binaries(self) -> tuple[BinaryFacts, ...]:
-        """The members that carry GPU code: each of them must have code for the GPU."""
+        """The members that carry GPU code (which of them load is the GPU demand's business)."""
         return tuple(b for b in self.binaries if b.has_device_code)
 
     @property
-    def sass(self) -> tuple[GpuArch, ...]:
-        """SASS archs that *every* device-code member has (the GPUs the wheel serves by SASS)."""
-        return _common(b.sass for b in self.device_binaries)
-
-    @property
-    def ptx(self) -> tuple[GpuArch, ...]:
-        """PTX archs present in every device-code member."""
-        return _common(b.ptx for b in self.device_binaries)
+    def archs(self) -> tuple[GpuArch, ...]:
+        """Every SASS and PTX arch any member carries, sorted: what the wheel offers, before any judging."""
+        return tuple(sorted({a for b in self.binaries for a in (*b.sass, *b.ptx)}, key=arch_order))
 
     @property
     def glibc(self) -> tuple[int, ...] | None:
@@ -108,19 +103,14 @@ class WheelFacts:
         return max((b.glibc for b in self.binaries if b.glibc), default=None)
 
     @property
-    def cpus(self) -> tuple[str, ...]:
-        """The CPU archs of its native members."""
-        return tuple(sorted({b.cpu for b in self.binaries if b.cpu}))
-
-    @property
     def toolkit(self) -> MajorMinor | None:
         """The newest CUDA toolkit that built any of its device code."""
         return max((b.toolkit for b in self.binaries if b.toolkit), default=None)
 
 
-def _common(per_member: Iterable[tuple[GpuArch, ...]]) -> tuple[GpuArch, ...]:
-    sets = [set(archs) for archs in per_member]
-    return tuple(sorted(set.intersection(*sets))) if sets else ()
+def arch_order(arch: GpuArch) -> tuple[str, int, int, str]:
+    """A sort key for archs of mixed kinds: SASS before PTX (``compute`` sorts before ``sm`` by name)."""
+    return ("0" if arch.kind.value == "sm" else arch.kind.value, arch.major, arch.minor, arch.suffix)
 
 
 def _mm(v: tuple[int, ...] | None) -> str | None:
@@ -140,10 +130,8 @@ def _archs(values: object) -> tuple[GpuArch, ...]:
 def facts_to_json(facts: WheelFacts) -> dict[str, object]:
     """The facts as the index stores them (GPU archs written ``sm_89``, ``compute_80``)."""
     return {
-        "sass": [str(a) for a in facts.sass],
-        "ptx": [str(a) for a in facts.ptx],
+        "archs": [str(a) for a in facts.archs],
         "glibc": _mm(facts.glibc),
-        "cpus": list(facts.cpus),
         "toolkit": _mm(facts.toolkit),
         "binaries": [
             {

@@ -23,8 +23,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
 from librarian.coords import Cell, GpuArch, Label, WheelName, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput, StoreError
+from librarian.facts import WheelFacts, facts_from_json, facts_to_json
 from librarian.layout import Layout, check_path_part, check_store_path
 
 SCHEMA = 1
@@ -45,7 +48,8 @@ class IndexEntry:
     size: int
     cell: Cell
     added: str = ""  # ISO 8601 UTC time it was published; gc --older-than reads it
-    facts: Mapping[str, Any] | None = field(default=None, compare=False)
+    facts: WheelFacts | None = field(default=None, compare=False)  # parsed once, when the shard is read
+    requires_python: str | None = None  # METADATA's Requires-Python: pull and the pip pages honour it
 
     @property
     def filename(self) -> str:
@@ -77,8 +81,15 @@ class IndexEntry:
             "added": self.added,
         }
         if self.facts is not None:
-            data["facts"] = dict(self.facts)
+            data["facts"] = facts_to_json(self.facts)
+        if self.requires_python:
+            data["requires_python"] = self.requires_python
         return data
+
+    @property
+    def requires_python_spec(self) -> SpecifierSet | None:
+        """Requires-Python as a specifier set (checked when the entry was made or read)."""
+        return SpecifierSet(self.requires_python) if self.requires_python else None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str) -> IndexEntry:
@@ -92,16 +103,21 @@ class IndexEntry:
             )
             path = str(data["path"])
             check_store_path(path)
+            filename = path.rsplit("/", 1)[-1]
+            raw_facts = data.get("facts")
+            requires = data.get("requires_python")
             entry = cls(
                 path,
                 str(data["sha256"]),
                 int(data["size"]),
                 cell,
                 str(data.get("added", "")),
-                data.get("facts"),
+                facts_from_json(filename, raw_facts) if raw_facts is not None else None,
+                str(requires) if requires else None,
             )
             entry.name  # noqa: B018 - the filename must parse
-        except (KeyError, TypeError, ValueError) as e:
+            entry.requires_python_spec  # noqa: B018 - and Requires-Python, if any
+        except (KeyError, TypeError, ValueError, AttributeError, InvalidSpecifier) as e:
             raise StoreError(f"{source}: malformed index entry {data.get('path', '?')!r} ({e})") from e
         return entry
 

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from librarian import elf as elfmod
-from librarian.coords import ArchKind, GpuArch, WheelName, format_dotted, format_version
+from librarian.coords import ArchKind, GpuArch
 from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry, WheelFacts
 from librarian.fatbin import read_fatbin
@@ -171,64 +171,3 @@ def inspect_path(path: Path) -> WheelFacts:
     if facts.format is BinaryFormat.UNKNOWN:
         raise BadBinary(f"{path.name}: not a wheel, nor an ELF, PE or Mach-O binary")
     return WheelFacts(filename=path.name, binaries=(facts,))
-
-
-_PLATFORM_CPUS = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "arm64",
-                  "i686": "i686", "win32": "i686", "ppc64le": "ppc64le", "s390x": "s390x",
-                  "armv7l": "armv7l", "riscv64": "riscv64", "universal2": "universal2"}  # fmt: skip
-_PLATFORM_FORMATS = {"linux": BinaryFormat.ELF, "manylinux": BinaryFormat.ELF, "musllinux": BinaryFormat.ELF,
-                     "win": BinaryFormat.PE, "macosx": BinaryFormat.MACHO}  # fmt: skip
-
-
-def claim_mismatches(name: WheelName, facts: WheelFacts) -> list[str]:
-    """Where the wheel's filename (platform tag, CUDA label) says one thing and its bytes another."""
-    problems: list[str] = []
-    for plat in name.platform_tag.split("."):
-        problems += _platform_mismatches(plat, facts)
-    claim = name.label_claim
-    built = facts.toolkit
-    # Only the major must agree: an extension built by nvcc 12.9 against torch cu128 is common and fine.
-    if claim is not None and built is not None and built[0] != claim.cuda_major:
-        problems.append(
-            f"label says CUDA {claim.cuda_text}, device code built by CUDA {format_version(built)}"
-        )
-    if claim is not None:
-        for b in facts.binaries:
-            major = b.cudart_major
-            if major is not None and major != claim.cuda_major:
-                problems.append(f"label says CUDA {claim.cuda_text}, {b.path} links libcudart.so.{major}")
-    return list(dict.fromkeys(problems))
-
-
-_A_FORMAT = {BinaryFormat.ELF: "an ELF", BinaryFormat.PE: "a PE", BinaryFormat.MACHO: "a Mach-O",
-             BinaryFormat.UNKNOWN: "an unknown"}  # fmt: skip
-
-
-def _platform_mismatches(plat: str, facts: WheelFacts) -> list[str]:
-    if plat == "any":
-        return [f"platform any, but {b.path} is a native binary" for b in facts.binaries
-                if b.format is not BinaryFormat.UNKNOWN]  # fmt: skip
-    family = plat.split("_")[0]
-    want_format = _PLATFORM_FORMATS.get(family)
-    want_cpu = next((cpu for suffix, cpu in _PLATFORM_CPUS.items() if plat.endswith(suffix)), None)
-    m = re.fullmatch(r"manylinux_(\d+)_(\d+)_.*", plat) or re.fullmatch(r"manylinux(1|2010|2014)_.*", plat)
-    floor = _manylinux_glibc(m)
-    problems = []
-    for b in facts.binaries:
-        if want_format and b.format not in (want_format, BinaryFormat.UNKNOWN):
-            problems.append(f"platform {plat}, but {b.path} is {_A_FORMAT[b.format]} binary")
-        elif want_cpu and b.cpu and b.cpu != want_cpu and want_cpu != "universal2":
-            problems.append(f"platform {plat}, but {b.path} is {b.cpu}")
-        if floor and b.glibc and b.glibc > floor:
-            problems.append(f"platform {plat} promises glibc {format_version(floor)}, "
-                            f"but {b.path} needs GLIBC_{format_dotted(b.glibc)}")  # fmt: skip
-    return problems
-
-
-def _manylinux_glibc(m: re.Match[str] | None) -> tuple[int, int] | None:
-    if m is None:
-        return None
-    legacy = {"1": (2, 5), "2010": (2, 12), "2014": (2, 17)}
-    if m.lastindex == 1:
-        return legacy[m[1]]
-    return int(m[1]), int(m[2])

@@ -15,8 +15,9 @@ from typing import Generic, TypeVar
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
 
-from librarian.coords import GpuArch, MajorMinor, format_version, parse_cuda, parse_torch
+from librarian.coords import GpuArch, MajorMinor, canonical_cpu, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput
+from librarian.gpus import parse_real_sm
 
 T = TypeVar("T")
 
@@ -135,13 +136,6 @@ def expand_platform(tag: str) -> tuple[str, ...]:
     return linux_platforms((int(m[1]), int(m[2])), m[3])
 
 
-def normalize_cpu(machine_name: str) -> str:
-    """``platform.machine()`` spelled as ELF facts and wheel tags spell it: ``AMD64`` -> ``x86_64``."""
-    m = machine_name.lower()
-    aliases = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "i386": "i686", "i586": "i686"}
-    return aliases.get(m, m)
-
-
 def interpreter_tags(python: MajorMinor, platforms: Iterable[str]) -> tuple[Tag, ...]:
     """The tags CPython ``python`` accepts on ``platforms``, in pip's priority order."""
     plats = list(platforms)
@@ -161,6 +155,7 @@ _UNKNOWN_DRIVER_CUDA: Probed[MajorMinor] = Probed.unknown("no GPU driver found; 
 _UNKNOWN_TORCH: Probed[TorchInfo] = Probed.unknown("torch is not installed; pass --torch")
 _UNKNOWN_CUDA: Probed[MajorMinor] = Probed.unknown("no CUDA build of torch found; pass --cuda")
 _UNKNOWN_PYTHON_TAGS: Probed[tuple[Tag, ...]] = Probed.unknown("interpreter tags unknown; pass --python")
+_UNKNOWN_PYTHON: Probed[tuple[int, ...]] = Probed.unknown("Python version unknown; pass --python")
 _UNKNOWN_GLIBC: Probed[MajorMinor] = Probed.unknown("glibc not found; pass --glibc")
 _UNKNOWN_GLIBCXX: Probed[tuple[int, ...]] = Probed.unknown("libstdc++ not found")
 _UNKNOWN_CPU: Probed[str] = Probed.unknown("CPU arch unknown")
@@ -177,6 +172,7 @@ class Machine:
     torch: Probed[TorchInfo] = _UNKNOWN_TORCH
     cuda: Probed[MajorMinor] = _UNKNOWN_CUDA
     python_tags: Probed[tuple[Tag, ...]] = _UNKNOWN_PYTHON_TAGS
+    python: Probed[tuple[int, ...]] = _UNKNOWN_PYTHON  # the interpreter's version, for Requires-Python
     glibc: Probed[MajorMinor] = _UNKNOWN_GLIBC
     glibcxx: Probed[tuple[int, ...]] = _UNKNOWN_GLIBCXX
     cpu: Probed[str] = _UNKNOWN_CPU
@@ -213,7 +209,7 @@ class Machine:
                 raise BadInput(f"--gpu {gpu}: no such GPU (found {len(self.gpus.value or ())})")
             m = replace(m, selected=gpu)
         if sm is not None:
-            arch = GpuArch.parse(sm)
+            arch = parse_real_sm(sm)
             fake = Gpu(m.selected, f"--sm {sm}", arch.capability)
             m = replace(m, gpus=Probed.found((fake,), "--sm"))
         if driver is not None:
@@ -226,6 +222,8 @@ class Machine:
             m = replace(m, glibc=Probed.found(parse_major_minor(glibc, "glibc"), "--glibc"))
         if python is not None or platform is not None or glibc is not None:
             m = replace(m, python_tags=_override_tags(m, python, platform, glibc is not None))
+        if python is not None:
+            m = replace(m, python=Probed.found(parse_python(python), "--python"))
         return m
 
 
@@ -258,7 +256,7 @@ def _override_tags(
     if platform is not None:
         platforms = expand_platform(platform)
     elif glibc_given and m.cpu.value is not None:
-        platforms = linux_platforms(m.glibc.value, normalize_cpu(m.cpu.value))
+        platforms = linux_platforms(m.glibc.value, canonical_cpu(m.cpu.value))
     elif current:
         platforms = _platforms_of(current)
     else:

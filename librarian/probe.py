@@ -422,6 +422,7 @@ def detect_machine(*, loader: Loader = ctypes.CDLL, torch_path: list[str] | None
         torch=torch,
         cuda=cuda,
         python_tags=_safely("interpreter tags", lambda: Probed.found(tuple(sys_tags()), "packaging.tags")),
+        python=Probed.found(tuple(sys.version_info[:3]), "sys.version_info"),
         glibc=_safely("glibc", detect_glibc),
         glibcxx=_safely("libstdc++", detect_glibcxx),
         cpu=_safely("CPU", lambda: Probed.found(platform.machine(), "platform.machine()")),

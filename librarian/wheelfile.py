@@ -64,6 +64,7 @@ class WheelInfo:
     wheel_tags: tuple[str, ...]
     dist_info: str
     members: tuple[Member, ...]
+    requires_python: str | None = None  # METADATA's Requires-Python, as written
 
     @property
     def name(self) -> str:
@@ -287,8 +288,10 @@ def read_wheel_info(path: Path) -> WheelInfo:
             Member(i.orig_filename, i.file_size, i.compress_size, (i.external_attr >> 16) & 0o7777)
             for i in w.infos
         )
+        requires = meta.get("Requires-Python")
         return WheelInfo(
-            w.name, meta["Name"][0], meta["Version"][0], tuple(wheel.get("Tag", [])), w.dist_info, members
+            w.name, meta["Name"][0], meta["Version"][0], tuple(wheel.get("Tag", [])), w.dist_info, members,
+            requires[0].strip() if requires else None,
         )
 
 

@@ -26,6 +26,7 @@ def make_wheel(
     data_files: dict[str, bytes] | None = None,
     record_override: dict[str, str] | None = None,
     compression: int = zipfile.ZIP_DEFLATED,
+    requires_python: str | None = None,
 ) -> Path:
     """Write a valid wheel ``{name}-{version}-{tags}.whl`` into ``directory`` and return its path.
 
@@ -40,8 +41,9 @@ def make_wheel(
         files[f"{dist}-{version}.data/{rel}"] = data
     py, abi, plat = tags.split("-")
     purelib = "true" if plat == "any" else "false"
+    requires = f"Requires-Python: {requires_python}\n" if requires_python else ""
     files[f"{dist_info}/METADATA"] = (
-        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: test wheel\n\n".encode()
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: test wheel\n{requires}\n".encode()
     )
     wheel_tags = "".join(
         f"Tag: {p}-{a}-{pl}\n" for p in py.split(".") for a in abi.split(".") for pl in plat.split(".")

@@ -59,6 +59,12 @@ BUILDS: dict[str, tuple[list[str], tuple[str, ...]]] = {
         ],
         ("k.cu",),
     ),
+    # PyTorch's usual TORCH_CUDA_ARCH_LIST="8.0;8.6;9.0+PTX"
+    "torch_list": (
+        [*SHARED, *_gencode("compute_80", "sm_80"), *_gencode("compute_86", "sm_86"),
+         *_gencode("compute_90", "sm_90", "compute_90")],
+        ("k.cu",),
+    ),
     "ptx": ([*SHARED, *_gencode("compute_80", "compute_80")], ("k.cu",)),
     "rdc": ([*SHARED, "-rdc=true", *_gencode("compute_80", "sm_80", "compute_80")], ("k.cu",)),
     "debug": ([*SHARED, "-G", *_gencode("compute_75", "sm_75")], ("k.cu",)),

@@ -140,8 +140,8 @@ def test_json_is_one_document_with_one_verdict_per_demand(
     assert [w["runs"] for w in data["wheels"]] == [None, False]  # the first: CUDA unknown (no --driver)
     for wheel in data["wheels"]:
         assert [v["demand"] for v in wheel["verdicts"]] == DEMANDS
-        assert all(set(v) == {"demand", "ok", "wheel_needs", "machine_has", "reason", "predicted_error"}
-                   for v in wheel["verdicts"])  # fmt: skip
+        assert all(set(v) == {"demand", "ok", "wheel_needs", "machine_has", "reason", "predicted_error",
+                              "partly", "not_loaded", "exact"} for v in wheel["verdicts"])  # fmt: skip
     both = json.loads(run("doctor", wheels[0], *HERE, "--sm", "89", "--machine", "--json").out)
     assert both["schema"] == 1 and both["machine"]["gpus"]["source"] == "--sm" and len(both["wheels"]) == 1
 

@@ -66,7 +66,8 @@ def test_table_shows_the_seven_demands(
     assert result.out.splitlines()[0] == str(whl)
     table = rows(result.out)
     assert list(table) == ["GPU arch", "torch", "CUDA", "Python", "CPU", "OS", "glibc"]
-    assert table["GPU arch"] == "SASS sm_75 sm_80 sm_86 sm_89; PTX compute_89"
+    # sm_75 .. sm_89 SASS serve every real 7.5+ and 8.x GPU an x86_64 machine can have (8.7 is Jetson only)
+    assert table["GPU arch"] == "runs natively on sm75 sm80 sm86 sm89; PTX compute_89 (JIT-compiled on newer GPUs)"
     assert table["torch"] == "torch 2.9 (label)"
     assert table["CUDA"] == f"cu130 (label); built by CUDA {built_by}; libcudart.so.13"
     assert table["Python"] == "cp312-cp312"
@@ -82,7 +83,8 @@ def test_arch_and_family_suffixes(run: Run, tmp_path: Path, cuda_sos: dict[str, 
     result = run("inspect", str(whl))
     assert result.code == 0, result.err
     table = rows(result.out)
-    assert table["GPU arch"] == "SASS sm_90a sm_100f sm_120f; PTX compute_120f"
+    # sm_90a: the H100 alone; sm_100f: the 10.x family; sm_120f: 12.0 (12.1 ships only with an Arm CPU)
+    assert table["GPU arch"] == "runs natively on sm90 sm100 sm103 sm120; PTX compute_120f (JIT-compiled on newer GPUs)"
     assert table["torch"] == "no label"
 
 
@@ -96,8 +98,11 @@ def test_verbose_shows_each_member(
     whl = wheel(tmp_path / "d", members)
     result = run("inspect", "-v", str(whl))
     assert result.code == 0, result.err
-    # no arch is in both members, so the wheel as a whole serves none by SASS
-    assert rows(result.out)["GPU arch"] == "SASS -; PTX - (common to all 2 device-code binaries)"
+    # no GPU runs both members: each GPU family is served partly, naming the member that lacks it
+    assert rows(result.out)["GPU arch"] == (
+        "runs natively on sm75 sm80 sm86 sm89 (partly: not tinykern/_S.so); "
+        "sm90 sm100 sm103 sm120 (partly: not tinykern/_C.so); PTX compute_89 compute_120f (JIT-compiled on newer GPUs)"
+    )
     lines = result.out.splitlines()
     c, s = lines.index("  tinykern/_C.so: elf x86_64"), lines.index("  tinykern/_S.so: elf x86_64")
     assert lines[c + 1] == "    SASS sm_75 sm_80 sm_86 sm_89; PTX compute_89"
@@ -107,7 +112,7 @@ def test_verbose_shows_each_member(
         assert f"    built by CUDA {built_by}" in block
         assert any(re.fullmatch(r"    needs GLIBC_2\.\d+(\.\d+)?", line) for line in block)
         assert any(line.startswith("    needs ") and "libcudart.so.13" in line for line in block)
-    assert "tinykern/_C.so" not in run("inspect", str(whl)).out
+    assert "  tinykern/_C.so: elf" not in run("inspect", str(whl)).out
 
 
 def test_json_has_schema_and_facts(
@@ -134,8 +139,11 @@ def test_json_has_schema_and_facts(
         "torch",
     ]  # sorted keys
     facts = first["facts"]
-    assert facts["sass"] == ["sm_80"] and facts["ptx"] == [] and facts["toolkit"] == built_by
-    assert facts["cpus"] == ["x86_64"]
+    assert facts["archs"] == ["sm_75", "sm_80", "sm_86", "sm_89", "compute_89"] and facts["toolkit"] == built_by
+    # _rdc.so's loadable SASS is sm_80 alone: an sm75 GPU runs _C.so but not it
+    assert first["gpus"] == [{"sm": "sm75", "partly": ["tinykern/_rdc.so"]}] + [
+        {"sm": f"sm{n}", "partly": []} for n in (80, 86, 89)
+    ]
     c, rdc = facts["binaries"]
     assert (c["path"], c["format"], c["cpu"]) == ("tinykern/_C.so", "elf", "x86_64")
     assert c["sass"] == ["sm_75", "sm_80", "sm_86", "sm_89"] and c["ptx"] == ["compute_89"]
@@ -150,7 +158,7 @@ def test_a_bare_so_is_accepted(run: Run, cuda_sos: dict[str, Path], built_by: st
     result = run("inspect", str(cuda_sos["stripped"]))
     assert result.code == 0, result.err
     table = rows(result.out)
-    assert table["GPU arch"] == "SASS sm_75; PTX -"  # code=sm_75 embeds no PTX
+    assert table["GPU arch"] == "runs natively on sm75"  # code=sm_75 embeds no PTX
     assert table["CUDA"] == f"built by CUDA {built_by}"  # static cudart: no libcudart.so.N
     assert (table["Python"], table["CPU"], table["OS"]) == ("-", "x86_64", "linux (elf)")
 

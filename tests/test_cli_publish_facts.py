@@ -65,7 +65,7 @@ def test_a_multi_arch_wheel_goes_in_every_cell_it_serves(
     assert sorted(e["path"] for e in shard["wheels"]) == sorted(paths)
     for entry in shard["wheels"]:
         facts = entry["facts"]
-        assert facts["sass"] == ["sm_75", "sm_80", "sm_86", "sm_89"] and facts["ptx"] == ["compute_89"]
+        assert facts["archs"] == ["sm_75", "sm_80", "sm_86", "sm_89", "compute_89"]
         assert facts["toolkit"] == "13.0"
         (member,) = facts["binaries"]
         assert member["path"] == "multik/_C.so" and "libcudart.so.13" in member["needed"]
@@ -77,7 +77,7 @@ def test_sm_that_the_binaries_do_not_serve_is_refused(
 ) -> None:
     whl = wheel(tmp_path / "dist", "ampk", {"ampk/_C.so": cuda_sos["two_tu"].read_bytes()})  # sm_80 only
     refused = run("publish", str(whl), *LABEL, "--sm", "75")
-    one_line_error(refused, whl.name, "do not serve sm75", "sm_80", "--force")
+    one_line_error(refused, whl.name, "have no code for sm75", "sm_80", "--force")
     assert not (tmp_path / "wheelhouse").exists() or not list((tmp_path / "wheelhouse").rglob("*.whl"))
     assert run("publish", str(whl), *LABEL, "--sm", "86").code == 0  # sm_80 SASS runs on 8.6
     forced = run("publish", str(whl), *LABEL, "--sm", "75", "--force")
@@ -92,21 +92,23 @@ def test_sm_that_the_binaries_do_not_serve_is_refused(
     assert stored("ampk", "86") not in deep.out
 
 
-def test_every_device_member_must_serve_the_cell(run: Run, tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
-    # _C.so: sm_75 sm_80 sm_86 sm_89; _k.so: sm_80 sm_90. Only 8.x GPUs from 8.0 up run both.
+def test_a_wheel_is_filed_for_every_gpu_a_member_serves(run: Run, tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
+    # _C.so: sm_75 sm_80 sm_86 sm_89; _k.so: sm_80 sm_90. Each member loads only where it is called (torchao's
+    # pattern), so the wheel serves every GPU one of them has SASS for, partly where the other has none.
     members = {"twok/_C.so": cuda_sos["multi"].read_bytes(), "twok/_k.so": sm80_sm90_so()}
     whl = wheel(tmp_path / "dist", "twok", members)
     result = run("publish", str(whl), *LABEL)
     assert result.code == 0, result.err
     house = tmp_path / "wheelhouse"
-    assert sorted(p.parent.parent.name for p in house.rglob("*.whl")) == ["sm80", "sm86", "sm89"]
-    assert not (house / "twok/sm90").exists() and not (house / "twok/sm75").exists()
-    refused = run("publish", str(whl), *LABEL, "--sm", "90")
-    one_line_error(
-        refused, "do not serve sm90", "twok/_C.so: sm_75 sm_80 sm_86 sm_89", "twok/_k.so: sm_80 sm_90"
-    )
-    shard = json.loads((house / "index/twok.json").read_text())
-    assert {e["facts"]["sass"] == ["sm_80"] for e in shard["wheels"]} == {True}  # common to both members
+    assert sorted(p.parent.parent.name for p in house.rglob("*.whl")) == ["sm75", "sm80", "sm86", "sm89", "sm90"]
+    refused = run("publish", str(whl), *LABEL, "--sm", "70")  # older than every SASS and the PTX
+    one_line_error(refused, "have no code for sm70", "sm_75, sm_80, sm_86, sm_89, compute_89, sm_90")
+    partly = run("doctor", str(house / stored("twok", "75")), "--sm", "75", "--json")
+    gpu = json.loads(partly.out)["wheels"][0]["verdicts"][0]
+    assert gpu["ok"] is True and gpu["partly"] == ["twok/_k.so"] and "runs, partly" in gpu["reason"]
+    on_90 = run("doctor", str(house / stored("twok", "90")), "--sm", "90", "--driver", "13.0", "--json")
+    gpu = json.loads(on_90.out)["wheels"][0]["verdicts"][0]  # _C.so's compute_89 PTX JITs on 9.0
+    assert gpu["ok"] is True and gpu["partly"] == [] and "JIT-compiles compute_89" in gpu["reason"]
     assert run("verify", "--deep").code == 0
 
 
@@ -124,7 +126,7 @@ def test_verify_deep_reads_the_cell_from_the_path(
     lines = deep.out.splitlines()
     assert f"{stored('multik', '70')}: not in the index" in lines
     assert (
-        f"{stored('multik', '70')}: its binaries do not run on sm70 (they have sm_75, sm_80, sm_86, sm_89)"
+        f"{stored('multik', '70')}: its binaries do not run on sm70 (they have sm_75, sm_80, sm_86, sm_89, compute_89)"
         in lines
     )
 

@@ -9,6 +9,7 @@ import pytest
 from librarian.catalogue import render_catalogue, render_pages
 from librarian.coords import Cell, GpuArch, Label
 from librarian.errors import StoreError
+from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
 from librarian.index import Index, IndexEntry, parse_root, parse_shard, render_index
 from librarian.layouts import load_layout
 
@@ -17,7 +18,8 @@ def entry(package: str = "flash_attn", sm: str = "89", label: str = "cu128torch2
     cell = Cell(package, GpuArch.parse(sm), Label.parse(label))
     filename = f"{package}-{version}+{label}-{py}-{py}-linux_x86_64.whl"
     path = load_layout().path_for(cell, filename)
-    return IndexEntry(path, "ab" * 32, 1234, cell, "2026-11-30T00:00:00Z", {"sass": ["sm_89"]})
+    facts = WheelFacts(filename, (BinaryFacts(f"{package}/_C.so", BinaryFormat.ELF, "x86_64", sass=(GpuArch.parse(sm),)),))
+    return IndexEntry(path, "ab" * 32, 1234, cell, "2026-11-30T00:00:00Z", facts)
 
 
 def test_round_trip_through_shards() -> None:
@@ -28,7 +30,8 @@ def test_round_trip_through_shards() -> None:
     assert dict(root.shards) == {"flash_attn": "index/flash_attn.json", "natten": "index/natten.json"}
     back = [e for p in sorted(root.shards.values()) for e in parse_shard(files[p], p)]
     assert tuple(sorted(back, key=lambda e: e.path)) == index.entries
-    assert back[0].facts == {"sass": ["sm_89"]}
+    assert back[0].facts == index.entries[0].facts and back[0].facts is not None
+    assert back[0].facts.binaries[0].sass == (GpuArch.parse("sm_89"),)
     shard = json.loads(files["index/flash_attn.json"])
     assert shard["wheels"][0]["cell"] == {"package": "flash_attn", "sm": "sm_89", "torch": "2.9", "cuda": "12.8"}
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from librarian.coords import GpuArch, WheelName
+from librarian.demands import Wheel, claims
 from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
-from librarian.inspection import claim_mismatches, inspect_binary, inspect_path, inspect_wheel, is_native
+from librarian.inspection import inspect_binary, inspect_path, inspect_wheel, is_native
 from tests.builders import make_wheel
 from tests.cuda_fixtures import (
     cubin_bytes,
@@ -52,7 +53,7 @@ def test_wheel_with_real_members(tmp_path: Path, cuda_sos: dict[str, Path]) -> N
     assert special.sass == _archs("sm_90a", "sm_100f", "sm_120f")
     assert facts.toolkit == nvcc_version() and c.cudart_major == nvcc_version()[0]  # type: ignore[index]
     assert c.glibc is not None and c.glibc >= (2, 2)
-    assert facts.sass == ()  # no arch is in every device member: special.so shares none
+    assert set(facts.archs) == {*c.sass, *c.ptx, *rdc.sass, *special.sass, *special.ptx}
 
 
 def test_bare_so_and_stripped(cuda_sos: dict[str, Path]) -> None:
@@ -177,6 +178,10 @@ def test_claim_mismatches(filename: str, facts: WheelFacts, problem: str) -> Non
 )  # fmt: skip
 def test_claims_that_hold(filename: str, facts: WheelFacts) -> None:
     assert claim_mismatches(WheelName.parse(filename), facts) == []
+
+
+def claim_mismatches(name: WheelName, facts: WheelFacts) -> list[str]:
+    return claims(Wheel(name, facts))
 
 
 def _mutate(rng: random.Random, data: bytearray, hot: list[int]) -> None:

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from librarian.coords import GpuArch, WheelName
+from librarian.demands import Demand, Wheel, judge
+from librarian.demands import torch as torch_demand
 from librarian.errors import BadInput
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
 from librarian.machine import Gpu, Machine, Probed, TorchInfo
@@ -26,7 +28,6 @@ from librarian.probe import (
     visible_gpus,
     with_torch_exports,
 )
-from librarian.verdict import Demand, check_torch, judge
 
 GPUS = [("NVIDIA GeForce RTX 4090", (8, 9), "GPU-aaaa"), ("NVIDIA H100 80GB HBM3", (9, 0), "GPU-bbbb")]
 
@@ -182,8 +183,8 @@ def test_two_gpus_default_to_0_and_select_1(fake_smi: Path) -> None:
     assert m.selected == 0 and m.gpu is not None and m.gpu.capability == (8, 9)
     so = BinaryFacts("k/_C.so", BinaryFormat.ELF, "x86_64", sass=(GpuArch(9, 0),))
     facts = WheelFacts("k-1.0-cp312-cp312-linux_x86_64.whl", (so,))
-    on_0 = judge(facts, WheelName.parse(facts.filename), m)[0]
-    on_1 = judge(facts, WheelName.parse(facts.filename), m.with_overrides(gpu=1))[0]
+    on_0 = judge(Wheel(WheelName.parse(facts.filename), facts), m)[0]
+    on_1 = judge(Wheel(WheelName.parse(facts.filename), facts), m.with_overrides(gpu=1))[0]
     assert (on_0.ok, on_1.ok) == (False, True)
     with pytest.raises(BadInput, match="--gpu 7"):
         m.with_overrides(gpu=7)
@@ -403,8 +404,8 @@ def test_torch_symbols_pass_against_the_matching_libc10_and_name_the_missing_one
         info = TorchInfo("2.8.0+cu128", (12, 8), None, lib_dir)
         return with_torch_exports(Machine(torch=Probed.found(info, "test")))
 
-    assert check_torch(facts, name, machine_with(abi_libs["new"])).ok is True
-    v = check_torch(facts, name, machine_with(abi_libs["old"]))
+    assert torch_demand.check(torch_demand.needs(Wheel(name, facts)), machine_with(abi_libs["new"])).ok is True
+    v = torch_demand.check(torch_demand.needs(Wheel(name, facts)), machine_with(abi_libs["old"]))
     assert v.demand is Demand.TORCH and v.ok is False
     assert v.predicted_error == f"undefined symbol: {needed[0]}"
     assert cxx11abi_from_library(abi_libs["new"] / "libc10.so") is True

@@ -6,10 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from librarian.coords import WheelName, format_version
+from librarian.coords import WheelName, format_dotted, format_version
+from librarian.demands import Verdict, Wheel, judge
 from librarian.facts import WheelFacts
+from librarian.inspection import inspect_wheel
 from librarian.machine import Machine, Probed, format_glibcxx
-from librarian.verdict import Verdict, judge
+from librarian.probe import with_torch_exports
 
 SCHEMA = 1
 
@@ -31,6 +33,11 @@ class DoctorReport:
         return None if any(v.ok is None for v in self.verdicts) else True
 
     @property
+    def partly(self) -> tuple[str, ...]:
+        """Members that load but have no code for this GPU (the wheel runs, calls into them fail)."""
+        return tuple(p for v in self.verdicts for p in v.partly)
+
+    @property
     def failures(self) -> tuple[Verdict, ...]:
         """The demands that rule the wheel out."""
         return tuple(v for v in self.verdicts if v.ok is False)
@@ -39,18 +46,14 @@ class DoctorReport:
 def diagnose(facts: WheelFacts, machine: Machine) -> DoctorReport:
     """Judge already-read facts; reads the installed torch's exports only if the wheel needs torch symbols."""
     if any(b.torch_symbols for b in facts.binaries):
-        from librarian.probe import with_torch_exports
-
         machine = with_torch_exports(machine)
     name = WheelName.parse(facts.filename)
-    return DoctorReport(name, facts, machine, judge(facts, name, machine))
+    return DoctorReport(name, facts, machine, judge(Wheel(name, facts), machine))
 
 
 def doctor(wheel: Path, machine: Machine, *, facts: WheelFacts | None = None) -> DoctorReport:
     """Read ``wheel``'s facts from its bytes (unless given) and judge them against ``machine``."""
     if facts is None:
-        from librarian.inspection import inspect_wheel
-
         facts = inspect_wheel(wheel)
     return diagnose(facts, machine)
 
@@ -69,7 +72,10 @@ def render_doctor(report: DoctorReport) -> str:
     rows: list[tuple[str, ...]] = [("demand", "", "wheel needs", "machine has", "why")]
     for v in report.verdicts:
         rows.append((v.demand.title, _MARKS[v.ok], v.wheel_needs, v.machine_has, v.reason))
-    lines = [f"{report.name}: {verdict[report.runs]}", *_table(rows)]
+    headline = verdict[report.runs]
+    if report.runs is not False and report.partly:
+        headline += f", partly ({', '.join(report.partly)} cannot run on this GPU)"
+    lines = [f"{report.name}: {headline}", *_table(rows)]
     for v in report.failures:
         if v.predicted_error:
             lines.append(f"  {v.demand.title}: at run time: {v.predicted_error}")
@@ -84,6 +90,9 @@ def _verdict_json(v: Verdict) -> dict[str, Any]:
         "machine_has": v.machine_has,
         "reason": v.reason,
         "predicted_error": v.predicted_error or None,
+        "partly": list(v.partly),
+        "not_loaded": list(v.not_loaded),
+        "exact": v.exact,
     }
 
 
@@ -93,6 +102,7 @@ def doctor_json(report: DoctorReport) -> dict[str, Any]:
         "schema": SCHEMA,
         "wheel": str(report.name),
         "runs": report.runs,
+        "partly": list(report.partly),
         "verdicts": [_verdict_json(v) for v in report.verdicts],
         "machine": machine_json(report.machine),
     }
@@ -125,7 +135,7 @@ def machine_json(machine: Machine) -> dict[str, Any]:
         "torch": _part(machine.torch, torch_value),
         "cuda": _part(machine.cuda, v(machine.cuda.value) if machine.cuda.value else None),
         "python_tags": _part(machine.python_tags, [str(t) for t in machine.python_tags.value or ()] or None),
-        "glibc": _part(machine.glibc, v(machine.glibc.value) if machine.glibc.value else None),
+        "glibc": _part(machine.glibc, format_dotted(machine.glibc.value) if machine.glibc.value else None),
         "glibcxx": _part(
             machine.glibcxx, format_glibcxx(machine.glibcxx.value) if machine.glibcxx.value else None
         ),
@@ -159,7 +169,7 @@ def render_machine(machine: Machine) -> str:
     tags_text = f"{tags[0]} (+{len(tags) - 1} more)" if tags else ""
     rows.append(_row("Python tags", machine.python_tags, tags_text))
     lc, x = machine.glibc, machine.glibcxx
-    rows.append(_row("glibc", lc, format_version(lc.value) if lc.value else ""))
+    rows.append(_row("glibc", lc, format_dotted(lc.value) if lc.value else ""))
     rows.append(_row("libstdc++", x, format_glibcxx(x.value) if x.value else ""))
     rows.append(_row("CPU", machine.cpu, machine.cpu.value or ""))
     rows.append(_row("OS", machine.os, machine.os.value or ""))

@@ -6,10 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from librarian.coords import WheelName, format_cuda, format_dotted, format_version
+from librarian.coords import MajorMinor, WheelName, format_cuda, format_dotted, format_version
+from librarian.demands import Wheel, claims, cpu, gpu
+from librarian.demands.members import device_code, loading
 from librarian.errors import BadInput
 from librarian.facts import BinaryFacts, WheelFacts, facts_to_json
-from librarian.inspection import claim_mismatches, inspect_path
+from librarian.inspection import inspect_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +30,7 @@ def inspect_file(path: Path) -> Inspection:
         raise BadInput(f"{path}: no such file")
     facts = inspect_path(path)
     name = WheelName.parse(path.name) if path.suffix == ".whl" else None
-    mismatches = tuple(claim_mismatches(name, facts)) if name else ()
+    mismatches = tuple(claims(Wheel(name, facts))) if name else ()
     return Inspection(path, name, facts, mismatches)
 
 
@@ -39,19 +41,55 @@ def _archs(values: tuple[Any, ...]) -> str:
 _OS_NAMES = {"elf": "linux (elf)", "pe": "windows (pe)", "macho": "macos (macho)"}
 
 
+def _label_line(name: WheelName | None) -> MajorMinor | None:
+    claim = name.label_claim if name else None
+    return (claim.cuda_major, claim.cuda_minor) if claim and claim.cuda_minor is not None else None
+
+
+def gpu_coverage(item: Inspection) -> tuple[gpu.Coverage, ...]:
+    """Pure: the real GPUs the wheel serves natively (its cells), with the members each one lacks."""
+    wheel = Wheel(item.name, item.facts) if item.name else None
+    need = gpu.needs(wheel) if wheel else gpu.GpuNeed(device_code(item.facts))
+    cpus = cpu.binary_cpus(item.facts)
+    return gpu.coverage(need, _label_line(item.name), cpus)
+
+
+def _gpu_row(item: Inspection) -> str:
+    code = device_code(item.facts)
+    if code.empty:
+        return "no GPU code"
+    parts: list[str] = []
+    groups: list[tuple[tuple[str, ...], list[str]]] = []
+    for c in gpu_coverage(item):  # cells with the same lacking members read as one group
+        if groups and groups[-1][0] == c.lacking:
+            groups[-1][1].append(f"sm{c.sm.sm}")
+        else:
+            groups.append((c.lacking, [f"sm{c.sm.sm}"]))
+    if groups:
+        shown = [" ".join(sms) + (f" (partly: not {', '.join(lacking)})" if lacking else "") for lacking, sms in groups]
+        parts.append("runs natively on " + "; ".join(shown))
+    else:
+        parts.append("its SASS runs natively on no GPU that exists")
+    ptx = sorted({a for m in code.all_members for a in m.ptx})
+    if ptx:
+        parts.append(f"PTX {_archs(tuple(ptx))} (JIT-compiled on newer GPUs)")
+    if code.choices:
+        line = _label_line(item.name)
+        load = loading(code, line)
+        if line and load.loaded:
+            chosen = [m.name for m in load.loaded if m in {m for c in code.choices for m in c.members}]
+            parts.append(f"CUDA {format_version(line)} loads {', '.join(chosen) or 'none of its CUDA-line builds'}")
+        else:
+            parts.append("torch's CUDA line picks one of " + "; ".join(c.describe() for c in code.choices))
+    lto = sorted({str(a) for b in item.facts.binaries for a in b.lto})
+    if lto:
+        parts.append(f"LTO-IR {' '.join(lto)} (opaque, for the device linker)")
+    return "; ".join(parts)
+
+
 def demands(item: Inspection) -> list[tuple[str, str]]:
     """Pure: (demand, what the wheel needs) rows, in the order DESIGN.md lists the seven demands."""
     f, name = item.facts, item.name
-    members = f.device_binaries
-    if members:
-        gpu = f"SASS {_archs(f.sass)}; PTX {_archs(f.ptx)}"
-        if len(members) > 1:
-            gpu += f" (common to all {len(members)} device-code binaries)"
-        lto = sorted({str(a) for b in members for a in b.lto})
-        if lto:
-            gpu += f"; LTO-IR {' '.join(lto)} (opaque, for the device linker)"
-    else:
-        gpu = "no GPU code"
     label = name.label if name else None
     claim = name.label_claim if name else None
     links = sorted({lib for b in f.binaries for lib in b.needed if lib.startswith(("libc10", "libtorch"))})
@@ -64,20 +102,20 @@ def demands(item: Inspection) -> list[tuple[str, str]]:
         cuda_parts.append(f"built by CUDA {format_version(f.toolkit)}")
     cuda_parts += cudarts
     python = name.tag_text.rsplit("-", 1)[0] if name else "-"
-    cpu = " ".join(f.cpus) or "-"
+    cpu_text = " ".join(sorted(cpu.binary_cpus(f))) or "-"
     if name:
-        cpu += f" (tag {name.platform_tag})"
-    formats = sorted({_OS_NAMES.get(b.format.value, b.format.value) for b in f.binaries})
+        cpu_text += f" (tag {name.platform_tag})"
+    formats = sorted({_OS_NAMES[b.format.value] for b in f.binaries if b.format.value in _OS_NAMES})
     glibcxx = max((b.glibcxx for b in f.binaries if b.glibcxx), default=None)
     glibc = f"GLIBC_{format_dotted(f.glibc)}" if f.glibc else "-"
     if glibcxx:
         glibc += f", GLIBCXX_{'.'.join(map(str, glibcxx))}"
     return [
-        ("GPU arch", gpu),
+        ("GPU arch", _gpu_row(item)),
         ("torch", torch),
         ("CUDA", "; ".join(cuda_parts) or "-"),
         ("Python", python),
-        ("CPU", cpu),
+        ("CPU", cpu_text),
         ("OS", ", ".join(formats) or "no native code"),
         ("glibc", glibc),
     ]
@@ -118,5 +156,6 @@ def inspection_json(item: Inspection) -> dict[str, Any]:
         "file": str(item.path),
         "demands": dict(demands(item)),
         "mismatches": list(item.mismatches),
+        "gpus": [{"sm": f"sm{c.sm.sm}", "partly": list(c.lacking)} for c in gpu_coverage(item)],
         "facts": facts_to_json(item.facts),
     }

@@ -13,16 +13,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
 from librarian.coords import Cell, GpuArch, Label, WheelName
-from librarian.errors import BadInput, Refused
-from librarian.facts import WheelFacts, facts_to_json
+from librarian.demands import Wheel, claims, cpu, gpu
+from librarian.errors import BadInput, BadWheel, Refused
+from librarian.facts import WheelFacts
 from librarian.index import Index, IndexEntry, pending_path, render_pending
-from librarian.inspection import claim_mismatches, inspect_wheel
+from librarian.inspection import inspect_wheel
 from librarian.layout import Layout
 from librarian.matrix import Matrix, load_matrix
 from librarian.ops.labels import choose_label
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
-from librarian.wheelfile import retag, sha256_file, verify_record
+from librarian.wheelfile import read_wheel_info, retag, sha256_file, verify_record
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,7 @@ class PreparedWheel:
     size: int
     sms: tuple[GpuArch, ...]
     facts: WheelFacts | None = None
+    requires_python: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,47 +79,32 @@ class PublishOptions:
     now: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
-def serves(facts: WheelFacts, sm: GpuArch) -> bool:
-    """Whether every device-code member has SASS that runs on a GPU ``sm`` (DESIGN.md's rules)."""
-    from librarian.verdict import runs_on
-
-    def fits(arch: GpuArch) -> bool:
-        # A cell for arch-specific code (sm90a) takes only that code; a plain cell, any SASS that runs there.
-        return arch == sm if sm.suffix else runs_on(arch, sm.capability)
-
-    members = facts.device_binaries
-    return bool(members) and all(any(fits(a) for a in b.sass) for b in members)
-
-
-def sass_text(facts: WheelFacts) -> str:
-    """The SASS a wheel carries, per device-code member when it has several: for refusals and findings."""
-    members = facts.device_binaries
-    if len(members) == 1:
-        return ", ".join(str(a) for a in members[0].sass) or "no SASS"
-    return "; ".join(f"{b.path}: {' '.join(str(a) for a in b.sass) or 'no SASS'}" for b in members)
-
-
-def cells_from_binaries(
-    facts: WheelFacts | None, requested: Sequence[GpuArch], force: bool, label: str
+def gpu_cells(
+    name: WheelName, facts: WheelFacts | None, requested: Sequence[GpuArch], force: bool, source: str
 ) -> tuple[GpuArch, ...]:
-    """The GPUs a wheel is filed for: ``--sm`` (checked against the binaries), else each SASS arch it serves."""
+    """The GPUs a wheel is filed for: ``--sm`` (checked against the binaries), else every real GPU its SASS serves.
+
+    By NVIDIA's rules: ``sm_86`` SASS files it under sm86 and sm89, ``sm_90a`` under sm90 only, PTX alone
+    under nothing (``pull --compatible`` finds such wheels). Only GPUs that ship beside the wheel's CPU count.
+    """
+    wheel = Wheel(name, facts)
+    need = gpu.needs(wheel)
+    line = name.label.cuda if name.label else None
     if requested:
-        if facts is not None and facts.device_binaries and not force:
-            unserved = [sm for sm in requested if not serves(facts, sm)]
+        if facts is not None and not need.code.empty and not force:
+            unserved = [sm for sm in requested if gpu.fit(need, sm.capability, None, line) is None]
             if unserved:
                 bad = ", ".join(f"sm{a.sm}" for a in unserved)
-                raise Refused(f"{label}: its binaries do not serve {bad} (they have {sass_text(facts)}); "
+                raise Refused(f"{source}: its binaries have no code for {bad} (they have {need.text}); "
                               "pass --force to file it anyway")  # fmt: skip
         return tuple(sorted(set(requested)))
-    if facts is None or not facts.device_binaries:
-        raise BadInput(f"{label}: no GPU code found in its binaries; pass --sm to say which GPUs it is for")
-    # Candidates are the SASS archs any member carries; a cell is kept when every member runs there, so
-    # members with sm_80 and sm_86 serve sm86 (sm_80 SASS runs on 8.6) though they share no arch.
-    candidates = sorted({a for b in facts.device_binaries for a in b.sass})
-    cells = tuple(sm for sm in candidates if serves(facts, sm))
+    if facts is None or need.code.empty:
+        raise BadInput(f"{source}: no GPU code found in its binaries; pass --sm to say which GPUs it is for")
+    cells = gpu.coverage(need, line, cpu.needs(wheel).cpus)
     if not cells:
-        raise BadInput(f"{label}: no GPU runs all of its binaries by SASS ({sass_text(facts)}); pass --sm")
-    return cells
+        raise BadInput(f"{source}: its SASS runs natively on no GPU that exists ({need.text}); PTX alone files "
+                       "no cell: pass --sm to choose (pull --compatible finds it there)")  # fmt: skip
+    return tuple(c.sm for c in cells)
 
 
 def check_combo(label: Label, name: str, matrix: Matrix) -> None:
@@ -143,22 +132,20 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
         else:
             staged = retag(path, label, staging, force=True, verify=True)
         facts = inspect_wheel(staged)
+        staged_name = WheelName.parse(staged.name)
         if not options.force:
-            lies = claim_mismatches(WheelName.parse(staged.name), facts)
+            lies = claims(Wheel(staged_name, facts))
             if lies:
                 raise Refused(f"{path.name}: {lies[0]}; pass --force to publish it anyway")
-        sms = cells_from_binaries(facts, options.sms, options.force, path.name)
-        prepared.append(
-            PreparedWheel(
-                path,
-                staged,
-                WheelName.parse(staged.name),
-                sha256_file(staged),
-                staged.stat().st_size,
-                sms,
-                facts,
-            )
-        )
+        sms = gpu_cells(staged_name, facts, options.sms, options.force, path.name)
+        info = read_wheel_info(staged)
+        if info.requires_python:
+            try:
+                SpecifierSet(info.requires_python)
+            except InvalidSpecifier as e:
+                raise BadWheel(f"{path.name}: METADATA Requires-Python {info.requires_python!r} is not valid") from e
+        prepared.append(PreparedWheel(path, staged, staged_name, sha256_file(staged), staged.stat().st_size, sms,
+                                      facts, info.requires_python))  # fmt: skip
     return prepared
 
 
@@ -188,8 +175,8 @@ def plan_publish(index: Index, wheels: Sequence[PreparedWheel], options: Publish
                     f"{path}: already stored with other bytes (sha256 {old.sha256[:12]}…); pass --replace"
                 )
             filings.append(Filing(path, wheel, "replace" if old else "add"))
-            facts = facts_to_json(wheel.facts) if wheel.facts is not None else None
-            entries.append(IndexEntry(path, wheel.sha256, wheel.size, cell, options.now, facts))
+            entries.append(IndexEntry(path, wheel.sha256, wheel.size, cell, options.now, wheel.facts,
+                                      wheel.requires_python))  # fmt: skip
             uploads.append(Upload(path, wheel.staged, wheel.sha256, wheel.size))
     count = len(uploads)
     names = sorted({f.wheel.name.package for f in filings if f.action != "skip"})

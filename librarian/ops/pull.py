@@ -19,27 +19,46 @@ from pathlib import Path
 from packaging.tags import Tag
 
 from librarian.coords import GpuArch, MajorMinor, format_cuda, format_version, package_key
+from librarian.demands import Demand, Verdict, Wheel, cuda, gpu, python, torch
+from librarian.demands.gpu import GpuMatch
 from librarian.errors import BadInput, LibrarianError, NotFound, Refused, StoreError
-from librarian.facts import facts_from_json
 from librarian.index import IndexEntry
 from librarian.layout import Layout
 from librarian.machine import Machine
+from librarian.ops.doctor import doctor
 from librarian.ops.reindex import read_index_or_tree
 from librarian.stores.base import Store
-from librarian.verdict import GpuMatch, gpu_match
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class Wants:
-    """What the machine needs: a GPU, a torch line (and CUDA line, if known), interpreter tags."""
+    """The machine a pull resolves for: its GPU and torch line must be known; the rest is judged as found."""
 
+    machine: Machine
     sm: GpuArch
     torch: MajorMinor
-    cuda: MajorMinor | None
+    cuda: MajorMinor | None  # torch's CUDA line, if known
     tags: tuple[Tag, ...]  # most preferred first, as packaging.tags.sys_tags() orders them
-    driver: MajorMinor | None = None  # the driver's CUDA version, for PTX JIT (--compatible)
+
+    @classmethod
+    def of(cls, machine: Machine) -> Wants:
+        """What ``machine`` wants; BadInput naming the flag when its GPU or torch is unknown."""
+        gpu_found = machine.gpu
+        if gpu_found is None:
+            why = machine.gpus.reason or f"no GPU {machine.selected} here; pass --gpu or --sm"
+            raise BadInput(f"--sm: {why}")
+        torch_info = machine.torch.value
+        if torch_info is None:
+            raise BadInput("--torch: no torch installed here; pass --torch (e.g. --torch 2.8)")
+        cuda = machine.cuda.value or torch_info.cuda
+        return cls(machine, gpu_found.arch, torch_info.minor, cuda, tuple(machine.python_tags.value or ()))
+
+    @property
+    def driver(self) -> MajorMinor | None:
+        """The driver's CUDA version (for PTX JIT), if known."""
+        return self.machine.driver_cuda.value
 
     def describe(self) -> str:
         """``sm89, torch 2.9, cu128, cp312``."""
@@ -49,11 +68,34 @@ class Wants:
 
 
 @dataclass(frozen=True, slots=True)
-class Near:
-    """A candidate that does not fit, and every way it differs."""
+class Candidate:
+    """One stored wheel judged for the machine: its verdicts, and each way it misses.
+
+    ``blockers`` rule it out in every mode (another torch line, Python, platform, Requires-Python, code
+    that does not run on this GPU); ``misses`` only in exact mode (another cell's GPU, another CUDA minor).
+    """
 
     entry: IndexEntry
-    differences: tuple[str, ...]
+    verdicts: tuple[Verdict, ...]
+    blockers: tuple[str, ...]
+    misses: tuple[str, ...]
+    fit: GpuMatch | None  # how it serves this GPU; None: it does not run here
+    other_cuda: bool = False  # labelled for another CUDA line than torch's (an older minor still runs)
+
+    @property
+    def exact(self) -> bool:
+        """Filed for this very GPU and combo, and every demand met."""
+        return not self.blockers and not self.misses
+
+    @property
+    def compatible(self) -> bool:
+        """Runs here by NVIDIA's rules (and every other demand met), though filed for another cell."""
+        return not self.blockers and self.fit is not None
+
+    @property
+    def differences(self) -> tuple[str, ...]:
+        """Every way it misses, said plainly."""
+        return (*self.misses, *self.blockers)
 
     def __str__(self) -> str:
         return f"{self.entry.filename} (sm{self.entry.cell.sm.sm}): {'; '.join(self.differences)}"
@@ -65,7 +107,7 @@ class Resolution:
 
     package: str
     pick: IndexEntry | None
-    near: tuple[Near, ...] = ()
+    near: tuple[Candidate, ...] = ()
     note: str = ""
     hint: str = ""  # on a miss: a wheel that --compatible would take
 
@@ -76,53 +118,57 @@ def _ranks(tags: tuple[Tag, ...]) -> dict[Tag, int]:
     return {tag: i for i, tag in enumerate(tags)}
 
 
-def _tag_rank(entry: IndexEntry, tags: tuple[Tag, ...]) -> int | None:
+def _tag_rank(entry: IndexEntry, tags: tuple[Tag, ...]) -> int:
     ranks = _ranks(tags)
-    found = [ranks[t] for t in entry.name.tags if t in ranks]
-    return min(found) if found else None
+    return min((ranks[t] for t in entry.name.tags if t in ranks), default=len(ranks))
 
 
-def differences(entry: IndexEntry, wants: Wants) -> tuple[str, ...]:
-    """Pure: each demand of ``entry`` that ``wants`` does not meet, said plainly."""
-    diffs = []
+def judge_candidate(entry: IndexEntry, wants: Wants) -> Candidate:
+    """Pure: the GPU, torch, CUDA and Python verdicts of one stored wheel for ``wants``, and its misses.
+
+    The CPU, OS and glibc demands travel in the platform tags, which the Python verdict matches as pip does.
+    """
+    wheel = Wheel(entry.name, entry.facts, entry.requires_python_spec, entry.cell.sm)
+    machine = wants.machine
+    gpu_need = gpu.needs(wheel)
+    verdicts = (
+        gpu.check(gpu_need, machine),
+        torch.check(torch.needs(wheel), machine),
+        cuda.check(cuda.needs(wheel), machine),
+        python.check(python.needs(wheel), machine),
+    )
     cell = entry.cell
+    blockers: list[str] = []
+    misses: list[str] = []
     if cell.sm != wants.sm:
-        diffs.append(_gpu_difference(entry, wants))
-    if cell.label.torch != wants.torch:
-        diffs.append(
-            f"another torch line: {format_version(cell.label.torch)}, not {format_version(wants.torch)}"
-        )
-    if wants.cuda is not None and cell.label.cuda != wants.cuda:
-        diffs.append(f"another CUDA line: cu{format_cuda(cell.label.cuda)}, not cu{format_cuda(wants.cuda)}")
-    if _tag_rank(entry, wants.tags) is None:
-        name = entry.name
-        mine = wants.tags[0] if wants.tags else None
-        here = f"{mine.interpreter}-{mine.abi}-{mine.platform}" if mine else "unknown"
-        pythons = {t.interpreter for t in name.tags}
-        if (
-            mine is not None
-            and mine.interpreter not in pythons
-            and not any(t.interpreter.startswith("py") for t in name.tags)
-        ):
-            diffs.append(f"another Python: {name.python_tag}, this interpreter is {mine.interpreter}")
-        else:
-            diffs.append(f"tags {name.tag_text} do not fit this platform ({here})")
-    return tuple(diffs)
+        misses.append(f"built for GPU sm{cell.sm.sm}, this GPU is sm{wants.sm.sm}")
+    line = wants.cuda or cell.label.cuda
+    fit = gpu.fit(gpu_need, wants.sm.capability, wants.driver, line)
+    other_cuda = wants.cuda is not None and cell.label.cuda != wants.cuda
+    for v in verdicts:
+        if v.demand is Demand.GPU and v.failed and cell.sm == wants.sm:
+            blockers.append(f"its code does not run on sm_{wants.sm.sm}: {v.reason}")
+        elif v.demand is Demand.TORCH and v.failed:
+            blockers.append(f"another torch line: {format_version(cell.label.torch)}, not {format_version(wants.torch)}")
+        elif v.demand is Demand.PYTHON and v.failed:
+            blockers.append(_python_text(entry, v, wants))
+    cuda_verdict = verdicts[2]
+    if other_cuda or cuda_verdict.failed:
+        wanted = wants.cuda or cell.label.cuda
+        text = f"another CUDA line: cu{format_cuda(cell.label.cuda)}, not cu{format_cuda(wanted)}"
+        # An older minor of the same major runs (minor-version compatibility): only exact mode misses it.
+        (blockers if cuda_verdict.failed else misses).append(text)
+    return Candidate(entry, verdicts, tuple(blockers), tuple(misses), fit, other_cuda)
 
 
-def gpu_fit(entry: IndexEntry, wants: Wants) -> GpuMatch | None:
-    """Pure: how well ``entry`` serves the wanted GPU by DESIGN.md's rules (worst over its device code)."""
-    if entry.facts is None or not entry.facts.get("binaries"):
-        found = gpu_match([entry.cell.sm], wants.sm.capability, wants.driver)
-        return None if found is None else found[0]
-    facts = facts_from_json(entry.filename, entry.facts)
-    worst = GpuMatch.EXACT
-    for binary in facts.device_binaries:
-        found = gpu_match((*binary.sass, *binary.ptx), wants.sm.capability, wants.driver, binary.toolkit)
-        if found is None:
-            return None
-        worst = max(worst, found[0])
-    return worst
+def _python_text(entry: IndexEntry, v: Verdict, wants: Wants) -> str:
+    if v.wheel_needs.startswith("Requires-Python"):
+        return f"{v.wheel_needs} excludes {v.machine_has}"
+    name, mine = entry.name, wants.tags[0] if wants.tags else None
+    if v.reason.startswith("built for another Python") and mine is not None:
+        return f"another Python: {name.python_tag}, this interpreter is {mine.interpreter}"
+    here = f"{mine.interpreter}-{mine.abi}-{mine.platform}" if mine else "unknown"
+    return f"tags {name.tag_text} do not fit this platform ({here})"
 
 
 _HOW = {
@@ -132,68 +178,48 @@ _HOW = {
 }
 
 
-def best_compatible(entries: Sequence[IndexEntry], wants: Wants) -> tuple[GpuMatch, IndexEntry] | None:
-    """Pure: the best wheel that differs only by GPU and runs on it anyway: SASS over PTX, then newest."""
-    scored = []
-    for e in entries:
-        if set(differences(e, wants)) - {_gpu_difference(e, wants)}:
-            continue  # only the GPU may differ
-        if (fit := gpu_fit(e, wants)) is not None:
-            scored.append((fit, e))
-    if not scored:
-        return None
-    fit = min(f for f, _ in scored)
-    # Same match quality: the newest version, then the arch nearest the GPU, then the best tag.
-    best = max(
-        (e for f, e in scored if f == fit),
-        key=lambda e: (e.name.version, e.cell.sm.number, -(_tag_rank(e, wants.tags) or 0)),
-    )
-    return fit, best
-
-
 def _how(fit: GpuMatch, wants: Wants) -> str:
     unchecked = fit is GpuMatch.PTX and wants.driver is None
     return _HOW[fit] + (" (driver not checked; pass --driver)" if unchecked else "")
 
 
-def resolve_compatible(entries: Sequence[IndexEntry], package: str, wants: Wants) -> Resolution | None:
-    """Pure: with no exact cell, the best wheel that runs on this GPU anyway, with a note that says how."""
-    if (found := best_compatible(entries, wants)) is None:
+def best_compatible(candidates: Sequence[Candidate], wants: Wants) -> Candidate | None:
+    """Pure: the best wheel that runs here by NVIDIA's rules: SASS over PTX, the same CUDA line, then newest."""
+    scored = [c for c in candidates if c.compatible]
+    if not scored:
         return None
-    fit, best = found
-    how = _how(fit, wants)
-    note = f"{package}: no sm{wants.sm.sm} wheel; took the sm{best.cell.sm.sm} one, which runs here by {how}"
-    return Resolution(package, best, note=note)
+    top = min((c.fit, c.other_cuda) for c in scored)
+    same = [c for c in scored if (c.fit, c.other_cuda) == top]
+    # Same match: the newest version, then the arch nearest the GPU, then the best tag.
+    return max(same, key=lambda c: (c.entry.name.version, c.entry.cell.sm.number, -_tag_rank(c.entry, wants.tags)))
 
 
-def _gpu_difference(entry: IndexEntry, wants: Wants) -> str:
-    return f"built for GPU sm{entry.cell.sm.sm}, this GPU is sm{wants.sm.sm}"
-
-
-def resolve(
-    entries: Sequence[IndexEntry], package: str, wants: Wants, *, compatible: bool = False
-) -> Resolution:
-    """Pure: the newest exact match for ``wants``; or the nearest candidates with what differs."""
-    fits = [e for e in entries if not differences(e, wants)]
+def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants, *, compatible: bool = False) -> Resolution:
+    """Pure: the newest wheel every verdict accepts for ``wants``; or the nearest candidates and why they miss."""
+    candidates = [judge_candidate(e, wants) for e in entries]
+    exact = [c for c in candidates if c.exact]
     note = ""
-    if fits:
-        cudas = {e.cell.label.cuda for e in fits}
+    if exact:
+        cudas = {c.entry.cell.label.cuda for c in exact}
         if wants.cuda is None and len(cudas) > 1:
             newest = max(cudas)
-            note = f"{package}: several CUDA lines fit ({', '.join('cu' + format_cuda(c) for c in sorted(cudas))}); took cu{format_cuda(newest)} (pass --cuda to choose)"
-            fits = [e for e in fits if e.cell.label.cuda == newest]
-        best = max(fits, key=lambda e: (e.name.version, -(_tag_rank(e, wants.tags) or 0)))
-        return Resolution(package, best, note=note)
-    if compatible and (found := resolve_compatible(entries, package, wants)) is not None:
-        return found
-    near = sorted(
-        (Near(e, differences(e, wants)) for e in entries), key=lambda n: (len(n.differences), n.entry.path)
-    )
+            listed = ", ".join("cu" + format_cuda(c) for c in sorted(cudas))
+            note = f"{package}: several CUDA lines fit ({listed}); took cu{format_cuda(newest)} (pass --cuda to choose)"
+            exact = [c for c in exact if c.entry.cell.label.cuda == newest]
+        best = max(exact, key=lambda c: (c.entry.name.version, -_tag_rank(c.entry, wants.tags)))
+        return Resolution(package, best.entry, note=note)
+    alt = best_compatible(candidates, wants)
+    if compatible and alt is not None:
+        assert alt.fit is not None
+        how = _how(alt.fit, wants)
+        note = f"{package}: no sm{wants.sm.sm} wheel; took the sm{alt.entry.cell.sm.sm} one, which runs here by {how}"
+        return Resolution(package, alt.entry, note=note)
+    near = sorted(candidates, key=lambda c: (len(c.differences), c.entry.path))
     hint = ""
-    if not compatible and (alt := best_compatible(entries, wants)) is not None:
-        fit, entry = alt
-        how, where = _how(fit, wants), f"{entry.filename} (sm{entry.cell.sm.sm})"
-        hint = f"{package}: {where} runs here by {how}; pass --compatible to take it"
+    if not compatible and alt is not None:
+        assert alt.fit is not None
+        where = f"{alt.entry.filename} (sm{alt.entry.cell.sm.sm})"
+        hint = f"{package}: {where} runs here by {_how(alt.fit, wants)}; pass --compatible to take it"
     return Resolution(package, None, tuple(near[:5]), hint=hint)
 
 
@@ -263,8 +289,6 @@ class NoMatch(NotFound):
 
 def check_runs(files: Sequence[Path], machine: Machine, *, force: bool = False) -> None:
     """Refuse to install a wheel whose verdicts say it will not run on ``machine`` (unless ``force``)."""
-    from librarian.ops.doctor import doctor
-
     for path in files:
         report = doctor(path, machine)
         if report.runs is False and not force:

@@ -13,8 +13,10 @@ from pathlib import Path
 
 from librarian.catalogue import is_generated, render_catalogue
 from librarian.coords import Cell, WheelName
+from librarian.demands import Wheel, claims, gpu
 from librarian.errors import LibrarianError
 from librarian.index import Index, IndexEntry, parse_pending_path
+from librarian.inspection import inspect_wheel
 from librarian.layout import Layout
 from librarian.stores.base import Store, StoredFile, read_index
 from librarian.wheelfile import read_wheel_info, sha256_file, verify_record
@@ -104,14 +106,14 @@ def _check_wheel(
 
 def _check_binaries(local: Path, cell: Cell | None) -> list[str]:
     """The binaries against the cell they are filed in (do they run on its GPU?) and the filename's claims."""
-    from librarian.inspection import claim_mismatches, inspect_wheel
-    from librarian.ops.publish import sass_text, serves
-
     facts = inspect_wheel(local)
-    problems = claim_mismatches(WheelName.parse(local.name), facts)
+    name = WheelName.parse(local.name)
+    wheel = Wheel(name, facts)
+    problems = claims(wheel)
     # The path, not the index entry, says where it is filed: a wheel moved by hand has no entry.
-    if cell is not None and facts.device_binaries and not serves(facts, cell.sm):
-        problems.append(f"its binaries do not run on sm{cell.sm.sm} (they have {sass_text(facts)})")
+    need = gpu.needs(wheel)
+    if cell is not None and not need.code.empty and gpu.fit(need, cell.sm.capability, None, cell.label.cuda) is None:
+        problems.append(f"its binaries do not run on sm{cell.sm.sm} (they have {need.text})")
     return problems
 
 

@@ -1,0 +1,91 @@
+"""What every demand module shares: the demand names, the wheel they read, the verdict they return.
+
+Each of ``gpu``, ``torch``, ``cuda``, ``python``, ``cpu``, ``os`` and ``glibc`` has the same small shape:
+``needs(wheel) -> Need`` (from the bytes' facts where they were read, else from the filename's tags and
+label) and ``check(need, machine) -> Verdict``; ``claims(wheel)`` says where the filename contradicts
+the bytes. Pure: no files, no processes, no environment.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from packaging.specifiers import SpecifierSet
+
+from librarian.coords import GpuArch, WheelName
+from librarian.facts import WheelFacts
+
+
+class Demand(enum.Enum):
+    """The seven things a wheel demands of a machine."""
+
+    GPU = "gpu"
+    TORCH = "torch"
+    CUDA = "cuda"
+    PYTHON = "python"
+    CPU = "cpu"
+    OS = "os"
+    GLIBC = "glibc"
+
+    @property
+    def title(self) -> str:
+        """How a verdict names the demand: ``GPU arch``."""
+        return _TITLES[self]
+
+
+_TITLES = {
+    Demand.GPU: "GPU arch",
+    Demand.TORCH: "torch",
+    Demand.CUDA: "CUDA",
+    Demand.PYTHON: "Python",
+    Demand.CPU: "CPU arch",
+    Demand.OS: "OS",
+    Demand.GLIBC: "glibc",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Wheel:
+    """What the demands are read from: the filename always; the bytes' facts, METADATA and cell when known.
+
+    ``filed_for`` is the GPU of the store cell a wheel sits in: the GPU demand's fallback for an index
+    entry that carries no facts.
+    """
+
+    name: WheelName
+    facts: WheelFacts | None = None
+    requires_python: SpecifierSet | None = None
+    filed_for: GpuArch | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One demand judged: ``ok`` is True (runs), False (will not run) or None (the machine part is unknown).
+
+    ``partly`` names the members that load but have no code for this GPU (the wheel runs, but calls into
+    them fail); ``not_loaded`` the CUDA-line alternatives this machine does not load.
+    """
+
+    demand: Demand
+    ok: bool | None
+    wheel_needs: str
+    machine_has: str
+    reason: str = ""
+    predicted_error: str = ""  # what the user would meet at run time, for failures
+    partly: tuple[str, ...] = ()
+    not_loaded: tuple[str, ...] = ()
+    exact: bool = True  # met exactly (own SASS, same CUDA line), not only by a compatibility rule
+
+    @property
+    def failed(self) -> bool:
+        """Whether this demand rules the wheel out."""
+        return self.ok is False
+
+    def __str__(self) -> str:
+        return f"{self.demand.title}: wheel needs {self.wheel_needs}, machine has {self.machine_has}"
+
+
+def unknown(demand: Demand, needs: str, reason: str) -> Verdict:
+    """A verdict that cannot be given: the machine part is unknown; ``reason`` names the flag."""
+    return Verdict(demand, None, needs, "unknown", reason)

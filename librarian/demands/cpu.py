@@ -1,0 +1,84 @@
+"""The CPU demand: every native member must be built for this CPU. One vocabulary: :func:`canonical_cpu`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from librarian.coords import canonical_cpu
+from librarian.demands.base import Demand, Verdict, Wheel, unknown
+from librarian.facts import BinaryFormat, WheelFacts
+from librarian.machine import Machine
+
+_HOST_FORMATS = (BinaryFormat.ELF, BinaryFormat.PE, BinaryFormat.MACHO)
+UNIVERSAL2 = "universal2"  # a macOS fat binary: x86_64 and arm64 in one file
+
+
+@dataclass(frozen=True, slots=True)
+class CpuNeed:
+    """The CPUs a wheel's native code is for (empty: none), and where that was read."""
+
+    cpus: frozenset[str]
+    source: str  # "bytes" or "tags"
+
+
+def platform_cpu(platform: str) -> str | None:
+    """The CPU a platform tag names: ``manylinux_2_28_aarch64`` -> ``aarch64``, ``win_amd64`` -> ``x86_64``."""
+    if platform == "any":
+        return None
+    if platform == "win32":
+        return "i686"
+    if platform.endswith("universal2"):
+        return UNIVERSAL2
+    for cpu in ("x86_64", "aarch64", "arm64", "amd64", "i686", "ppc64le", "s390x", "armv7l", "riscv64"):
+        if platform.endswith(cpu):
+            return canonical_cpu(cpu)
+    return None
+
+
+def binary_cpus(facts: WheelFacts) -> frozenset[str]:
+    """The CPUs of the host-native members (loose device code runs on the GPU, not the CPU)."""
+    return frozenset(canonical_cpu(b.cpu) for b in facts.binaries if b.cpu and b.format in _HOST_FORMATS)
+
+
+def needs(wheel: Wheel) -> CpuNeed:
+    """From the native members' bytes, else from the platform tags."""
+    if wheel.facts is not None:
+        return CpuNeed(binary_cpus(wheel.facts), "bytes")
+    cpus = {platform_cpu(p) for p in wheel.name.platform_tag.split(".")}
+    return CpuNeed(frozenset(c for c in cpus if c), "tags")
+
+
+def _runs(cpu: str, have: str) -> bool:
+    return cpu == have or (cpu == UNIVERSAL2 and have in ("x86_64", "aarch64"))
+
+
+def check(need: CpuNeed, machine: Machine) -> Verdict:
+    """Judge the CPU demand against the machine's CPU."""
+    raw = machine.cpu.value
+    if not need.cpus:
+        return Verdict(Demand.CPU, True, "any CPU", canonical_cpu(raw) if raw else "unknown", "no native code")
+    text = ", ".join(sorted(need.cpus))
+    if raw is None:
+        return unknown(Demand.CPU, text, machine.cpu.reason)
+    have = canonical_cpu(raw)
+    wrong = sorted(c for c in need.cpus if not _runs(c, have))
+    if not wrong:
+        return Verdict(Demand.CPU, True, text, have)
+    elf_class = "wrong ELF class: ELFCLASS32" if wrong[0] in ("i686", "armv7l") and "64" in have else ""
+    error = elf_class or "cannot open shared object file: No such file or directory"
+    return Verdict(Demand.CPU, False, text, have, f"native code for {wrong[0]}, this CPU is {have}", error)
+
+
+def claims(wheel: Wheel) -> list[str]:
+    """Where a platform tag names another CPU than a native member is built for."""
+    if wheel.facts is None:
+        return []
+    problems = []
+    for plat in wheel.name.platform_tag.split("."):
+        want = platform_cpu(plat)
+        if want is None or want == UNIVERSAL2:
+            continue
+        for b in wheel.facts.binaries:
+            if b.cpu and b.format in _HOST_FORMATS and canonical_cpu(b.cpu) not in (want, UNIVERSAL2):
+                problems.append(f"platform {plat}, but {b.path} is {canonical_cpu(b.cpu)}")
+    return problems

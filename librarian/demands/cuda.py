@@ -1,0 +1,131 @@
+"""The CUDA demand: the wheel's CUDA line (label, libcudart, toolkit) against torch's, and the driver.
+
+The CUDA runtime a process loads is torch's; an extension built for another major cannot find its
+``libcudart.so.N``, one built against a newer minor misses symbols, and a driver older than the runtime's
+major refuses it (minor-version compatibility covers the rest). CUDA-line alternatives (bitsandbytes'
+``_cuda118`` ... ``_cuda132``) count only for the member the line loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from librarian.coords import MajorMinor, format_version
+from librarian.demands.base import Demand, Verdict, Wheel, unknown
+from librarian.demands.members import NO_DEVICE_CODE, DeviceCode, device_code, loading
+from librarian.facts import WheelFacts
+from librarian.machine import Machine
+
+DRIVER_TOO_OLD = "CUDA driver version is insufficient for CUDA runtime version"
+NO_SUCH_LIBRARY = "cannot open shared object file: No such file or directory"
+
+
+@dataclass(frozen=True, slots=True)
+class CudaNeed:
+    """What ties a wheel to a CUDA line: the label's claim, libcudart majors, the building toolkit."""
+
+    label: tuple[int, int | None] | None  # (major, minor); flash-attn's labels say the major only
+    code: DeviceCode = NO_DEVICE_CODE
+    host_cudarts: tuple[int, ...] = ()  # libcudart majors linked by members without device code
+    toolkit: MajorMinor | None = None
+    links_torch: bool = False
+
+    @property
+    def label_line(self) -> MajorMinor | None:
+        """The label's full CUDA line, when it gives the minor."""
+        return (self.label[0], self.label[1]) if self.label and self.label[1] is not None else None
+
+
+def needs(wheel: Wheel) -> CudaNeed:
+    """From the label, and from the facts where the bytes were read."""
+    claim = wheel.name.label_claim
+    label = (claim.cuda_major, claim.cuda_minor) if claim else None
+    facts = wheel.facts
+    if facts is None:
+        return CudaNeed(label, links_torch=claim is not None and claim.torch is not None)
+    return _from_facts(label, facts)
+
+
+def _from_facts(label: tuple[int, int | None] | None, facts: WheelFacts) -> CudaNeed:
+    host = tuple(sorted({b.cudart_major for b in facts.binaries if b.cudart_major and not b.has_device_code}))
+    code = device_code(facts)
+    toolkit = facts.toolkit
+    links = any(b.links_torch or b.torch_symbols for b in facts.binaries)
+    return CudaNeed(label, code, host, toolkit, links)
+
+
+def _text(need: CudaNeed, cudarts: list[int]) -> str:
+    label = need.label
+    said = [f"CUDA {label[0]}" + (f".{label[1]}" if label[1] is not None else "")] if label else []
+    return ", ".join(said + [f"libcudart.so.{m}" for m in cudarts]) or "CUDA (line unknown)"
+
+
+def check(need: CudaNeed, machine: Machine) -> Verdict:
+    """Judge the CUDA demand against torch's CUDA line and the driver."""
+    torch_cuda, driver = machine.cuda.value, machine.driver_cuda.value
+    load = loading(need.code, torch_cuda or need.label_line)
+    loaded_cudarts = {m.cudart for m in (*load.loaded, *(m for c in load.undecided for m in c.members)) if m.cudart}
+    cudarts = sorted(loaded_cudarts | set(need.host_cudarts))
+    if need.label is None and not cudarts and need.code.empty:
+        has = f"torch CUDA {format_version(torch_cuda)}" if torch_cuda else "no CUDA torch"
+        return Verdict(Demand.CUDA, True, "no CUDA", has, "the wheel uses no CUDA runtime")
+    text = _text(need, cudarts)
+    if load.missing:
+        has = f"torch CUDA {format_version(torch_cuda)}" if torch_cuda else "CUDA (from the label)"
+        return Verdict(Demand.CUDA, False, text, has, load.missing_text(torch_cuda or need.label_line),
+                       NO_SUCH_LIBRARY)  # fmt: skip
+    # The newest runtime the process loads: torch's, the label's, a linked libcudart, or (statically
+    # linked) the toolkit that built its device code.
+    linked = [(m, 0) for m in cudarts] or ([need.toolkit] if need.toolkit and not need.code.empty else [])
+    label_rt = (need.label[0], need.label[1] or 0) if need.label else None
+    runtime = max([r for r in (torch_cuda, label_rt) if r] + linked, default=None)
+    if driver is not None and runtime is not None and driver[0] < runtime[0]:
+        why = f"the driver is for CUDA {format_version(driver)}, the runtime is {format_version(runtime)}"
+        return Verdict(Demand.CUDA, False, text, f"driver CUDA {format_version(driver)}", why, DRIVER_TOO_OLD)
+    if torch_cuda is None:
+        if need.label is None and not need.links_torch:
+            # Not a torch extension: only the driver has to run the runtime it loads.
+            if driver is None:
+                return unknown(Demand.CUDA, text, machine.driver_cuda.reason)
+            why = "does not link torch; the driver runs its CUDA runtime"
+            return Verdict(Demand.CUDA, True, text, f"driver CUDA {format_version(driver)}", why)
+        return unknown(Demand.CUDA, text, machine.cuda.reason)
+    return _against_torch(need, text, cudarts, torch_cuda)
+
+
+def _against_torch(need: CudaNeed, text: str, cudarts: list[int], torch_cuda: MajorMinor) -> Verdict:
+    has = f"torch CUDA {format_version(torch_cuda)}"
+    for major in cudarts:
+        if major != torch_cuda[0]:
+            return Verdict(Demand.CUDA, False, text, has, f"links libcudart.so.{major}, torch ships the CUDA "
+                           f"{torch_cuda[0]} runtime", f"libcudart.so.{major}: {NO_SUCH_LIBRARY}")  # fmt: skip
+    label = need.label
+    if label is not None and label[0] != torch_cuda[0]:
+        why = f"built for CUDA {label[0]}, torch is built for CUDA {torch_cuda[0]}"
+        return Verdict(Demand.CUDA, False, text, has, why, f"libcudart.so.{label[0]}: {NO_SUCH_LIBRARY}")
+    if label is not None and label[1] is not None and label[1] > torch_cuda[1]:
+        why = f"built against a newer CUDA runtime than torch's {format_version(torch_cuda)}"
+        return Verdict(Demand.CUDA, False, text, has, why, "undefined symbol: cuda... (from libcudart)")
+    if label is not None and label[1] is not None and label[1] < torch_cuda[1]:
+        return Verdict(Demand.CUDA, True, text, has, "older CUDA minor: runs by minor-version compatibility",
+                       exact=False)  # fmt: skip
+    return Verdict(Demand.CUDA, True, text, has)
+
+
+def claims(wheel: Wheel) -> list[str]:
+    """Where the label's CUDA line contradicts the bytes (toolkit major, libcudart of the members it loads)."""
+    claim = wheel.name.label_claim
+    if claim is None or wheel.facts is None:
+        return []
+    need = _from_facts((claim.cuda_major, claim.cuda_minor), wheel.facts)
+    problems = []
+    # Only the major must agree: an extension built by nvcc 12.9 against torch cu128 is common and fine.
+    if need.toolkit is not None and need.toolkit[0] != claim.cuda_major:
+        problems.append(f"label says CUDA {claim.cuda_text}, device code built by CUDA {format_version(need.toolkit)}")
+    load = loading(need.code, need.label_line or (claim.cuda_major, 0))
+    linking = [(m.path, m.cudart) for m in load.loaded if m.cudart]
+    linking += [(b.path, b.cudart_major) for b in wheel.facts.binaries if b.cudart_major and not b.has_device_code]
+    for path, major in linking:
+        if major != claim.cuda_major:
+            problems.append(f"label says CUDA {claim.cuda_text}, {path} links libcudart.so.{major}")
+    return problems

@@ -1,0 +1,246 @@
+"""The GPU demand: the members that load must have SASS for the GPU, or PTX the driver can JIT for it.
+
+NVIDIA's rules (https://docs.nvidia.com/cuda/cuda-c-programming-guide/#binary-compatibility): SASS
+``sm_XY`` runs on a GPU of capability X.Z when Z >= Y, never across majors; ``sm_XYa`` only on X.Y;
+``sm_XYf`` on its family (same major, minor >= Y); PTX ``compute_XY`` is JIT-compiled on any GPU of
+capability >= X.Y whose driver knows that PTX ISA. A wheel serves a GPU when the members that load have
+code for it: all of them -> runs; some -> runs, partly (naming the others); none -> does not run.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from librarian.coords import ArchKind, GpuArch, MajorMinor, format_version
+from librarian.demands.base import Demand, Verdict, Wheel, unknown
+from librarian.demands.members import NO_DEVICE_CODE, DeviceCode, Member, device_code, loading, names
+from librarian.gpus import known_gpus
+from librarian.machine import Machine
+
+NO_KERNEL_IMAGE = "CUDA error: no kernel image is available for execution on the device"
+PTX_TOO_NEW = "CUDA error: the provided PTX was compiled with an unsupported toolchain"
+
+
+def runs_on(
+    arch: GpuArch, capability: MajorMinor, driver: MajorMinor | None = None, toolkit: MajorMinor | None = None
+) -> bool:
+    """Whether code for ``arch`` runs on a GPU of ``capability`` (PTX: also whether the driver can JIT it).
+
+    The driver check is made only when both ``driver`` and the PTX's ``toolkit`` are known.
+    """
+    if arch.kind is ArchKind.LTO:
+        return False  # LTO-IR is consumed by the device linker at build time, never loaded
+    if arch.suffix == "a":
+        fits = arch.capability == capability  # arch-specific: exactly that GPU
+    elif arch.suffix == "f" or arch.kind is ArchKind.SASS:
+        fits = arch.major == capability[0] and arch.minor <= capability[1]  # same major (family)
+    else:
+        fits = capability >= arch.capability  # plain PTX: any newer GPU
+    if arch.kind is ArchKind.PTX and driver is not None and toolkit is not None:
+        # A driver JIT-compiles only PTX ISA versions it knows, i.e. from toolkits no newer than itself.
+        fits = fits and driver >= toolkit
+    return fits
+
+
+class GpuMatch(enum.IntEnum):
+    """How code serves a GPU, best first: its own SASS, compatible SASS, PTX JIT."""
+
+    EXACT = 0
+    SASS = 1
+    PTX = 2
+
+
+def gpu_match(
+    archs: Iterable[GpuArch],
+    capability: MajorMinor,
+    driver: MajorMinor | None = None,
+    toolkit: MajorMinor | None = None,
+) -> tuple[GpuMatch, GpuArch] | None:
+    """The best way ``archs`` serve this GPU and the arch that does it; ``None`` if none runs."""
+    best: tuple[GpuMatch, int, GpuArch] | None = None
+    for arch in archs:
+        if not runs_on(arch, capability, driver, toolkit):
+            continue
+        if arch.kind is ArchKind.PTX:
+            match = GpuMatch.PTX
+        else:
+            match = GpuMatch.EXACT if arch.capability == capability else GpuMatch.SASS
+        key = (match, -arch.number, arch)  # the newest arch that runs is closest to the GPU
+        if best is None or key[:2] < best[:2]:
+            best = key
+    return (best[0], best[2]) if best else None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuNeed:
+    """The device code a wheel carries, grouped by what loads; the label's CUDA line as a fallback."""
+
+    code: DeviceCode
+    label_cuda: MajorMinor | None = None
+    from_cell: bool = False  # no facts: the code is assumed from the store cell it is filed in
+
+    @property
+    def text(self) -> str:
+        """``sm_80, sm_86, compute_90``: every arch any member offers."""
+        archs = dict.fromkeys(a for m in self.code.all_members for a in (*m.sass, *m.ptx))
+        return ", ".join(str(a) for a in archs) or ("no runnable GPU code" if not self.code.empty else "no GPU code")
+
+
+def needs(wheel: Wheel) -> GpuNeed:
+    """The GPU code of a wheel: from its facts, else the cell it is filed in, else none."""
+    claim = wheel.name.label_claim
+    label_cuda = (claim.cuda_major, claim.cuda_minor) if claim and claim.cuda_minor is not None else None
+    if wheel.facts is not None:
+        return GpuNeed(device_code(wheel.facts), label_cuda)
+    if wheel.filed_for is not None:
+        member = Member("(its cell)", (wheel.filed_for,), ())
+        return GpuNeed(DeviceCode((member,), ()), label_cuda, from_cell=True)
+    return GpuNeed(NO_DEVICE_CODE, label_cuda)
+
+
+@dataclass(frozen=True, slots=True)
+class _Served:
+    match: GpuMatch | None  # None: no code for the GPU
+    arch: GpuArch | None = None
+    blocked: bool = False  # PTX that fits, but the driver is too old to JIT it
+
+
+def _serve(m: Member, capability: MajorMinor, driver: MajorMinor | None, toolkit: MajorMinor | None) -> _Served:
+    if found := gpu_match(m.sass, capability):
+        return _Served(found[0], found[1])
+    if found := gpu_match(m.ptx, capability):
+        if runs_on(found[1], capability, driver, m.toolkit or toolkit):
+            return _Served(GpuMatch.PTX, found[1])
+        return _Served(None, found[1], blocked=True)
+    return _Served(None)
+
+
+def check(need: GpuNeed, machine: Machine) -> Verdict:
+    """Judge the GPU demand against the machine's selected GPU (and its driver, for PTX)."""
+    if need.code.empty:
+        return Verdict(Demand.GPU, True, "no GPU code", _gpu_text(machine), "the wheel carries no device code")
+    gpu = machine.gpu
+    if gpu is None:
+        reason = machine.gpus.reason if not machine.gpus.known else f"no GPU {machine.selected}; pass --gpu"
+        return unknown(Demand.GPU, need.text, reason)
+    line = machine.cuda.value or need.label_cuda
+    return _judge(need, gpu.capability, machine.driver_cuda.value, line, _gpu_text(machine))
+
+
+def _judge(
+    need: GpuNeed, capability: MajorMinor, driver: MajorMinor | None, line: MajorMinor | None, has: str
+) -> Verdict:
+    load = loading(need.code, line)
+    units: list[tuple[str, list[Member]]] = [(m.path, [m]) for m in load.loaded]
+    units += [(c.describe(), list(c.members)) for c in load.undecided]
+    if not units:
+        why = load.missing_text(line) or "no device-code member loads"
+        return Verdict(Demand.GPU, False, need.text, has, why, NO_KERNEL_IMAGE, not_loaded=names(load.not_loaded))
+    served: list[tuple[str, _Served]] = []
+    lacking: list[str] = []
+    blocked: list[tuple[str, Member, _Served]] = []
+    for label, members in units:
+        results = [(m, _serve(m, capability, driver, need.label_cuda)) for m in members]
+        best = min((r for _, r in results if r.match is not None), key=lambda r: r.match or 0, default=None)
+        if best is not None:
+            served.append((label, best))
+            continue
+        lacking.append(label)
+        blocked += [(label, m, r) for m, r in results if r.blocked]
+    lacking += load.missing_text(line).split("; ") if load.missing else []
+    not_loaded = names(load.not_loaded)
+    if not served:
+        return _fail(need, capability, driver, has, units, blocked, not_loaded)
+    worst = max(r.match or GpuMatch.EXACT for _, r in served)
+    how = "; ".join(sorted({_how(r, driver) for _, r in served}))
+    if load.undecided:
+        how += " (which member loads depends on torch's CUDA line; pass --cuda)"
+    if lacking:
+        reason = f"runs, partly: {', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no code for " \
+                 f"{GpuArch(*capability)} (calls into {'it' if len(lacking) == 1 else 'them'} fail); {how}"  # fmt: skip
+        return Verdict(Demand.GPU, True, need.text, has, reason, partly=tuple(lacking), not_loaded=not_loaded,
+                       exact=worst is GpuMatch.EXACT)  # fmt: skip
+    return Verdict(Demand.GPU, True, need.text, has, how, not_loaded=not_loaded, exact=worst is GpuMatch.EXACT)
+
+
+def _how(r: _Served, driver: MajorMinor | None) -> str:
+    if r.match is GpuMatch.PTX:
+        return f"JIT-compiles {r.arch}" + ("" if driver else " (driver not checked; pass --driver)")
+    return f"runs {r.arch} SASS"
+
+
+def _fail(
+    need: GpuNeed,
+    capability: MajorMinor,
+    driver: MajorMinor | None,
+    has: str,
+    units: Sequence[tuple[str, list[Member]]],
+    blocked: Sequence[tuple[str, Member, _Served]],
+    not_loaded: tuple[str, ...],
+) -> Verdict:
+    if blocked:
+        _, m, r = blocked[0]
+        tk = m.toolkit or need.label_cuda
+        assert tk is not None and driver is not None  # blocked only when both are known
+        reason = (f"{m.path}: {r.arch} PTX from CUDA {format_version(tk)} needs a driver for CUDA "
+                  f"{format_version(tk)}+, the driver is for CUDA {format_version(driver)}")  # fmt: skip
+        return Verdict(Demand.GPU, False, need.text, has, reason, PTX_TOO_NEW, not_loaded=not_loaded)
+    members = [m for _, ms in units for m in ms]
+    if all(m.relocatable_only for m in members):
+        reason = f"{members[0].path} has only relocatable / LTO device code, nothing the driver loads"
+    elif len(units) == 1:
+        reason = f"{units[0][0]} has no code for {GpuArch(*capability)}"
+    else:
+        reason = f"none of {', '.join(u for u, _ in units)} has code for {GpuArch(*capability)}"
+    return Verdict(Demand.GPU, False, need.text, has, reason, NO_KERNEL_IMAGE, not_loaded=not_loaded)
+
+
+def _gpu_text(machine: Machine) -> str:
+    gpu = machine.gpu
+    return str(gpu.arch) if gpu else "no GPU"
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """One real GPU a wheel serves by SASS, and the loaded members that have no code for it."""
+
+    sm: GpuArch
+    lacking: tuple[str, ...] = ()
+
+
+def coverage(need: GpuNeed, line: MajorMinor | None, cpus: frozenset[str] = frozenset()) -> tuple[Coverage, ...]:
+    """Every real GPU (shipping with these CPUs) the wheel's loaded members serve natively, by SASS.
+
+    These are its cells: ``sm_86`` SASS serves sm86 and sm89; ``sm_90a`` only sm90; PTX alone none.
+    """
+    load = loading(need.code, line)
+    members = [*load.loaded, *(m for c in load.undecided for m in c.members)]
+    found = []
+    for gpu in known_gpus():
+        if not gpu.ships_with(cpus):
+            continue
+        having = [m for m in members if gpu_match(m.sass, gpu.capability)]
+        if having:
+            units = [m.path for m in load.loaded if m not in having]
+            found.append(Coverage(gpu.arch, tuple(units)))
+    return tuple(found)
+
+
+def serves_natively(need: GpuNeed, sm: GpuArch, line: MajorMinor | None) -> bool:
+    """Whether a loaded member has SASS that runs on GPU ``sm`` (what a cell for ``sm`` promises)."""
+    load = loading(need.code, line)
+    members = [*load.loaded, *(m for c in load.undecided for m in c.members)]
+    return any(gpu_match(m.sass, sm.capability) for m in members)
+
+
+def fit(need: GpuNeed, capability: MajorMinor, driver: MajorMinor | None, line: MajorMinor | None) -> GpuMatch | None:
+    """How a wheel serves a GPU, worst over the members that serve it; ``None`` if it does not run there."""
+    v = _judge(need, capability, driver, line, str(GpuArch(*capability)))
+    if v.ok is not True:
+        return None
+    load = loading(need.code, line)
+    members = [*load.loaded, *(m for c in load.undecided for m in c.members)]
+    matches = [r.match for m in members if (r := _serve(m, capability, driver, need.label_cuda)).match is not None]
+    return max(matches) if matches else None

@@ -1,0 +1,163 @@
+"""Which device-code members of a wheel load on a machine: CUDA-line alternatives are chosen by the line.
+
+Real wheels are not one library. bitsandbytes ships ``libbitsandbytes_cuda118.so`` ... ``_cuda132.so`` and
+loads the one that matches torch's CUDA; some wheels ship one member per ``libcudart`` major. Members whose
+names differ only by a CUDA version token, or that link different ``libcudart`` majors, are alternatives:
+the machine's CUDA line picks one and the others never load. Pure.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from librarian.coords import GpuArch, MajorMinor, format_version
+from librarian.facts import BinaryFacts, WheelFacts
+
+# A CUDA version token in a member's file name: _cuda118, -cu128, .cuda13 (not inside a longer word).
+_TOKEN = re.compile(r"(?<![a-z0-9])(cuda|cu)(\d{2,3})(?![0-9])", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One device-code member, reduced to what loading and the GPU rules need."""
+
+    path: str
+    sass: tuple[GpuArch, ...]
+    ptx: tuple[GpuArch, ...]
+    toolkit: MajorMinor | None = None
+    relocatable_only: bool = False  # only -rdc / LTO code: nothing the driver loads
+    cuda_token: MajorMinor | None = None  # from the name: libbitsandbytes_cuda128.so -> 12.8
+    cudart: int | None = None  # the libcudart major it links
+
+    @classmethod
+    def from_binary(cls, b: BinaryFacts) -> Member:
+        """The member a native or loose device-code binary is."""
+        token = _token(b.path)
+        return cls(b.path, b.sass, b.ptx, b.toolkit, not (b.sass or b.ptx), token, b.cudart_major)
+
+    @property
+    def name(self) -> str:
+        """The file name alone, for messages: ``libbitsandbytes_cuda118.so``."""
+        return posixpath.basename(self.path)
+
+
+def _token(path: str) -> MajorMinor | None:
+    found = _TOKEN.findall(posixpath.basename(path))
+    if len(found) != 1:
+        return None
+    digits = found[0][1]
+    if len(digits) == 3:  # cu118, cuda128: major and minor
+        return int(digits[:2]), int(digits[2])
+    if digits[0] == "1":  # cuda12, cu13: a major alone, read as X.0 (older than any X.y line)
+        return int(digits), 0
+    return int(digits[0]), int(digits[1])  # cu92
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """Members of which the machine's CUDA line loads at most one."""
+
+    members: tuple[Member, ...]
+    by: str  # "name" (a CUDA token in the file names) or "libcudart" (different majors linked)
+
+    def describe(self) -> str:
+        """``libbitsandbytes_cuda{118,...,132}.so``, or the names joined."""
+        return ", ".join(m.name for m in self.members)
+
+    def pick(self, line: MajorMinor) -> Member | None:
+        """The member a machine whose CUDA line is ``line`` loads, if any."""
+        if self.by == "libcudart":
+            return next((m for m in self.members if m.cudart == line[0]), None)
+        tokens = [m for m in self.members if m.cuda_token is not None]
+        if exact := next((m for m in tokens if m.cuda_token == line), None):
+            return exact
+        # Minor-version compatibility: a 12.6 build runs on a 12.8 runtime; never across majors.
+        older = [m for m in tokens if m.cuda_token and m.cuda_token[0] == line[0] and m.cuda_token <= line]
+        return max(older, key=lambda m: m.cuda_token or (0, 0), default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCode:
+    """A wheel's device-code members: those that always load, and the sets of CUDA-line alternatives."""
+
+    fixed: tuple[Member, ...]
+    choices: tuple[Choice, ...]
+
+    @property
+    def empty(self) -> bool:
+        """Whether the wheel carries no device code at all."""
+        return not self.fixed and not self.choices
+
+    @property
+    def all_members(self) -> tuple[Member, ...]:
+        """Every device-code member, loaded or not."""
+        return (*self.fixed, *(m for c in self.choices for m in c.members))
+
+
+NO_DEVICE_CODE = DeviceCode((), ())
+
+
+def device_code(facts: WheelFacts) -> DeviceCode:
+    """Group a wheel's device-code members into fixed ones and CUDA-line alternatives."""
+    members = [Member.from_binary(b) for b in facts.binaries if b.has_device_code]
+    groups: dict[tuple[str, str], list[Member]] = defaultdict(list)
+    for m in members:
+        if m.cuda_token is not None:
+            key = (posixpath.dirname(m.path), _TOKEN.sub("{cuda}", posixpath.basename(m.path)))
+            groups[key].append(m)
+    choices: list[Choice] = []
+    chosen: set[str] = set()
+    for group in groups.values():
+        if len({m.cuda_token for m in group}) > 1:
+            choices.append(Choice(tuple(sorted(group, key=lambda m: m.cuda_token or (0, 0))), "name"))
+            chosen.update(m.path for m in group)
+    rest = [m for m in members if m.path not in chosen]
+    linked = [m for m in rest if m.cudart is not None]
+    if len({m.cudart for m in linked}) > 1:
+        choices.append(Choice(tuple(sorted(linked, key=lambda m: m.cudart or 0)), "libcudart"))
+        chosen.update(m.path for m in linked)
+    fixed = tuple(m for m in members if m.path not in chosen)
+    return DeviceCode(fixed, tuple(choices))
+
+
+@dataclass(frozen=True, slots=True)
+class Loading:
+    """What a machine loads: members, alternatives it cannot decide (line unknown), and what stays out."""
+
+    loaded: tuple[Member, ...]
+    undecided: tuple[Choice, ...]
+    not_loaded: tuple[Member, ...]
+    missing: tuple[Choice, ...]  # alternatives with no member for this line: none of them loads
+
+    def missing_text(self, line: MajorMinor | None) -> str:
+        """``none of a.so, b.so is for CUDA 12.9``, for messages."""
+        where = format_version(line) if line else "this CUDA line"
+        return "; ".join(f"none of {c.describe()} is for CUDA {where}" for c in self.missing)
+
+
+def loading(code: DeviceCode, line: MajorMinor | None) -> Loading:
+    """Which members load on a machine whose CUDA line is ``line`` (``None``: not known)."""
+    loaded = list(code.fixed)
+    undecided: list[Choice] = []
+    not_loaded: list[Member] = []
+    missing: list[Choice] = []
+    for choice in code.choices:
+        if line is None:
+            undecided.append(choice)
+            continue
+        picked = choice.pick(line)
+        if picked is None:
+            missing.append(choice)
+        else:
+            loaded.append(picked)
+        not_loaded += [m for m in choice.members if m is not picked]
+    return Loading(tuple(loaded), tuple(undecided), tuple(not_loaded), tuple(missing))
+
+
+def names(members: Sequence[Member]) -> tuple[str, ...]:
+    """The members' paths, for verdict fields."""
+    return tuple(m.path for m in members)

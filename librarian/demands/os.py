@@ -1,0 +1,79 @@
+"""The OS demand: every native member must be in the binary format this OS loads (ELF, PE, Mach-O)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from librarian.demands.base import Demand, Verdict, Wheel, unknown
+from librarian.facts import BinaryFormat
+from librarian.machine import Machine
+
+_OS_FORMATS = {"linux": BinaryFormat.ELF, "win32": BinaryFormat.PE, "cygwin": BinaryFormat.PE,
+               "darwin": BinaryFormat.MACHO}  # fmt: skip
+_OS_ERRORS = {
+    BinaryFormat.ELF: "invalid ELF header",
+    BinaryFormat.PE: "DLL load failed: %1 is not a valid Win32 application",
+    BinaryFormat.MACHO: "not a mach-o file",
+}
+_PLATFORM_FORMATS = {"linux": BinaryFormat.ELF, "manylinux": BinaryFormat.ELF, "musllinux": BinaryFormat.ELF,
+                     "manylinux1": BinaryFormat.ELF, "manylinux2010": BinaryFormat.ELF,
+                     "manylinux2014": BinaryFormat.ELF, "win": BinaryFormat.PE, "win32": BinaryFormat.PE,
+                     "macosx": BinaryFormat.MACHO}  # fmt: skip
+_A_FORMAT = {BinaryFormat.ELF: "an ELF", BinaryFormat.PE: "a PE", BinaryFormat.MACHO: "a Mach-O"}
+
+
+@dataclass(frozen=True, slots=True)
+class OsNeed:
+    """The binary formats of a wheel's host-native members: (path, format) pairs."""
+
+    members: tuple[tuple[str, BinaryFormat], ...]
+
+    @property
+    def formats(self) -> tuple[BinaryFormat, ...]:
+        """The distinct formats, sorted by name."""
+        return tuple(sorted({f for _, f in self.members}, key=lambda f: f.value))
+
+
+def platform_format(platform: str) -> BinaryFormat | None:
+    """The binary format a platform tag's OS loads: ``manylinux_2_28_x86_64`` -> ELF; ``any`` -> None."""
+    return _PLATFORM_FORMATS.get(platform.split("_")[0])
+
+
+def needs(wheel: Wheel) -> OsNeed:
+    """From the native members' bytes, else from the platform tags."""
+    if wheel.facts is not None:
+        found = tuple((b.path, b.format) for b in wheel.facts.binaries if b.format in _A_FORMAT)
+        return OsNeed(found)
+    formats = {platform_format(p) for p in wheel.name.platform_tag.split(".")}
+    return OsNeed(tuple(("(its platform tag)", f) for f in sorted((f for f in formats if f), key=lambda f: f.value)))
+
+
+def check(need: OsNeed, machine: Machine) -> Verdict:
+    """Judge the OS demand against the machine's OS."""
+    if not need.members:
+        return Verdict(Demand.OS, True, "any OS", machine.os.value or "unknown", "no native code")
+    text = ", ".join(f.value for f in need.formats)
+    if machine.os.value is None:
+        return unknown(Demand.OS, text, machine.os.reason)
+    native = _OS_FORMATS.get(machine.os.value, BinaryFormat.ELF)  # other unixes load ELF
+    has = f"{machine.os.value} ({native.value})"
+    wrong = [(path, f) for path, f in need.members if f is not native]
+    if not wrong:
+        return Verdict(Demand.OS, True, text, has)
+    return Verdict(Demand.OS, False, text, has, f"{wrong[0][0]} is {wrong[0][1].value}", _OS_ERRORS[native])
+
+
+def claims(wheel: Wheel) -> list[str]:
+    """Where a platform tag names another OS than a native member's format, or ``any`` carries native code."""
+    if wheel.facts is None:
+        return []
+    problems = []
+    for plat in wheel.name.platform_tag.split("."):
+        host = [b for b in wheel.facts.binaries if b.format in _A_FORMAT]
+        if plat == "any":
+            problems += [f"platform any, but {b.path} is a native binary" for b in host]
+            continue
+        want = platform_format(plat)
+        problems += [f"platform {plat}, but {b.path} is {_A_FORMAT[b.format]} binary"
+                     for b in host if want is not None and b.format is not want]  # fmt: skip
+    return problems

@@ -1,0 +1,81 @@
+"""The GPUs that exist: compute capabilities with the CPU platforms they ship beside. Data, checked on load.
+
+A cell is a real GPU: publish files a wheel under each one here that its SASS serves, and ``--sm`` takes
+only these. The list is ``librarian/data/gpus.toml``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from librarian.coords import ArchKind, GpuArch, MajorMinor, canonical_cpu
+from librarian.errors import BadInput
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - CPython 3.10
+    import tomli as tomllib
+
+
+@dataclass(frozen=True, slots=True)
+class KnownGpu:
+    """One compute capability that real products have, e.g. 8.9 (RTX 4090, L4), and where it ships."""
+
+    capability: MajorMinor
+    examples: str
+    cpus: frozenset[str]
+
+    @property
+    def arch(self) -> GpuArch:
+        """Its native SASS arch: ``sm_89``."""
+        return GpuArch(*self.capability)
+
+    def ships_with(self, cpus: frozenset[str]) -> bool:
+        """Whether a wheel for these CPUs (none: any) can meet this GPU."""
+        return not cpus or bool(cpus & self.cpus)
+
+
+def parse_gpus(text: str, source: str) -> tuple[KnownGpu, ...]:
+    """The GPU list from TOML text; every problem names ``source``."""
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+        rows = data["gpu"]
+        gpus = []
+        for row in rows:
+            m = re.fullmatch(r"(\d+)\.(\d)", str(row["sm"]))
+            if m is None:
+                raise ValueError(f"sm {row['sm']!r} is not X.Y")
+            cpus = frozenset(canonical_cpu(str(c)) for c in row["cpus"])
+            gpus.append(KnownGpu((int(m[1]), int(m[2])), str(row.get("examples", "")), cpus))
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
+        raise BadInput(f"{source}: not a GPU list ({e})") from e
+    return tuple(sorted(gpus, key=lambda g: g.capability))
+
+
+@functools.cache
+def known_gpus() -> tuple[KnownGpu, ...]:
+    """The packaged GPU list, read once."""
+    text = resources.files("librarian").joinpath("data/gpus.toml").read_text(encoding="utf-8")
+    return parse_gpus(text, "librarian/data/gpus.toml")
+
+
+def find_gpu(capability: MajorMinor) -> KnownGpu | None:
+    """The real GPU of this capability, if one exists."""
+    return next((g for g in known_gpus() if g.capability == capability), None)
+
+
+def parse_real_sm(text: str, flag: str = "--sm") -> GpuArch:
+    """A ``--sm`` value that names a GPU that exists: ``89``, ``sm_89``, ``8.9``; not ``86a`` or ``88``."""
+    arch = GpuArch.parse(text)
+    real = ", ".join(g.arch.sm for g in known_gpus())
+    if arch.kind is not ArchKind.SASS or arch.suffix:
+        plain = GpuArch(arch.major, arch.minor).sm
+        raise BadInput(f"{flag} {text}: name the GPU, not a kind of code (sm_{arch.sm} code is filed under {plain})")
+    if find_gpu(arch.capability) is None:
+        raise BadInput(f"{flag} {text}: no GPU of compute capability {arch.major}.{arch.minor} exists (real ones: {real})")
+    return arch
