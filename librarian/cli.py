@@ -1,7 +1,7 @@
 """The command line: options -> ops -> output. The one place that prints, and the one error funnel.
 
 Exit status: 0 done, 1 a finding (verify found problems, pull found no match, doctor says no),
-2 bad usage or bad input. Errors are one line on stderr: ``librarian: error: <file or value>: <problem>``;
+2 bad usage or bad input (a missing store too), 3 the store could not be reached or refused us. Errors are one line on stderr: ``librarian: error: <file or value>: <problem>``;
 a traceback only with ``LIBRARIAN_DEBUG=1``.
 """
 
@@ -19,8 +19,10 @@ import typer
 from librarian.coords import GpuArch, Label, MajorMinor, WheelName, parse_cuda, parse_torch
 from librarian.errors import BadInput, LibrarianError
 from librarian.layout import Layout
+from librarian.redact import clean
 
 log = logging.getLogger("librarian")
+ERROR_CHARS = 1000  # an error line longer than this is cut (a server once sent 19 KB of zip bytes)
 
 app = typer.Typer(
     name="librarian",
@@ -46,13 +48,14 @@ def _emit_json(data: dict[str, Any]) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=True))
 
 
-def _settings(repo: str | None, create: bool = False) -> tuple[Any, Layout]:
+def _settings(repo: str | None, create: bool = False, publishing: bool = False) -> tuple[Any, Layout]:
     from librarian.config import load_settings
     from librarian.layouts import load_layout
     from librarian.stores import open_store
 
     settings = load_settings(repo)
-    return open_store(settings.repo, create=create), load_layout(settings.layout)
+    store = open_store(settings.repo, create=create, publishing=publishing, license=settings.license)
+    return store, load_layout(settings.layout)
 
 
 def _maybe(parse: Any, text: str | None) -> Any:
@@ -166,7 +169,7 @@ def publish(
     from librarian.ops.publish import PublishOptions
     from librarian.ops.publish import publish as do_publish
 
-    store, layout = _settings(repo, create=create)
+    store, layout = _settings(repo, create=create, publishing=True)
     # Flags always make a label; without them only unlabelled wheels need one (from the installed torch).
     unlabelled = any(WheelName.parse(w.name).label is None for w in wheels if w.name.endswith(".whl"))
     label = _label(cuda, torch) if cuda is not None or torch is not None or unlabelled else None
@@ -420,9 +423,11 @@ def matrix_refresh(
 
 
 def _fail(message: str, code: int, details: list[str] | None = None) -> NoReturn:
-    typer.echo(f"librarian: error: {message}", err=True)
+    # The one funnel: every error line is made one short line without tokens (server text is untrusted).
+    typer.echo(f"librarian: error: {clean(message, ERROR_CHARS)}", err=True)
     for line in details or ():
-        typer.echo(line, err=True)
+        indent = line[: len(line) - len(line.lstrip(" "))]
+        typer.echo(indent + clean(line, ERROR_CHARS), err=True)
     raise SystemExit(code)
 
 
@@ -431,7 +436,7 @@ class _StderrHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            sys.stderr.write(f"librarian: {record.getMessage()}\n")
+            sys.stderr.write(f"librarian: {clean(record.getMessage(), ERROR_CHARS)}\n")
         except Exception:  # noqa: BLE001 - logging must never break a command
             self.handleError(record)
 

@@ -76,8 +76,19 @@ def _locked(root: Path) -> Iterator[None]:
 class LocalStore:
     """A store in a directory on this machine."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, may_create: bool = False) -> None:
         self.root = root
+        self.may_create = may_create  # publish makes a new store; every other command needs one
+
+    def _exists(self) -> bool:
+        """Whether the store is there; raises StoreError (exit 2) when it is not and may not be made."""
+        if self.root.is_dir():
+            return True
+        if self.root.exists():
+            raise StoreError(f"{self.root}: not a directory, so not a store")
+        if self.may_create:
+            return False
+        raise StoreError(f"{self.root}: no such store (a directory that 'librarian publish' makes)")
 
     @property
     def location(self) -> str:
@@ -90,6 +101,8 @@ class LocalStore:
 
     def read_file(self, path: str) -> bytes | None:
         """A file's bytes, or ``None`` if absent."""
+        if not self._exists():
+            return None
         try:
             return self._resolve(path).read_bytes()
         except FileNotFoundError:
@@ -99,7 +112,7 @@ class LocalStore:
 
     def list_files(self) -> Listing:
         """Every file under the root, except the lock and temp files."""
-        if not self.root.is_dir():
+        if not self._exists():
             return Listing(())
         files = []
         for dirpath, dirnames, filenames in os.walk(self.root):
@@ -114,6 +127,7 @@ class LocalStore:
 
     def fetch(self, path: str, dest: Path) -> Path:
         """Copy a stored file to ``dest``."""
+        self._exists()
         source = self._resolve(path)
         if not source.is_file():
             raise StoreError(f"{source}: not in the store")
