@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -62,7 +62,7 @@ from librarian.errors import BadInput, LibrarianError, StoreError, Unreachable
 from librarian.index import Index
 from librarian.layout import Layout
 from librarian.redact import clean, register_secret
-from librarian.stores.base import Applied, Changes, Listing, Planner, StoredFile, Upload, read_index
+from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, StoredFile, Upload, read_index
 from librarian.stores.hub_http import RETRY_STATUS, NetPolicy, bound_session, describe, retrying
 
 log = logging.getLogger(__name__)
@@ -341,6 +341,38 @@ class HubStore:
         """Hub files are never local."""
         return None
 
+    # --- freeing storage ----------------------------------------------------------------------
+
+    def purgeable(self, sha256s: Iterable[str], leaving: Iterable[str] = ()) -> tuple[Blob, ...]:
+        """LFS objects among ``sha256s`` that no file at the live head references, ``leaving`` paths aside."""
+        wanted = set(sha256s)
+        if not wanted:
+            return ()
+        self._sha = self._head()
+        if self._sha is None:
+            raise self._missing_repo()
+        gone = set(leaving)
+        referenced = {f.sha256 for f in self.list_files().files if f.path not in gone}
+
+        def listing() -> list[Any]:
+            return list(self.api.list_lfs_files(self.repo_id, repo_type=REPO_TYPE))
+
+        found: dict[str, Blob] = {}
+        for item in self._read("LFS listing", listing):
+            sha = next((x for x in (item.oid, item.file_oid) if x in wanted), None)
+            if sha is not None and sha not in referenced:
+                found.setdefault(sha, Blob(str(item.file_oid), int(item.size), str(item.filename)))
+        return tuple(sorted(found.values(), key=lambda b: b.name))
+
+    def purge(self, blobs: Sequence[Blob]) -> None:
+        """Permanently delete the LFS objects ``blobs`` name, rewriting history to drop their pointers."""
+        if not blobs:
+            return
+        items = [item for item in self._read("LFS listing", lambda: list(self.api.list_lfs_files(self.repo_id, repo_type=REPO_TYPE)))
+                 if item.file_oid in {b.sha256 for b in blobs}]
+        with self._translated("LFS deletion"):
+            self.api.permanently_delete_lfs_files(self.repo_id, items, repo_type=REPO_TYPE)
+
     # --- writing: one commit per change ---------------------------------------------------------
 
     def update(self, plan: Planner, default_layout: Layout) -> Applied:
@@ -363,13 +395,14 @@ class HubStore:
                         self.repo_id, operations, commit_message=changes.message, commit_description=description,
                         repo_type=REPO_TYPE, revision=self.revision, parent_commit=parent,
                     )
-                return Applied(changes, self.commit_url(str(info.oid)), attempt, tuple(notes))
+                url = self.commit_url(str(info.oid))
+                return Applied(changes, url, attempt, tuple(notes), commit=url)
             except _Conflict:
                 notes.append(f"attempt {attempt}: the repo moved on since {parent[:8]}; planning again")
             except _Transient as e:
                 landed = self._landed(change_id)
                 if landed is not None:
-                    return Applied(changes, landed, attempt, (*notes, "the commit's answer was lost; found it in the history"))
+                    return Applied(changes, landed, attempt, (*notes, "the commit's answer was lost; found it in the history"), landed)
                 notes.append(f"attempt {attempt}: {e}")
             log.info("%s", notes[-1])
             _backoff(attempt)

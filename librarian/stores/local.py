@@ -14,14 +14,14 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from librarian.catalogue import render_catalogue
 from librarian.errors import StoreError
 from librarian.index import ROOT
 from librarian.layout import Layout, check_store_path
-from librarian.stores.base import Applied, Changes, Listing, Planner, StoredFile, Upload, read_index
+from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, StoredFile, Upload, read_index
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +156,13 @@ class LocalStore:
                 _write_atomic(self._resolve(path), data=data)
         log.info("%s: %s", self.root, message)
         return str(self.root)
+
+    def purgeable(self, sha256s: Iterable[str], leaving: Iterable[str] = ()) -> tuple[Blob, ...]:
+        """None: deleting a file (its last hard link) frees its space already."""
+        return ()
+
+    def purge(self, blobs: Sequence[Blob]) -> None:
+        """Nothing to do (see ``purgeable``)."""
 
     def _write_uploads(self, uploads: Sequence[Upload], by_sha: dict[str, Path]) -> None:
         for upload in sorted(uploads, key=lambda u: u.path):
