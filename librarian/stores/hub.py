@@ -396,6 +396,7 @@ class HubStore:
                         repo_type=REPO_TYPE, revision=self.revision, parent_commit=parent,
                     )
                 url = self.commit_url(str(info.oid))
+                self._note_new_head()
                 return Applied(changes, url, attempt, tuple(notes), commit=url)
             except _Conflict:
                 notes.append(f"attempt {attempt}: the repo moved on since {parent[:8]}; planning again")
@@ -439,6 +440,13 @@ class HubStore:
             log.info("%s", notes[-1])
             _backoff(attempt)
         raise Unreachable(f"{self.location}: could not commit after {MAX_ATTEMPTS} attempts ({notes[-1] if notes else ''})")
+
+    def _note_new_head(self) -> None:
+        """Read the head once more after a commit, so that an offline read later finds this commit's index."""
+        try:
+            self._head()
+        except LibrarianError as e:
+            log.info("%s: could not read the head after committing (%s)", self.location, e)
 
     def _operations(self, old: Index, changes: Changes) -> list[Any]:
         ops: list[Any] = []

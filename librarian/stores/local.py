@@ -140,6 +140,7 @@ class LocalStore:
 
     def update(self, plan: Planner, default_layout: Layout) -> Applied:
         """Plan under the lock and apply: wheels first, deletions, then the catalogue with the root last."""
+        self._exists()
         with _locked(self.root):
             old = read_index(self, default_layout)
             changes = plan(old)
