@@ -117,12 +117,22 @@ librarian rewrites only this block, between its two markers; edit anything outsi
 """
 
 
+def _set_key(lines: list[str], key: str, value: str) -> list[str]:
+    """``key: value`` in place of the key's line (and its indented continuation), or appended."""
+    at = next((i for i, line in enumerate(lines) if line.startswith(f"{key}:")), None)
+    if at is None:
+        return [*lines, f"{key}: {value}"]
+    end = at + 1
+    while end < len(lines) and lines[end].startswith((" ", "- ")):
+        end += 1
+    return [*lines[:at], f"{key}: {value}", *lines[end:]]
+
+
 def _front_matter(lines: list[str], license: str | None) -> list[str]:
     """The card's front matter lines with ``viewer: false``, librarian's tags and the license set."""
-    out = [line for line in lines if not line.startswith(("viewer:",) + (("license:",) if license else ()))]
-    out.append("viewer: false")
+    out = _set_key(lines, "viewer", "false")
     if license:
-        out.append(f"license: {license}")
+        out = _set_key(out, "license", license)
     if not any(line.startswith("tags:") for line in out):
         out.append("tags:")
     at = next(i for i, line in enumerate(out) if line.startswith("tags:"))

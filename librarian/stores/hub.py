@@ -23,6 +23,7 @@ import logging
 import os
 import random
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -77,6 +78,7 @@ REPO_TYPE = "dataset"
 MARKER = "librarian-change-id"
 MAX_ATTEMPTS = int(os.environ.get("LIBRARIAN_HUB_ATTEMPTS", "12"))
 _CHUNK = 1 << 20
+KEEP_COMMITS = 8  # commits whose index files the cache keeps (besides each revision's newest head)
 
 
 def _offline() -> bool:
@@ -151,10 +153,26 @@ class _Cache:
             return None
 
     def put(self, sha: str, path: str, data: bytes) -> None:
+        fresh = not (self.root / "files" / sha).is_dir()
         try:
             self._write(self.root / "files" / sha / path, data)
+            if fresh:
+                self._prune()
         except OSError as e:  # a cache that cannot be written is no reason to fail a read
             log.debug("cannot cache %s: %s", path, e)
+
+    def _prune(self) -> None:
+        """Keep the files of the newest ``KEEP_COMMITS`` commits read here, and of every recorded head."""
+        heads = set()
+        for ref in (self.root / "refs").glob("*"):
+            try:
+                heads.add(str(json.loads(ref.read_text())["sha"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        commits = sorted((self.root / "files").iterdir(), key=lambda d: d.stat().st_mtime, reverse=True)
+        for stale in commits[KEEP_COMMITS:]:
+            if stale.name not in heads:
+                shutil.rmtree(stale, ignore_errors=True)
 
     @staticmethod
     def _write(target: Path, data: bytes) -> None:
