@@ -8,7 +8,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -156,6 +156,18 @@ def test_refused_credentials_are_exit_3(run: Run, hub: LoopHub, tmp_path: Path) 
     hub.fail("commit", times=100, status=403)
     result = run("publish", str(wheel(tmp_path, "other")), *COMBO, "--repo", REPO)
     assert result.code == 3 and "refused (HTTP 403); check HF_TOKEN" in one_error_line(result.err)
+
+
+def test_a_wrong_token_on_reads_is_exit_3_and_not_printed(
+    run: Run, make_loophub: Callable[..., LoopHub], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_loophub(auth_reads=True)
+    publish(run, wheel(tmp_path), "--create")
+    wrong = "hf_WrongTokenWrongToken0123456789"
+    monkeypatch.setenv("HF_TOKEN", wrong)
+    result = run("ls", "--repo", REPO)
+    assert result.code == 3 and "refused (HTTP 401); check HF_TOKEN" in one_error_line(result.err)
+    assert wrong not in result.err
 
 
 def test_offline_reads_serve_the_newest_commit_every_time(

@@ -524,6 +524,10 @@ class HubStore:
         try:
             yield
         except RepositoryNotFoundError as e:
+            response = e.response
+            if response is not None and response.status_code == 401 and response.headers.get("X-Error-Code") != "RepoNotFound":
+                # huggingface_hub reads any 401 from an https:// Hub as "no such repo"; a bad token is not that.
+                raise Unreachable(f"{self.location}: {what}: refused (HTTP 401); check HF_TOKEN or `hf auth login`") from e
             raise self._missing_repo() from e
         except RevisionNotFoundError as e:
             raise StoreError(f"{self.location}: no revision {self.revision!r}") from e
