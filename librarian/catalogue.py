@@ -55,49 +55,56 @@ def is_generated(path: str) -> bool:
     return path == "index.json" or path.startswith(("index/", f"{PAGES_DIR}/"))
 
 
-def render_card(index: Index, repo_id: str, endpoint: str = "https://huggingface.co") -> bytes:
-    """The dataset card (``README.md``) of a Hub store: usage, the layout and the coverage table."""
+CARD = "README.md"
+BEGIN = "<!-- librarian:begin -->"
+END = "<!-- librarian:end -->"
+CARD_TAGS = ("wheels", "cuda", "pytorch", "librarian")
+_OLD_CARD_SIGN = "This card is rewritten by every `librarian publish` and `librarian gc`."
+
+
+def render_card_block(index: Index, repo_id: str, endpoint: str = "https://huggingface.co") -> str:
+    """librarian's part of the dataset card, markers included: how to install, and the coverage table.
+
+    ``endpoint`` must carry no credentials (the caller strips them): the card is public.
+    """
     from librarian.ops.ls import coverage, render_coverage  # the table is ls's; import here to keep layers
 
     table = render_coverage(coverage(index, f"hf://datasets/{repo_id}"))
     example = index.entries[0] if index.entries else None
+    package, page = "PACKAGE", "pages/sm89-torch2.9-cu128.html"
     pull = "librarian pull PACKAGE --sm 89 --torch 2.9"
-    download = "hf_hub_download(REPO, PATH_FROM_THE_INDEX, repo_type=\"dataset\")"
-    find_links = f"{endpoint}/datasets/{repo_id}/resolve/main/pages/sm89-torch2.9-cu128.html"
+    path = "PATH_FROM_THE_INDEX"
     if example is not None:
         cell = example.cell
+        package, page, path = example.name.distribution.replace("_", "-"), page_path(example), example.path
         pull = f"librarian pull {cell.package} --sm {cell.sm.sm} --torch {format_version(cell.label.torch)} --cuda {format_version(cell.label.cuda)}"
-        download = f'hf_hub_download("{repo_id}", "{example.path}", repo_type="dataset")'
-        find_links = f"{endpoint}/datasets/{repo_id}/resolve/main/{page_path(example)}"
-    text = f"""---
-tags:
-- wheels
-- cuda
-- pytorch
-- librarian
----
-# {repo_id}: prebuilt CUDA / PyTorch extension wheels
+    find_links = f"{endpoint}/datasets/{repo_id}/resolve/main/{page}"
+    return f"""{BEGIN}
+## Install
 
-Wheels filed by [librarian](https://pypi.org/project/librarian-wheels/), one folder per GPU arch and
-torch/CUDA combo, with the layout `{index.layout.path}`. The local version label (`+cu128torch2.9`)
-carries the CUDA line and torch minor; the folder says which GPU the binaries serve.
+Wheels filed by librarian, one folder per GPU arch and torch/CUDA combo, with the layout
+`{index.layout.path}`. The local version label (`+cu128torch2.9`) carries the CUDA line and torch minor;
+the folder says which GPU the binaries serve. Install with `--no-deps` and a reinstall, so that your torch
+stays as it is.
 
-## Use
+With pip or uv, one page per GPU and combo (no librarian needed):
 
 ```bash
-pip install librarian-wheels
+pip install --no-deps --force-reinstall {package} --find-links {find_links}
+uv pip install --no-deps --reinstall {package} --find-links {find_links}
+```
+
+With librarian (installed from its source), which picks the wheel for this machine and checks its sha256:
+
+```bash
 {pull} --repo hf://datasets/{repo_id} --install
 ```
 
+One file, with huggingface_hub:
+
 ```python
 from huggingface_hub import hf_hub_download
-path = {download}
-```
-
-Plain pip, one page per GPU and combo (install with `--no-deps --force-reinstall` to keep your torch):
-
-```bash
-pip install --no-deps --force-reinstall PACKAGE --find-links {find_links}
+path = hf_hub_download("{repo_id}", "{path}", repo_type="dataset")
 ```
 
 ## Coverage
@@ -107,6 +114,61 @@ pip install --no-deps --force-reinstall PACKAGE --find-links {find_links}
 ```
 
 `index.json` and `index/<package>.json` list every wheel with its sha256, tags and what its binaries need.
-This card is rewritten by every `librarian publish` and `librarian gc`.
+librarian rewrites only this block, between its two markers; edit anything outside it.
+{END}
 """
-    return text.encode()
+
+
+def _set_key(lines: list[str], key: str, value: str) -> list[str]:
+    """``key: value`` in place of the key's line (and its indented continuation), or appended."""
+    at = next((i for i, line in enumerate(lines) if line.startswith(f"{key}:")), None)
+    if at is None:
+        return [*lines, f"{key}: {value}"]
+    end = at + 1
+    while end < len(lines) and lines[end].startswith((" ", "- ")):
+        end += 1
+    return [*lines[:at], f"{key}: {value}", *lines[end:]]
+
+
+def _front_matter(lines: list[str], license: str | None) -> list[str]:
+    """The card's front matter lines with ``viewer: false``, librarian's tags and the license set."""
+    out = _set_key(lines, "viewer", "false")
+    if license:
+        out = _set_key(out, "license", license)
+    if not any(line.startswith("tags:") for line in out):
+        out.append("tags:")
+    at = next(i for i, line in enumerate(out) if line.startswith("tags:"))
+    if out[at].strip() != "tags:":
+        return out  # an inline list: theirs, left alone
+    end = at + 1
+    while end < len(out) and out[end].startswith(("- ", "  -")):
+        end += 1
+    have = {line.strip().lstrip("-").strip() for line in out[at + 1 : end]}
+    return out[:end] + [f"- {tag}" for tag in CARD_TAGS if tag not in have] + out[end:]
+
+
+def merge_card(current: str | None, block: str, repo_id: str, license: str | None = None) -> str:
+    """The card with librarian's block replaced (or added), everything else as people wrote it.
+
+    A card without the markers written by an older librarian is replaced whole; any other card keeps
+    its text and gets the block at its end. The front matter always has ``viewer: false`` (the dataset
+    viewer cannot read wheels), librarian's tags, and ``license`` when one is configured.
+    """
+    text = current or ""
+    if _OLD_CARD_SIGN in text and BEGIN not in text:
+        text = ""
+    lines = text.splitlines()
+    front: list[str] = []
+    body = text
+    if lines and lines[0].strip() == "---" and "---" in (line.strip() for line in lines[1:]):
+        close = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
+        front, body = lines[1:close], "\n".join(lines[close + 1 :])
+    if not body.strip():
+        body = f"# {repo_id}: prebuilt CUDA / PyTorch extension wheels\n"
+    start, end = body.find(BEGIN), body.find(END)
+    if start >= 0 and end > start:
+        body = body[:start] + block.rstrip("\n") + body[end + len(END) :]
+    else:
+        body = body.rstrip("\n") + "\n\n" + block
+    header = "\n".join(["---", *_front_matter(front, license), "---"])
+    return f"{header}\n{body.lstrip(chr(10)).rstrip(chr(10))}\n"

@@ -1,7 +1,7 @@
 """The command line: options -> ops -> output. The one place that prints, and the one error funnel.
 
 Exit status: 0 done, 1 a finding (verify found problems, pull found no match, doctor says no),
-2 bad usage or bad input. Errors are one line on stderr: ``librarian: error: <file or value>: <problem>``;
+2 bad usage or bad input (a missing store too), 3 the store could not be reached or refused us. Errors are one line on stderr: ``librarian: error: <file or value>: <problem>``;
 a traceback only with ``LIBRARIAN_DEBUG=1``.
 """
 
@@ -20,8 +20,10 @@ from librarian.coords import Label, WheelName, parse_cuda, parse_torch
 from librarian.errors import BadInput, LibrarianError
 from librarian.gpus import parse_real_sm
 from librarian.layout import Layout
+from librarian.redact import clean
 
 log = logging.getLogger("librarian")
+ERROR_CHARS = 1000  # an error line longer than this is cut (a server once sent 19 KB of zip bytes)
 
 app = typer.Typer(
     name="librarian",
@@ -47,13 +49,14 @@ def _emit_json(data: dict[str, Any]) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=True))
 
 
-def _settings(repo: str | None, create: bool = False) -> tuple[Any, Layout]:
+def _settings(repo: str | None, create: bool = False, publishing: bool = False) -> tuple[Any, Layout]:
     from librarian.config import load_settings
     from librarian.layouts import load_layout
     from librarian.stores import open_store
 
     settings = load_settings(repo)
-    return open_store(settings.repo, create=create), load_layout(settings.layout)
+    store = open_store(settings.repo, create=create, publishing=publishing, license=settings.license)
+    return store, load_layout(settings.layout)
 
 
 def _maybe(parse: Any, text: str | None) -> Any:
@@ -167,7 +170,7 @@ def publish(
     from librarian.ops.publish import PublishOptions
     from librarian.ops.publish import publish as do_publish
 
-    store, layout = _settings(repo, create=create)
+    store, layout = _settings(repo, create=create, publishing=True)
     # Flags always make a label; without them only unlabelled wheels need one (from the installed torch).
     unlabelled = any(WheelName.parse(w.name).label is None for w in wheels if w.name.endswith(".whl"))
     label = _label(cuda, torch) if cuda is not None or torch is not None or unlabelled else None
@@ -182,7 +185,7 @@ def publish(
     plan = do_publish(store, wheels, options, dry_run=dry_run, stage=stage)
     if as_json:
         _emit_json({
-            "schema": 1, "repo": store.location, "dry_run": dry_run, "staged": stage,
+            "schema": 1, "repo": store.location, "dry_run": dry_run, "staged": stage, "commit": plan.commit or None,
             "filings": [{"path": f.path, "action": f.action, "source": str(f.wheel.source), "sha256": f.wheel.sha256} for f in plan.filings],
         })
         return
@@ -194,6 +197,8 @@ def publish(
     if stage:
         done = "would be staged" if dry_run else "staged (awaiting 'librarian reindex')"
     _out(f"{count} file(s) {done} to {store.location}" + (" (dry run: nothing changed)" if dry_run else ""))
+    if plan.commit:
+        _out(f"commit {plan.commit}")
 
 
 @app.command()
@@ -322,10 +327,12 @@ def gc(
     keep_versions: Annotated[int | None, typer.Option("--keep-versions", min=1, help="Keep the newest K versions per cell.")] = None,
     older_than: Annotated[int | None, typer.Option("--older-than", min=0, help="Drop wheels published more than DAYS ago.")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Act on the plan (without it, only print it).")] = False,
+    purge: Annotated[bool, typer.Option("--purge", help="Hub: also delete the removed wheels' LFS objects for good (frees the storage).")] = False,
+    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Accept a plan that removes every wheel of a package.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Prune stale torch lines and superseded versions; prints the plan, acts only with --yes."""
-    from librarian.ops.gc import GcPolicy, summarize
+    from librarian.ops.gc import GcPolicy
     from librarian.ops.gc import gc as do_gc
 
     if keep_torch_from not in ("store", "matrix"):
@@ -339,18 +346,31 @@ def gc(
     if policy.empty:
         raise BadInput("gc: say what to prune: --keep-torch N, --drop-torch X.Y, --keep-versions K or --older-than DAYS")
     store, layout = _settings(repo)
-    removals = do_gc(store, layout, policy, act=yes)
+    report = do_gc(store, layout, policy, act=yes, purge=purge, allow_empty=allow_empty)
     if as_json:
-        _emit_json({"schema": 1, "repo": store.location, "acted": yes,
-                    "remove": [{"path": r.entry.path, "reason": r.reason, "size": r.entry.size} for r in removals]})
+        _emit_json({"schema": 1, "repo": store.location, "acted": yes, "freed": report.freed, "commit": report.commit or None,
+                    "emptied": list(report.emptied),
+                    "remove": [{"path": r.entry.path, "reason": r.reason, "size": r.entry.size} for r in report.removals],
+                    "purge": [{"sha256": b.sha256, "size": b.size, "name": b.name} for b in report.purge]})
         return
-    for r in removals:
+    for r in report.removals:
         _out(f"{'removed' if yes else 'remove'}  {r.entry.path}  ({r.reason})")
-    size = summarize(removals) / 1e6
+    for b in report.purge:
+        _out(f"{'purged' if yes else 'purge'}  LFS object {b.sha256[:12]} ({b.size / 1e6:.1f} MB, {b.name})")
+    purged = sum(b.size for b in report.purge) / 1e6
+    tail = f"; {len(report.purge)} LFS object(s), {purged:.1f} MB, deleted for good" if report.purge else ""
+    size = report.freed / 1e6
     if yes:
-        _out(f"removed {len(removals)} wheel file(s), {size:.1f} MB, from {store.location}")
+        _out(f"removed {len(report.removals)} wheel file(s), {size:.1f} MB of stored content, from {store.location}{tail}")
+        if report.commit:
+            _out(f"commit {report.commit}")
+        if report.removals and not purge and report.commit:
+            _out("the Hub keeps removed files in the repo's history; 'gc --purge' frees that storage")
     else:
-        _out(f"plan: remove {len(removals)} wheel file(s), {size:.1f} MB, from {store.location}; nothing changed (pass --yes to act)")
+        if report.emptied:
+            _out(f"warning: this plan removes every wheel of {', '.join(report.emptied)}; --yes needs --allow-empty")
+        will = f"; {len(report.purge)} LFS object(s), {purged:.1f} MB, would be deleted for good" if report.purge else ""
+        _out(f"plan: remove {len(report.removals)} wheel file(s), {size:.1f} MB of stored content, from {store.location}{will}; nothing changed (pass --yes to act)")
 
 
 matrix_app = typer.Typer(
@@ -407,9 +427,11 @@ def matrix_refresh(
 
 
 def _fail(message: str, code: int, details: list[str] | None = None) -> NoReturn:
-    typer.echo(f"librarian: error: {message}", err=True)
+    # The one funnel: every error line is made one short line without tokens (server text is untrusted).
+    typer.echo(f"librarian: error: {clean(message, ERROR_CHARS)}", err=True)
     for line in details or ():
-        typer.echo(line, err=True)
+        indent = line[: len(line) - len(line.lstrip(" "))]
+        typer.echo(indent + clean(line, ERROR_CHARS), err=True)
     raise SystemExit(code)
 
 
@@ -418,7 +440,7 @@ class _StderrHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            sys.stderr.write(f"librarian: {record.getMessage()}\n")
+            sys.stderr.write(f"librarian: {clean(record.getMessage(), ERROR_CHARS)}\n")
         except Exception:  # noqa: BLE001 - logging must never break a command
             self.handleError(record)
 

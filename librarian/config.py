@@ -28,6 +28,7 @@ class Settings:
     repo: str
     repo_source: str
     layout: str = DEFAULT_LAYOUT
+    license: str | None = None  # the Hub card's front matter ``license``
 
 
 def _read_tool_table(directory: Path) -> tuple[dict[str, Any], str] | None:
@@ -42,7 +43,7 @@ def _read_tool_table(directory: Path) -> tuple[dict[str, Any], str] | None:
         for key in table_path:
             data = data.get(key, {}) if isinstance(data, dict) else {}
         if isinstance(data, dict) and data:
-            unknown = set(data) - {"repo", "layout"}
+            unknown = set(data) - {"repo", "layout", "license"}
             if unknown:
                 raise BadInput(f"{path}: unknown librarian settings: {', '.join(sorted(unknown))}")
             return data, str(path)
@@ -53,10 +54,11 @@ def load_settings(repo: str | None = None, cwd: Path | None = None) -> Settings:
     """Resolve the store and layout from the flag, the environment and the project files."""
     table, source = _read_tool_table(cwd or Path.cwd()) or ({}, "")
     layout = str(table.get("layout", DEFAULT_LAYOUT))
+    license = str(table["license"]) if table.get("license") else None
     if repo:
-        return Settings(repo, "--repo", layout)
+        return Settings(repo, "--repo", layout, license)
     if env := os.environ.get(ENV_REPO):
-        return Settings(env, ENV_REPO, layout)
+        return Settings(env, ENV_REPO, layout, license)
     if "repo" in table:
-        return Settings(str(table["repo"]), source, layout)
-    return Settings(DEFAULT_REPO, "default", layout)
+        return Settings(str(table["repo"]), source, layout, license)
+    return Settings(DEFAULT_REPO, "default", layout, license)

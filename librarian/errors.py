@@ -1,7 +1,8 @@
 """The errors librarian raises: one base class, standard bases mixed in.
 
 Every message is one line, ``<file or value>: <problem>``; the CLI prints it as
-``librarian: error: <message>`` and exits 2 (bad usage or input) or 1 (a finding).
+``librarian: error: <message>`` and exits 2 (bad usage or input, a missing store), 1 (a finding) or 3 (the
+store could not be reached or refused us).
 """
 
 from __future__ import annotations
@@ -41,3 +42,9 @@ class NotFound(LibrarianError, LookupError):
 
 class Refused(LibrarianError):
     """librarian will not do this without an explicit override (``--force``, ``--replace``)."""
+
+
+class Unreachable(StoreError):
+    """The store could not be reached, or refused us (network, time-out, 5xx after retries, auth): exit 3."""
+
+    exit_code = 3

@@ -122,7 +122,7 @@ def test_the_token_never_appears_in_output(run: Run, repo: LoopHub, tmp_path: Pa
         outputs += [result.out, result.err]
     repo.fail("commit", times=100, status=401)
     denied = run("publish", *map(str, wheels(tmp_path / "e", 1, prefix="q")), *FLAGS)
-    assert denied.code == 2 and "check HF_TOKEN" in denied.err
+    assert denied.code == 3 and "check HF_TOKEN" in denied.err  # refused us: exit 3
     outputs += [denied.out, denied.err]
     assert not any(FAKE_TOKEN in text for text in outputs)
     assert repo.token_leaks == []

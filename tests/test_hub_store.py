@@ -51,7 +51,10 @@ def test_hub_scenario(run: Run, hub_published: LoopHub, tmp_path: Path) -> None:
     plan = run("gc", "--drop-torch", "2.8", "--repo", REPO)
     assert plan.code == 0 and f"remove  {CELL}/{FILE}" in plan.out
     assert "remove 1 wheel" in plan.out
-    done = run("gc", "--drop-torch", "2.8", "--repo", REPO, "--yes")
+    assert "warning: this plan removes every wheel of tinykern; --yes needs --allow-empty" in plan.out
+    refused = run("gc", "--drop-torch", "2.8", "--repo", REPO, "--yes")
+    assert refused.code == 2 and "--allow-empty" in refused.err
+    done = run("gc", "--drop-torch", "2.8", "--repo", REPO, "--yes", "--allow-empty")
     assert done.code == 0 and "removed 1 wheel file(s)" in done.out
     listing = run("ls", "--repo", REPO, "--json")
     assert json.loads(listing.out)["packages"] == {}

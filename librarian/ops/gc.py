@@ -1,21 +1,24 @@
 """gc: prune stale torch lines and superseded versions, in one change with the index.
 
 The plan is pure (``plan_gc``) and lists every wheel it removes with its reason. It never removes the
-last wheel of a (package, sm, python, platform) on a torch line it keeps.
+last wheel of a (package, sm, python, platform) on a torch line it keeps, and a plan that would leave a
+package with no wheel at all acts only with ``allow_empty``. Sizes count each stored blob once. On the
+Hub a deleted file's LFS object stays in the history; ``purge`` deletes those the gc commit dropped and
+nothing at the head still references.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
 from librarian.coords import MajorMinor, format_version
-from librarian.errors import StoreError
+from librarian.errors import Refused, StoreError
 from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
-from librarian.stores.base import Applied, Changes, Store, read_index
+from librarian.stores.base import Applied, Blob, Changes, Store, read_index
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,27 +120,81 @@ def plan_gc(index: Index, policy: GcPolicy) -> list[Removal]:
     return [Removal(by_path[p], r) for p, r in sorted(reasons.items())]
 
 
-def gc(store: Store, default_layout: Layout, policy: GcPolicy, *, act: bool) -> list[Removal]:
-    """Plan (and with ``act``, apply in one change) the removals."""
+@dataclass(frozen=True, slots=True)
+class GcReport:
+    """What gc planned or did: the removals, the space they free, the blobs purged, the commit made."""
+
+    removals: tuple[Removal, ...]
+    freed: int  # bytes of stored content no remaining wheel shares: each blob counted once
+    emptied: tuple[str, ...] = ()  # packages the plan removes every wheel of
+    purge: tuple[Blob, ...] = ()  # blobs deleted for good (--purge, the Hub)
+    commit: str = ""  # the commit's URL, where the store makes commits
+    acted: bool = False
+
+
+def freed_bytes(index: Index, removals: Sequence[Removal]) -> int:
+    """Bytes the removals free: each removed blob (by sha256) once, and only if no kept wheel shares it."""
+    gone = {r.entry.path for r in removals}
+    kept = {e.sha256 for e in index.entries if e.path not in gone}
+    sizes = {r.entry.sha256: r.entry.size for r in removals if r.entry.sha256 not in kept}
+    return sum(sizes.values())
+
+
+def emptied_packages(index: Index, removals: Sequence[Removal]) -> tuple[str, ...]:
+    """Packages of which the removals leave no wheel."""
+    gone = {r.entry.path for r in removals}
+    touched = {r.entry.cell.package for r in removals}
+    left = {e.cell.package for e in index.entries if e.path not in gone}
+    return tuple(sorted(touched - left))
+
+
+def gc(
+    store: Store,
+    default_layout: Layout,
+    policy: GcPolicy,
+    *,
+    act: bool,
+    purge: bool = False,
+    allow_empty: bool = False,
+) -> GcReport:
+    """Plan (and with ``act``, apply in one change) the removals; with ``purge``, also free their blobs.
+
+    A plan that leaves a package without any wheel is refused on ``act`` unless ``allow_empty``.
+    """
     listing = store.list_files()
     if act and not listing.complete:
         raise StoreError(f"{store.location}: the file listing came back incomplete; gc refuses to act on it")
     if not act:
-        return plan_gc(read_index(store, default_layout), policy)
-    holder: list[list[Removal]] = []
+        index = read_index(store, default_layout)
+        removals = plan_gc(index, policy)
+        blobs = _purgeable(store, index, removals) if purge else ()
+        return GcReport(tuple(removals), freed_bytes(index, removals), emptied_packages(index, removals), blobs)
+    holder: list[GcReport] = []
 
     def planner(index: Index) -> Changes:
         removals = plan_gc(index, policy)
-        holder[:] = [removals]
+        emptied = emptied_packages(index, removals)
+        if emptied and not allow_empty:
+            raise Refused(
+                f"{store.location}: the plan removes every wheel of {', '.join(emptied)}; "
+                "pass --allow-empty to accept that (nothing was changed)"
+            )
+        holder[:] = [GcReport(tuple(removals), freed_bytes(index, removals), emptied)]
         paths = tuple(r.entry.path for r in removals)
         message = f"librarian gc: remove {len(paths)} wheel{'s' if len(paths) != 1 else ''}"
         return Changes(index.with_entries(removed=paths), (), paths, message)
 
     applied: Applied = store.update(planner, default_layout)
-    del applied
-    return holder[0] if holder else []
+    report = replace(holder[0], commit=applied.commit, acted=True) if holder else GcReport((), 0, acted=True)
+    if purge and report.removals:
+        blobs = store.purgeable({r.entry.sha256 for r in report.removals})
+        store.purge(blobs)
+        report = replace(report, purge=blobs)
+    return report
 
 
-def summarize(removals: Sequence[Removal]) -> int:
-    """Total bytes the removals free."""
-    return sum(r.entry.size for r in removals)
+def _purgeable(store: Store, index: Index, removals: Sequence[Removal]) -> tuple[Blob, ...]:
+    gone = {r.entry.path for r in removals}
+    kept = {e.sha256 for e in index.entries if e.path not in gone}
+    return store.purgeable({r.entry.sha256 for r in removals if r.entry.sha256 not in kept}, leaving=gone)
+

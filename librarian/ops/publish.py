@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -59,6 +59,7 @@ class PublishPlan:
 
     filings: tuple[Filing, ...]
     changes: Changes
+    commit: str = ""  # the commit's web URL, where the store makes commits (the Hub)
 
     @property
     def added(self) -> tuple[Filing, ...]:
@@ -212,7 +213,9 @@ def publish(
             # only, and reindex settles what landed (same path, other bytes) against the tree.
             plan = plan_publish(read_index(store, layout, {w.name.package for w in wheels}), wheels, options)
             if stage and not dry_run:
-                log.info("staged in %s", stage_plan(store, plan))
+                where = stage_plan(store, plan)
+                log.info("staged in %s", where)
+                return replace(plan, commit=where) if "://" in where else plan
             return plan
         holder: list[PublishPlan] = []
 
@@ -223,4 +226,4 @@ def publish(
 
         applied: Applied = store.update(planner, layout)
         log.info("published to %s (%d attempt(s))", applied.where, applied.attempts)
-        return holder[0]
+        return replace(holder[0], commit=applied.commit)

@@ -223,18 +223,27 @@ def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants, *, compat
     return Resolution(package, None, tuple(near[:5]), hint=hint)
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def _fetch_checked(store: Store, entry: IndexEntry, out_dir: Path) -> Path:
-    """Fetch to a temp name, check sha256 against the index, then rename into place."""
+    """Fetch to a temp name, check sha256 against the index, then rename into place.
+
+    A file already in ``out_dir`` with the index's sha256 is kept as it is (nothing is downloaded).
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / entry.filename
+    if final.is_file() and _sha256(final) == entry.sha256:
+        return final
     partial = out_dir / f".{entry.filename}.partial"
     try:
         store.fetch(entry.path, partial)
-        digest = hashlib.sha256()
-        with partial.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-        if digest.hexdigest() != entry.sha256:
+        if _sha256(partial) != entry.sha256:
             raise StoreError(f"{entry.path}: downloaded bytes do not match the index's sha256; refused")
         os.replace(partial, final)
     finally:

@@ -45,6 +45,7 @@ class ReindexReport:
     unreadable: tuple[Problem, ...] = ()  # pending files left in place: they could not be read
     cleared: int = 0  # pending files deleted
     where: str = ""
+    commit: str = ""  # the commit's web URL, where the store makes commits (the Hub)
 
     @property
     def changed(self) -> bool:
@@ -67,7 +68,8 @@ def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
     summary = f"{'would merge' if dry_run else 'merged'} {len(report.merged)} staged wheel(s), "
     summary += f"cleared {report.cleared} pending file(s) in {report.location}"
     summary += f" ({len(report.adopted)} adopted)" if report.adopted else ""
-    return "\n".join([*lines, summary + (" (dry run: nothing changed)" if dry_run else "")])
+    commit = [f"commit {report.commit}"] if report.commit else []
+    return "\n".join([*lines, summary + (" (dry run: nothing changed)" if dry_run else ""), *commit])
 
 
 def reindex_json(report: ReindexReport) -> dict[str, Any]:
@@ -78,6 +80,7 @@ def reindex_json(report: ReindexReport) -> dict[str, Any]:
         "merged": [e.path for e in report.merged],
         "adopted": [e.path for e in report.adopted],
         "cleared": report.cleared,
+        "commit": report.commit or None,
         "problems": [{"path": p.path, "problem": p.problem} for p in report.findings],
     }
 
@@ -212,7 +215,7 @@ def reindex(store: Store, default_layout: Layout, *, adopt: bool = False, dry_ru
         applied = store.update(planner, default_layout)
     for note in applied.notes:
         log.info("%s", note)
-    return replace(holder[0], where=applied.where)
+    return replace(holder[0], where=applied.where, commit=applied.commit)
 
 
 def _unindexed(files: Sequence[StoredFile], index: Index, pending: Mapping[str, IndexEntry]) -> list[StoredFile]:

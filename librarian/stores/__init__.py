@@ -7,13 +7,16 @@ from pathlib import Path
 from librarian.stores.base import Store
 from librarian.stores.local import LocalStore
 
-HUB_PREFIX = "hf://"
 
+def open_store(repo: str, *, create: bool = False, publishing: bool = False, license: str | None = None) -> Store:
+    """A local directory, or a Hub dataset repo for ``hf://datasets/owner/name[@revision]`` or its web URL.
 
-def open_store(repo: str, *, create: bool = False) -> Store:
-    """A local directory, or a Hub dataset repo for ``hf://datasets/owner/name[@revision]``."""
-    if repo.startswith(HUB_PREFIX):
+    Any other URL is bad input, and nothing is written. A store that does not exist is an error
+    (exit 2) when it is read; only a publish makes one (``--create`` on the Hub; a local directory is
+    made by its first publish).
+    """
+    if "://" in repo:
         from librarian.stores.hub import HubStore  # only Hub users pay for importing huggingface_hub
 
-        return HubStore.from_url(repo, create=create)
-    return LocalStore(Path(repo))  # a local directory is always created on first publish
+        return HubStore.from_url(repo, create=create, license=license)
+    return LocalStore(Path(repo), may_create=publishing)

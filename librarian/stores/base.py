@@ -70,6 +70,16 @@ class Applied:
     where: str = ""
     attempts: int = 1
     notes: tuple[str, ...] = field(default=())
+    commit: str = ""  # the web URL of the commit made, where the store makes commits (the Hub)
+
+
+@dataclass(frozen=True, slots=True)
+class Blob:
+    """Stored content, counted once however many paths name it: an LFS object on the Hub."""
+
+    sha256: str
+    size: int
+    name: str = ""  # a path that names it
 
 
 class Store(Protocol):
@@ -100,6 +110,15 @@ class Store(Protocol):
 
     def stage(self, uploads: Sequence[Upload], files: Mapping[str, bytes], message: str) -> str:
         """Add files in one atomic step that touches no index file, so it never conflicts; returns where."""
+
+    def purgeable(self, sha256s: Iterable[str], leaving: Iterable[str] = ()) -> tuple[Blob, ...]:
+        """Stored blobs among ``sha256s`` that no file at the head references once ``leaving`` paths are gone.
+
+        A store that frees space when it deletes a file (a directory) has none.
+        """
+
+    def purge(self, blobs: Sequence[Blob]) -> None:
+        """Permanently delete ``blobs`` (from the whole history, on the Hub)."""
 
 
 def read_index(store: Store, default_layout: Layout, packages: Iterable[str] | None = None) -> Index:

@@ -14,14 +14,14 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from librarian.catalogue import render_catalogue
 from librarian.errors import StoreError
 from librarian.index import ROOT
 from librarian.layout import Layout, check_store_path
-from librarian.stores.base import Applied, Changes, Listing, Planner, StoredFile, Upload, read_index
+from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, StoredFile, Upload, read_index
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +76,19 @@ def _locked(root: Path) -> Iterator[None]:
 class LocalStore:
     """A store in a directory on this machine."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, may_create: bool = False) -> None:
         self.root = root
+        self.may_create = may_create  # publish makes a new store; every other command needs one
+
+    def _exists(self) -> bool:
+        """Whether the store is there; raises StoreError (exit 2) when it is not and may not be made."""
+        if self.root.is_dir():
+            return True
+        if self.root.exists():
+            raise StoreError(f"{self.root}: not a directory, so not a store")
+        if self.may_create:
+            return False
+        raise StoreError(f"{self.root}: no such store (a directory that 'librarian publish' makes)")
 
     @property
     def location(self) -> str:
@@ -90,6 +101,8 @@ class LocalStore:
 
     def read_file(self, path: str) -> bytes | None:
         """A file's bytes, or ``None`` if absent."""
+        if not self._exists():
+            return None
         try:
             return self._resolve(path).read_bytes()
         except FileNotFoundError:
@@ -99,7 +112,7 @@ class LocalStore:
 
     def list_files(self) -> Listing:
         """Every file under the root, except the lock and temp files."""
-        if not self.root.is_dir():
+        if not self._exists():
             return Listing(())
         files = []
         for dirpath, dirnames, filenames in os.walk(self.root):
@@ -114,6 +127,7 @@ class LocalStore:
 
     def fetch(self, path: str, dest: Path) -> Path:
         """Copy a stored file to ``dest``."""
+        self._exists()
         source = self._resolve(path)
         if not source.is_file():
             raise StoreError(f"{source}: not in the store")
@@ -126,6 +140,7 @@ class LocalStore:
 
     def update(self, plan: Planner, default_layout: Layout) -> Applied:
         """Plan under the lock and apply: wheels first, deletions, then the catalogue with the root last."""
+        self._exists()
         with _locked(self.root):
             old = read_index(self, default_layout)
             changes = plan(old)
@@ -142,6 +157,13 @@ class LocalStore:
                 _write_atomic(self._resolve(path), data=data)
         log.info("%s: %s", self.root, message)
         return str(self.root)
+
+    def purgeable(self, sha256s: Iterable[str], leaving: Iterable[str] = ()) -> tuple[Blob, ...]:
+        """None: deleting a file (its last hard link) frees its space already."""
+        return ()
+
+    def purge(self, blobs: Sequence[Blob]) -> None:
+        """Nothing to do (see ``purgeable``)."""
 
     def _write_uploads(self, uploads: Sequence[Upload], by_sha: dict[str, Path]) -> None:
         for upload in sorted(uploads, key=lambda u: u.path):

@@ -286,6 +286,19 @@ class HubApi:
         ]
         return self._page(req, items)
 
+    def ep_lfs_files(self, req: Request) -> Reply:
+        """``GET /api/{type}s/{repo}/lfs-files``: the LFS objects stored for the repo, paginated."""
+        return self._page(req, self.storage.lfs_files(self._repo(req)))
+
+    def ep_lfs_files_batch(self, req: Request) -> Reply:
+        """``POST .../lfs-files/batch`` with ``{"deletions": {"sha": [...], "rewriteHistory": bool}}``."""
+        deletions = json.loads(req.body or b"{}").get("deletions") or {}
+        shas = deletions.get("sha")
+        if not isinstance(shas, list) or not all(isinstance(x, str) for x in shas):
+            raise HubError(400, "deletions.sha must be a list of oids")
+        self.storage.delete_lfs(self._repo(req), shas)
+        return json_reply({})
+
     # -- writes --------------------------------------------------------------------------------
     def ep_preupload(self, req: Request) -> Reply:
         repo = self._repo(req)

@@ -20,6 +20,8 @@ class FaultKind(str, Enum):
     DROP = "drop"  # close the socket: mid-upload (phase=request) or mid-response (phase=response)
     DELAY = "delay"  # sleep `delay_s`, then handle normally
     LOSE_RESPONSE = "lose_response"  # handle normally (a commit is applied), then close without replying
+    TRICKLE = "trickle"  # handle normally, then send the body one byte every `delay_s` seconds
+    ECHO = "echo"  # answer `status` with an error text that echoes the Authorization header and raw bytes
 
 
 class Phase(str, Enum):

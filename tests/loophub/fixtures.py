@@ -54,6 +54,9 @@ def point_client_at(
         "HF_HUB_ETAG_TIMEOUT": str(ETAG_TIMEOUT),
         "HF_HUB_DOWNLOAD_TIMEOUT": str(DOWNLOAD_TIMEOUT),
         "HF_TOKEN_PATH": str(home / "token"),
+        # librarian's own retries of Hub reads: quick waits, so that tests of bursts stay fast
+        "LIBRARIAN_HUB_BACKOFF": "0.05",
+        "LIBRARIAN_HUB_TIMEOUT": str(client_timeout),
     }
     for key, value in env.items():
         monkeypatch.setenv(key, value)

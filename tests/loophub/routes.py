@@ -27,7 +27,7 @@ LFS_ACTIONS = {"verify": "lfs_verify", "part": "lfs_part", "complete": "lfs_comp
 # The LFS upload URLs (PUT, multipart parts, multipart completion) get no auth header from the client,
 # as they would go to pre-signed S3 URLs on the Hub.
 WRITE_ENDPOINTS = frozenset(
-    {"create_repo", "delete_repo", "preupload", "commit", "lfs_batch", "lfs_verify", "branch"}
+    {"create_repo", "delete_repo", "preupload", "commit", "lfs_batch", "lfs_verify", "branch", "lfs_files", "lfs_files_batch"}
 )
 UNAUTHENTICATED = frozenset({"lfs_upload", "lfs_part", "lfs_complete", "lfs_download"})
 
@@ -74,6 +74,8 @@ def _classify_api(segs: list[str]) -> Route:
         rest = segs[3:]
         if not rest:
             return Route("repo_info", rtype, rid)
+        if rest[0] == "lfs-files":
+            return Route("lfs_files_batch" if rest[1:] == ["batch"] else "lfs_files", rtype, rid)
         action = API_ACTIONS.get(rest[0])
         if action is None:
             return Route("unknown", rtype, rid)

@@ -94,6 +94,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._cut()
             return
         body = self._read_body()
+        if fault is not None and fault.kind is FaultKind.ECHO:
+            # Like a misconfigured proxy: the request's credentials and binary junk in the error text.
+            junk = bytes(range(256)).decode("latin-1") * 40
+            text = f"bad request; you sent Authorization: {self.headers.get('Authorization')}\n{junk}"
+            self._send(json_reply({"error": text}, fault.status), route, fault, len(body))
+            return
         if fault is not None and fault.kind is FaultKind.STATUS:
             extra = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
             err = HubError(fault.status, f"loophub injected HTTP {fault.status}")
@@ -104,7 +110,35 @@ class _Handler(BaseHTTPRequestHandler):
             self._record(route, 0, 0, len(body), fault)
             self._cut()
             return
+        if fault is not None and fault.kind is FaultKind.TRICKLE:
+            self._trickle(reply, route, fault, len(body))
+            return
         self._send(reply, route, fault, len(body))
+
+    def _trickle(self, reply: Reply, route: Route, fault: Fault, received: int) -> None:
+        """Send the headers, then the body one byte per ``fault.delay_s`` (a server that never quite stalls)."""
+        data = reply.body if reply.file is None else b""
+        if reply.file is not None:
+            path, offset, length = reply.file
+            with open(path, "rb") as f:
+                f.seek(offset)
+                data = f.read(length)
+        self._record(route, reply.status, len(data), received, fault)
+        try:
+            self.send_response(reply.status)
+            for key, value in reply.headers.items():
+                if key.lower() != "content-length":
+                    self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            for i in range(len(data)):
+                if self.server.hub._stopping.wait(fault.delay_s):
+                    break
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass
+        self._cut()
 
     def _dispatch(self, route: Route, query: str, body: bytes) -> Reply:
         hub = self.server.hub
@@ -311,6 +345,14 @@ class LoopHub:
             after_bytes=after_bytes,
             **match,
         )
+
+    def trickle(self, endpoint: str | None, seconds_per_byte: float, times: int = 1, **match: Any) -> Fault:
+        """Answer the next ``times`` matching requests one body byte every ``seconds_per_byte``."""
+        return self.add_fault(FaultKind.TRICKLE, endpoint=endpoint, times=times, delay_s=seconds_per_byte, **match)
+
+    def echo_credentials(self, endpoint: str | None, times: int = 1, status: int = 400, **match: Any) -> Fault:
+        """Answer ``status`` with an error text that repeats the request's Authorization header and raw bytes."""
+        return self.add_fault(FaultKind.ECHO, endpoint=endpoint, times=times, status=status, **match)
 
     def delay(self, endpoint: str | None, seconds: float, times: int = 1, **match: Any) -> Fault:
         """Hold the next ``times`` matching requests for ``seconds`` before answering."""

@@ -256,6 +256,31 @@ class Storage:
                 with open(repo.dir / "lfs.txt", "a") as f:
                     f.write(sha256 + "\n")
 
+    def lfs_files(self, repo: Repo) -> list[dict[str, Any]]:
+        """The repo's LFS objects as ``GET .../lfs-files`` lists them (a filename that references each)."""
+        names: dict[str, str] = {}
+        for cid in reversed(repo.order):
+            for path, entry in repo.commits[cid].tree.items():
+                if entry.lfs is not None:
+                    names.setdefault(entry.lfs, path)
+        out = []
+        for oid in sorted(repo.lfs_oids):
+            path = self.lfs_path(oid)
+            if path.exists():
+                stat = path.stat()
+                out.append({"fileOid": oid, "oid": oid, "filename": names.get(oid, ""), "size": stat.st_size,
+                            "pushedAt": hub_date(stat.st_mtime), "ref": "main"})
+        return out
+
+    def delete_lfs(self, repo: Repo, oids: list[str]) -> None:
+        """Permanently delete LFS objects of a repo (the bytes go when no other repo holds them)."""
+        with self.lock:
+            repo.lfs_oids.difference_update(oids)
+            self._write_atomic(repo.dir / "lfs.txt", "".join(f"{o}\n" for o in sorted(repo.lfs_oids)).encode())
+            for oid in oids:
+                if not any(oid in other.lfs_oids for other in self.repos.values()):
+                    self.lfs_path(oid).unlink(missing_ok=True)
+
     def has_lfs(self, repo: Repo, sha256: str, size: int | None = None) -> bool:
         path = self.lfs_path(sha256)
         ok = sha256 in repo.lfs_oids and path.exists()

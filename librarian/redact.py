@@ -1,0 +1,47 @@
+"""Text that came from elsewhere (a server, an exception) made safe to print: one line, short, no secrets.
+
+Servers echo headers and bodies into their error text: a token, raw bytes of a zip, pages of HTML. Every
+line librarian prints on stderr passes through :func:`clean`, in the CLI's one error funnel and its log
+handler. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+MAX_CHARS = 300
+MASK = "***"
+TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+_secrets: set[str] = set()
+_TOKEN = re.compile(r"\b(?:hf|api|hf_oauth)_[A-Za-z0-9]{8,}\b")
+_BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)[^\s\"',;]+")
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e\u00a0-\uffff]+")
+
+
+def register_secret(secret: str | None) -> None:
+    """Mask ``secret`` (a token librarian uses) wherever it appears in printed text."""
+    if secret and len(secret) >= 4:
+        _secrets.add(secret)
+
+
+def mask(text: str) -> str:
+    """``text`` with every known secret, ``hf_...`` token, bearer value and URL password replaced by ``***``."""
+    for secret in sorted(_secrets | {v for k in TOKEN_ENV if len(v := os.environ.get(k, "")) >= 4}, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    text = _TOKEN.sub(MASK, text)
+    text = _BEARER.sub(lambda m: f"{m[1]}{m[2]}{MASK}", text)
+    return _URL_USERINFO.sub(lambda m: f"{m[1]}{MASK}@", text)
+
+
+def one_line(text: str, limit: int = MAX_CHARS) -> str:
+    """Whitespace and unprintable runs collapsed, cut to ``limit`` characters (with an ellipsis)."""
+    flat = " ".join(_UNPRINTABLE.sub(" ", text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
+
+
+def clean(text: str, limit: int = MAX_CHARS) -> str:
+    """One short line without secrets: what may be printed of text that came from a server."""
+    return one_line(mask(text), limit)

@@ -1,0 +1,171 @@
+"""Bounded, retried HTTP for the Hub store: every call has time-outs, idempotent reads are retried.
+
+huggingface_hub's shared client has no time-out, and some calls (``dataset_info``, ``paths-info``) pass
+``timeout=None`` explicitly, which overrides any client default: a server that accepts and never answers
+hangs them forever. So :func:`bound_session` adds two hooks to the shared client: one fills in (or caps)
+the connect and read time-outs of every request, one cuts a response whose body trickles in slower than
+``MIN_RATE`` once the read time-out has passed. :func:`retrying` retries an idempotent read on 408, 429,
+5xx, time-outs and network errors, bounded in count and in total time. Settings come from the environment
+(``LIBRARIAN_HUB_TIMEOUT``, ``LIBRARIAN_HUB_CONNECT_TIMEOUT``, ``LIBRARIAN_HUB_RETRIES``,
+``LIBRARIAN_HUB_RETRY_BUDGET``, ``LIBRARIAN_HUB_BACKOFF``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx2
+from huggingface_hub import get_session
+from huggingface_hub.errors import HfHubHTTPError
+
+from librarian.errors import BadInput
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+MIN_RATE = 1024  # bytes per second, on average, that a response body must keep up after the read time-out
+
+
+@dataclass(frozen=True, slots=True)
+class NetPolicy:
+    """Time-outs and retry bounds for every Hub call."""
+
+    connect: float = 10.0  # seconds to open a connection
+    read: float = 30.0  # seconds to wait for any byte of an answer
+    retries: int = 4  # retries of one idempotent read after its first try
+    budget: float = 60.0  # seconds one read may take, retries and waits included
+    backoff: float = 0.5  # first wait between tries; doubles, with jitter, up to 8 s
+
+    @classmethod
+    def from_env(cls) -> NetPolicy:
+        """The policy with the ``LIBRARIAN_HUB_*`` overrides applied."""
+        default = cls()
+        return cls(
+            connect=_env_float("LIBRARIAN_HUB_CONNECT_TIMEOUT", default.connect),
+            read=_env_float("LIBRARIAN_HUB_TIMEOUT", default.read),
+            retries=int(_env_float("LIBRARIAN_HUB_RETRIES", default.retries, minimum=0)),
+            budget=_env_float("LIBRARIAN_HUB_RETRY_BUDGET", default.budget, minimum=0),
+            backoff=_env_float("LIBRARIAN_HUB_BACKOFF", default.backoff, minimum=0),
+        )
+
+    def wait(self, attempt: int) -> float:
+        """Seconds to wait before retry ``attempt`` (1-based): exponential, with jitter."""
+        return float(min(8.0, self.backoff * 2.0 ** (attempt - 1)) * (0.5 + random.random()))
+
+
+def _env_float(name: str, default: float, minimum: float = 0.001) -> float:
+    text = os.environ.get(name)
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise BadInput(f"{name}={text}: expected a number of seconds") from None
+    if value < minimum:
+        raise BadInput(f"{name}={text}: must be at least {minimum:g}")
+    return value
+
+
+_policy = NetPolicy()
+
+
+def bound_session(policy: NetPolicy) -> None:
+    """Make every request of huggingface_hub's shared client obey ``policy``'s time-outs (idempotent)."""
+    global _policy
+    _policy = policy
+    hooks = get_session().event_hooks
+    if _bound_timeouts not in hooks["request"]:
+        hooks["request"].append(_bound_timeouts)
+    if _pace_body not in hooks["response"]:
+        hooks["response"].append(_pace_body)
+
+
+def _cap(value: Any, limit: float) -> float:
+    return limit if value is None else min(float(value), limit)
+
+
+def _bound_timeouts(request: httpx2.Request) -> None:
+    given = request.extensions.get("timeout") or {}
+    request.extensions = {
+        **request.extensions,
+        "timeout": {
+            "connect": _cap(given.get("connect"), _policy.connect),
+            "read": _cap(given.get("read"), _policy.read),
+            "write": _cap(given.get("write"), _policy.read),
+            "pool": _cap(given.get("pool"), _policy.read),
+        },
+    }
+
+
+class _Paced(httpx2.SyncByteStream):
+    """A body that must average ``MIN_RATE`` once ``read`` seconds have passed (a trickle is cut)."""
+
+    def __init__(self, inner: httpx2.SyncByteStream, request: httpx2.Request, read: float) -> None:
+        self.inner, self.request, self.read = inner, request, read
+
+    def __iter__(self) -> Iterator[bytes]:
+        start, got = time.monotonic(), 0
+        for chunk in self.inner:
+            got += len(chunk)
+            elapsed = time.monotonic() - start
+            if elapsed > self.read and got < MIN_RATE * elapsed:
+                raise httpx2.ReadTimeout(f"the answer trickles in ({got} bytes in {elapsed:.0f} s)", request=self.request)
+            yield chunk
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _pace_body(response: httpx2.Response) -> None:
+    if isinstance(response.stream, httpx2.SyncByteStream) and not isinstance(response.stream, _Paced):
+        response.stream = _Paced(response.stream, response.request, _policy.read)
+
+
+def retryable(error: BaseException) -> bool:
+    """Whether trying the same read again may succeed (408/429/5xx, time-outs, network errors)."""
+    if isinstance(error, HfHubHTTPError):
+        status = error.response.status_code if error.response is not None else None
+        return status in RETRY_STATUS
+    return isinstance(error, (httpx2.TransportError, ConnectionError, TimeoutError))
+
+
+def retry_after(error: BaseException) -> float | None:
+    """The server's ``Retry-After`` in seconds, when it sent one."""
+    response = getattr(error, "response", None)
+    value = response.headers.get("Retry-After") if response is not None else None
+    try:
+        return None if value is None else float(str(value))
+    except ValueError:
+        return None
+
+
+def retrying(what: str, call: Callable[[], T], policy: NetPolicy) -> T:
+    """``call()``, retried while :func:`retryable` and within ``policy``'s count and total time."""
+    start = time.monotonic()
+    attempt = 0
+    while True:
+        try:
+            return call()
+        except Exception as e:
+            if not retryable(e):
+                raise
+            attempt += 1
+            wait = max(policy.wait(attempt), retry_after(e) or 0.0)
+            if attempt > policy.retries or time.monotonic() - start + wait > policy.budget:
+                raise
+            log.info("%s: %s; trying again in %.1f s (%d of %d)", what, describe(e), wait, attempt, policy.retries)
+            time.sleep(wait)
+
+
+def describe(error: BaseException) -> str:
+    """A few words on a network failure: ``HTTP 503``, ``ReadTimeout``, ``ConnectError``."""
+    if isinstance(error, HfHubHTTPError) and error.response is not None:
+        return f"HTTP {error.response.status_code}"
+    return type(error).__name__
