@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import posixpath
 from collections import defaultdict
+from urllib.parse import quote
 
 from librarian.coords import format_version
 from librarian.index import Index, IndexEntry, render_index
@@ -36,6 +37,8 @@ def render_pages(index: Index) -> dict[str, bytes]:
             href = html.escape(posixpath.relpath(e.path, PAGES_DIR), quote=True)
             # PEP 503: pip and uv skip a link whose data-requires-python excludes the interpreter.
             requires = f' data-requires-python="{html.escape(e.requires_python, quote=True)}"' if e.requires_python else ""
+            if e.metadata_sha256:  # PEP 658 (and PEP 714's newer name): resolvers read METADATA, not the wheel
+                requires += f' data-dist-info-metadata="sha256={e.metadata_sha256}" data-core-metadata="sha256={e.metadata_sha256}"'
             links.append(f'<a href="{href}#sha256={e.sha256}"{requires}>{html.escape(e.filename)}</a><br>')
         body = "\n".join(links)
         pages[path] = (
@@ -73,12 +76,14 @@ def render_card_block(index: Index, repo_id: str, endpoint: str = "https://huggi
     example = index.entries[0] if index.entries else None
     package, page = "PACKAGE", "pages/sm89-torch2.9-cu128.html"
     pull = "librarian pull PACKAGE --sm 89 --torch 2.9"
-    path = "PATH_FROM_THE_INDEX"
+    path, sha = "PATH_FROM_THE_INDEX", "SHA256_FROM_THE_INDEX"
     if example is not None:
         cell = example.cell
         package, page, path = example.name.distribution.replace("_", "-"), page_path(example), example.path
+        sha = example.sha256
         pull = f"librarian pull {cell.package} --sm {cell.sm.sm} --torch {format_version(cell.label.torch)} --cuda {format_version(cell.label.cuda)}"
     find_links = f"{endpoint}/datasets/{repo_id}/resolve/main/{page}"
+    pinned = f"{package} @ {endpoint}/datasets/{repo_id}/resolve/main/{quote(path)} --hash=sha256:{sha}"
     return f"""{BEGIN}
 ## Install
 
@@ -86,6 +91,16 @@ Wheels filed by librarian, one folder per GPU arch and torch/CUDA combo, with th
 `{index.layout.path}`. The local version label (`+cu128torch2.9`) carries the CUDA line and torch minor;
 the folder says which GPU the binaries serve. Install with `--no-deps` and a reinstall, so that your torch
 stays as it is.
+
+With nothing but pip or uv, from a hash-pinned line (any host serves it; pip refuses other bytes):
+
+```bash
+echo '{pinned}' > req.txt
+pip install --no-deps --force-reinstall -r req.txt      # or: uv pip install --no-deps --reinstall -r req.txt
+```
+
+`librarian pull {package} --sm 89 --torch 2.9 --requirements req.txt --repo hf://datasets/{repo_id}` writes
+that file for a machine, pinned to the commit it read; `index/<package>.json` lists every path and sha256.
 
 With pip or uv, one page per GPU and combo (no librarian needed):
 

@@ -21,6 +21,7 @@ from librarian.errors import BadInput, LibrarianError
 from librarian.gpus import parse_real_sm
 from librarian.layout import Layout
 from librarian.redact import clean
+from librarian.target import is_version
 
 log = logging.getLogger("librarian")
 ERROR_CHARS = 1000  # an error line longer than this is cut (a server once sent 19 KB of zip bytes)
@@ -63,10 +64,13 @@ def _maybe(parse: Any, text: str | None) -> Any:
     return None if text is None else parse(text)
 
 
-def _label(cuda: str | None, torch: str | None) -> Label | None:
+def _label(cuda: str | None, torch: str | None, python: str | None = None) -> Label | None:
     from librarian.ops.labels import label_from_flags
+    from librarian.target import find_target
 
-    return label_from_flags(_maybe(parse_cuda, cuda), _maybe(parse_torch, torch))
+    if python is not None and is_version(python):
+        raise BadInput(f"--python {python}: retag takes an interpreter or venv path (whose torch gives the label)")
+    return label_from_flags(_maybe(parse_cuda, cuda), _maybe(parse_torch, torch), find_target(python))
 
 
 @app.command()
@@ -76,12 +80,13 @@ def retag(
     torch: TorchOpt = None,
     out: Annotated[Path, typer.Option("-o", "--out", help="Directory for the labelled wheels.")] = Path("."),
     force: Annotated[bool, typer.Option("--force", help="Relabel a wheel that carries another label.")] = False,
+    python: Annotated[str | None, typer.Option("--python", help="Interpreter or venv whose torch gives the default label (default: the active venv, else librarian's own).")] = None,
 ) -> None:
     """Rewrite wheels with the label +cuXYZtorchA.B (filename, METADATA, .dist-info, RECORD)."""
     from librarian.ops.labels import choose_label
     from librarian.wheelfile import retag as retag_wheel
 
-    label = _label(cuda, torch)
+    label = _label(cuda, torch, python)
     for path in wheels:
         if not path.is_file():
             raise BadInput(f"{path}: no such file")
@@ -106,7 +111,7 @@ def inspect(
 
 
 SmOpt = Annotated[str | None, typer.Option("--sm", help="GPU arch, e.g. 89 (default: the detected GPU).")]
-PythonOpt = Annotated[str | None, typer.Option("--python", help="Python version, e.g. 3.12 (default: this interpreter).")]
+PythonOpt = Annotated[str | None, typer.Option("--python", help="An interpreter or venv to act for (default: the active venv, else librarian's own), or a version, e.g. 3.12, to resolve for.")]
 PlatformOpt = Annotated[str | None, typer.Option("--platform", help="Platform tag, e.g. manylinux_2_28_x86_64.")]
 GpuOpt = Annotated[int | None, typer.Option("--gpu", help="Which GPU to judge when there are several (default 0).")]
 DriverOpt = Annotated[str | None, typer.Option("--driver", help="The driver's CUDA version, e.g. 12.8 (for PTX JIT).")]
@@ -269,9 +274,12 @@ def ls_command(
 def _machine(sm: str | None, torch: str | None, cuda: str | None, python: str | None, platform: str | None,
              glibc: str | None = None, driver: str | None = None, gpu: int | None = None) -> Any:
     from librarian.probe import detect_machine
+    from librarian.target import find_target, is_version
 
-    return detect_machine().with_overrides(
-        sm=sm, gpu=gpu, torch=torch, cuda=cuda, python=python, platform=platform, glibc=glibc, driver=driver
+    # --python is a version (resolve for it) or a path (act for that interpreter): uv's convention.
+    version = python if python is not None and is_version(python) else None
+    return detect_machine(target=find_target(python)).with_overrides(
+        sm=sm, gpu=gpu, torch=torch, cuda=cuda, python=version, platform=platform, glibc=glibc, driver=driver
     )
 
 
@@ -281,12 +289,13 @@ def pull(
     sm: Annotated[str | None, typer.Option("--sm", help="GPU arch, e.g. 89 (default: detected GPU).")] = None,
     torch: TorchOpt = None,
     cuda: CudaOpt = None,
-    python: Annotated[str | None, typer.Option("--python", help="Python version, e.g. 3.12 (default: this interpreter).")] = None,
+    python: PythonOpt = None,
     platform: Annotated[str | None, typer.Option("--platform", help="Platform tag, e.g. manylinux_2_28_x86_64.")] = None,
     gpu: Annotated[int | None, typer.Option("--gpu", help="Which GPU to serve when there are several (default 0).")] = None,
     repo: RepoOpt = None,
     out: Annotated[Path, typer.Option("-o", "--out", help="Directory to put the wheels in.")] = Path("."),
-    install: Annotated[bool, typer.Option("--install", help="Then pip install --force-reinstall --no-deps them.")] = False,
+    install: Annotated[bool, typer.Option("--install", help="Then pip install --force-reinstall --no-deps them into the target interpreter.")] = False,
+    requirements: Annotated[Path | None, typer.Option("--requirements", help="Download nothing; write 'name @ URL --hash=sha256:...' lines to FILE for pip/uv.")] = None,
     compatible: Annotated[bool, typer.Option("--compatible", help="With no exact cell, take a wheel that runs on this GPU anyway.")] = False,
     force: Annotated[bool, typer.Option("--force", help="--install even a wheel the verdicts say will not run here.")] = False,
     driver: DriverOpt = None,
@@ -297,16 +306,20 @@ def pull(
     from librarian.ops.pull import install as pip_install
     from librarian.ops.pull import pull as do_pull
 
+    if install and requirements is not None:
+        raise BadInput("--install and --requirements: choose one (the file is for installing without librarian)")
     store, layout = _settings(repo)
     found = _machine(sm, torch, cuda, python, platform, driver=driver, gpu=gpu)
     wants = Wants.of(found)
-    resolutions, files = do_pull(store, layout, packages, wants, out, compatible=compatible)
+    resolutions, files = do_pull(store, layout, packages, wants, out, compatible=compatible, requirements=requirements)
     for r in resolutions:
         if r.note:
             typer.echo(f"librarian: note: {r.note}", err=True)
     if as_json:
         _emit_json({"schema": 1, "repo": store.location, "wants": wants.describe(),
                     "wheels": [{"package": r.package, "path": r.pick.path if r.pick else None, "file": str(f)} for r, f in zip(resolutions, files)]})
+    elif requirements is not None:
+        _out(f"wrote {requirements} ({len(resolutions)} wheel(s)); install with: pip install --no-deps -r {requirements}")
     else:
         for r, f in zip(resolutions, files):
             assert r.pick is not None
@@ -315,7 +328,7 @@ def pull(
         from librarian.ops.pull import check_runs
 
         check_runs(files, found, force=force)
-        pip_install(files)
+        pip_install(files, found.interpreter.value or sys.executable)
 
 
 @app.command()

@@ -50,6 +50,12 @@ class IndexEntry:
     added: str = ""  # ISO 8601 UTC time it was published; gc --older-than reads it
     facts: WheelFacts | None = field(default=None, compare=False)  # parsed once, when the shard is read
     requires_python: str | None = None  # METADATA's Requires-Python: pull and the pip pages honour it
+    metadata_sha256: str | None = None  # of ``<path>.metadata`` (PEP 658), where publish stored one
+
+    @property
+    def metadata_path(self) -> str | None:
+        """Where the wheel's METADATA is served beside it (PEP 658), if it is."""
+        return metadata_path(self.path) if self.metadata_sha256 else None
 
     @property
     def filename(self) -> str:
@@ -84,6 +90,8 @@ class IndexEntry:
             data["facts"] = facts_to_json(self.facts)
         if self.requires_python:
             data["requires_python"] = self.requires_python
+        if self.metadata_sha256:
+            data["metadata_sha256"] = self.metadata_sha256
         return data
 
     @property
@@ -106,6 +114,7 @@ class IndexEntry:
             filename = path.rsplit("/", 1)[-1]
             raw_facts = data.get("facts")
             requires = data.get("requires_python")
+            metadata_sha = data.get("metadata_sha256")
             entry = cls(
                 path,
                 str(data["sha256"]),
@@ -114,6 +123,7 @@ class IndexEntry:
                 str(data.get("added", "")),
                 facts_from_json(filename, raw_facts) if raw_facts is not None else None,
                 str(requires) if requires else None,
+                str(metadata_sha) if metadata_sha else None,
             )
             entry.name  # noqa: B018 - the filename must parse
             entry.requires_python_spec  # noqa: B018 - and Requires-Python, if any
@@ -149,6 +159,11 @@ class Index:
         for entry in added:
             kept[entry.path] = entry
         return replace(self, entries=tuple(sorted(kept.values(), key=lambda e: e.path)))
+
+
+def metadata_path(wheel_path: str) -> str:
+    """PEP 658: a wheel's METADATA is served at the wheel's URL plus ``.metadata``."""
+    return wheel_path + ".metadata"
 
 
 def shard_path(package: str) -> str:

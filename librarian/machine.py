@@ -156,6 +156,7 @@ _UNKNOWN_TORCH: Probed[TorchInfo] = Probed.unknown("torch is not installed; pass
 _UNKNOWN_CUDA: Probed[MajorMinor] = Probed.unknown("no CUDA build of torch found; pass --cuda")
 _UNKNOWN_PYTHON_TAGS: Probed[tuple[Tag, ...]] = Probed.unknown("interpreter tags unknown; pass --python")
 _UNKNOWN_PYTHON: Probed[tuple[int, ...]] = Probed.unknown("Python version unknown; pass --python")
+_UNKNOWN_INTERPRETER: Probed[str] = Probed.unknown("no interpreter was probed; pass --python PATH")
 _UNKNOWN_GLIBC: Probed[MajorMinor] = Probed.unknown("glibc not found; pass --glibc")
 _UNKNOWN_GLIBCXX: Probed[tuple[int, ...]] = Probed.unknown("libstdc++ not found")
 _UNKNOWN_CPU: Probed[str] = Probed.unknown("CPU arch unknown")
@@ -173,6 +174,7 @@ class Machine:
     cuda: Probed[MajorMinor] = _UNKNOWN_CUDA
     python_tags: Probed[tuple[Tag, ...]] = _UNKNOWN_PYTHON_TAGS
     python: Probed[tuple[int, ...]] = _UNKNOWN_PYTHON  # the interpreter's version, for Requires-Python
+    interpreter: Probed[str] = _UNKNOWN_INTERPRETER  # the target interpreter's path: what pull --install runs
     glibc: Probed[MajorMinor] = _UNKNOWN_GLIBC
     glibcxx: Probed[tuple[int, ...]] = _UNKNOWN_GLIBCXX
     cpu: Probed[str] = _UNKNOWN_CPU

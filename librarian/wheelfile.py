@@ -65,6 +65,7 @@ class WheelInfo:
     dist_info: str
     members: tuple[Member, ...]
     requires_python: str | None = None  # METADATA's Requires-Python, as written
+    metadata: bytes = b""  # METADATA's bytes: served beside the wheel as ``<wheel>.metadata`` (PEP 658)
 
     @property
     def name(self) -> str:
@@ -280,7 +281,7 @@ def _open(path: Path) -> Iterator[_Wheel]:
 def read_wheel_info(path: Path) -> WheelInfo:
     """Open ``path`` safely and read its names, METADATA, WHEEL tags and members (payload not inflated)."""
     with _open(path) as w:
-        _, meta = w.headers("METADATA")
+        meta_bytes, meta = w.headers("METADATA")
         _, wheel = w.headers("WHEEL")
         if not meta.get("Name") or not meta.get("Version"):
             raise w.bad(f"{w.dist_info}/METADATA: no Name or Version")
@@ -291,7 +292,7 @@ def read_wheel_info(path: Path) -> WheelInfo:
         requires = meta.get("Requires-Python")
         return WheelInfo(
             w.name, meta["Name"][0], meta["Version"][0], tuple(wheel.get("Tag", [])), w.dist_info, members,
-            requires[0].strip() if requires else None,
+            requires[0].strip() if requires else None, meta_bytes,
         )
 
 

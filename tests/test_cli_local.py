@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -42,8 +43,15 @@ def published(run: Run, tmp_path: Path) -> Path:
 
 def test_publish_files_the_labelled_wheel(published: Path) -> None:
     assert tree(published) == {
-        f"{CELL}/{FILE}", "index.json", "index/tinykern.json", "pages/sm89-torch2.8-cu128.html",
+        f"{CELL}/{FILE}", f"{CELL}/{FILE}.metadata", "index.json", "index/tinykern.json",
+        "pages/sm89-torch2.8-cu128.html",
     }
+    # PEP 658: the METADATA beside the wheel, and the page links it with its hash
+    with zipfile.ZipFile(published / CELL / FILE) as zf:
+        metadata = zf.read("tinykern-0.1.0+cu128torch2.8.dist-info/METADATA")
+    assert (published / CELL / f"{FILE}.metadata").read_bytes() == metadata
+    page = (published / "pages/sm89-torch2.8-cu128.html").read_text()
+    assert f'data-core-metadata="sha256={hashlib.sha256(metadata).hexdigest()}"' in page
     shard = json.loads((published / "index/tinykern.json").read_text())
     assert [w["path"] for w in shard["wheels"]] == [f"{CELL}/{FILE}"]
     with zipfile.ZipFile(published / CELL / FILE) as zf:
@@ -156,7 +164,8 @@ def test_gc_plans_then_acts_only_with_yes(run: Run, published: Path) -> None:
     assert tree(published) == before
     done = run("gc", "--drop-torch", "2.8", "--yes")
     assert done.code == 0 and "removed 1 wheel file(s)" in done.out
-    assert tree(published) == before - {f"{CELL}/{FILE}", "pages/sm89-torch2.8-cu128.html"}
+    # the wheel goes with its PEP 658 METADATA file and its page
+    assert tree(published) == before - {f"{CELL}/{FILE}", f"{CELL}/{FILE}.metadata", "pages/sm89-torch2.8-cu128.html"}
     shard = json.loads((published / "index/tinykern.json").read_text())
     assert [w["label"] for w in shard["wheels"]] == ["cu128torch2.9"]
     assert run("verify").code == 0
@@ -228,3 +237,17 @@ def test_repo_from_env_and_pyproject(run: Run, tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("LIBRARIAN_REPO", str(tmp_path / "from-env"))
     assert run("publish", "dist/tinykern-0.1.0-cp311-cp311-linux_x86_64.whl", *FLAGS).code == 0
     assert (tmp_path / "from-env" / CELL / FILE).is_file()
+
+
+def test_verify_treats_the_metadata_file_as_part_of_its_wheel(run: Run, published: Path) -> None:
+    meta = published / CELL / f"{FILE}.metadata"
+    saved = meta.read_bytes()
+    meta.write_bytes(saved + b"X-Tampered: yes\n")
+    assert f"{CELL}/{FILE}.metadata: does not match the METADATA" in run("verify").out
+    meta.unlink()
+    missing = run("verify")
+    assert missing.code == 1 and f"{CELL}/{FILE}.metadata: the wheel's METADATA file (PEP 658) is missing" in missing.out
+    orphan = published / "tinykern/sm90/torch2.8-cu128" / f"{FILE}.metadata"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(saved)
+    assert "METADATA file (PEP 658) of a wheel that is not in the store" in run("verify").out

@@ -29,7 +29,7 @@ def bare(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[list[Path]]:
     """No GPU or torch here, and pip never runs: the files ``--install`` would hand it are recorded."""
     isolate_machine(monkeypatch, tmp_path / "bin")
     installed: list[list[Path]] = []
-    monkeypatch.setattr(pull_op, "install", lambda files: installed.append(list(files)))
+    monkeypatch.setattr(pull_op, "install", lambda files, interpreter: installed.append(list(files)))
     return installed
 
 

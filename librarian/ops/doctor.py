@@ -129,6 +129,8 @@ def machine_json(machine: Machine) -> dict[str, Any]:
         "schema": SCHEMA,
         "gpus": _part(machine.gpus, gpus or None),
         "selected_gpu": machine.selected,
+        "interpreter": _part(machine.interpreter, machine.interpreter.value),
+        "python": _part(machine.python, format_dotted(machine.python.value) if machine.python.value else None),
         "driver_cuda": _part(
             machine.driver_cuda, v(machine.driver_cuda.value) if machine.driver_cuda.value else None
         ),
@@ -151,6 +153,8 @@ def _row(what: str, p: Probed[Any], text: str) -> tuple[str, str, str]:
 def render_machine(machine: Machine) -> str:
     """What this machine offers and how each part was found (or why it is unknown)."""
     rows: list[tuple[str, ...]] = []
+    i = machine.interpreter
+    rows.append(("interpreter", i.value or "unknown", f"({i.source})" if i.known else i.reason))
     for g in machine.gpus.value or ():
         mark = " (selected)" if g.index == machine.selected else ""
         uuid = f" {g.uuid}" if g.uuid else ""

@@ -182,7 +182,8 @@ def gc(
         holder[:] = [GcReport(tuple(removals), freed_bytes(index, removals), emptied)]
         paths = tuple(r.entry.path for r in removals)
         message = f"librarian gc: remove {len(paths)} wheel{'s' if len(paths) != 1 else ''}"
-        return Changes(index.with_entries(removed=paths), (), paths, message)
+        served = tuple(m for r in removals if (m := r.entry.metadata_path))  # PEP 658 files go with their wheel
+        return Changes(index.with_entries(removed=paths), (), paths + served, message)
 
     applied: Applied = store.update(planner, default_layout)
     report = replace(holder[0], commit=applied.commit, acted=True) if holder else GcReport((), 0, acted=True)

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from librarian.coords import Label, MajorMinor, WheelName
 from librarian.errors import BadInput, Refused
+from librarian.probe import detect_target_torch
+from librarian.target import Target, find_target
 
 
-def label_from_flags(cuda: MajorMinor | None, torch: MajorMinor | None) -> Label | None:
-    """The label ``--cuda/--torch`` ask for; when neither is given, the installed torch's; else ``None``.
+def label_from_flags(cuda: MajorMinor | None, torch: MajorMinor | None, target: Target | None = None) -> Label | None:
+    """The label ``--cuda/--torch`` ask for; when neither is given, the target's installed torch's; else ``None``.
 
-    Only one of the two given: the other comes from the installed torch, if its line agrees.
+    Only one of the two given: the other comes from the installed torch, if its line agrees. The target is
+    ``--python PATH``, else the active virtual environment, else librarian's own interpreter.
     """
     if cuda is not None and torch is not None:
         return Label(cuda, torch)
-    from librarian.probe import detect_torch
-
-    info = detect_torch()
+    info = detect_target_torch(target or find_target(None))
     if info is not None and info.cuda is None:
         raise BadInput(f"torch {info.version} installed here is a CPU build; pass --cuda and --torch")
     if info is None or info.cuda is None:

@@ -19,7 +19,7 @@ from librarian.coords import Cell, GpuArch, Label, WheelName
 from librarian.demands import Wheel, claims, cpu, gpu
 from librarian.errors import BadInput, BadWheel, Refused
 from librarian.facts import WheelFacts
-from librarian.index import Index, IndexEntry, pending_path, render_pending
+from librarian.index import Index, IndexEntry, metadata_path, pending_path, render_pending
 from librarian.inspection import inspect_wheel
 from librarian.layout import Layout
 from librarian.matrix import Matrix, load_matrix
@@ -42,6 +42,8 @@ class PreparedWheel:
     sms: tuple[GpuArch, ...]
     facts: WheelFacts | None = None
     requires_python: str | None = None
+    metadata: Path | None = None  # its METADATA as a file, to serve beside it (PEP 658)
+    metadata_sha256: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +147,10 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
                 SpecifierSet(info.requires_python)
             except InvalidSpecifier as e:
                 raise BadWheel(f"{path.name}: METADATA Requires-Python {info.requires_python!r} is not valid") from e
+        metadata = staging / f"{staged.name}.metadata"
+        metadata.write_bytes(info.metadata)
         prepared.append(PreparedWheel(path, staged, staged_name, sha256_file(staged), staged.stat().st_size, sms,
-                                      facts, info.requires_python))  # fmt: skip
+                                      facts, info.requires_python, metadata, sha256_file(metadata)))  # fmt: skip
     return prepared
 
 
@@ -177,9 +181,12 @@ def plan_publish(index: Index, wheels: Sequence[PreparedWheel], options: Publish
                 )
             filings.append(Filing(path, wheel, "replace" if old else "add"))
             entries.append(IndexEntry(path, wheel.sha256, wheel.size, cell, options.now, wheel.facts,
-                                      wheel.requires_python))  # fmt: skip
+                                      wheel.requires_python, wheel.metadata_sha256 or None))  # fmt: skip
             uploads.append(Upload(path, wheel.staged, wheel.sha256, wheel.size))
-    count = len(uploads)
+            if wheel.metadata is not None:
+                size = wheel.metadata.stat().st_size
+                uploads.append(Upload(metadata_path(path), wheel.metadata, wheel.metadata_sha256, size))
+    count = len(entries)
     names = sorted({f.wheel.name.package for f in filings if f.action != "skip"})
     message = f"librarian publish: {count} wheel{'s' if count != 1 else ''} ({', '.join(names)})"
     changes = Changes(index.with_entries(added=entries), tuple(uploads), (), message)

@@ -10,6 +10,7 @@ import functools
 import hashlib
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -259,8 +260,13 @@ def pull(
     out_dir: Path,
     *,
     compatible: bool = False,
+    requirements: Path | None = None,
 ) -> tuple[list[Resolution], list[Path]]:
-    """Resolve every package and fetch the picks; raises NotFound (exit 1) if any package has no fit."""
+    """Resolve every package and fetch the picks; raises NotFound (exit 1) if any package has no fit.
+
+    With ``requirements``, nothing is downloaded: the picks are written there as hash-pinned direct
+    references (``name @ URL --hash=sha256:...``) that plain pip and uv install from, and that path returned.
+    """
     if not packages:
         raise BadInput("pull: name at least one package")
     keys = [package_key(p) for p in packages]
@@ -271,8 +277,33 @@ def pull(
     missing = [r for r in resolutions if r.pick is None]
     if missing:
         raise NoMatch(store.location, wants, tuple(missing))
-    files = [_fetch_checked(store, r.pick, out_dir) for r in resolutions if r.pick is not None]
+    picks = [r.pick for r in resolutions if r.pick is not None]
+    if requirements is not None:
+        write_requirements(requirements, [(e, store.url_for(e.path)) for e in picks])
+        return resolutions, [requirements]
+    files = [_fetch_checked(store, e, out_dir) for e in picks]
     return resolutions, files
+
+
+def render_requirements(picks: Sequence[tuple[IndexEntry, str]]) -> str:
+    """Pure: one ``name @ URL --hash=sha256:HEX`` line per wheel (pip's and uv's requirements format).
+
+    A hash on every line puts pip in hash-checking mode: it installs exactly these bytes or refuses.
+    """
+    lines = ["# written by librarian pull: install with  pip install --no-deps -r THIS_FILE"]
+    lines += [f"{e.name.distribution} @ {url} --hash=sha256:{e.sha256}" for e, url in picks]
+    return "\n".join(lines) + "\n"
+
+
+def write_requirements(path: Path, picks: Sequence[tuple[IndexEntry, str]]) -> None:
+    """Write the requirements file through a temp file and a rename (never half-written)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(render_requirements(picks), encoding="utf-8")
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 class NoMatch(NotFound):
@@ -305,10 +336,30 @@ def check_runs(files: Sequence[Path], machine: Machine, *, force: bool = False) 
             raise Refused(f"{path.name}: will not run here ({first}); pass --force to install it anyway")
 
 
-def install(files: Sequence[Path]) -> None:
-    """``python -m pip install --force-reinstall --no-deps`` the pulled wheels (keeps the pinned torch)."""
-    cmd = [sys.executable, "-m", "pip", "install", "--force-reinstall", "--no-deps", *map(str, files)]
+def install(files: Sequence[Path], interpreter: str) -> None:
+    """``pip install --force-reinstall --no-deps`` the pulled wheels into ``interpreter``'s environment.
+
+    ``--no-deps`` keeps the pinned torch. An interpreter without pip (uv made the venv) gets
+    ``uv pip install --python INTERPRETER --reinstall --no-deps``.
+    """
+    cmd = _installer(interpreter) + [*map(str, files)]
     log.info("running %s", " ".join(cmd))
     result = subprocess.run(cmd, check=False)
     if result.returncode != 0:
-        raise LibrarianError(f"pip install: exited with status {result.returncode}")
+        raise LibrarianError(f"{' '.join(cmd[:3])}: exited with status {result.returncode}")
+
+
+def _installer(interpreter: str) -> list[str]:
+    has_pip = subprocess.run([interpreter, "-m", "pip", "--version"], capture_output=True, check=False).returncode == 0
+    if has_pip:
+        return [interpreter, "-m", "pip", "install", "--force-reinstall", "--no-deps"]
+    uv = shutil.which("uv") or _uv_beside_us()
+    if uv is None:
+        raise BadInput(f"{interpreter}: has no pip, and uv is not installed; install either (python -m ensurepip)")
+    return [uv, "pip", "install", "--python", interpreter, "--reinstall", "--no-deps"]
+
+
+def _uv_beside_us() -> str | None:
+    # `pip install uv` beside librarian (as its test extra does) puts uv next to our interpreter.
+    found = Path(sys.executable).parent / "uv"
+    return str(found) if found.exists() else None

@@ -147,8 +147,30 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False) -> Verif
         moved = unindexed.get(path.rsplit("/", 1)[-1])
         hint = f" (a wheel of that name is at {moved}: moved to another cell?)" if moved else ""
         problems.append(Problem(path, "in the index but not in the store" + hint))
+    problems.extend(_check_metadata_files(store, index, files))
     problems.extend(_check_catalogue(store, index, files))
     return VerifyReport(store.location, len(wheels), tuple(sorted(problems)), tuple(staged))
+
+
+def _check_metadata_files(store: Store, index: Index, files: dict[str, StoredFile]) -> list[Problem]:
+    """PEP 658 files travel with their wheel: each indexed one present with its bytes, none left orphaned."""
+    problems = []
+    for entry in index.entries:
+        path = entry.metadata_path
+        if path is None or entry.path not in files:
+            continue
+        stored = files.get(path)
+        if stored is None:
+            problems.append(Problem(path, "the wheel's METADATA file (PEP 658) is missing (publish it again)"))
+            continue
+        local = store.local_path(path)
+        sha = stored.sha256 or (sha256_file(local) if local is not None else None)
+        if sha is not None and sha != entry.metadata_sha256:
+            problems.append(Problem(path, "does not match the METADATA the index records for its wheel"))
+    for path in sorted(files):
+        if path.endswith(".whl.metadata") and not is_generated(path) and path.removesuffix(".metadata") not in files:
+            problems.append(Problem(path, "METADATA file (PEP 658) of a wheel that is not in the store"))
+    return problems
 
 
 def _pending(files: tuple[StoredFile, ...]) -> dict[str, frozenset[str]]:

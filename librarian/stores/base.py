@@ -101,6 +101,10 @@ class Store(Protocol):
     def local_path(self, path: str) -> Path | None:
         """The file's path on this machine when the store is local, else ``None``."""
 
+    def url_for(self, path: str) -> str:
+        """A URL pip and uv can fetch the file from, pinned to what was read (``file://``, or the Hub's
+        ``resolve/<commit>/<path>``), so that a requirements file that names it is reproducible."""
+
     def update(self, plan: Planner, default_layout: Layout) -> Applied:
         """Plan against the current index and apply the result atomically (re-planning on conflict).
 

@@ -359,6 +359,14 @@ class HubStore:
         """Hub files are never local."""
         return None
 
+    def url_for(self, path: str) -> str:
+        """The file's ``resolve`` URL at the commit this run reads (not the branch, which moves)."""
+        sha = self._pinned()
+        if sha is None:
+            raise self._missing_repo()
+        base = public_endpoint(self.api.endpoint)
+        return f"{base}/datasets/{self.repo_id}/resolve/{sha}/{quote(path)}"
+
     # --- freeing storage ----------------------------------------------------------------------
 
     def purgeable(self, sha256s: Iterable[str], leaving: Iterable[str] = ()) -> tuple[Blob, ...]:

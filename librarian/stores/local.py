@@ -138,6 +138,10 @@ class LocalStore:
         """The stored file itself."""
         return self._resolve(path)
 
+    def url_for(self, path: str) -> str:
+        """The stored file's ``file://`` URL (absolute)."""
+        return self._resolve(path).absolute().as_uri()
+
     def update(self, plan: Planner, default_layout: Layout) -> Applied:
         """Plan under the lock and apply: wheels first, deletions, then the catalogue with the root last."""
         self._exists()

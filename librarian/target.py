@@ -1,0 +1,146 @@
+"""The interpreter librarian acts for: ``--python PATH``, else the active virtual environment, else its own.
+
+librarian is a tool people keep once (pipx, ``uv tool install``) and point at many environments, as they do
+uv and ``hf``. What a wheel must fit (interpreter tags, Requires-Python, the installed torch and its CUDA
+line) is read from that *target* interpreter with one small probe run of it; torch is never imported.
+``--python 3.12`` (a version, not a path) keeps meaning "resolve for CPython 3.12".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.tags import Tag, parse_tag
+
+from librarian.errors import BadInput
+
+PROBE_TIMEOUT = 60  # seconds: a cold interpreter on a slow network file system still starts well within it
+
+# Runs inside the target. Only the standard library is sure to be there; packaging's tags come from the
+# target's own packaging or pip's vendored copy, which is what the target's pip itself would match by.
+_PROBE = r"""
+import json, os, platform, sys
+tags = None
+for mod in ("packaging.tags", "pip._vendor.packaging.tags"):
+    try:
+        tags = [str(t) for t in __import__(mod, fromlist=["sys_tags"]).sys_tags()]
+        break
+    except Exception:
+        pass
+try:
+    libc = os.confstr("CS_GNU_LIBC_VERSION")
+except (AttributeError, ValueError, OSError):
+    libc = None
+print(json.dumps({"version": list(sys.version_info[:3]), "implementation": sys.implementation.name,
+                  "executable": sys.executable, "prefix": sys.prefix, "path": sys.path, "tags": tags,
+                  "machine": platform.machine(), "platform": sys.platform, "libc": libc}))
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The interpreter to act for, and how it was chosen (``--python``, ``VIRTUAL_ENV`` or librarian's own)."""
+
+    executable: Path
+    how: str
+
+    @property
+    def own(self) -> bool:
+        """Whether it is the interpreter running librarian (then nothing needs to be run)."""
+        return _same(self.executable, Path(sys.executable))
+
+    def __str__(self) -> str:
+        return f"{self.executable} ({self.how})"
+
+
+def _same(a: Path, b: Path) -> bool:
+    # Never resolve symlinks: every venv's python links to the same base interpreter. Two interpreters in
+    # one bin folder (python, python3, python3.12) are one environment.
+    a, b = Path(os.path.abspath(a)), Path(os.path.abspath(b))
+    return a == b or a.parent == b.parent
+
+
+def is_version(text: str) -> bool:
+    """Whether ``--python`` names a version (``3.12``, ``312``, ``cp312``) rather than a path."""
+    return re.fullmatch(r"(?:cp|py)?\d(?:\.?\d{1,2})?", text.strip().lower()) is not None
+
+
+def _interpreter_in(venv: Path) -> Path | None:
+    for rel in ("bin/python", "bin/python3", "Scripts/python.exe"):
+        if (venv / rel).exists():
+            return venv / rel
+    return None
+
+
+def find_target(python: str | None, environ: Mapping[str, str] | None = None) -> Target:
+    """The target: ``--python PATH`` (an interpreter or a venv folder), else ``$VIRTUAL_ENV``, else our own."""
+    env = os.environ if environ is None else environ
+    if python is not None and not is_version(python):
+        path = Path(python).expanduser()
+        if path.is_dir():
+            found = _interpreter_in(path)
+            if found is None:
+                raise BadInput(f"--python {python}: a folder, but no virtual environment (no bin/python in it)")
+            return Target(found, "--python")
+        if not path.exists():
+            raise BadInput(f"--python {python}: no such interpreter or virtual environment")
+        return Target(path, "--python")
+    venv = env.get("VIRTUAL_ENV")
+    if venv:
+        found = _interpreter_in(Path(venv))
+        if found is not None:
+            return Target(found, "VIRTUAL_ENV")
+    return Target(Path(sys.executable), "librarian's own interpreter")
+
+
+@dataclass(frozen=True, slots=True)
+class TargetFacts:
+    """What the target interpreter said about itself."""
+
+    version: tuple[int, int, int]
+    implementation: str
+    executable: str
+    prefix: str
+    path: tuple[str, ...]  # its sys.path: where its torch is found
+    tags: tuple[Tag, ...] | None  # None: neither packaging nor pip is installed there
+    machine: str
+    platform: str
+    glibc: tuple[int, int] | None
+
+
+def parse_probe(text: str, where: str) -> TargetFacts:
+    """The probe's JSON line; BadInput naming ``where`` when it is not what the probe prints."""
+    try:
+        data = json.loads(text.strip().splitlines()[-1])
+        version = tuple(int(x) for x in data["version"])
+        tags = None if data.get("tags") is None else tuple(t for s in data["tags"] for t in parse_tag(s))
+        libc = data.get("libc") or ""
+        m = re.fullmatch(r"glibc (\d+)\.(\d+).*", libc)
+        return TargetFacts(
+            (version[0], version[1], version[2]), str(data["implementation"]), str(data["executable"]),
+            str(data["prefix"]), tuple(str(p) for p in data["path"]), tags, str(data["machine"]),
+            str(data["platform"]), (int(m[1]), int(m[2])) if m else None,
+        )  # fmt: skip
+    except (ValueError, KeyError, TypeError, IndexError) as e:
+        raise BadInput(f"{where}: did not answer librarian's probe as a Python interpreter ({e})") from e
+
+
+def probe_target(target: Target) -> TargetFacts:
+    """Run the target once to read its version, tags, sys.path, CPU and glibc (torch is not imported)."""
+    cmd = [str(target.executable), "-c", _PROBE]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False,
+                              stdin=subprocess.DEVNULL)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BadInput(f"{target.executable}: cannot run it ({e})") from e
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BadInput(f"{target.executable}: exited with status {done.returncode} ({last[:200]})")
+    return parse_probe(done.stdout, str(target.executable))
