@@ -16,8 +16,9 @@ import tempfile
 import threading
 import zipfile
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from librarian import elf as elfmod
 from librarian.coords import ArchKind, GpuArch, WheelName, format_dotted, format_version
@@ -54,7 +55,7 @@ def inspect_binary(fileobj: BinaryIO, path: str) -> BinaryFacts:
     """What one native binary or loose device-code file (by its name) demands; errors start with ``path``."""
     try:
         if is_device_code(path):
-            return _facts(path, BinaryFormat.CUDA, None, read_device_code(fileobj))
+            return _device_facts(path, BinaryFormat.CUDA, None, read_device_code(fileobj))
         return _inspect(fileobj, path)
     except BadBinary as e:
         raise BadBinary(f"{path}: {e}") from e
@@ -77,11 +78,8 @@ def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
     if not elf.sections:  # no section headers (sstrip): the magic scan is all there is
         entries += scan_fatbins(fileobj, section=WHOLE_FILE)
     _defined, undefined = elfmod.dynamic_symbols(fileobj)
-    return _facts(
-        path,
-        fmt,
-        cpu,
-        entries,
+    return replace(
+        _device_facts(path, fmt, cpu, entries),
         glibc=elfmod.glibc_floor(elf),
         glibcxx=elfmod.version_floor(elf, "GLIBCXX_"),
         cxxabi=elfmod.version_floor(elf, "CXXABI_"),
@@ -99,8 +97,8 @@ def _holds_data(sec: elfmod.Section) -> bool:
     return sec.type == elfmod.SHT_PROGBITS and flags == elfmod.SHF_ALLOC and sec.name not in FATBIN_SECTIONS
 
 
-def _facts(
-    path: str, fmt: BinaryFormat, cpu: str | None, entries: Sequence[FatbinEntry], **host: Any
+def _device_facts(
+    path: str, fmt: BinaryFormat, cpu: str | None, entries: Sequence[FatbinEntry]
 ) -> BinaryFacts:
     def archs(kind: ArchKind, relocatable: bool) -> tuple[GpuArch, ...]:
         return tuple(
@@ -117,7 +115,6 @@ def _facts(
         relocatable_ptx=archs(ArchKind.PTX, True),
         lto=tuple(sorted({e.arch for e in entries if e.arch.kind is ArchKind.LTO})),
         toolkit=max((e.toolkit for e in entries if e.toolkit), default=None),
-        **host,
     )
 
 
