@@ -65,11 +65,12 @@ def _cuobjdump_fails(tool: Path, path: Path) -> bool:
     return done.returncode != 0 and "fatal" in done.stderr
 
 
-def _glibc(versions: list[str]) -> tuple[int, int] | None:
+def _glibc(versions: list[str]) -> tuple[int, ...] | None:
+    # exact, as librarian reads it since b5a48c8: GLIBC_2.2.5 is (2, 2, 5)
     found = [
         tuple(int(x) for x in v[6:].split(".")) for v in versions if re.fullmatch(r"GLIBC_\d+(\.\d+)+", v)
     ]
-    return None if not found else max(found)[:2]  # type: ignore[return-value]
+    return max(found, default=None)
 
 
 @pytest.mark.parametrize(("project", "platform"), WHEELS)
