@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import BinaryIO
 
 from librarian.errors import BadBinary
@@ -21,7 +21,9 @@ ELF_MAGIC = b"\x7fELF"
 MAX_TABLE = 256 << 20  # no header table, string table or symbol table of a real .so comes near this
 MAX_COUNT = 1 << 20  # sections, segments, dynamic entries, version records: a loop guard
 
+SHT_PROGBITS = 1
 SHT_NOBITS = 8
+SHF_ALLOC, SHF_EXECINSTR = 0x2, 0x4
 SHT_DYNSYM = 11
 SHT_DYNAMIC = 6
 SHT_GNU_VERNEED = 0x6FFFFFFE
@@ -104,6 +106,7 @@ class ElfFile:
     rpath: tuple[str, ...] = ()
     runpath: tuple[str, ...] = ()
     version_needs: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (library, (GLIBC_2.17, ...))
+    version: int = 1  # e_version: 1 everywhere but in ELF-ABI-7 cubins, where it is the CUDA release * 10
 
     @property
     def cpu(self) -> str | None:
@@ -131,11 +134,11 @@ def _read(src: Source) -> ElfFile:
         raise BadBinary(f"unknown ELF class {ident[4]} or byte order {ident[5]}")
     bits, e = (32 if ident[4] == 1 else 64), ("<" if ident[5] == 1 else ">")
     hfmt = e + ("HHIIIIIHHHHHH" if bits == 32 else "HHIQQQIHHHHHH")
-    (etype, machine, _ver, _entry, phoff, shoff, flags, _ehsize, phentsize, phnum, shentsize, shnum,
+    (etype, machine, version, _entry, phoff, shoff, flags, _ehsize, phentsize, phnum, shentsize, shnum,
      shstrndx) = struct.unpack(hfmt, src.read(16, struct.calcsize(hfmt), "ELF header"))  # fmt: skip
     sections = _sections(src, bits, e, shoff, shentsize, shnum, shstrndx)
     segments = _segments(src, bits, e, phoff, phentsize, phnum)
-    elf = ElfFile(bits, e == "<", ident[7], etype, machine, flags, sections, segments)
+    elf = ElfFile(bits, e == "<", ident[7], etype, machine, flags, sections, segments, version=version)
     return _with_dynamic(src, elf)
 
 
@@ -233,9 +236,8 @@ def _with_dynamic(src: Source, elf: ElfFile) -> ElfFile:
     runpath = [p for s in strings(DT_RUNPATH) for p in s.split(":") if p]
     sonames = strings(DT_SONAME)
     needs = _version_needs(src, elf, strtab, tags)
-    return ElfFile(elf.bits, elf.little_endian, elf.osabi, elf.type, elf.machine, elf.flags, elf.sections,
-                   elf.segments, tuple(strings(DT_NEEDED)), sonames[0] if sonames else None, tuple(rpath),
-                   tuple(runpath), needs)  # fmt: skip
+    return replace(elf, needed=tuple(strings(DT_NEEDED)), soname=sonames[0] if sonames else None,
+                   rpath=tuple(rpath), runpath=tuple(runpath), version_needs=needs)  # fmt: skip
 
 
 def _dynamic_strings(

@@ -36,11 +36,12 @@ class FatbinEntry:
     debug: bool = False
     payload_size: int = 0
     uncompressed_size: int = 0
+    section: str = ""  # the ELF section it was read from (".nv_fatbin", ".ldata"); "" for a loose file
 
 
 @dataclass(frozen=True, slots=True)
 class BinaryFacts:
-    """What one native member (``.so`` / ``.pyd``) of a wheel demands."""
+    """What one native member (``.so`` / ``.pyd``), or loose device-code member (``.cubin``), demands."""
 
     path: str  # POSIX path inside the wheel
     format: BinaryFormat
@@ -58,6 +59,10 @@ class BinaryFacts:
     soname: str | None = None
     rpath: tuple[str, ...] = ()  # DT_RPATH / DT_RUNPATH entries
     torch_symbols: tuple[str, ...] = ()  # undefined symbols it needs from libtorch / libc10 (mangled)
+    # Sections outside .nv_fatbin / __nv_relfatbin whose fatbin blobs were found by a magic scan and
+    # counted as executable (libcufft's ".ldata": it loads them with cuModuleLoadData), or "(whole file)"
+    # for an ELF file without section headers.
+    embedded: tuple[str, ...] = ()
 
     @property
     def has_device_code(self) -> bool:
@@ -148,6 +153,8 @@ def facts_to_json(facts: WheelFacts) -> dict[str, object]:
                 "glibcxx": _mm(b.glibcxx),
                 "cxxabi": _mm(b.cxxabi),
                 "needed": list(b.needed),
+                # only where there are any, so the entries of every other binary stay as they were
+                **({"embedded": list(b.embedded)} if b.embedded else {}),
             }
             for b in facts.binaries
         ],
@@ -174,6 +181,7 @@ def facts_from_json(filename: str, data: Mapping[str, Any]) -> WheelFacts:
                 glibcxx=_parse_mm(b.get("glibcxx")),
                 cxxabi=_parse_mm(b.get("cxxabi")),
                 needed=tuple(b.get("needed", ())),
+                embedded=tuple(b.get("embedded", ())),
             )
         )
     return WheelFacts(filename, tuple(binaries))

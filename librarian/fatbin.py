@@ -1,18 +1,21 @@
-"""A pure reader of CUDA fatbinaries: the blobs in ``.nv_fatbin`` / ``__nv_relfatbin`` and their entries.
+"""A pure reader of CUDA fatbinaries: the blobs in ``.nv_fatbin`` / ``__nv_relfatbin``, blobs kept as data
+elsewhere, loose ``.fatbin`` files, and their entries.
 
-The layout is the one written down in ``shared/reference/fatbin-format.md`` (sections 1-5). The reader
+The layout is the one written down in ``shared/reference/fatbin-format.md`` (sections 1-6). The reader
 walks the section, never the ``.nvFatBinSegment`` wrappers (libnvjpeg has a blob no wrapper names), and
 reads only entry headers, seeking past payloads, so a 1 GB section costs a few thousand small reads. To
 name the toolkit it inflates the smallest cubin of each blob, bounded by a size cap and checked against
-the size the entry declares, so a compression bomb raises instead of filling memory.
+the size the entry declares, so a compression bomb raises instead of filling memory. Other data
+sections are scanned for the magic (section 6). Cubins and PTX themselves are read by
+:mod:`librarian.cubin`.
 """
 
 from __future__ import annotations
 
 import io
 import logging
-import re
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -20,7 +23,8 @@ import lz4.block
 import zstandard
 
 from librarian.coords import ArchKind, GpuArch, MajorMinor
-from librarian.elf import Source, parse_notes, read_elf, section_bytes
+from librarian.cubin import PTX_HEAD, cubin_toolkit, ptx_toolkit, read_cubin, read_ptx
+from librarian.elf import ELF_MAGIC, Source
 from librarian.errors import BadBinary
 from librarian.facts import FatbinEntry
 
@@ -38,6 +42,7 @@ MAX_ENTRIES = 1 << 20  # loop guard over a whole section
 MAX_INFLATE = 256 << 20  # the most we inflate for one cubin; the smallest of a blob is far below
 MAX_RATIO = 4096  # a declared ratio above this is a compression bomb, not a cubin
 _CHUNK = 1 << 16
+SCAN_CHUNK = 4 << 20  # magic search: a 300 MB section is read in ~75 pieces
 
 _KINDS = {
     KIND_PTX: ArchKind.PTX,
@@ -45,11 +50,6 @@ _KINDS = {
     KIND_OLD_CUBIN: ArchKind.SASS,
     KIND_LTO: ArchKind.LTO,
 }
-# PTX ISA major -> CUDA major, where the minor carries over (reference section 5); the rest are listed.
-_ISA_LINES = {9: 13, 7: 11}
-_ISA_TABLE = {(8, 6): (12, 7), (8, 7): (12, 8), (8, 8): (12, 9), (6, 5): (10, 2), (6, 4): (10, 1),
-              (6, 3): (10, 0), (6, 2): (9, 2), (6, 1): (9, 1), (6, 0): (9, 0), (5, 0): (8, 0)}  # fmt: skip
-
 
 @dataclass(frozen=True, slots=True)
 class EntryHeader:
@@ -93,18 +93,109 @@ def read_fatbin(
         raise BadBinary(f"{section} at {offset:#x} + {size:#x} runs past the end of the file ({src.size:#x})")
     out: list[FatbinEntry] = []
     for blob in walk_blobs(src, offset, size, section):
-        toolkit = blob_toolkit(src, blob)
-        for h in blob:
-            if h.kind not in _KINDS:
-                log.warning("%s: entry at %#x has unknown kind %d; skipped", section, h.offset, h.kind)
-                continue
-            if h.flags & ~KNOWN_FLAGS:
-                log.info("%s: entry at %#x has unknown flags %#x", section, h.offset, h.flags & ~KNOWN_FLAGS)
-            isa = (h.major, h.minor) if h.kind == KIND_PTX else None
-            tk = ptx_toolkit(isa) if isa else (toolkit if h.kind != KIND_LTO else None)
-            out.append(FatbinEntry(h.gpu_arch, relocatable, h.compression, isa, tk, bool(h.flags & FLAG_DEBUG),
-                                   h.payload_size, h.uncompressed_size or h.payload_size))  # fmt: skip
+        out += _blob_entries(blob, blob_toolkit(src, blob), relocatable, section)
     return tuple(out)
+
+
+def scan_fatbins(data: BinaryIO | bytes, offset: int = 0, size: int | None = None, *,
+                 section: str = "") -> tuple[FatbinEntry, ...]:  # fmt: skip
+    """Every entry of the fatbin blobs found by their magic in bytes that are no fatbin section.
+
+    For fatbins a library keeps as data and loads itself with ``cuModuleLoadData`` (libcufft holds
+    24,000 of them in ``.ldata``), and for ELF files without section headers. Only blobs at 8-aligned file
+    offsets that pass :func:`valid_blob_at` count, so a stray magic in code or strings does not. The
+    region is read a chunk at a time, so a 300 MB section never sits in memory whole.
+    """
+    src = Source(data)
+    size = src.size - offset if size is None else size
+    if offset < 0 or size < 0 or offset + size > src.size:
+        raise BadBinary(f"{section} at {offset:#x} + {size:#x} runs past the end of the file ({src.size:#x})")
+    out: list[FatbinEntry] = []
+    for blob in scan_blobs(src, offset, size):
+        try:
+            toolkit = blob_toolkit(src, blob)
+        except BadBinary as e:  # found by a scan, not declared: an odd payload costs its toolkit only
+            log.warning("%s: fatbin blob at %#x: %s", section or "scan", blob[0].offset, e)
+            toolkit = None
+        out += _blob_entries(blob, toolkit, False, section)
+    return tuple(out)
+
+
+def _blob_entries(
+    blob: tuple[EntryHeader, ...], toolkit: MajorMinor | None, relocatable: bool, section: str
+) -> list[FatbinEntry]:
+    out = []
+    for h in blob:
+        if h.kind not in _KINDS:
+            log.warning("%s: entry at %#x has unknown kind %d; skipped", section, h.offset, h.kind)
+            continue
+        if h.flags & ~KNOWN_FLAGS:
+            log.info("%s: entry at %#x has unknown flags %#x", section, h.offset, h.flags & ~KNOWN_FLAGS)
+        isa = (h.major, h.minor) if h.kind == KIND_PTX else None
+        tk = ptx_toolkit(isa) if isa else (toolkit if h.kind != KIND_LTO else None)
+        out.append(FatbinEntry(h.gpu_arch, relocatable, h.compression, isa, tk, bool(h.flags & FLAG_DEBUG),
+                               h.payload_size, h.uncompressed_size or h.payload_size, section))  # fmt: skip
+    return out
+
+
+def scan_blobs(src: Source, offset: int, size: int) -> Iterator[tuple[EntryHeader, ...]]:
+    """The entries of each valid blob whose magic sits at an 8-aligned file offset in the region."""
+    needle, end, pos, count = struct.pack("<I", FATBIN_MAGIC), offset + size, offset, 0
+    while pos < end:
+        chunk = src.read(pos, min(SCAN_CHUNK, end - pos), "scanned section")
+        # The next chunk overlaps this one by 3 bytes: a magic across the seam is found there, once.
+        resume = end if pos + len(chunk) >= end else pos + len(chunk) - 3
+        hit = chunk.find(needle)
+        while hit >= 0:
+            blob = valid_blob_at(src, pos + hit, end)
+            if blob is None:
+                hit = chunk.find(needle, hit + 1)
+                continue
+            count += len(blob)
+            if count > MAX_ENTRIES:
+                raise BadBinary(f"more than {MAX_ENTRIES} fatbin entries found")
+            yield blob
+            blob_end = blob[-1].offset + blob[-1].header_size + blob[-1].payload_size
+            if blob_end >= pos + len(chunk) - 3:  # the blob runs past this chunk: read on after it
+                resume = max(resume, blob_end)
+                break
+            hit = chunk.find(needle, blob_end - pos)
+        pos = resume
+
+
+def valid_blob_at(src: Source, pos: int, end: int) -> tuple[EntryHeader, ...] | None:
+    """The entries of the blob at ``pos`` if it passes the structural check of reference section 6.
+
+    8-aligned; version 1, header 16, ``fat_size`` a non-zero multiple of 8 inside ``end``; every entry of
+    a known kind with an 8-aligned header of 0x40..0x1000 bytes, the entries tiling the blob exactly.
+    """
+    if pos % 8 or end - pos < 16:
+        return None
+    magic, version, hsz, fat_size = struct.unpack("<IHHQ", src.read(pos, 16, "fatbin blob header"))
+    if magic != FATBIN_MAGIC or version != 1 or hsz != 16 or fat_size % 8:
+        return None
+    if not 0 < fat_size <= end - pos - 16:
+        return None
+    try:
+        entries = _entries(src, pos + 16, pos + 16 + fat_size, "scan")
+    except BadBinary:
+        return None
+    if any(h.kind not in _KINDS or h.header_size % 8 for h in entries):
+        return None
+    return entries
+
+
+def read_device_code(data: BinaryIO | bytes) -> tuple[FatbinEntry, ...]:
+    """The entries of a loose ``.cubin``, ``.fatbin`` or ``.ptx`` file, told apart by its first bytes."""
+    src = Source(data)
+    head = src.read(0, min(src.size, PTX_HEAD), "file head")
+    if head.startswith(ELF_MAGIC):
+        return (read_cubin(data),)
+    if head.startswith(struct.pack("<I", FATBIN_MAGIC)):
+        return read_fatbin(data, section="fatbin")
+    if b".version" not in head:
+        raise BadBinary("neither a cubin (ELF), a fatbin nor PTX text")
+    return (read_ptx(head, src.size),)
 
 
 def walk_blobs(src: Source, offset: int, size: int, section: str) -> list[tuple[EntryHeader, ...]]:
@@ -246,53 +337,3 @@ def blob_toolkit(src: Source, blob: tuple[EntryHeader, ...]) -> MajorMinor | Non
     if any(h.kind == KIND_ELF and (h.major, h.minor) == (1, 8) and h.arch < 100 for h in blob):
         return (13, 0)  # ELF ABI 8 below sm_100 first came with CUDA 13.0: a lower bound
     return None
-
-
-_RELEASE = re.compile(rb"release (\d+)\.(\d+)")
-
-
-def cubin_toolkit(cubin: bytes) -> MajorMinor | None:
-    """The toolkit named by a cubin's tkinfo / cuinfo notes or its EIATTR_CUDA_API_VERSION."""
-    src = Source(cubin)
-    try:
-        elf = read_elf(cubin)
-    except BadBinary as e:
-        raise BadBinary(f"cubin: {e}") from e
-    for sec in elf.sections:
-        if sec.name in (".note.nv.tkinfo", ".note.nv.cuinfo"):
-            for owner, ntype, desc in parse_notes(section_bytes(src, sec), elf.little_endian):
-                if owner != "NVIDIA Corp":
-                    continue
-                if ntype == 2000 and (m := _RELEASE.search(desc)):
-                    return int(m[1]), int(m[2])
-                if ntype == 1000 and len(desc) >= 8 and struct.unpack_from("<H", desc)[0] == 2:
-                    # CUDA 13 cuinfo: u16 2, u16 sm, u32 toolkit*10. 12.8's cuver (u16 1) has no toolkit.
-                    tk: int = struct.unpack_from("<I", desc, 4)[0]
-                    return tk // 10, tk % 10
-    for sec in elf.sections:
-        if sec.name.startswith(".nv.info") and (api := _eiattr_api_version(section_bytes(src, sec))):
-            return api
-    return None
-
-
-def _eiattr_api_version(data: bytes) -> MajorMinor | None:
-    # Records are u8 format, u8 attribute, u16 value-or-size; format 4 (EIFMT_SVAL) has `size` bytes after.
-    pos = 0
-    while pos + 4 <= len(data):
-        fmt, attr, val = struct.unpack_from("<BBH", data, pos)
-        pos += 4
-        if fmt == 4:
-            if attr == 0x37 and val == 4 and pos + 4 <= len(data):
-                api: int = struct.unpack_from("<I", data, pos)[0]
-                return api // 10, api % 10
-            pos += val
-    return None
-
-
-def ptx_toolkit(isa: MajorMinor) -> MajorMinor | None:
-    """The first CUDA release whose PTX ISA is ``isa`` (a lower bound: NVRTC may emit older ISAs)."""
-    if isa[0] in _ISA_LINES:
-        return _ISA_LINES[isa[0]], isa[1]
-    if isa[0] == 8 and isa[1] <= 5:
-        return 12, isa[1]  # 8.5 is both 12.5 and 12.6: the lower one
-    return _ISA_TABLE.get(isa)

@@ -1,18 +1,22 @@
-"""Inspection: the seven demands of a wheel, read from the bytes of its native members.
+"""Inspection: the seven demands of a wheel, read from the bytes of its native and device-code members.
 
-The I/O edge around the pure readers in :mod:`librarian.elf` and :mod:`librarian.fatbin`. A member is
-streamed out of the zip into a temporary file a chunk at a time, so memory does not grow with its size,
-and every member is checked for zip-bomb sizes and unsafe names before a byte of it is inflated.
+The I/O edge around the pure readers in :mod:`librarian.elf`, :mod:`librarian.fatbin` and
+:mod:`librarian.cubin`. A small member is inflated into memory; a big one is streamed out of the zip into
+a temporary file a chunk at a time, so memory does not grow with its size. Every member is checked for
+zip-bomb sizes and unsafe names before a byte of it is inflated.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import queue
 import re
 import tempfile
 import threading
 import zipfile
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
@@ -20,15 +24,18 @@ from librarian import elf as elfmod
 from librarian.coords import ArchKind, GpuArch
 from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry, WheelFacts
-from librarian.fatbin import read_fatbin
+from librarian.fatbin import read_device_code, read_fatbin, scan_fatbins
 
 log = logging.getLogger(__name__)
 
 FATBIN_SECTIONS = {".nv_fatbin": False, "__nv_relfatbin": True}  # name -> relocatable
+WHOLE_FILE = "(whole file)"  # where a fatbin of an ELF file without section headers was found
+SMALL_MEMBER = 8 << 20  # members up to this size are inflated into memory; bigger ones are spooled
 MAX_MEMBER = 16 << 30  # declared inflated size of one member: no real .so comes near
 MAX_RATIO = 200  # inflated / compressed; real .so files stay far below (zeros would not)
 CHUNK = 1 << 20
 _NATIVE = re.compile(r"\.(?:so(?:\.\d+)*|pyd|dylib|dll)$", re.IGNORECASE)
+_DEVICE_CODE = re.compile(r"\.(?:cubin|fatbin|ptx)$", re.IGNORECASE)
 # Mangled names of libtorch / libc10 / ATen: namespaces c10, at, torch, caffe2, behind an optional
 # vtable/typeinfo prefix (TV, TI, TS) and cv-qualifiers (K, V, r).
 _TORCH_SYMBOL = re.compile(r"_Z(?:T[VIS])?N?[KVr]*(?:3c10|2at|5torch|6caffe2)")
@@ -39,9 +46,16 @@ def is_native(name: str) -> bool:
     return _NATIVE.search(name) is not None
 
 
+def is_device_code(name: str) -> bool:
+    """Whether a wheel member is loose device code the driver loads (``.cubin``, ``.fatbin``, ``.ptx``)."""
+    return _DEVICE_CODE.search(name) is not None
+
+
 def inspect_binary(fileobj: BinaryIO, path: str) -> BinaryFacts:
-    """What one native binary demands; errors start with ``path``."""
+    """What one native binary or loose device-code file (by its name) demands; errors start with ``path``."""
     try:
+        if is_device_code(path):
+            return _device_facts(path, BinaryFormat.CUDA, None, read_device_code(fileobj))
         return _inspect(fileobj, path)
     except BadBinary as e:
         raise BadBinary(f"{path}: {e}") from e
@@ -59,8 +73,33 @@ def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
         if sec.name in FATBIN_SECTIONS and sec.type != elfmod.SHT_NOBITS:
             entries += read_fatbin(fileobj, sec.offset, sec.size, relocatable=FATBIN_SECTIONS[sec.name],
                                    section=sec.name)  # fmt: skip
+        elif _holds_data(sec):  # fatbins a library loads itself (cuModuleLoadData): libcufft's .ldata
+            entries += scan_fatbins(fileobj, sec.offset, sec.size, section=sec.name)
+    if not elf.sections:  # no section headers (sstrip): the magic scan is all there is
+        entries += scan_fatbins(fileobj, section=WHOLE_FILE)
     _defined, undefined = elfmod.dynamic_symbols(fileobj)
+    return replace(
+        _device_facts(path, fmt, cpu, entries),
+        glibc=elfmod.glibc_floor(elf),
+        glibcxx=elfmod.version_floor(elf, "GLIBCXX_"),
+        cxxabi=elfmod.version_floor(elf, "CXXABI_"),
+        needed=elf.needed,
+        soname=elf.soname,
+        rpath=elf.rpath + elf.runpath,
+        torch_symbols=tuple(sorted(s for s in undefined if _TORCH_SYMBOL.match(s))),
+        embedded=tuple(dict.fromkeys(e.section for e in entries if e.section not in FATBIN_SECTIONS)),
+    )
 
+
+def _holds_data(sec: elfmod.Section) -> bool:
+    # Allocated, not executable, with bytes in the file: .rodata, .lrodata, .data, .ldata, ...
+    flags = sec.flags & (elfmod.SHF_ALLOC | elfmod.SHF_EXECINSTR)
+    return sec.type == elfmod.SHT_PROGBITS and flags == elfmod.SHF_ALLOC and sec.name not in FATBIN_SECTIONS
+
+
+def _device_facts(
+    path: str, fmt: BinaryFormat, cpu: str | None, entries: Sequence[FatbinEntry]
+) -> BinaryFacts:
     def archs(kind: ArchKind, relocatable: bool) -> tuple[GpuArch, ...]:
         return tuple(
             sorted({e.arch for e in entries if e.arch.kind is kind and e.relocatable is relocatable})
@@ -76,18 +115,15 @@ def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
         relocatable_ptx=archs(ArchKind.PTX, True),
         lto=tuple(sorted({e.arch for e in entries if e.arch.kind is ArchKind.LTO})),
         toolkit=max((e.toolkit for e in entries if e.toolkit), default=None),
-        glibc=elfmod.glibc_floor(elf),
-        glibcxx=elfmod.version_floor(elf, "GLIBCXX_"),
-        cxxabi=elfmod.version_floor(elf, "CXXABI_"),
-        needed=elf.needed,
-        soname=elf.soname,
-        rpath=elf.rpath + elf.runpath,
-        torch_symbols=tuple(sorted(s for s in undefined if _TORCH_SYMBOL.match(s))),
     )
 
 
 def inspect_wheel(path: Path) -> WheelFacts:
-    """What every native member of a wheel demands; errors name ``wheel.whl!member``."""
+    """What every native and device-code member of a wheel demands; errors name ``wheel.whl!member``.
+
+    A member of up to :data:`SMALL_MEMBER` bytes is inflated into memory (flashinfer-cubin has 16,000
+    small cubins: no temp file each); a bigger one is spooled to a temporary file a chunk at a time.
+    """
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as e:
@@ -95,16 +131,20 @@ def inspect_wheel(path: Path) -> WheelFacts:
     binaries = []
     with zf:
         for info in zf.infolist():
-            if info.is_dir() or not is_native(info.filename):
+            if info.is_dir() or not (is_native(info.filename) or is_device_code(info.filename)):
                 continue
             where = f"{path.name}!{info.filename}"
             _check_member(info, where)
-            with tempfile.TemporaryFile() as spool:
-                _spool(zf, info, spool, where)
-                try:
+            try:
+                if info.file_size <= SMALL_MEMBER:
+                    data = b"".join(_inflate(zf, info, where))
+                    binaries.append(inspect_binary(io.BytesIO(data), info.filename))
+                    continue
+                with tempfile.TemporaryFile() as spool:
+                    _spool(zf, info, spool, where)
                     binaries.append(inspect_binary(spool, info.filename))
-                except BadBinary as e:
-                    raise BadBinary(f"{path.name}!{e}") from e
+            except BadBinary as e:
+                raise BadBinary(f"{path.name}!{e}") from e
     return WheelFacts(filename=path.name, binaries=tuple(binaries))
 
 
@@ -118,31 +158,37 @@ def _check_member(info: zipfile.ZipInfo, where: str) -> None:
         raise BadWheel(f"{where}: compresses {info.file_size // max(info.compress_size, 1)}:1 (zip bomb?)")
 
 
-def _spool(zf: zipfile.ZipFile, info: zipfile.ZipInfo, out: BinaryIO, where: str) -> None:
+def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> Iterator[bytes]:
     # zipfile stops at the declared size and checks the CRC at the end, so a member that inflates
     # past its header, or to other bytes, raises here; the count catches one that inflates short.
-    # A second thread writes while this one inflates (both release the GIL), so spooling costs little
-    # more than the inflate itself; the bounded queue keeps memory at a few chunks.
-    chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
-    writer = threading.Thread(target=_drain, args=(chunks, out), daemon=True)
-    writer.start()
     total = 0
     try:
         with zf.open(info) as member:
             while chunk := member.read(CHUNK):
                 total += len(chunk)
-                chunks.put(chunk)
+                yield chunk
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
         raise BadWheel(f"{where}: cannot inflate ({e})") from e
     except Exception as e:  # zlib.error, lzma.LZMAError, ...: foreign errors end at this boundary
         raise BadWheel(f"{where}: cannot inflate ({type(e).__name__}: {e})") from e
+    if total != info.file_size:
+        raise BadWheel(f"{where}: inflates to {total} bytes, not the {info.file_size} it declares")
+
+
+def _spool(zf: zipfile.ZipFile, info: zipfile.ZipInfo, out: BinaryIO, where: str) -> None:
+    # A second thread writes while this one inflates (both release the GIL), so spooling costs little
+    # more than the inflate itself; the bounded queue keeps memory at a few chunks.
+    chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
+    writer = threading.Thread(target=_drain, args=(chunks, out), daemon=True)
+    writer.start()
+    try:
+        for chunk in _inflate(zf, info, where):
+            chunks.put(chunk)
     finally:
         chunks.put(None)
         writer.join()
-    if total != info.file_size:
-        raise BadWheel(f"{where}: inflates to {total} bytes, not the {info.file_size} it declares")
-    if out.tell() != total:
-        raise BadWheel(f"{where}: could not spool all {total} bytes to a temporary file")
+    if out.tell() != info.file_size:
+        raise BadWheel(f"{where}: could not spool all {info.file_size} bytes to a temporary file")
     out.flush()
 
 

@@ -70,6 +70,17 @@ BUILDS: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "debug": ([*SHARED, "-G", *_gencode("compute_75", "sm_75")], ("k.cu",)),
     "two_tu": ([*SHARED, *_gencode("compute_80", "sm_80")], ("k.cu", "k2.cu")),
 }
+# Loose device-code files, as wheels like flashinfer-cubin ship them: file name -> nvcc arguments.
+LOOSE: dict[str, list[str]] = {
+    "sm90a.cubin": ["-cubin", "-arch=sm_90a"],  # ELF ABI 8: `a` only in .nv.compat
+    "sm100a.cubin": ["-cubin", *_gencode("compute_100a", "sm_100a")],
+    "sm120f.cubin": ["-cubin", *_gencode("compute_120f", "sm_120f")],  # nothing in a cubin says `f`
+    "rdc.cubin": ["-cubin", "-rdc=true", "-arch=sm_80"],  # ET_REL
+    "multi.fatbin": [
+        "-fatbin", *_gencode("compute_80", "sm_80", "compute_80"), *_gencode("compute_120f", "sm_120f")
+    ],
+    "sm120f.ptx": ["-ptx", "-arch=sm_120f"],
+}
 COMPRESS_MODES = ("default", "size", "speed", "balance", "none")
 for _mode in COMPRESS_MODES:
     # -compress-all makes nvcc compress the cubins too (by default it compresses only PTX)
@@ -96,6 +107,7 @@ def nvcc_version() -> tuple[int, int] | None:
 def build_fixtures(directory: Path) -> dict[str, Path]:
     """Build every fixture into ``directory`` once (later calls reuse it); name -> path."""
     paths = {name: directory / f"{name}.so" for name in [*BUILDS, "stripped"]}
+    paths.update({name: directory / name for name in LOOSE})
     if (directory / "done").exists():
         return paths
     directory.mkdir(parents=True, exist_ok=True)
@@ -103,21 +115,21 @@ def build_fixtures(directory: Path) -> dict[str, Path]:
     (directory / "k2.cu").write_text(KERNEL2)
 
     def build(name: str) -> None:
-        args, sources = BUILDS[name]
+        args, sources = BUILDS[name] if name in BUILDS else (LOOSE[name], ("k.cu",))
         cmd = ["nvcc", *args, "-o", str(paths[name]), *sources]
         done = subprocess.run(cmd, cwd=directory, capture_output=True, text=True, check=False)
         if done.returncode:
             raise RuntimeError(f"nvcc failed for {name}: {done.stderr.strip()}")
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(build, BUILDS))
+        list(pool.map(build, [*BUILDS, *LOOSE]))
     subprocess.run(["strip", "--strip-all", "-o", str(paths["stripped"]), str(paths["sm75"])], check=True)
     (directory / "done").touch()
     return paths
 
 
 def real_sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The nvcc-built ``.so`` fixtures, built once per session; for each test module's session fixture."""
+    """The nvcc-built fixtures (``.so`` by name, loose files by file name), built once per session."""
     if nvcc_version() is None:
         pytest.skip("nvcc is not on PATH: the real CUDA fixtures need nvcc 13")
     return build_fixtures(tmp_path_factory.getbasetemp() / "cuda-fixtures")
@@ -153,8 +165,10 @@ def elf_bytes(
     verneed: dict[str, tuple[str, ...]] | None = None,
     symbols: dict[str, bool] | None = None,
     sections: tuple[tuple[str, int, bytes], ...] = (),
+    flags: dict[str, int] | None = None,
 ) -> bytes:
-    """A small ELF file: dynamic entries, version needs, dynamic symbols (name -> defined) and sections."""
+    """A small ELF file: dynamic entries, version needs, dynamic symbols (name -> defined) and sections
+    (``flags``: section name -> ``sh_flags``, else 0)."""
     e = "<" if little else ">"
     dynstr = _Strings()
     dyn = [(1, dynstr.add(n)) for n in needed]
@@ -186,30 +200,31 @@ def elf_bytes(
         (".dynsym", SHT_DYNSYM, bytes(syms), 1, 1),
         *((n, t, d, 0, 0) for n, t, d in sections),
     ]
-    return _assemble(e, bits, machine, etype, osabi, eflags, table)
+    return _assemble(e, bits, machine, etype, osabi, eflags, table, flags=flags)
 
 
 def _assemble(e: str, bits: int, machine: int, etype: int, osabi: int, eflags: int,
-              table: list[tuple[str, int, bytes, int, int]]) -> bytes:  # fmt: skip
+              table: list[tuple[str, int, bytes, int, int]], *, version: int = 1,
+              flags: dict[str, int] | None = None) -> bytes:  # fmt: skip
     ehsize, shentsize = (52, 40) if bits == 32 else (64, 64)
     shstr = _Strings()
     body = bytearray(ehsize)
-    rows = [(0, 0, 0, 0, 0, 0)]
+    rows = [(0, 0, 0, 0, 0, 0, 0)]
     for name, typ, data, link, info in [*table, (".shstrtab", SHT_STRTAB, b"", 0, 0)]:
         name_off = shstr.add(name)
         if name == ".shstrtab":
             data = bytes(shstr.data)
         body += bytes(-len(body) % 8)
-        rows.append((name_off, typ, len(body), len(data), link, info))
+        rows.append((name_off, typ, (flags or {}).get(name, 0), len(body), len(data), link, info))
         body += data
     body += bytes(-len(body) % 8)
     shoff = len(body)
     sh_fmt = e + ("IIIIIIIIII" if bits == 32 else "IIQQQQIIQQ")
-    for name_off, typ, off, size, link, info in rows:
-        body += struct.pack(sh_fmt, name_off, typ, 0, 0, off, size, link, info, 8 if typ else 0, 0)
+    for name_off, typ, flg, off, size, link, info in rows:
+        body += struct.pack(sh_fmt, name_off, typ, flg, 0, off, size, link, info, 8 if typ else 0, 0)
     ident = b"\x7fELF" + bytes([1 if bits == 32 else 2, 1 if e == "<" else 2, 1, osabi]) + bytes(8)
     hfmt = e + ("HHIIIIIHHHHHH" if bits == 32 else "HHIQQQIHHHHHH")
-    header = ident + struct.pack(hfmt, etype, machine, 1, 0, 0, shoff, eflags, ehsize, 0, 0, shentsize,
+    header = ident + struct.pack(hfmt, etype, machine, version, 0, 0, shoff, eflags, ehsize, 0, 0, shentsize,
                                  len(rows), len(rows) - 1)  # fmt: skip
     body[: len(header)] = header
     return bytes(body)
@@ -222,8 +237,22 @@ def note(owner: str, ntype: int, desc: bytes) -> bytes:
             + desc + bytes(-len(desc) % 4))  # fmt: skip
 
 
-def cubin_bytes(sm: int, *, api: tuple[int, int] | None = None, release: str | None = None) -> bytes:
-    """A cubin (EM_CUDA ELF) for ``sm`` whose ``.nv.info`` says ``api`` and/or tkinfo says ``release``."""
+def cubin_bytes(
+    sm: int,
+    *,
+    api: tuple[int, int] | None = None,
+    release: str | None = None,
+    abi: int = 7,
+    arch_specific: str = "",
+    e_version: int = 1,
+    etype: int = 2,
+) -> bytes:
+    """A cubin (EM_CUDA ELF) for ``sm`` whose ``.nv.info`` says ``api`` and/or tkinfo says ``release``.
+
+    ``abi`` 7 or 8 picks the ``e_flags`` layout (reference section 4). ``arch_specific`` says how the
+    cubin marks ``sm_NNa``: ``"flags"`` (ABI 7 0x800; ptxas 12.9's ABI 8 0x8) or ``"compat"`` (CUDA 13's
+    ``.nv.compat`` attribute 9).
+    """
     sections = []
     if api:
         # EIATTR records: one format-3 (u16 value) record, then format 4 attr 0x37 with a u32
@@ -233,8 +262,16 @@ def cubin_bytes(sm: int, *, api: tuple[int, int] | None = None, release: str | N
         strings = b"ptxas\0" + f"Cuda compilation tools, release {release}, V{release}.1\0".encode()
         desc = struct.pack("<IIIIII", 2, 0, 0, 6, 0, 0) + strings
         sections.append((".note.nv.tkinfo", SHT_NOTE, note("NVIDIA Corp", 2000, desc)))
-    abi7 = sm | 0x500 | sm << 16
-    return _assemble("<", 64, 190, 2, 0x33, abi7, [(n, t, d, 0, 0) for n, t, d in sections])
+    if abi == 7:
+        osabi, eflags = 0x33, sm | 0x500 | sm << 16 | (0x800 if arch_specific == "flags" else 0)
+    else:
+        low = (0x2 if sm >= 100 else 0x4) | (0x8 if arch_specific == "flags" else 0)
+        osabi, eflags = 0x41, 0x6000000 | sm << 8 | low
+    if abi == 8:  # as CUDA 13 writes it: u8 format 2, u8 attribute, u16 value records
+        compat = struct.pack("<BBH", 2, 9, arch_specific == "compat") + struct.pack("<BBH", 2, 2, 1)
+        sections.append((".nv.compat", 0x70000086, compat))
+    return _assemble("<", 64, 190, etype, osabi, eflags, [(n, t, d, 0, 0) for n, t, d in sections],
+                     version=e_version)  # fmt: skip
 
 
 # ---- fatbin bytes ----------------------------------------------------------------------------------
@@ -276,9 +313,23 @@ def fatbin_blob(*entries: bytes, fat_size: int | None = None, header_size: int =
     return struct.pack("<IHHQ", 0xBA55ED50, 1, header_size, size) + body
 
 
-def so_with_fatbin(fatbin: bytes, *, name: str = ".nv_fatbin", machine: int = 62) -> bytes:
-    """A host ``.so`` whose ``name`` section holds ``fatbin``."""
-    return elf_bytes(machine=machine, sections=((name, SHT_PROGBITS, fatbin),))
+SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
+
+
+def so_with_fatbin(
+    fatbin: bytes, *, name: str = ".nv_fatbin", machine: int = 62, flags: int = SHF_ALLOC
+) -> bytes:
+    """A host ``.so`` whose ``name`` section (``sh_flags`` ``flags``) holds ``fatbin``."""
+    return elf_bytes(machine=machine, sections=((name, SHT_PROGBITS, fatbin),), flags={name: flags})
+
+
+def without_section_headers(elf: bytes) -> bytes:
+    """The ELF file as ``sstrip`` leaves it: no section header table (e_shoff, e_shnum, e_shstrndx 0)."""
+    out = bytearray(elf)
+    shoff = struct.unpack_from("<Q", out, 0x28)[0]
+    struct.pack_into("<Q", out, 0x28, 0)
+    struct.pack_into("<HHH", out, 0x3A, 0, 0, 0)
+    return bytes(out[:shoff])
 
 
 def pe_bytes(machine: int = 0x8664) -> bytes:

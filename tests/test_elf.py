@@ -14,7 +14,7 @@ from elftools.elf.gnuversions import GNUVerNeedSection
 from librarian.elf import dynamic_symbols, glibc_floor, identify, read_elf, version_floor
 from librarian.errors import BadBinary
 from librarian.facts import BinaryFormat
-from tests.cuda_fixtures import elf_bytes, pe_bytes, real_sos
+from tests.cuda_fixtures import cubin_bytes, elf_bytes, pe_bytes, real_sos
 
 GLIBC_NEEDS = {
     "libc.so.6": ("GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.34"),
@@ -164,3 +164,9 @@ def test_macho_and_unknown() -> None:
         identify(b"MZ" + bytes(0x3A) + struct.pack("<I", 0x40) + b"NOPE" + bytes(32))
     with pytest.raises(BadBinary, match="truncated PE header"):
         identify(b"MZ" + bytes(0x3A) + struct.pack("<I", 1 << 20) + bytes(32))
+
+
+def test_e_version() -> None:
+    # ELF-ABI-7 cubins keep the CUDA release * 10 in e_version (librarian.cubin reads it); others say 1
+    assert read_elf(cubin_bytes(80, e_version=118)).version == 118
+    assert read_elf(elf_bytes()).version == 1

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import random
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import zipfile
@@ -12,11 +14,21 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from librarian import fatbin
 from librarian.coords import GpuArch
 from librarian.elf import Source, read_elf
 from librarian.errors import BadBinary
 from librarian.facts import FatbinEntry
-from librarian.fatbin import blob_toolkit, cubin_toolkit, entry_payload, ptx_toolkit, read_fatbin, walk_blobs
+from librarian.fatbin import (
+    blob_toolkit,
+    cubin_toolkit,
+    entry_payload,
+    ptx_toolkit,
+    read_fatbin,
+    scan_fatbins,
+    valid_blob_at,
+    walk_blobs,
+)
 from tests.cuda_fixtures import (
     COMPRESS_MODES,
     cubin_bytes,
@@ -235,3 +247,62 @@ def test_against_cuobjdump(cuda_sos: dict[str, Path], cuobjdump: Path, name: str
             for e in entries if e.arch.kind.value == "sm"]  # fmt: skip
     ours += [f"PTX sm_{e.arch.sm}" for e in entries if e.arch.kind.value == "compute"]
     assert ours == _cuobjdump_list(cuobjdump, path)
+
+
+# ---- fatbins kept as data (section 6): found by magic, 8-aligned and structurally valid ------------
+
+MAGIC = (0xBA55ED50).to_bytes(4, "little")
+REAL = fatbin_blob(
+    fatbin_entry(2, 86, cubin_bytes(86, api=(12, 8)), compress="lz4"),
+    fatbin_entry(1, 86, b".version 7.8\n.target sm_86\n" + bytes(5), version=(7, 8), header_size=0x50),
+)
+
+
+def _aligned(data: bytes) -> bytes:
+    return data + bytes(-len(data) % 8)
+
+
+DECOYS = [
+    _aligned(b"cmpl $0x" + MAGIC),  # a magic in a string or an instruction, unaligned
+    bytes(4) + REAL + bytes(4),  # a real blob at a file offset = 4 (mod 8)
+    _aligned(fatbin_blob(fatbin_entry(3, 80, bytes(8)))),  # an entry of unknown kind 3
+    _aligned(fatbin_blob(fatbin_entry(2, 80, bytes(8), header_size=0x44))),  # header_size not 8-aligned
+    _aligned(fatbin_blob(fatbin_entry(2, 80, bytes(16)), fat_size=len(fatbin_entry(2, 80, bytes(16))) + 8)),
+    struct.pack("<IHHQ", 0xBA55ED50, 2, 16, 0x48) + fatbin_entry(2, 80, bytes(8)),  # version 2
+    struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 1 << 40),  # fat_size past the end
+    fatbin_blob(),  # an empty blob: valid, but nothing to count
+]
+
+
+def test_scan_counts_only_aligned_valid_blobs() -> None:
+    assert all(len(d) % 8 == 0 for d in DECOYS)  # each decoy keeps the next one where it was put
+    data = b"".join(DECOYS) + REAL + bytes(16) + b"".join(reversed(DECOYS)) + REAL
+    entries = scan_fatbins(data, section=".rodata")
+    assert [(str(e.arch), e.section, e.toolkit) for e in entries] == [
+        ("sm_86", ".rodata", (12, 8)), ("compute_86", ".rodata", (11, 8))] * 2  # fmt: skip
+    assert scan_fatbins(b"".join(DECOYS)) == ()
+
+
+def test_scan_reads_in_chunks_across_seams(monkeypatch: pytest.MonkeyPatch) -> None:
+    # libcufft-like: thousands of blobs with small gaps; a tiny chunk puts blobs and magics across seams
+    rng = random.Random(3)
+    data = b"".join(REAL + bytes(rng.choice((0, 8, 16, 24))) for _ in range(300))
+    whole = scan_fatbins(data)
+    assert len(whole) == 600
+    for chunk in (5, 64, 1000):
+        monkeypatch.setattr(fatbin, "SCAN_CHUNK", chunk)
+        assert scan_fatbins(data) == whole
+        assert scan_fatbins(bytes(8) + data, 8) == whole
+
+
+def test_scan_region_checked() -> None:
+    with pytest.raises(BadBinary, match="runs past the end of the file"):
+        scan_fatbins(REAL, 8, len(REAL), section=".ldata")
+    assert scan_fatbins(REAL, 8, len(REAL) - 8) == ()  # a region that starts inside a blob
+
+
+def test_valid_blob_at() -> None:
+    src = Source(bytes(8) + REAL)
+    assert valid_blob_at(src, 8, src.size) is not None
+    assert valid_blob_at(src, 8, src.size - 8) is None  # does not fit the region
+    assert valid_blob_at(src, 0, src.size) is None

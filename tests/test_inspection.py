@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import random
 import struct
 import time
@@ -10,13 +11,19 @@ from pathlib import Path
 
 import pytest
 
+from librarian import inspection
 from librarian.coords import GpuArch, WheelName
 from librarian.demands import Wheel, claims
 from librarian.errors import BadBinary, BadWheel
-from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
-from librarian.inspection import inspect_binary, inspect_path, inspect_wheel, is_native
+from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_from_json, facts_to_json
+from librarian.inspection import inspect_binary, inspect_path, inspect_wheel, is_device_code, is_native
 from tests.builders import make_wheel
+from tests.conftest import Run
 from tests.cuda_fixtures import (
+    SHF_ALLOC,
+    SHF_EXECINSTR,
+    SHF_WRITE,
+    SHT_PROGBITS,
     cubin_bytes,
     elf_bytes,
     fatbin_blob,
@@ -25,6 +32,7 @@ from tests.cuda_fixtures import (
     pe_bytes,
     real_sos,
     so_with_fatbin,
+    without_section_headers,
 )
 
 TAGS = "cp312-cp312-linux_x86_64"
@@ -225,3 +233,119 @@ def test_fuzz_real_fixtures_raise_only_bad_binary(cuda_sos: dict[str, Path]) -> 
             raised += 1
         cases += 1
     assert cases >= 1000 and raised > cases // 20  # the mutations do reach the parsers
+
+
+# ---- device code outside .nv_fatbin: loose members, fatbins kept as data, no section headers ------
+
+LZ4_BLOB = fatbin_blob(fatbin_entry(2, 86, cubin_bytes(86, api=(12, 8)), compress="lz4"))
+PTX70 = b".version 7.0\n.target sm_70\n" + bytes(5)
+DATA_BLOB = fatbin_blob(
+    fatbin_entry(2, 90, cubin_bytes(90, e_version=118)), fatbin_entry(1, 70, PTX70, version=(7, 0))
+)
+
+
+def test_wheel_with_loose_device_code(tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
+    files = {"pkg/cubins/k.sm90a.cubin": cuda_sos["sm90a.cubin"].read_bytes(),
+             "pkg/cubins/k.fatbin": cuda_sos["multi.fatbin"].read_bytes(),
+             "pkg/ptx/K.PTX": cuda_sos["sm120f.ptx"].read_bytes(),
+             "pkg/_C.so": cuda_sos["multi"].read_bytes(),
+             "pkg/cubins/k.cubin.lock": b"", "pkg/__init__.py": b""}  # fmt: skip
+    facts = inspect_wheel(make_wheel(tmp_path, name="pkg", files=files, tags="py3-none-any"))
+    cubin, fat, ptx, so = facts.binaries
+    for b in (cubin, fat, ptx):
+        assert (b.format, b.cpu, b.toolkit, b.needed) == (BinaryFormat.CUDA, None, nvcc_version(), ())
+    assert (cubin.path, cubin.sass, cubin.ptx) == ("pkg/cubins/k.sm90a.cubin", _archs("sm_90a"), ())
+    assert (fat.sass, fat.ptx) == (_archs("sm_80", "sm_120f"), _archs("compute_80"))
+    assert (ptx.sass, ptx.ptx) == ((), _archs("compute_120f"))
+    assert so.format is BinaryFormat.ELF and so.embedded == ()
+    assert len(facts.device_binaries) == 4
+    assert is_device_code("a/b.cubin") and is_device_code("a/b.FATBIN")
+    assert not is_device_code("a/b.cubin.lock") and not is_native("a/b.cubin")
+
+
+def test_fatbins_kept_as_data_count_as_device_code() -> None:
+    # libcufft's pattern: blobs in .ldata, loaded with cuModuleLoadData; a blob in code does not count
+    data = elf_bytes(
+        needed=("libc.so.6",),
+        sections=((".nv_fatbin", SHT_PROGBITS, LZ4_BLOB), (".text", SHT_PROGBITS, DATA_BLOB),
+                  (".ldata", SHT_PROGBITS, bytes(24) + DATA_BLOB + bytes(8) + DATA_BLOB),
+                  (".comment", SHT_PROGBITS, DATA_BLOB)),  # not allocated: not loaded, not counted
+        flags={".nv_fatbin": SHF_ALLOC, ".text": SHF_ALLOC | SHF_EXECINSTR, ".ldata": SHF_WRITE | SHF_ALLOC},
+    )  # fmt: skip
+    facts = inspect_binary(io.BytesIO(data), "nvidia/cufft/lib/libcufft.so.11")
+    assert facts.sass == _archs("sm_86", "sm_90") and facts.ptx == _archs("compute_70")
+    assert facts.toolkit == (12, 8) and facts.embedded == (".ldata",) and facts.needed == ("libc.so.6",)
+    plain = inspect_binary(io.BytesIO(so_with_fatbin(LZ4_BLOB)), "pkg/_C.so")
+    assert plain.embedded == () and plain.sass == _archs("sm_86")
+
+
+def test_elf_without_section_headers_is_scanned_whole() -> None:
+    stripped = without_section_headers(so_with_fatbin(b"\x50\xed\x55\xba" + bytes(4) + LZ4_BLOB))
+    facts = inspect_binary(io.BytesIO(stripped), "pkg/_C.so")
+    assert facts.sass == _archs("sm_86") and facts.embedded == ("(whole file)",)
+    assert inspect_binary(io.BytesIO(without_section_headers(elf_bytes())), "x.so").sass == ()
+
+
+def test_truncated_loose_cubin_is_one_line(tmp_path: Path, run: Run) -> None:
+    cubin = cubin_bytes(80, api=(12, 8))
+    wheel = make_wheel(tmp_path, name="pkg", files={"pkg/k.cubin": cubin[:-10]}, tags="py3-none-any")
+    with pytest.raises(BadBinary, match=rf"^{wheel.name}!pkg/k.cubin: truncated section header table"):
+        inspect_wheel(wheel)
+    result = run("inspect", str(wheel))
+    assert result.code == 2 and result.out == ""
+    assert result.err.startswith(f"librarian: error: {wheel.name}!pkg/k.cubin: truncated")
+    assert result.err.count("\n") == 1
+    assert "Traceback" not in result.err
+
+
+def test_thousands_of_tiny_cubins_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cubins = [cubin_bytes(100, abi=8, release="12.9"), cubin_bytes(90, api=(12, 4)),
+              cubin_bytes(100, abi=8, release="12.9", arch_specific="flags")]  # fmt: skip
+    files = {f"pkg/cubins/{i:05d}/k.cubin": cubins[i % 3] for i in range(3000)}
+    wheel = make_wheel(tmp_path, name="pkg", files=files, tags="py3-none-any")
+
+    def no_temp_files() -> None:
+        raise AssertionError("a temporary file for a small member")
+
+    monkeypatch.setattr(inspection.tempfile, "TemporaryFile", no_temp_files)
+    start = time.monotonic()
+    facts = inspect_wheel(wheel)
+    elapsed = time.monotonic() - start
+    assert len(facts.binaries) == 3000 and len(facts.device_binaries) == 3000
+    assert {b.sass for b in facts.binaries} == {_archs("sm_100"), _archs("sm_100a"), _archs("sm_90")}
+    assert {b.toolkit for b in facts.binaries} == {(12, 9), (12, 4)}
+    assert elapsed < 20, f"{elapsed:.1f} s for 3000 tiny cubins"  # ~1 s on a quiet machine
+
+
+def test_big_members_are_spooled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = {"pkg/_C.so": so_with_fatbin(LZ4_BLOB), "pkg/k.cubin": cubin_bytes(80, e_version=110)}
+    wheel = make_wheel(tmp_path, name="pkg", files=files, tags="py3-none-any")
+    in_memory = inspect_wheel(wheel)
+    monkeypatch.setattr(inspection, "SMALL_MEMBER", 0)
+    assert inspect_wheel(wheel) == in_memory
+    assert in_memory.binaries[1].sass == _archs("sm_80") and in_memory.binaries[1].toolkit == (11, 0)
+
+
+def test_bare_loose_files(tmp_path: Path) -> None:
+    (tmp_path / "k.ptx").write_bytes(b".version 8.8\n.target sm_100f\n")
+    (facts,) = inspect_path(tmp_path / "k.ptx").binaries
+    assert (facts.format, facts.ptx, facts.toolkit) == (BinaryFormat.CUDA, _archs("compute_100f"), (12, 9))
+
+
+def test_embedded_sections_survive_the_index() -> None:
+    facts = WheelFacts("w.whl", (BinaryFacts(path="lib/libcufft.so.11", format=BinaryFormat.ELF, cpu="x86_64",
+                                             sass=_archs("sm_90"), embedded=(".ldata",)),
+                                 BinaryFacts(path="k.cubin", format=BinaryFormat.CUDA, cpu=None,
+                                             sass=_archs("sm_100a"), toolkit=(12, 9))))  # fmt: skip
+    data = facts_to_json(facts)
+    assert facts_from_json("w.whl", json.loads(json.dumps(data))) == facts
+    binaries = data["binaries"]
+    assert isinstance(binaries, list) and "embedded" not in binaries[1]  # only where there are any
+    del binaries[0]["embedded"]  # an index written before the field: still readable
+    assert facts_from_json("w.whl", data).binaries[0].embedded == ()
+
+
+def test_loose_device_code_claims_no_platform() -> None:
+    cubin = BinaryFacts(path="pkg/k.cubin", format=BinaryFormat.CUDA, cpu=None, sass=_archs("sm_90"))
+    for tags in ("py3-none-any", "cp312-cp312-manylinux_2_28_x86_64", "cp312-cp312-win_amd64"):
+        assert claim_mismatches(WheelName.parse(f"p-1.0-{tags}.whl"), WheelFacts("w.whl", (cubin,))) == []

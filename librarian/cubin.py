@@ -1,0 +1,147 @@
+"""A pure reader of bare device code: cubins (EM_CUDA ELF files) and PTX text.
+
+Both come inside fatbin entries and as loose ``.cubin`` / ``.ptx`` wheel members (flashinfer-cubin ships
+thousands). The layouts are the ones in ``shared/reference/fatbin-format.md``, section 4 (what a cubin's
+``e_flags``, ``.nv.compat`` and notes hold) and section 5 (which of them name the CUDA toolkit).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from librarian.coords import ArchKind, GpuArch, MajorMinor
+from librarian.elf import ELF_MAGIC, ElfFile, Source, parse_notes, read_elf, section_bytes
+from librarian.errors import BadBinary
+from librarian.facts import FatbinEntry
+
+EM_CUDA = 190
+ET_REL = 1
+ABI7_OSABI, ABI8_OSABI = 0x33, 0x41
+# How a cubin says `a` (sm_90a, sm_100a): ABI 7 sets e_flags 0x800 (0x5a0d5a vs 0x5a055a); ABI 8 from
+# ptxas 12.8/12.9 sets e_flags 0x8 (0x600640a vs 0x6006402: flashinfer-cubin, ptxas 12.9.86); ABI 8 from
+# CUDA 13 sets neither and writes .nv.compat attribute 0x09 = 1 instead.
+ABI7_ARCH_SPECIFIC, ABI8_ARCH_SPECIFIC, COMPAT_ARCH_SPECIFIC = 0x800, 0x8, 0x09
+EIATTR_CUDA_API_VERSION = 0x37  # .nv.info attribute: major*10+minor of the ptxas that assembled it
+PTX_HEAD = 64 << 10  # .version and .target come before any code; only this much of a PTX file is read
+# ABI-7 e_version is the CUDA release * 10 (110 for 11.0 ... 128 for 12.8; checked against EIATTR on
+# bitsandbytes 0.42 and libcufft); ABI 8 writes 1. Outside this range it is not a release.
+_E_VERSION_RANGE = range(70, 200)
+
+_RELEASE = re.compile(rb"release (\d+)\.(\d+)")
+_PTX_VERSION = re.compile(rb"^[ \t]*\.version[ \t]+(\d+)\.(\d+)", re.MULTILINE)
+_PTX_TARGET = re.compile(rb"^[ \t]*\.target[ \t]+sm_(\d+)([af]?)\b", re.MULTILINE)
+
+# PTX ISA major -> CUDA major, where the minor carries over (reference section 5); the rest are listed.
+_ISA_LINES = {9: 13, 7: 11}
+_ISA_TABLE = {(8, 6): (12, 7), (8, 7): (12, 8), (8, 8): (12, 9), (6, 5): (10, 2), (6, 4): (10, 1),
+              (6, 3): (10, 0), (6, 2): (9, 2), (6, 1): (9, 1), (6, 0): (9, 0), (5, 0): (8, 0)}  # fmt: skip
+
+
+def read_cubin(data: BinaryIO | bytes) -> FatbinEntry:
+    """The SASS arch, toolkit and kind of one cubin: a loose ``.cubin`` member, read whole."""
+    src = Source(data)
+    elf = read_elf(data)
+    if elf.machine != EM_CUDA:
+        raise BadBinary(f"an ELF file for machine {elf.machine}, not a cubin (EM_CUDA, {EM_CUDA})")
+    return FatbinEntry(cubin_arch(elf, src), elf.type == ET_REL, "none", toolkit=_toolkit(elf, src),
+                       payload_size=src.size, uncompressed_size=src.size)  # fmt: skip
+
+
+def cubin_arch(elf: ElfFile, src: Source) -> GpuArch:
+    """``sm_90a`` from a cubin's ``e_flags`` (ABI 7 and 8 differ) and, for CUDA 13, its ``.nv.compat``.
+
+    Nothing in a cubin records the family-specific ``f``: only a fatbin entry's flags do.
+    """
+    if elf.osabi == ABI8_OSABI:
+        sm = (elf.flags >> 8) & 0xFF
+        specific = bool(elf.flags & ABI8_ARCH_SPECIFIC) or _compat(elf, src).get(COMPAT_ARCH_SPECIFIC) == 1
+    else:  # ABI 7, and the older ABIs that share its layout: sm | 0x500 | sm << 16, plus 0x800 for `a`
+        sm = elf.flags & 0xFF
+        specific = bool(elf.flags & ABI7_ARCH_SPECIFIC)
+    if sm < 10:
+        raise BadBinary(f"cubin e_flags {elf.flags:#x} (ELF OS/ABI {elf.osabi:#x}) name no SM")
+    return GpuArch.from_number(sm, "a" if specific else "", ArchKind.SASS)
+
+
+def _compat(elf: ElfFile, src: Source) -> dict[int, int]:
+    sec = elf.section(".nv.compat")
+    return {attr: value for attr, value, _ in _attributes(section_bytes(src, sec))} if sec else {}
+
+
+def cubin_toolkit(cubin: bytes) -> MajorMinor | None:
+    """The toolkit named by a cubin's tkinfo / cuinfo notes, its EIATTR_CUDA_API_VERSION or ABI-7 e_version.
+
+    An ABI-7 cubin answers from its ELF header alone: it has no notes, and its e_version equalled its
+    EIATTR on every cubin checked, so the sections need not be read (libcufft inflates 4,000 of them).
+    """
+    if cubin[:4] == ELF_MAGIC and len(cubin) >= 24 and cubin[7] == ABI7_OSABI:
+        e_version: int = struct.unpack_from("<I", cubin, 20)[0]
+        if e_version in _E_VERSION_RANGE:
+            return e_version // 10, e_version % 10
+    try:
+        elf = read_elf(cubin)
+    except BadBinary as e:
+        raise BadBinary(f"cubin: {e}") from e
+    return _toolkit(elf, Source(cubin))
+
+
+def _toolkit(elf: ElfFile, src: Source) -> MajorMinor | None:
+    for sec in elf.sections:
+        if sec.name in (".note.nv.tkinfo", ".note.nv.cuinfo"):
+            for owner, ntype, desc in parse_notes(section_bytes(src, sec), elf.little_endian):
+                if owner != "NVIDIA Corp":
+                    continue
+                if ntype == 2000 and (m := _RELEASE.search(desc)):
+                    return int(m[1]), int(m[2])
+                if ntype == 1000 and len(desc) >= 8 and struct.unpack_from("<H", desc)[0] == 2:
+                    # CUDA 13 cuinfo: u16 2, u16 sm, u32 toolkit*10. 12.8's cuver (u16 1) has no toolkit.
+                    tk: int = struct.unpack_from("<I", desc, 4)[0]
+                    return tk // 10, tk % 10
+    for sec in elf.sections:
+        if sec.name.startswith(".nv.info"):
+            for attr, size, value in _attributes(section_bytes(src, sec)):
+                if attr == EIATTR_CUDA_API_VERSION and size == 4 and len(value) == 4:
+                    api: int = struct.unpack("<I", value)[0]
+                    return api // 10, api % 10
+    if elf.osabi == ABI7_OSABI and elf.version in _E_VERSION_RANGE:
+        return elf.version // 10, elf.version % 10  # CUDA 11.0 cubins have no EIATTR 0x37; this says it
+    return None
+
+
+def _attributes(data: bytes) -> Iterator[tuple[int, int, bytes]]:
+    # .nv.info / .nv.compat records: u8 format, u8 attribute, u16 value-or-size; format 4 (EIFMT_SVAL)
+    # has `size` bytes after. Yields (attribute, value-or-size, those bytes).
+    pos = 0
+    while pos + 4 <= len(data):
+        fmt, attr, value = struct.unpack_from("<BBH", data, pos)
+        pos += 4
+        if fmt == 4:
+            yield attr, value, data[pos : pos + value]
+            pos += value
+        else:
+            yield attr, value, b""
+
+
+def read_ptx(head: bytes, size: int | None = None) -> FatbinEntry:
+    """The PTX arch (``compute_90a``), ISA and toolkit of PTX text (of ``size`` bytes) from its head."""
+    text = head[:PTX_HEAD]
+    version, target = _PTX_VERSION.search(text), _PTX_TARGET.search(text)
+    if version is None or target is None:
+        missing = ".version" if version is None else ".target sm_NN"
+        raise BadBinary(f"no PTX {missing} directive in its first {PTX_HEAD} bytes")
+    isa = int(version[1]), int(version[2])
+    arch = GpuArch.from_number(int(target[1]), target[2].decode(), ArchKind.PTX)
+    size = len(head) if size is None else size
+    return FatbinEntry(arch, False, "none", isa, ptx_toolkit(isa), payload_size=size, uncompressed_size=size)
+
+
+def ptx_toolkit(isa: MajorMinor) -> MajorMinor | None:
+    """The first CUDA release whose PTX ISA is ``isa`` (a lower bound: NVRTC may emit older ISAs)."""
+    if isa[0] in _ISA_LINES:
+        return _ISA_LINES[isa[0]], isa[1]
+    if isa[0] == 8 and isa[1] <= 5:
+        return 12, isa[1]  # 8.5 is both 12.5 and 12.6: the lower one
+    return _ISA_TABLE.get(isa)
