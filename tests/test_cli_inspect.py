@@ -98,10 +98,11 @@ def test_verbose_shows_each_member(
     whl = wheel(tmp_path / "d", members)
     result = run("inspect", "-v", str(whl))
     assert result.code == 0, result.err
-    # no GPU runs both members: each GPU family is served partly, naming the member that lacks it
+    # _S.so has no code for 7.5 to 8.9: those are served partly, naming it; on 9.0 and newer, _C.so's
+    # compute_89 PTX serves it by JIT, so nothing lacks them
     assert rows(result.out)["GPU arch"] == (
         "runs natively on sm75 sm80 sm86 sm89 (partly: not tinykern/_S.so); "
-        "sm90 sm100 sm103 sm120 (partly: not tinykern/_C.so); PTX compute_89 compute_120f (JIT-compiled on newer GPUs)"
+        "sm90 sm100 sm103 sm120; PTX compute_89 compute_120f (JIT-compiled on newer GPUs)"
     )
     lines = result.out.splitlines()
     c, s = lines.index("  tinykern/_C.so: elf x86_64"), lines.index("  tinykern/_S.so: elf x86_64")
@@ -228,3 +229,21 @@ def test_bad_input_is_one_line_exit_2(run: Run, tmp_path: Path, cuda_sos: dict[s
     text.write_text("not a binary\n")
     one_line_error(run("inspect", str(text)), "notes.so: not a wheel, nor an ELF, PE or Mach-O binary")
     one_line_error(run("inspect", str(tmp_path / "missing.whl")), f"{tmp_path / 'missing.whl'}: no such file")
+
+
+def test_loose_device_code_members_show_their_archs(run: Run, tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
+    # flashinfer-cubin's pattern: a pure-Python wheel whose kernels are loose .cubin files, plus a .ptx
+    members = {"kern/kernels/gemm_sm90a.cubin": cuda_sos["sm90a.cubin"].read_bytes(),
+               "kern/kernels/gemm.ptx": cuda_sos["sm120f.ptx"].read_bytes()}  # fmt: skip
+    whl = make_wheel(tmp_path / "d", "kern", "1.0", "py3-none-any", members)
+    result = run("inspect", "-v", str(whl))
+    assert result.code == 0, result.err
+    table = rows(result.out)
+    # the .ptx is for the 12.x family only: an H100 runs the cubin, not it
+    assert table["GPU arch"] == (
+        "runs natively on sm90 (partly: not kern/kernels/gemm.ptx); PTX compute_120f (JIT-compiled on newer GPUs)"
+    )
+    assert table["OS"] == "no native code" and "!" not in result.out  # device code claims no host platform
+    lines = result.out.splitlines()
+    at = lines.index("  kern/kernels/gemm_sm90a.cubin: device code (loaded by the driver)")
+    assert lines[at + 1] == "    SASS sm_90a; PTX -"

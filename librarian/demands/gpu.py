@@ -223,7 +223,8 @@ def coverage(need: GpuNeed, line: MajorMinor | None, cpus: frozenset[str] = froz
             continue
         having = [m for m in members if gpu_match(m.sass, gpu.capability)]
         if having:
-            units = [m.path for m in load.loaded if m not in having]
+            # Lacking it: loaded members with neither SASS nor PTX for it (PTX JIT still serves a member).
+            units = [m.path for m in load.loaded if m not in having and not gpu_match(m.ptx, gpu.capability)]
             found.append(Coverage(gpu.arch, tuple(units)))
     return tuple(found)
 

@@ -10,7 +10,7 @@ from librarian.coords import MajorMinor, WheelName, format_cuda, format_dotted, 
 from librarian.demands import Wheel, claims, cpu, gpu
 from librarian.demands.members import device_code, loading
 from librarian.errors import BadInput
-from librarian.facts import BinaryFacts, WheelFacts, facts_to_json
+from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
 from librarian.inspection import inspect_path
 
 
@@ -122,7 +122,8 @@ def demands(item: Inspection) -> list[tuple[str, str]]:
 
 
 def _member_rows(b: BinaryFacts) -> list[str]:
-    rows = [f"  {b.path}: {b.format.value} {b.cpu or '?'}"]
+    kind = "device code (loaded by the driver)" if b.format is BinaryFormat.CUDA else f"{b.format.value} {b.cpu or '?'}"
+    rows = [f"  {b.path}: {kind}"]
     if b.has_device_code:
         rows.append(f"    SASS {_archs(b.sass)}; PTX {_archs(b.ptx)}")
         if b.relocatable_sass or b.relocatable_ptx:
