@@ -98,12 +98,13 @@ def retag(
 def inspect(
     files: Annotated[list[Path], typer.Argument(help="Wheels or bare .so / .pyd files.", show_default=False)],
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Also show each native member.")] = False,
+    jobs: Annotated[int | None, typer.Option("-j", "--jobs", min=1, help="Threads reading members (default: the cores available; -j 1: one).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The seven demands of each wheel, read from its bytes (GPU archs, torch, CUDA, Python, CPU, OS, glibc)."""
     from librarian.ops.inspect import inspect_file, inspection_json, render_inspection
 
-    items = [inspect_file(f) for f in files]
+    items = [inspect_file(f, jobs=jobs) for f in files]
     if as_json:
         _emit_json({"schema": 1, "files": [inspection_json(i) for i in items]})
     else:

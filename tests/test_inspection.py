@@ -349,3 +349,21 @@ def test_loose_device_code_claims_no_platform() -> None:
     cubin = BinaryFacts(path="pkg/k.cubin", format=BinaryFormat.CUDA, cpu=None, sass=_archs("sm_90"))
     for tags in ("py3-none-any", "cp312-cp312-manylinux_2_28_x86_64", "cp312-cp312-win_amd64"):
         assert claim_mismatches(WheelName.parse(f"p-1.0-{tags}.whl"), WheelFacts("w.whl", (cubin,))) == []
+
+
+def test_members_read_in_parallel_come_back_in_order(tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
+    names = ("multi", "special", "rdc", "ptx", "sm75", "two_tu")
+    files = {f"pkg/_{i}_{n}.so": cuda_sos[n].read_bytes() for i, n in enumerate(names * 3)}
+    whl = make_wheel(tmp_path, files=files, tags=TAGS)
+    one = inspect_wheel(whl, jobs=1)
+    assert inspect_wheel(whl, jobs=4) == one and inspect_wheel(whl) == one
+    assert [b.path for b in one.binaries] == list(files)
+
+
+def test_the_first_bad_member_in_order_raises_however_many_threads(tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
+    good = cuda_sos["multi"].read_bytes()
+    files = {"pkg/a.so": good, "pkg/b.so": good[:4096], "pkg/c.so": good, "pkg/d.so": b"\x7fELF" + b"\0" * 8}
+    whl = make_wheel(tmp_path, files=files, tags=TAGS)
+    for jobs in (1, 2, 4):
+        with pytest.raises(BadBinary, match=r"!pkg/b\.so: "):
+            inspect_wheel(whl, jobs=jobs)

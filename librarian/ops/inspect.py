@@ -24,11 +24,11 @@ class Inspection:
     mismatches: tuple[str, ...]
 
 
-def inspect_file(path: Path) -> Inspection:
-    """Read one wheel or native binary."""
+def inspect_file(path: Path, *, jobs: int | None = None) -> Inspection:
+    """Read one wheel or native binary (its members by ``jobs`` threads; default: the cores available)."""
     if not path.is_file():
         raise BadInput(f"{path}: no such file")
-    facts = inspect_path(path)
+    facts = inspect_path(path, jobs=jobs)
     name = WheelName.parse(path.name) if path.suffix == ".whl" else None
     mismatches = tuple(claims(Wheel(name, facts))) if name else ()
     return Inspection(path, name, facts, mismatches)
