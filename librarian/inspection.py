@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from librarian import elf as elfmod
+from librarian import progress
 from librarian.coords import ArchKind, GpuArch
 from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry, WheelFacts
@@ -94,18 +95,23 @@ def inspect_wheel(path: Path) -> WheelFacts:
         raise BadWheel(f"{path.name}: not a readable zip ({e})") from e
     binaries = []
     with zf:
-        for info in zf.infolist():
-            if info.is_dir() or not is_native(info.filename):
-                continue
-            where = f"{path.name}!{info.filename}"
-            _check_member(info, where)
-            with tempfile.TemporaryFile() as spool:
-                _spool(zf, info, spool, where)
-                try:
-                    binaries.append(inspect_binary(spool, info.filename))
-                except BadBinary as e:
-                    raise BadBinary(f"{path.name}!{e}") from e
+        natives = [i for i in zf.infolist() if not i.is_dir() and is_native(i.filename)]
+        total = sum(i.file_size for i in natives)
+        with progress.task(f"inspect {path.name}", total=total) as bar:
+            for info in natives:
+                binaries.append(_inspect_member(zf, info, path, bar))
     return WheelFacts(filename=path.name, binaries=tuple(binaries))
+
+
+def _inspect_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path, bar: progress.Task) -> BinaryFacts:
+    where = f"{path.name}!{info.filename}"
+    _check_member(info, where)
+    with tempfile.TemporaryFile() as spool:
+        _spool(zf, info, spool, where, bar)
+        try:
+            return inspect_binary(spool, info.filename)
+        except BadBinary as e:
+            raise BadBinary(f"{path.name}!{e}") from e
 
 
 def _check_member(info: zipfile.ZipInfo, where: str) -> None:
@@ -118,7 +124,7 @@ def _check_member(info: zipfile.ZipInfo, where: str) -> None:
         raise BadWheel(f"{where}: compresses {info.file_size // max(info.compress_size, 1)}:1 (zip bomb?)")
 
 
-def _spool(zf: zipfile.ZipFile, info: zipfile.ZipInfo, out: BinaryIO, where: str) -> None:
+def _spool(zf: zipfile.ZipFile, info: zipfile.ZipInfo, out: BinaryIO, where: str, bar: progress.Task) -> None:
     # zipfile stops at the declared size and checks the CRC at the end, so a member that inflates
     # past its header, or to other bytes, raises here; the count catches one that inflates short.
     # A second thread writes while this one inflates (both release the GIL), so spooling costs little
@@ -132,6 +138,7 @@ def _spool(zf: zipfile.ZipFile, info: zipfile.ZipInfo, out: BinaryIO, where: str
             while chunk := member.read(CHUNK):
                 total += len(chunk)
                 chunks.put(chunk)
+                bar.advance(len(chunk))
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
         raise BadWheel(f"{where}: cannot inflate ({e})") from e
     except Exception as e:  # zlib.error, lzma.LZMAError, ...: foreign errors end at this boundary
