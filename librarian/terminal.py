@@ -36,6 +36,8 @@ class _Amount(ProgressColumn):
     def render(self, task: RichTask) -> Text:
         """The amount done, in the task's unit."""
         unit = task.fields.get("unit", BYTES)
+        if task.total is None and unit != BYTES:
+            return Text("")  # a step of unknown length: the pulsing bar says it is under way
         if unit == BYTES:
             return Text.assemble(self._size.render(task), " ", self._speed.render(task))
         return Text.assemble(self._count.render(task), f" {unit}")

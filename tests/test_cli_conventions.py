@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import librarian
 from librarian.ops import verify as verify_op
 from tests.builders import make_wheel
 from tests.conftest import Result, Run
+from tests.loophub.server import LoopHub
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "dist"
 SAMPLE = "tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"
@@ -203,3 +205,18 @@ def test_progress_bars_on_a_terminal_only(tmp_path: Path) -> None:
     assert piped.returncode == 0 and piped.stderr == ""
     code, out, err = on_pty(["publish", *samples, *LABEL, "--repo", "third", "--json"], tmp_path)
     assert code == 0 and err == b"" and json.loads(out)["filings"]
+
+
+@pytest.mark.slow
+def test_hub_transfers_show_our_bars(loophub: LoopHub, tmp_path: Path) -> None:
+    big = make_wheel(tmp_path / "dist", "bigkern", "0.1.0", "cp311-cp311-linux_x86_64",
+                     {"bigkern/blob.bin": os.urandom(40 << 20)}, compression=zipfile.ZIP_STORED)  # fmt: skip
+    repo = ("--repo", "hf://datasets/team/wheels")
+    code, _, err = on_pty(["publish", str(big), "--torch", "2.8", "--cuda", "12.8", "--sm", "89", *repo, "--create"],
+                            tmp_path)  # fmt: skip
+    assert code == 0 and re.search(rb"commit \d+ file\(s\)", err), err[-500:]
+    want = ("bigkern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64", *repo)
+    code, _, err = on_pty(["pull", *want, "-o", "got"], tmp_path)
+    assert code == 0 and b"download bigkern" in err and b"/41.9 MB" in err, err[-500:]
+    piped = librarian_cli("pull", *want, "-o", "got2", cwd=tmp_path)
+    assert piped.returncode == 0 and piped.stderr == ""
