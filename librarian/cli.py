@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,8 +66,8 @@ def _show_version(value: bool) -> None:
 @app.callback()
 def _global_options(
     version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print librarian's version and exit.")] = False,
-    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors on stderr: no notes, no progress bars.")] = False,
-    verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, help="More on stderr: -v says what is done, -vv debugs.")] = 0,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors on stderr: no notes, no progress bars (anywhere on the line).")] = False,
+    verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, help="More on stderr: -v says what is done, -vv debugs (anywhere on the line).")] = 0,
 ) -> None:
     """Keep a cache of compiled CUDA / PyTorch extension wheels: retag, publish, verify, pull, prune."""
     _ui.quiet, _ui.verbose = quiet, verbose
@@ -170,7 +171,7 @@ def retag(
 @app.command()
 def inspect(
     files: Annotated[list[Path], typer.Argument(help="Wheels, bare .so / .pyd files, or directories of them.", show_default=False)],
-    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Also show each native member.")] = False,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Also show each native member (the global -v).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """The seven demands of each wheel, read from its bytes (GPU archs, torch, CUDA, Python, CPU, OS, glibc)."""
@@ -540,6 +541,17 @@ def _fail(message: str, code: int, details: list[str] | None = None) -> NoReturn
     raise SystemExit(code)
 
 
+def _is_global_flag(arg: str) -> bool:
+    return arg in ("-q", "--quiet", "--verbose") or re.fullmatch(r"-v+", arg) is not None
+
+
+def _hoist_global_flags(args: list[str]) -> list[str]:
+    """``-q``/``-v`` anywhere before a ``--`` act as the global options (as pip and uv take them)."""
+    end = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:end] if _is_global_flag(a)]
+    return flags + [a for i, a in enumerate(args) if i >= end or not _is_global_flag(a)]
+
+
 def _asks_json(args: list[str]) -> bool:
     """Whether ``--json`` is among the options (before a ``--``), known before typer parses anything."""
     return "--json" in (args[: args.index("--")] if "--" in args else args)
@@ -565,7 +577,7 @@ def _log_to_stderr() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; the one place errors become a line on stderr and an exit status."""
-    args = sys.argv[1:] if argv is None else list(argv)
+    args = _hoist_global_flags(sys.argv[1:] if argv is None else list(argv))
     _ui.quiet, _ui.verbose, _ui.json = False, 0, _asks_json(args)
     _log_to_stderr()
     try:

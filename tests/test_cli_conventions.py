@@ -75,7 +75,11 @@ def test_quiet_and_verbose(run: Run, store: Path, tmp_path: Path) -> None:
     quiet = run("-q", "retag", wheel, "--torch", "2.8", "--cuda", "12.8", "-o", "labelled2", "--force")
     assert quiet.code == 0 and quiet.err == "" and quiet.out.strip().endswith(".whl")
     assert run("-q", "verify").err == ""
-    # -v after inspect is inspect's own: more detail (each member), the same meaning as before the command
+    # after the command too, as pip and uv take them; a "--" ends the options
+    late = run("retag", wheel, "--torch", "2.7", "--cuda", "12.8", "-o", "labelled3", "--force", "-q")
+    assert late.code == 0 and late.err == ""
+    assert "published to" in run("publish", wheel, *LABEL, "--replace", "-v").err
+    # -v for inspect: more detail (each member), wherever it is
     assert run("inspect", wheel, "-v").out == run("-v", "inspect", wheel).out != run("inspect", wheel).out
 
 
