@@ -67,7 +67,7 @@ def _show_version(value: bool) -> None:
 def _global_options(
     version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print librarian's version and exit.")] = False,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors on stderr: no notes, no progress bars (anywhere on the line).")] = False,
-    verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, help="More on stderr: -v says what is done, -vv debugs (anywhere on the line).")] = 0,
+    verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, show_default=False, help="More on stderr: -v says what is done, -vv debugs (anywhere on the line).")] = 0,
 ) -> None:
     """Keep a cache of compiled CUDA / PyTorch extension wheels: retag, publish, verify, pull, prune."""
     _ui.quiet, _ui.verbose = quiet, verbose
@@ -170,7 +170,7 @@ def retag(
 
 @app.command()
 def inspect(
-    files: Annotated[list[Path], typer.Argument(help="Wheels, bare .so / .pyd files, or directories of them.", show_default=False)],
+    files: Annotated[list[Path], typer.Argument(help="Wheels, bare .so / .pyd files, or directories (every wheel inside).", show_default=False)],
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Also show each native member (the global -v).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
