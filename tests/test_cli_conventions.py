@@ -18,6 +18,7 @@ import librarian
 from librarian.ops import verify as verify_op
 from tests.builders import make_wheel
 from tests.conftest import Result, Run
+from tests.cuda_fixtures import cubin_bytes, fatbin_blob, fatbin_entry, so_with_fatbin
 from tests.loophub.server import LoopHub
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "dist"
@@ -224,3 +225,24 @@ def test_hub_transfers_show_our_bars(loophub: LoopHub, tmp_path: Path) -> None:
     assert code == 0 and b"download bigkern" in err and b"/41.9 MB" in err, err[-500:]
     piped = librarian_cli("pull", *want, "-o", "got2", cwd=tmp_path)
     assert piped.returncode == 0 and piped.stderr == ""
+
+
+def test_each_refusal_names_the_one_flag_that_overrides_it(run: Run, tmp_path: Path) -> None:
+    # an aarch64 .so in an x86_64 wheel: the platform tag lies
+    arm = so_with_fatbin(fatbin_blob(fatbin_entry(2, 89, cubin_bytes(89, release="13.0"))), machine=183)
+    files = {"armkern/__init__.py": b"", "armkern/_C.so": arm}
+    whl = make_wheel(tmp_path / "dist", "armkern", "1.0", "cp312-cp312-linux_x86_64", files)
+    refused = run("publish", str(whl), *LABEL)
+    assert refused.code == 2 and "platform linux_x86_64, but armkern/_C.so is aarch64" in refused.err
+    assert "pass --allow-platform-mismatch to publish it anyway" in refused.err
+    for other in ("--allow-glibc-mismatch", "--allow-cuda-mismatch", "--trust-sm", "--relabel"):
+        assert run("publish", str(whl), *LABEL, other).code == 2, other  # each overrides its own thing only
+    assert run("publish", str(whl), *LABEL, "--allow-platform-mismatch").code == 0
+    # the old --force still accepts it, and says it is deprecated
+    old = run("publish", str(whl), *LABEL, "--force", "--repo", "other")
+    assert old.code == 0 and "publish --force is deprecated" in old.err
+    # a wheel that carries another label: --relabel, on publish as on retag
+    labelled = run("retag", str(whl), "--torch", "2.8", "--cuda", "12.8", "-o", "labelled").out.strip()
+    relabel = run("publish", labelled, *LABEL, "--allow-platform-mismatch")
+    assert relabel.code == 2 and "pass --relabel" in relabel.err
+    assert run("publish", labelled, *LABEL, "--allow-platform-mismatch", "--relabel").code == 0
