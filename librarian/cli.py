@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 
+from librarian import __version__, progress
 from librarian.coords import Label, WheelName, parse_cuda, parse_torch
 from librarian.errors import BadInput, LibrarianError
 from librarian.gpus import parse_real_sm
@@ -30,8 +33,9 @@ app = typer.Typer(
     name="librarian",
     help="Keep a cache of compiled CUDA / PyTorch extension wheels: retag, publish, verify, pull, prune.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help text is plain: "[@REV]" is part of an address, not markup
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -42,8 +46,48 @@ TorchOpt = Annotated[str | None, typer.Option("--torch", help="torch minor, e.g.
 WheelsArg = Annotated[list[Path], typer.Argument(help="Wheel files.", show_default=False)]
 
 
+@dataclass(slots=True)
+class _Ui:
+    """How this run talks to the user: set from the global options and ``--json``."""
+
+    quiet: bool = False
+    verbose: int = 0
+    json: bool = False
+
+
+_ui = _Ui()
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"librarian {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print librarian's version and exit.")] = False,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors on stderr: no notes, no progress bars (anywhere on the line).")] = False,
+    verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, show_default=False, help="More on stderr: -v says what is done, -vv debugs (anywhere on the line).")] = 0,
+) -> None:
+    """Keep a cache of compiled CUDA / PyTorch extension wheels: retag, publish, verify, pull, prune."""
+    _ui.quiet, _ui.verbose = quiet, verbose
+    level = "ERROR" if quiet else {0: os.environ.get("LIBRARIAN_LOG", "WARNING").upper(), 1: "INFO"}.get(verbose, "DEBUG")
+    logging.getLogger("librarian").setLevel(level)
+    if not quiet and not _ui.json and sys.stderr.isatty():  # bars for a person at a terminal only
+        from librarian.terminal import RichReporter
+
+        progress.set_reporter(RichReporter())
+
+
 def _out(text: str) -> None:
     typer.echo(text)
+
+
+def _note(text: str) -> None:
+    """A note on stderr, silenced by ``-q``."""
+    if not _ui.quiet:
+        typer.echo(f"librarian: note: {text}", err=True)
 
 
 def _emit_json(data: dict[str, Any]) -> None:
@@ -73,42 +117,77 @@ def _label(cuda: str | None, torch: str | None, python: str | None = None) -> La
     return label_from_flags(_maybe(parse_cuda, cuda), _maybe(parse_torch, torch), find_target(python))
 
 
+RelabelOpt = Annotated[bool, typer.Option("--relabel", help="Replace the label a wheel already carries (ours or a foreign one).")]
+OldForceOpt = Annotated[bool, typer.Option("--force", hidden=True, help="Deprecated: see --relabel and the other --allow-* flags.")]
+
+
+def _deprecated_force(command: str, instead: str) -> None:
+    log.warning("%s --force is deprecated (it meant several things); it now means %s", command, instead)
+
+
+def _expand(paths: list[Path], suffixes: tuple[str, ...]) -> list[Path]:
+    """Each file as given; a directory becomes every file inside it (recursively) with one of ``suffixes``."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes))
+            if not inside:
+                raise BadInput(f"{path}: a directory with no {' or '.join(suffixes)} file inside")
+            found += inside
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise BadInput(f"{path}: no such file or directory")
+    return found
+
+
 @app.command()
 def retag(
     wheels: WheelsArg,
     cuda: CudaOpt = None,
     torch: TorchOpt = None,
     out: Annotated[Path, typer.Option("-o", "--out", help="Directory for the labelled wheels.")] = Path("."),
-    force: Annotated[bool, typer.Option("--force", help="Relabel a wheel that carries another label.")] = False,
+    relabel: RelabelOpt = False,
+    force: OldForceOpt = False,
     python: Annotated[str | None, typer.Option("--python", help="Interpreter or venv whose torch gives the default label (default: the active venv, else librarian's own).")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Rewrite wheels with the label +cuXYZtorchA.B (filename, METADATA, .dist-info, RECORD)."""
     from librarian.ops.labels import choose_label
     from librarian.wheelfile import retag as retag_wheel
 
+    if force:
+        _deprecated_force("retag", "--relabel")
+        relabel = True
     label = _label(cuda, torch, python)
+    written = []
     for path in wheels:
         if not path.is_file():
             raise BadInput(f"{path}: no such file")
-        wanted = choose_label(WheelName.parse(path.name), label, force=force)
-        _out(str(retag_wheel(path, wanted, out, force=force)))
+        wanted = choose_label(WheelName.parse(path.name), label, relabel=relabel)
+        new = retag_wheel(path, wanted, out, relabel=relabel)
+        written.append({"source": str(path), "path": str(new), "label": str(wanted)})
+        if not as_json:
+            _out(str(new))
+    if as_json:
+        _emit_json({"schema": 1, "wheels": written})
 
 
 @app.command()
 def inspect(
-    files: Annotated[list[Path], typer.Argument(help="Wheels or bare .so / .pyd files.", show_default=False)],
-    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Also show each native member.")] = False,
+    files: Annotated[list[Path], typer.Argument(help="Wheels, bare .so / .pyd files, or directories (every wheel inside).", show_default=False)],
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Also show each native member (the global -v).")] = False,
     jobs: Annotated[int | None, typer.Option("-j", "--jobs", min=1, help="Threads reading members (default: the cores available; -j 1: one).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The seven demands of each wheel, read from its bytes (GPU archs, torch, CUDA, Python, CPU, OS, glibc)."""
     from librarian.ops.inspect import inspect_file, inspection_json, render_inspection
 
-    items = [inspect_file(f, jobs=jobs) for f in files]
+    items = [inspect_file(f, jobs=jobs) for f in _expand(files, (".whl",))]
     if as_json:
         _emit_json({"schema": 1, "files": [inspection_json(i) for i in items]})
-    else:
-        _out("\n\n".join(render_inspection(i, verbose) for i in items))
+    else:  # -v here or before the command: more detail, one meaning
+        _out("\n\n".join(render_inspection(i, verbose or _ui.verbose > 0) for i in items))
 
 
 SmOpt = Annotated[str | None, typer.Option("--sm", help="GPU arch, e.g. 89 (default: the detected GPU).")]
@@ -120,7 +199,7 @@ DriverOpt = Annotated[str | None, typer.Option("--driver", help="The driver's CU
 
 @app.command()
 def doctor(
-    wheels: Annotated[list[Path] | None, typer.Argument(help="Wheels to judge.", show_default=False)] = None,
+    wheels: Annotated[list[Path] | None, typer.Argument(help="Wheels to judge, or directories of them.", show_default=False)] = None,
     sm: SmOpt = None,
     torch: TorchOpt = None,
     cuda: CudaOpt = None,
@@ -136,9 +215,7 @@ def doctor(
     from librarian.ops.doctor import doctor as do_doctor
     from librarian.ops.doctor import doctor_json, machine_json, render_doctor, render_machine
 
-    for path in wheels or ():
-        if not path.is_file():
-            raise BadInput(f"{path}: no such file")
+    wheels = _expand(wheels, (".whl",)) if wheels else None
     found = _machine(sm, torch, cuda, python, platform, glibc, driver, gpu)
     if not wheels:
         if as_json:
@@ -166,7 +243,12 @@ def publish(
     sm: Annotated[list[str] | None, typer.Option("--sm", help="GPU arch to file under (repeatable); default: from the binaries.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the plan; change nothing.")] = False,
     replace: Annotated[bool, typer.Option("--replace", help="Overwrite a different wheel at the same path.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Relabel labelled wheels; file under --sm the binaries do not serve.")] = False,
+    relabel: RelabelOpt = False,
+    trust_sm: Annotated[bool, typer.Option("--trust-sm", help="File under each --sm even where the binaries have no code for it.")] = False,
+    allow_glibc_mismatch: Annotated[bool, typer.Option("--allow-glibc-mismatch", help="Accept a manylinux tag older than the glibc the binaries need.")] = False,
+    allow_cuda_mismatch: Annotated[bool, typer.Option("--allow-cuda-mismatch", help="Accept a label whose CUDA line the device code or libcudart contradicts.")] = False,
+    allow_platform_mismatch: Annotated[bool, typer.Option("--allow-platform-mismatch", help="Accept a platform tag naming another CPU or OS than the binaries.")] = False,
+    force: OldForceOpt = False,
     allow_unknown_combo: Annotated[bool, typer.Option("--allow-unknown-combo", help="Accept a torch/CUDA combo PyTorch never shipped.")] = False,
     create: Annotated[bool, typer.Option("--create", help="Create the Hub dataset repo if it does not exist.")] = False,
     stage: Annotated[bool, typer.Option("--stage", help="Fan-in: store the wheels and pending entries only; one final 'librarian reindex' indexes them.")] = False,
@@ -176,6 +258,9 @@ def publish(
     from librarian.ops.publish import PublishOptions
     from librarian.ops.publish import publish as do_publish
 
+    if force:
+        _deprecated_force("publish", "--relabel --trust-sm --allow-glibc-mismatch --allow-cuda-mismatch --allow-platform-mismatch")
+        relabel = trust_sm = allow_glibc_mismatch = allow_cuda_mismatch = allow_platform_mismatch = True
     store, layout = _settings(repo, create=create, publishing=True)
     # Flags always make a label; without them only unlabelled wheels need one (from the installed torch).
     unlabelled = any(WheelName.parse(w.name).label is None for w in wheels if w.name.endswith(".whl"))
@@ -184,7 +269,11 @@ def publish(
         label=label,
         sms=tuple(parse_real_sm(s) for s in sm or ()),
         replace=replace,
-        force=force,
+        relabel=relabel,
+        trust_sm=trust_sm,
+        allow_glibc_mismatch=allow_glibc_mismatch,
+        allow_cuda_mismatch=allow_cuda_mismatch,
+        allow_platform_mismatch=allow_platform_mismatch,
         allow_unknown_combo=allow_unknown_combo,
         layout=layout,
     )
@@ -228,6 +317,12 @@ def reindex(
         raise typer.Exit(1)
 
 
+def _problem_json(problem: Any) -> dict[str, Any]:
+    # "also": the other paths the same stored bytes are filed under (present only when there are some)
+    also = {"also": list(problem.also)} if problem.also else {}
+    return {"path": problem.path, "problem": problem.problem, **also}
+
+
 @app.command()
 def verify(
     repo: RepoOpt = None,
@@ -241,7 +336,7 @@ def verify(
     report = do_verify(store, layout, deep=deep)
     if as_json:
         _emit_json({"schema": 1, "repo": report.location, "wheels": report.wheels, "ok": not report.problems,
-                    "problems": [{"path": p.path, "problem": p.problem} for p in report.problems], "staged": list(report.staged)})
+                    "problems": [_problem_json(p) for p in report.problems], "staged": list(report.staged)})
     else:
         for p in report.problems:
             _out(str(p))
@@ -315,7 +410,7 @@ def pull(
     resolutions, files = do_pull(store, layout, packages, wants, out, compatible=compatible, requirements=requirements)
     for r in resolutions:
         if r.note:
-            typer.echo(f"librarian: note: {r.note}", err=True)
+            _note(r.note)
     if as_json:
         _emit_json({"schema": 1, "repo": store.location, "wants": wants.describe(),
                     "wheels": [{"package": r.package, "path": r.pick.path if r.pick else None, "file": str(f)} for r, f in zip(resolutions, files)]})
@@ -391,6 +486,7 @@ matrix_app = typer.Typer(
     help="The (torch, CUDA, Python, platform) combos PyTorch shipped; 'matrix refresh' reads PyTorch's index.",
     invoke_without_command=True,
     no_args_is_help=False,
+    rich_markup_mode=None,
 )
 app.add_typer(matrix_app, name="matrix")
 ListOpt = list[str] | None
@@ -428,11 +524,17 @@ def matrix(
 @matrix_app.command("refresh")
 def matrix_refresh(
     source: Annotated[str | None, typer.Option("--from", help="An index page: URL or file (PEP 503 HTML or PEP 691 JSON). Default: PyTorch's index, every CUDA line.")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Record what PyTorch's wheel index serves, in your user override file (not the installed package)."""
     from librarian.ops.matrix_refresh import refresh
 
     result = refresh(source)
+    if as_json:
+        _emit_json({"schema": 1, "path": str(result.path), "sources": list(result.sources), "served": result.served,
+                    "skipped": result.skipped, "added": [str(c) for c in result.added],
+                    "removed": [str(c) for c in result.removed]})  # fmt: skip
+        return
     for combo in result.added:
         _out(f"added    {combo}")
     for combo in result.removed:
@@ -442,11 +544,31 @@ def matrix_refresh(
 
 def _fail(message: str, code: int, details: list[str] | None = None) -> NoReturn:
     # The one funnel: every error line is made one short line without tokens (server text is untrusted).
-    typer.echo(f"librarian: error: {clean(message, ERROR_CHARS)}", err=True)
-    for line in details or ():
-        indent = line[: len(line) - len(line.lstrip(" "))]
-        typer.echo(indent + clean(line, ERROR_CHARS), err=True)
+    line = clean(message, ERROR_CHARS)
+    cleaned = [clean(d, ERROR_CHARS).strip() for d in details or ()]
+    if _ui.json:  # scripts get the failure on stdout too, as the one JSON document they parse
+        _emit_json({"schema": 1, "error": line, "exit": code, "details": cleaned})
+    typer.echo(f"librarian: error: {line}", err=True)
+    for detail in details or ():
+        indent = detail[: len(detail) - len(detail.lstrip(" "))]
+        typer.echo(indent + clean(detail, ERROR_CHARS), err=True)
     raise SystemExit(code)
+
+
+def _is_global_flag(arg: str) -> bool:
+    return arg in ("-q", "--quiet", "--verbose") or re.fullmatch(r"-v+", arg) is not None
+
+
+def _hoist_global_flags(args: list[str]) -> list[str]:
+    """``-q``/``-v`` anywhere before a ``--`` act as the global options (as pip and uv take them)."""
+    end = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:end] if _is_global_flag(a)]
+    return flags + [a for i, a in enumerate(args) if i >= end or not _is_global_flag(a)]
+
+
+def _asks_json(args: list[str]) -> bool:
+    """Whether ``--json`` is among the options (before a ``--``), known before typer parses anything."""
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
 
 
 class _StderrHandler(logging.Handler):
@@ -469,10 +591,19 @@ def _log_to_stderr() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; the one place errors become a line on stderr and an exit status."""
+    args = _hoist_global_flags(sys.argv[1:] if argv is None else list(argv))
+    _ui.quiet, _ui.verbose, _ui.json = False, 0, _asks_json(args)
     _log_to_stderr()
+    try:
+        _run(args)
+    finally:
+        progress.set_reporter(None)
+
+
+def _run(args: list[str]) -> NoReturn:
     debug = os.environ.get("LIBRARIAN_DEBUG") == "1"
     try:
-        result = app(args=argv, prog_name="librarian", standalone_mode=False)
+        result = app(args=args, prog_name="librarian", standalone_mode=False)
     except typer.Abort:
         _fail("aborted", 130)
     except typer.TyperException as e:  # typer's vendored click: usage errors, no such option, ...

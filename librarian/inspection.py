@@ -9,6 +9,7 @@ zip-bomb sizes and unsafe names before a byte of it is inflated.
 from __future__ import annotations
 
 import collections
+import functools
 import io
 import logging
 import os
@@ -24,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO, TypeVar
 
 from librarian import elf as elfmod
+from librarian import progress
 from librarian.coords import ArchKind, GpuArch
 from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry, WheelFacts
@@ -149,12 +151,15 @@ def inspect_wheel(path: Path, *, jobs: int | None = None) -> WheelFacts:
         for info in infos:  # names and sizes are checked before a byte is inflated
             _check_member(info, f"{path.name}!{info.filename}")
         workers = min(jobs or default_jobs(), len(infos))
-        if workers <= 1:
-            binaries = [_inspect_member(zf, info, path.name) for info in infos]
-        else:
-            # zipfile's shared file handle seeks and reads under a lock; inflating happens outside it.
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="inspect") as pool:
-                binaries = list(_bounded_map(pool, lambda i: _inspect_member(zf, i, path.name), infos, workers))
+        total = sum(i.file_size for i in infos)
+        with progress.task(f"inspect {path.name}", total=total) as bar:
+            if workers <= 1:
+                binaries = [_inspect_member(zf, info, path.name, bar) for info in infos]
+            else:
+                # zipfile's shared file handle seeks and reads under a lock; inflating happens outside it.
+                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="inspect") as pool:
+                    work = functools.partial(_inspect_member, zf, wheel=path.name, bar=bar)
+                    binaries = list(_bounded_map(pool, work, infos, workers))
     return WheelFacts(filename=path.name, binaries=tuple(binaries))
 
 
@@ -173,14 +178,14 @@ def _bounded_map(pool: ThreadPoolExecutor, work: Callable[[T], R], items: Sequen
             future.cancel()
 
 
-def _inspect_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, wheel: str) -> BinaryFacts:
+def _inspect_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, wheel: str, bar: progress.Task) -> BinaryFacts:
     where = f"{wheel}!{info.filename}"
     try:
         if info.file_size <= SMALL_MEMBER:
-            data = b"".join(_inflate(zf, info, where))
+            data = b"".join(_inflate(zf, info, where, bar))
             return inspect_binary(io.BytesIO(data), info.filename)
         with tempfile.TemporaryFile() as spool:
-            _spool(zf, info, spool, where)
+            _spool(zf, info, spool, where, bar)
             return inspect_binary(spool, info.filename)
     except BadBinary as e:
         raise BadBinary(f"{wheel}!{e}") from e
@@ -196,7 +201,7 @@ def _check_member(info: zipfile.ZipInfo, where: str) -> None:
         raise BadWheel(f"{where}: compresses {info.file_size // max(info.compress_size, 1)}:1 (zip bomb?)")
 
 
-def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> Iterator[bytes]:
+def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, bar: progress.Task) -> Iterator[bytes]:
     # zipfile stops at the declared size and checks the CRC at the end, so a member that inflates
     # past its header, or to other bytes, raises here; the count catches one that inflates short.
     total = 0
@@ -204,6 +209,7 @@ def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> Iterator
         with zf.open(info) as member:
             while chunk := member.read(CHUNK):
                 total += len(chunk)
+                bar.advance(len(chunk))
                 yield chunk
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
         raise BadWheel(f"{where}: cannot inflate ({e})") from e
@@ -213,14 +219,14 @@ def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> Iterator
         raise BadWheel(f"{where}: inflates to {total} bytes, not the {info.file_size} it declares")
 
 
-def _spool(zf: zipfile.ZipFile, info: zipfile.ZipInfo, out: BinaryIO, where: str) -> None:
+def _spool(zf: zipfile.ZipFile, info: zipfile.ZipInfo, out: BinaryIO, where: str, bar: progress.Task) -> None:
     # A second thread writes while this one inflates (both release the GIL), so spooling costs little
     # more than the inflate itself; the bounded queue keeps memory at a few chunks.
     chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
     writer = threading.Thread(target=_drain, args=(chunks, out), daemon=True)
     writer.start()
     try:
-        for chunk in _inflate(zf, info, where):
+        for chunk in _inflate(zf, info, where, bar):
             chunks.put(chunk)
     finally:
         chunks.put(None)

@@ -20,7 +20,7 @@ import secrets
 import shutil
 import struct
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
@@ -30,7 +30,7 @@ from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from librarian import zipraw
+from librarian import progress, zipraw
 from librarian.coords import Label, WheelName
 from librarian.errors import BadInput, BadWheel, Refused
 
@@ -365,16 +365,16 @@ def _refuse_relabel(src: Path, name: WheelName, label: Label) -> None:
     claim = name.label_claim
     what = f" ({claim})" if claim else ""
     local = src.name.split("-")[1].partition("+")[2]  # as the filename spells it, not normalised
-    raise Refused(f"{src}: already labelled +{local}{what}; pass --force to relabel it +{label}")
+    raise Refused(f"{src}: already labelled +{local}{what}; pass --relabel to relabel it +{label}")
 
 
-def retag(src: Path, label: Label, out_dir: Path, *, force: bool = False, verify: bool = True) -> Path:
+def retag(src: Path, label: Label, out_dir: Path, *, relabel: bool = False, verify: bool = True) -> Path:
     """Write ``src`` relabelled ``+label`` into ``out_dir`` and return the new path; ``src`` is untouched."""
     name = _parse_filename(src)
     out_dir.mkdir(parents=True, exist_ok=True)
     if name.label == label:
         return _already(src, out_dir, verify)
-    if name.version.local is not None and not force:
+    if name.version.local is not None and not relabel:
         _refuse_relabel(src, name, label)
     new_name = name.with_label(label)
     dest = out_dir / str(new_name)
@@ -396,13 +396,21 @@ def retag(src: Path, label: Label, out_dir: Path, *, force: bool = False, verify
             metadata_info.orig_filename: new_metadata,
             f"{w.dist_info}/RECORD": _new_record(w, renames, new_metadata),
         }
-        with _atomic_output(dest) as out:
-            _write(w, zipraw.RawZipWriter(out), renames, replaced, verify)
+        size = src.stat().st_size
+        with _atomic_output(dest) as out, progress.task(f"retag {src.name}", total=size) as bar:
+            _write(w, zipraw.RawZipWriter(out), renames, replaced, verify, bar)
     return dest
 
 
+def _counted(chunks: Iterable[bytes], bar: progress.Task) -> Iterator[bytes]:
+    for chunk in chunks:
+        bar.advance(len(chunk))
+        yield chunk
+
+
 def _write(
-    w: _Wheel, writer: zipraw.RawZipWriter, renames: dict[str, str], replaced: dict[str, bytes], verify: bool
+    w: _Wheel, writer: zipraw.RawZipWriter, renames: dict[str, str], replaced: dict[str, bytes], verify: bool,
+    bar: progress.Task,
 ) -> None:
     """Every member of ``w`` in order, renamed; ``replaced`` ones rewritten, the rest copied raw."""
     for info in w.infos:
@@ -410,14 +418,15 @@ def _write(
         new_member = _rename(member, renames)
         if member in replaced:
             writer.add_bytes(info, replaced[member], name=new_member)
+            bar.advance(info.compress_size)
         elif member.startswith(f"{w.dist_info}/") and member.rpartition("/")[2] in _SIGNATURES:
             log.warning("%s: dropping %s, which signs the old RECORD", w.path, member)
         elif verify and not _unrecorded(member, w.dist_info):
-            writer.add_raw(info, w.checked_raw(info), name=new_member)
+            writer.add_raw(info, _counted(w.checked_raw(info), bar), name=new_member)
         else:
             if not _unrecorded(member, w.dist_info):
                 w.expected(member)
-            writer.add_raw(info, w.raw(info), name=new_member)
+            writer.add_raw(info, _counted(w.raw(info), bar), name=new_member)
     writer.close()
 
 

@@ -212,7 +212,7 @@ def test_cuda_visible_devices_can_hide_every_gpu(run: Run, monkeypatch: pytest.M
 @pytest.mark.usefixtures("bare")
 def test_bad_input_is_one_line_without_librarian_debug(run: Run, tmp_path: Path) -> None:
     missing = run("doctor", "nothere.whl", "--machine")
-    one_line_error(missing, "nothere.whl: no such file")
+    one_line_error(missing, "nothere.whl: no such file or directory")
     assert missing.out == ""  # checked before anything is printed
     (tmp_path / "junk-1.0-py3-none-any.whl").write_bytes(b"not a zip")
     one_line_error(

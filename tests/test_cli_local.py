@@ -224,9 +224,12 @@ def test_retag_labels_and_refuses_relabel(run: Run, tmp_path: Path) -> None:
     assert result.code == 0 and result.out.strip().endswith(FILE)
     again = run("retag", f"out/{FILE}", "--torch", "2.9", "--cuda", "12.8", "-o", "out")
     assert again.code == 2
-    one_line_error(again, "is labelled cu128torch2.8", "--force")
-    forced = run("retag", f"out/{FILE}", "--torch", "2.9", "--cuda", "12.8", "-o", "out", "--force")
+    one_line_error(again, "is labelled cu128torch2.8", "--relabel")
+    forced = run("retag", f"out/{FILE}", "--torch", "2.9", "--cuda", "12.8", "-o", "out", "--relabel")
     assert forced.code == 0 and "+cu128torch2.9" in forced.out
+    # the old spelling still works for now, and says what it became
+    old = run("retag", f"out/{FILE}", "--torch", "2.7", "--cuda", "12.8", "-o", "out", "--force")
+    assert old.code == 0 and "+cu128torch2.7" in old.out and "deprecated" in old.err and "--relabel" in old.err
 
 
 def test_repo_from_env_and_pyproject(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

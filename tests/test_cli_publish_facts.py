@@ -77,10 +77,10 @@ def test_sm_that_the_binaries_do_not_serve_is_refused(
 ) -> None:
     whl = wheel(tmp_path / "dist", "ampk", {"ampk/_C.so": cuda_sos["two_tu"].read_bytes()})  # sm_80 only
     refused = run("publish", str(whl), *LABEL, "--sm", "75")
-    one_line_error(refused, whl.name, "have no code for sm75", "sm_80", "--force")
+    one_line_error(refused, whl.name, "have no code for sm75", "sm_80", "--trust-sm")
     assert not (tmp_path / "wheelhouse").exists() or not list((tmp_path / "wheelhouse").rglob("*.whl"))
     assert run("publish", str(whl), *LABEL, "--sm", "86").code == 0  # sm_80 SASS runs on 8.6
-    forced = run("publish", str(whl), *LABEL, "--sm", "75", "--force")
+    forced = run("publish", str(whl), *LABEL, "--sm", "75", "--trust-sm")
     assert forced.code == 0, forced.err
     assert (tmp_path / "wheelhouse" / stored("ampk", "75")).is_file()
     assert run("verify").code == 0  # the shallow check reads no binaries: only --deep can tell
@@ -134,20 +134,18 @@ def test_verify_deep_reads_the_cell_from_the_path(
 def test_a_label_that_contradicts_the_toolkit(run: Run, tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
     whl = wheel(tmp_path / "dist", "multik", {"multik/_C.so": cuda_sos["multi"].read_bytes()})
     refused = run("publish", str(whl), "--cuda", "12.8", "--torch", "2.8")
-    one_line_error(refused, whl.name, "label says CUDA 12.8, device code built by CUDA 13.0", "--force")
-    forced = run("publish", str(whl), "--cuda", "12.8", "--torch", "2.8", "--force")
+    one_line_error(refused, whl.name, "label says CUDA 12.8, device code built by CUDA 13.0", "--allow-cuda-mismatch")
+    assert run("publish", str(whl), "--cuda", "12.8", "--torch", "2.8", "--allow-glibc-mismatch").code == 2
+    forced = run("publish", str(whl), "--cuda", "12.8", "--torch", "2.8", "--allow-cuda-mismatch")
     assert forced.code == 0, forced.err
     assert run("verify").code == 0
     deep = run("verify", "--deep", "--json")
     assert deep.code == 1
     data = json.loads(deep.out)
     assert data["schema"] == 1 and data["ok"] is False
-    bad = stored("multik", "89", "torch2.8-cu128", "cu128torch2.8")
-    assert {"path": bad, "problem": "label says CUDA 12.8, device code built by CUDA 13.0"} in data[
-        "problems"
-    ]
-    assert {"path": bad, "problem": "label says CUDA 12.8, multik/_C.so links libcudart.so.13"} in data[
-        "problems"
-    ]
-    assert {p["path"] for p in data["problems"]} == {stored("multik", sm, "torch2.8-cu128", "cu128torch2.8")
-                                                     for sm in ("75", "80", "86", "89")}  # fmt: skip
+    # The same bytes, hard-linked under four cells: read once, reported once with every path.
+    paths = [stored("multik", sm, "torch2.8-cu128", "cu128torch2.8") for sm in ("75", "80", "86", "89")]
+    for problem in ("label says CUDA 12.8, device code built by CUDA 13.0",
+                    "label says CUDA 12.8, multik/_C.so links libcudart.so.13"):  # fmt: skip
+        assert {"path": paths[0], "also": paths[1:], "problem": problem} in data["problems"]
+    assert len(data["problems"]) == 2

@@ -69,7 +69,7 @@ def test_a_miss_names_the_gpu_and_compatible_takes_it(run: Run, sos: dict[str, P
 
 
 def test_compatible_prefers_sass_over_ptx(run: Run, sos: dict[str, Path]) -> None:
-    publish(run, sos["ptx"], "1.1", "--sm", "86", "--force")  # PTX only: newer, and filed nearer the GPU
+    publish(run, sos["ptx"], "1.1", "--sm", "86", "--trust-sm")  # PTX only: newer, and filed nearer the GPU
     ptx_only = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--compatible", "--driver", "13.0")
     assert ptx_only.code == 0 and pulled(ptx_only) == [CELLS.format(86, "1.1")]
     assert "runs here by PTX (JIT-compiled at first use)\n" in ptx_only.err
@@ -113,7 +113,7 @@ def test_compatible_never_crosses_torch_or_python(
 def test_a_wheel_filed_where_its_code_does_not_run_is_never_picked(
     run: Run, sos: dict[str, Path], bare: list[list[Path]]
 ) -> None:
-    publish(run, sos["sm_90"], "1.0", "--sm", "89", "--force")  # filed under sm89, binaries sm_90 only
+    publish(run, sos["sm_90"], "1.0", "--sm", "89", "--trust-sm")  # filed under sm89, binaries sm_90 only
     refused = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--install")
     assert refused.code == 1, refused
     assert "Traceback" not in refused.err and bare == []

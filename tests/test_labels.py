@@ -47,8 +47,8 @@ def test_cpu_torch_and_no_torch_say_what_to_pass(installed) -> None:  # type: ig
 def test_relabel_needs_force() -> None:
     name = WheelName.parse("flash_attn-2.8.3+cu12torch2.8cxx11abiTRUE-cp312-cp312-linux_x86_64.whl")
     wanted = Label.parse("cu128torch2.8")
-    with pytest.raises(Refused, match=r"carries flash-attn label \(CUDA 12 torch 2.8\).*pass --force"):
+    with pytest.raises(Refused, match=r"carries flash-attn label \(CUDA 12 torch 2.8\).*pass --relabel"):
         labels.choose_label(name, wanted)
-    assert labels.choose_label(name, wanted, force=True) == wanted
+    assert labels.choose_label(name, wanted, relabel=True) == wanted
     ours = WheelName.parse("x-1.0+cu128torch2.8-py3-none-any.whl")
     assert labels.choose_label(ours, None) == wanted and labels.choose_label(ours, wanted) == wanted

@@ -132,7 +132,7 @@ def test_retag_through_zip64(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         assert (0x06064B50).to_bytes(4, "little") in f.read()
     monkeypatch.undo()
     verify_record(out)
-    again = retag(out, Label.parse("cu126torch2.7"), tmp_path / "again", force=True)
+    again = retag(out, Label.parse("cu126torch2.7"), tmp_path / "again", relabel=True)
     verify_record(again)
 
 
@@ -208,7 +208,7 @@ def test_another_label_is_refused_unless_forced(tmp_path: Path, version: str) ->
     with pytest.raises(Refused, match=re.escape(f"{src}: already labelled +{version.split('+')[1]}")):
         retag(src, LABEL, tmp_path / "out")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
-    out = retag(src, LABEL, tmp_path / "out", force=True)
+    out = retag(src, LABEL, tmp_path / "out", relabel=True)
     assert out.name == f"tinykern-1.0.0+cu128torch2.8-{TAGS}.whl"
     assert read_wheel_info(out).dist_info == "tinykern-1.0.0+cu128torch2.8.dist-info"
     verify_record(out)

@@ -30,8 +30,8 @@ def label_from_flags(cuda: MajorMinor | None, torch: MajorMinor | None, target: 
     return Label(cuda or info.cuda, torch or info.minor)
 
 
-def choose_label(name: WheelName, wanted: Label | None, *, force: bool = False) -> Label:
-    """The label ``name`` ends up with; refuses to relabel a wheel that carries another label unless ``force``."""
+def choose_label(name: WheelName, wanted: Label | None, *, relabel: bool = False) -> Label:
+    """The label ``name`` ends up with; refuses to relabel a wheel that carries another label unless ``relabel``."""
     claim = name.label_claim
     current = name.label
     if current is not None and (wanted is None or wanted == current):
@@ -39,15 +39,15 @@ def choose_label(name: WheelName, wanted: Label | None, *, force: bool = False) 
     if wanted is None:
         if claim is not None:
             raise BadInput(
-                f"{name}: carries {claim}, not a librarian label; pass --cuda, --torch and --force"
+                f"{name}: carries {claim}, not a librarian label; pass --cuda, --torch and --relabel"
             )
         raise BadInput(
             f"{name}: has no label; pass --cuda and --torch (or install the torch it was built with)"
         )
-    if claim is not None and not force:
+    if claim is not None and not relabel:
         if claim.form == "librarian" and current is not None:
             what = f"is labelled {current}"
         else:
             what = f"carries {claim} (+{name.version.local})"
-        raise Refused(f"{name}: {what}, not {wanted}; pass --force to relabel it")
+        raise Refused(f"{name}: {what}, not {wanted}; pass --relabel to relabel it")
     return wanted

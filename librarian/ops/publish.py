@@ -15,8 +15,10 @@ from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from librarian import progress
 from librarian.coords import Cell, GpuArch, Label, WheelName
-from librarian.demands import Wheel, claims, cpu, gpu
+from librarian.demands import Wheel, cpu, cuda, glibc, gpu
+from librarian.demands import os as os_demand
 from librarian.errors import BadInput, BadWheel, Refused
 from librarian.facts import WheelFacts
 from librarian.index import Index, IndexEntry, metadata_path, pending_path, render_pending
@@ -76,14 +78,18 @@ class PublishOptions:
     label: Label | None = None
     sms: tuple[GpuArch, ...] = ()
     replace: bool = False
-    force: bool = False
+    relabel: bool = False  # replace a label the wheel already carries
+    trust_sm: bool = False  # file under --sm GPUs the binaries have no code for
+    allow_glibc_mismatch: bool = False  # a manylinux tag older than the glibc the binaries need
+    allow_cuda_mismatch: bool = False  # a label's CUDA line the device code or libcudart contradicts
+    allow_platform_mismatch: bool = False  # a platform tag naming another CPU or OS than the binaries
     allow_unknown_combo: bool = False
     layout: Layout | None = None
     now: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def gpu_cells(
-    name: WheelName, facts: WheelFacts | None, requested: Sequence[GpuArch], force: bool, source: str
+    name: WheelName, facts: WheelFacts | None, requested: Sequence[GpuArch], trust_sm: bool, source: str
 ) -> tuple[GpuArch, ...]:
     """The GPUs a wheel is filed for: ``--sm`` (checked against the binaries), else every real GPU its SASS serves.
 
@@ -94,12 +100,12 @@ def gpu_cells(
     need = gpu.needs(wheel)
     line = name.label.cuda if name.label else None
     if requested:
-        if facts is not None and not need.code.empty and not force:
+        if facts is not None and not need.code.empty and not trust_sm:
             unserved = [sm for sm in requested if gpu.fit(need, sm.capability, None, line) is None]
             if unserved:
                 bad = ", ".join(f"sm{a.sm}" for a in unserved)
                 raise Refused(f"{source}: its binaries have no code for {bad} (they have {need.text}); "
-                              "pass --force to file it anyway")  # fmt: skip
+                              "pass --trust-sm to file it there anyway")  # fmt: skip
         return tuple(sorted(set(requested)))
     if facts is None or need.code.empty:
         raise BadInput(f"{source}: no GPU code found in its binaries; pass --sm to say which GPUs it is for")
@@ -120,37 +126,50 @@ def check_combo(label: Label, name: str, matrix: Matrix) -> None:
         )
 
 
+def check_claims(wheel: Wheel, options: PublishOptions, source: str) -> None:
+    """Refuse a filename that its bytes contradict, naming the one flag that accepts each kind of claim."""
+    kinds = (
+        (cpu.claims, options.allow_platform_mismatch, "--allow-platform-mismatch"),
+        (os_demand.claims, options.allow_platform_mismatch, "--allow-platform-mismatch"),
+        (glibc.claims, options.allow_glibc_mismatch, "--allow-glibc-mismatch"),
+        (cuda.claims, options.allow_cuda_mismatch, "--allow-cuda-mismatch"),
+    )
+    for claims, allowed, flag in kinds:
+        lies = claims(wheel)
+        if lies and not allowed:
+            raise Refused(f"{source}: {lies[0]}; pass {flag} to publish it anyway")
+
+
 def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> list[PreparedWheel]:
     """Read, label, verify and inspect each wheel; labelled copies go to ``staging``."""
     prepared = []
     matrix = None if options.allow_unknown_combo else load_matrix()  # read once, not per wheel
-    for path in paths:
-        name = WheelName.parse(path.name)
-        label = choose_label(name, options.label, force=options.force)
-        if matrix is not None:
-            check_combo(label, path.name, matrix)
-        if name.label == label:
-            verify_record(path)
-            staged = path
-        else:
-            staged = retag(path, label, staging, force=True, verify=True)
-        facts = inspect_wheel(staged)
-        staged_name = WheelName.parse(staged.name)
-        if not options.force:
-            lies = claims(Wheel(staged_name, facts))
-            if lies:
-                raise Refused(f"{path.name}: {lies[0]}; pass --force to publish it anyway")
-        sms = gpu_cells(staged_name, facts, options.sms, options.force, path.name)
-        info = read_wheel_info(staged)
-        if info.requires_python:
-            try:
-                SpecifierSet(info.requires_python)
-            except InvalidSpecifier as e:
-                raise BadWheel(f"{path.name}: METADATA Requires-Python {info.requires_python!r} is not valid") from e
-        metadata = staging / f"{staged.name}.metadata"
-        metadata.write_bytes(info.metadata)
-        prepared.append(PreparedWheel(path, staged, staged_name, sha256_file(staged), staged.stat().st_size, sms,
-                                      facts, info.requires_python, metadata, sha256_file(metadata)))  # fmt: skip
+    with progress.task("publish", total=len(paths), unit=progress.WHEELS) as bar:
+        for path in paths:
+            name = WheelName.parse(path.name)
+            label = choose_label(name, options.label, relabel=options.relabel)
+            if matrix is not None:
+                check_combo(label, path.name, matrix)
+            if name.label == label:
+                verify_record(path)
+                staged = path
+            else:
+                staged = retag(path, label, staging, relabel=True, verify=True)
+            facts = inspect_wheel(staged)
+            staged_name = WheelName.parse(staged.name)
+            check_claims(Wheel(staged_name, facts), options, path.name)
+            sms = gpu_cells(staged_name, facts, options.sms, options.trust_sm, path.name)
+            info = read_wheel_info(staged)
+            if info.requires_python:
+                try:
+                    SpecifierSet(info.requires_python)
+                except InvalidSpecifier as e:
+                    raise BadWheel(f"{path.name}: METADATA Requires-Python {info.requires_python!r} is not valid") from e
+            metadata = staging / f"{staged.name}.metadata"
+            metadata.write_bytes(info.metadata)
+            prepared.append(PreparedWheel(path, staged, staged_name, sha256_file(staged), staged.stat().st_size, sms,
+                                          facts, info.requires_python, metadata, sha256_file(metadata)))  # fmt: skip
+            bar.advance()
     return prepared
 
 

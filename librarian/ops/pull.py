@@ -19,6 +19,7 @@ from pathlib import Path
 
 from packaging.tags import Tag
 
+from librarian import progress
 from librarian.coords import GpuArch, MajorMinor, format_cuda, format_version, package_key
 from librarian.demands import Demand, Verdict, Wheel, cuda, gpu, python, torch
 from librarian.demands.gpu import GpuMatch
@@ -226,9 +227,10 @@ def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants, *, compat
 
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as f:
+    with path.open("rb") as f, progress.task(f"check {path.name.lstrip('.').removesuffix('.partial')}", path.stat().st_size) as bar:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
+            bar.advance(len(chunk))
     return digest.hexdigest()
 
 

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from librarian import progress
 from librarian.catalogue import is_generated, render_catalogue
 from librarian.coords import Cell, WheelName
 from librarian.demands import Wheel, claims, gpu
 from librarian.errors import LibrarianError
+from librarian.facts import WheelFacts
 from librarian.index import Index, IndexEntry, parse_pending_path
 from librarian.inspection import inspect_wheel
 from librarian.layout import Layout
@@ -26,13 +28,20 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True, order=True)
 class Problem:
-    """One mismatch found: the store path and what is wrong with it."""
+    """One mismatch found: the store path and what is wrong with it (``also``: the same bytes filed elsewhere)."""
 
     path: str
     problem: str
+    also: tuple[str, ...] = ()
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Every path the problem is found at."""
+        return (self.path, *self.also)
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.problem}"
+        where = f"{self.path} (also filed at {', '.join(self.also)})" if self.also else self.path
+        return f"{where}: {self.problem}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,45 +85,79 @@ def check_metadata(local: Path, name: WheelName) -> list[str]:
     return problems
 
 
-def _check_wheel(
-    store: Store, f: StoredFile, entry: IndexEntry | None, deep: bool, tmp: Path, layout: Layout
-) -> list[str]:
+@dataclass(slots=True)
+class _Blob:
+    """What one stored blob's bytes say, read once however many paths it is filed under (hard links, LFS)."""
+
+    sha256: str | None
+    problems: list[str]
+    facts: WheelFacts | None
+    paths: list[str] = field(default_factory=list)
+
+
+class _Reader:
+    """Reads each stored blob once: keyed by inode locally, by sha256 on the Hub."""
+
+    def __init__(self, store: Store, deep: bool, tmp: Path) -> None:
+        self.store, self.deep, self.tmp = store, deep, tmp
+        self.blobs: dict[tuple[str, object], _Blob] = {}
+
+    def read(self, f: StoredFile) -> _Blob:
+        name = WheelName.parse(f.path.rsplit("/", 1)[-1])
+        local = self.store.local_path(f.path)
+        identity: object = f.sha256 or f.path
+        if local is not None and local.is_file():
+            st = local.stat()
+            identity = (st.st_dev, st.st_ino)
+        key = (str(name), identity)
+        blob = self.blobs.get(key)
+        if blob is None:
+            blob = self.blobs[key] = self._read(f, name, local)
+        blob.paths.append(f.path)
+        return blob
+
+    def _read(self, f: StoredFile, name: WheelName, local: Path | None) -> _Blob:
+        if local is None and self.deep:
+            local = self.store.fetch(f.path, self.tmp / str(name))
+        sha = f.sha256 or (sha256_file(local) if local is not None else None)
+        blob = _Blob(sha, [], None)
+        if local is None:
+            return blob
+        try:
+            blob.problems.extend(check_metadata(local, name))
+            if self.deep:
+                verify_record(local)
+                blob.facts = inspect_wheel(local)
+                blob.problems.extend(claims(Wheel(name, blob.facts)))
+        except LibrarianError as e:
+            blob.problems.append(str(e).removeprefix(f"{local}: "))
+        return blob
+
+
+def _check_wheel(f: StoredFile, entry: IndexEntry | None, blob: _Blob, layout: Layout) -> list[str]:
+    """The problems of one stored path: against the index, and its bytes against its cell."""
     problems: list[str] = []
     if entry is None:
         problems.append("not in the index")
     elif entry.size != f.size:
         problems.append(f"size {f.size} but the index says {entry.size}")
-    name = WheelName.parse(f.path.rsplit("/", 1)[-1])
-    local = store.local_path(f.path)
-    if local is None and deep:
-        local = store.fetch(f.path, tmp / str(name))
-    sha = f.sha256 or (sha256_file(local) if local is not None else None)
-    if entry is not None and sha is not None and sha != entry.sha256:
-        problems.append(f"sha256 {sha[:12]}… but the index says {entry.sha256[:12]}…")
-    if local is None:
-        return problems
-    try:
-        problems.extend(check_metadata(local, name))
-        if deep:
-            verify_record(local)
-            parsed = layout.parse_path(f.path)
-            problems.extend(_check_binaries(local, parsed[0] if parsed else None))
-    except LibrarianError as e:
-        problems.append(str(e).removeprefix(f"{local}: "))
+    if entry is not None and blob.sha256 is not None and blob.sha256 != entry.sha256:
+        problems.append(f"sha256 {blob.sha256[:12]}… but the index says {entry.sha256[:12]}…")
+    if blob.facts is not None:
+        parsed = layout.parse_path(f.path)
+        problems.extend(_check_binaries(WheelName.parse(f.path.rsplit("/", 1)[-1]), blob.facts,
+                                        parsed[0] if parsed else None))  # fmt: skip
     return problems
 
 
-def _check_binaries(local: Path, cell: Cell | None) -> list[str]:
-    """The binaries against the cell they are filed in (do they run on its GPU?) and the filename's claims."""
-    facts = inspect_wheel(local)
-    name = WheelName.parse(local.name)
+def _check_binaries(name: WheelName, facts: WheelFacts, cell: Cell | None) -> list[str]:
+    """The binaries against the cell they are filed in: do they run on its GPU?"""
     wheel = Wheel(name, facts)
-    problems = claims(wheel)
     # The path, not the index entry, says where it is filed: a wheel moved by hand has no entry.
     need = gpu.needs(wheel)
     if cell is not None and not need.code.empty and gpu.fit(need, cell.sm.capability, None, cell.label.cuda) is None:
-        problems.append(f"its binaries do not run on sm{cell.sm.sm} (they have {need.text})")
-    return problems
+        return [f"its binaries do not run on sm{cell.sm.sm} (they have {need.text})"]
+    return []
 
 
 def verify(store: Store, default_layout: Layout, *, deep: bool = False) -> VerifyReport:
@@ -127,7 +170,9 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False) -> Verif
     wheels = [f for f in listing.files if f.path.endswith(".whl") and not is_generated(f.path)]
     pending = _pending(listing.files)
     staged: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="librarian-verify-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="librarian-verify-") as tmp, \
+            progress.task(f"verify {store.location}", total=len(wheels), unit=progress.WHEELS) as bar:
+        reader = _Reader(store, deep, Path(tmp))
         for f in wheels:
             found = check_placement(index.layout, f.path)
             if found:
@@ -135,11 +180,15 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False) -> Verif
             elif (staging := _staged(store, f, by_path.get(f.path), pending.get(f.path))) is not None:
                 # Staged (maybe over an indexed wheel): judged as a wheel of its own until reindex merges it.
                 staged.append(f.path)
-                checked = _check_wheel(store, f, None, deep, Path(tmp), index.layout)
+                checked = _check_wheel(f, None, reader.read(f), index.layout)
                 found = [p for p in checked if p != "not in the index"] + staging
             else:
-                found = _check_wheel(store, f, by_path.get(f.path), deep, Path(tmp), index.layout)
+                found = _check_wheel(f, by_path.get(f.path), reader.read(f), index.layout)
             problems.extend(Problem(f.path, p) for p in found)
+            bar.advance()
+    for blob in reader.blobs.values():  # what the bytes say: once, naming every path they are filed under
+        first, *rest = sorted(blob.paths)
+        problems.extend(Problem(first, p, tuple(rest)) for p in dict.fromkeys(blob.problems))
     for path in sorted(set(pending) - set(files)):
         problems.append(Problem(path, "staged, but its wheel is not in the store (reindex will drop the entry)"))
     unindexed = {f.path.rsplit("/", 1)[-1]: f.path for f in wheels if f.path not in by_path}

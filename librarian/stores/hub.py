@@ -24,14 +24,13 @@ import os
 import random
 import re
 import shutil
-import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlsplit
 
@@ -58,6 +57,7 @@ from huggingface_hub.utils import logging as hf_logging
 from huggingface_hub.utils._headers import build_hf_headers
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
+from librarian import progress
 from librarian.catalogue import CARD, merge_card, render_card_block, render_catalogue
 from librarian.errors import BadInput, LibrarianError, StoreError, Unreachable
 from librarian.index import Index
@@ -202,8 +202,9 @@ class HubStore:
         self.policy = policy or NetPolicy.from_env()
         bound_session(self.policy)
         hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]  # the client's retry chatter would break the one-line stderr promise
-        if not sys.stderr.isatty():
-            disable_progress_bars()  # progress bars for people at a terminal; no \r-spam in CI logs
+        # huggingface_hub's own bars drew as blank lines under librarian's stderr handling; librarian's
+        # bars (librarian.progress, drawn by the CLI on a terminal only) show downloads and commits instead.
+        disable_progress_bars()
         self.repo_id = repo_id
         self.revision = revision
         self.create = create
@@ -281,14 +282,18 @@ class HubStore:
     def _missing_repo(self) -> StoreError:
         return _NoRepo(f"{self.location}: no such dataset repo (publish --create makes it)")
 
-    def _get(self, sha: str, path: str, sink: Callable[[Iterator[bytes]], None]) -> None:
-        """GET the file at ``sha`` into ``sink`` (called again from scratch on a retry)."""
+    def _get(self, sha: str, path: str, sink: Callable[[Iterator[bytes]], None],
+             sized: Callable[[int | None], None] | None = None) -> None:
+        """GET the file at ``sha`` into ``sink`` (called again from scratch on a retry); ``sized`` gets its length."""
         url = hf_hub_url(self.repo_id, path, repo_type=REPO_TYPE, revision=sha, endpoint=self.api.endpoint)
         headers = build_hf_headers(token=self.api.token, library_name="librarian")
 
         def attempt() -> None:
             with get_session().stream("GET", url, headers=headers, follow_redirects=True) as response:
                 hf_raise_for_status(response)
+                if sized is not None:
+                    length = response.headers.get("content-length", "")
+                    sized(int(length) if length.isdigit() else None)
                 sink(response.iter_bytes(_CHUNK))
 
         self._read(path, attempt)
@@ -341,13 +346,17 @@ class HubStore:
         fd, tmp = tempfile.mkstemp(prefix=".librarian-tmp-", dir=dest.parent)
         os.close(fd)
 
+        size: list[int | None] = [None]
+
         def sink(stream: Iterator[bytes]) -> None:
-            with open(tmp, "wb") as out:
-                out.writelines(stream)
+            with open(tmp, "wb") as out, progress.task(f"download {PurePosixPath(path).name}", size[0]) as bar:
+                for chunk in stream:
+                    out.write(chunk)
+                    bar.advance(len(chunk))
 
         try:
             try:
-                self._get(sha, path, sink)
+                self._get(sha, path, sink, sized=lambda n: size.__setitem__(0, n))
             except _NoEntry as e:
                 raise StoreError(f"{self.location}/{path}: not in the repo") from e
             os.replace(tmp, dest)
@@ -416,7 +425,7 @@ class HubStore:
             operations = self._operations(old, changes)
             description = f"{MARKER}: {change_id}"
             try:
-                with self._translated("commit", conflicts=True):
+                with self._translated("commit", conflicts=True), progress.task(f"commit {len(operations)} file(s)", unit="files"):
                     info = self.api.create_commit(
                         self.repo_id, operations, commit_message=changes.message, commit_description=description,
                         repo_type=REPO_TYPE, revision=self.revision, parent_commit=parent,
@@ -449,7 +458,7 @@ class HubStore:
             ]
             operations += [CommitOperationAdd(path_in_repo=p, path_or_fileobj=d) for p, d in sorted(files.items())]
             try:
-                with self._translated("commit", conflicts=True):
+                with self._translated("commit", conflicts=True), progress.task(f"commit {len(operations)} file(s)", unit="files"):
                     info = self.api.create_commit(
                         self.repo_id, operations, commit_message=message, commit_description=f"{MARKER}: {change_id}",
                         repo_type=REPO_TYPE, revision=self.revision,

@@ -1,0 +1,94 @@
+"""Every command in README.md runs as written, in order, against a scratch store.
+
+The two set-up commands at the top are left to ``.ci/run``. A loophub stands in for the Hub (for the
+``hf://`` examples) and a canned page for PyTorch's index (``matrix refresh``); nothing leaves the machine.
+Each line's exit status must be 0, or the one its comment names (``# exit 1: ...``).
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from librarian.matrix import load_matrix
+from librarian.ops import matrix_refresh
+from tests.conftest import Run
+from tests.loophub.server import LoopHub
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+LINKS = re.compile(r"\]\(([^)]+)\)")
+
+
+def bash_blocks(text: str) -> list[str]:
+    return re.findall(r"^```bash\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
+
+
+def commands() -> list[tuple[str, int]]:
+    """Every command line after the two set-up blocks, with the exit status its comment expects."""
+    found = []
+    for block in bash_blocks(README.read_text())[2:]:
+        for line in block.splitlines():
+            command, _, comment = line.partition("  #")
+            if command.strip():
+                expected = re.search(r"\bexit (\d)", comment)
+                found.append((command.strip(), int(expected[1]) if expected else 0))
+    return found
+
+
+def index_page(url: str, timeout: float = 30.0) -> tuple[str, str | None]:
+    """PyTorch's page for one CUDA line, made from the packaged matrix (the network's stand-in)."""
+    line = re.search(r"/cu(\d+)/torch/", url)
+    assert line is not None, url
+    torches = sorted({c.torch for c in load_matrix().all_combos if f"{c.cuda[0]}{c.cuda[1]}" == line[1]})
+    names = [f"torch-{t[0]}.{t[1]}.0+cu{line[1]}-cp312-cp312-manylinux_2_28_x86_64.whl" for t in torches]
+    return "".join(f'<a href="{n}">{n}</a>\n' for n in names), "text/html"
+
+
+def test_the_set_up_commands_are_two_and_unchanged() -> None:
+    setup = bash_blocks(README.read_text())[:2]
+    assert "pip install -e . && .venv/bin/librarian publish samples/dist/*.whl" in setup[0]
+    assert setup[1].strip() == "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest -q"
+
+
+def test_links_stay_inside_the_repo() -> None:
+    for target in LINKS.findall(README.read_text()):
+        if target.startswith(("http://", "https://", "#")):
+            continue
+        assert not target.startswith(("/", "..")), target
+        assert (ROOT / target.split("#")[0]).exists(), target
+
+
+@pytest.mark.slow
+def test_every_readme_command_runs(
+    run: Run, loophub: LoopHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for folder in ("samples", "benchmarks"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    monkeypatch.setenv("LIBRARIAN_MATRIX", str(tmp_path / "matrix.toml"))
+    monkeypatch.setattr(matrix_refresh, "read_source", index_page)
+    monkeypatch.setattr("typer.completion._get_shell_name", lambda: "bash")
+    lines = commands()
+    assert len(lines) > 20 and any("hf://" in c for c, _ in lines)
+    for command, expected in lines:
+        argv = shlex.split(command)
+        if argv[0] == "librarian":
+            args = [m for a in argv[1:] for m in (sorted(glob.glob(a)) if "*" in a else [a])]
+            result = run(*args)
+            code, err = result.code, result.err
+        else:
+            if argv[0] == "pip":  # into a folder of the test's own, not the environment running the tests
+                argv = [sys.executable, "-m", "pip", *argv[1:], "--target", str(tmp_path / "site")]
+            elif argv[0] == "python":
+                argv = [sys.executable, *argv[1:]]
+            else:
+                argv = ["bash", "-c", command]
+            done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+            code, err = done.returncode, done.stderr
+        assert code == expected, f"{command}: exit {code}, expected {expected}\n{err}"
