@@ -50,7 +50,9 @@ def doctor(wheel: Path, machine: Machine, *, facts: WheelFacts | None = None) ->
     """Read ``wheel``'s facts from its bytes (unless given) and judge them against ``machine``."""
     if facts is None:
         from librarian.inspection import inspect_wheel
+        from librarian.wheelfile import check_archive
 
+        check_archive(wheel)  # a crafted zip is refused in one line before zipfile-based readers see it
         facts = inspect_wheel(wheel)
     return diagnose(facts, machine)
 

@@ -10,6 +10,7 @@ from librarian.coords import WheelName, format_cuda, format_dotted, format_versi
 from librarian.errors import BadInput
 from librarian.facts import BinaryFacts, WheelFacts, facts_to_json
 from librarian.inspection import claim_mismatches, inspect_path
+from librarian.wheelfile import check_archive
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,8 @@ def inspect_file(path: Path) -> Inspection:
     """Read one wheel or native binary."""
     if not path.is_file():
         raise BadInput(f"{path}: no such file")
+    if path.suffix == ".whl":
+        check_archive(path)  # a crafted zip is refused in one line before zipfile-based readers see it
     facts = inspect_path(path)
     name = WheelName.parse(path.name) if path.suffix == ".whl" else None
     mismatches = tuple(claim_mismatches(name, facts)) if name else ()

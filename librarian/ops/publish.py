@@ -22,7 +22,7 @@ from librarian.layout import Layout
 from librarian.matrix import Matrix, load_matrix
 from librarian.ops.labels import choose_label
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
-from librarian.wheelfile import retag, sha256_file, verify_record
+from librarian.wheelfile import check_publishable, retag, sha256_file, verify_record
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +142,7 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
             staged = path
         else:
             staged = retag(path, label, staging, force=True, verify=True)
+        check_publishable(staged)  # verify's metadata checks, so publish stores nothing verify rejects
         facts = inspect_wheel(staged)
         if not options.force:
             lies = claim_mismatches(WheelName.parse(staged.name), facts)

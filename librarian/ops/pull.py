@@ -27,6 +27,7 @@ from librarian.machine import Machine
 from librarian.ops.reindex import read_index_or_tree
 from librarian.stores.base import Store
 from librarian.verdict import GpuMatch, gpu_match
+from librarian.wheelfile import check_wheel_identity
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +211,7 @@ def _fetch_checked(store: Store, entry: IndexEntry, out_dir: Path) -> Path:
                 digest.update(chunk)
         if digest.hexdigest() != entry.sha256:
             raise StoreError(f"{entry.path}: downloaded bytes do not match the index's sha256; refused")
+        check_wheel_identity(partial, entry)  # the bytes are the entry's; are they the wheel it names?
         os.replace(partial, final)
     finally:
         partial.unlink(missing_ok=True)

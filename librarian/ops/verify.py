@@ -14,10 +14,10 @@ from pathlib import Path
 from librarian.catalogue import is_generated, render_catalogue
 from librarian.coords import Cell, WheelName
 from librarian.errors import LibrarianError
-from librarian.index import Index, IndexEntry, parse_pending_path
+from librarian.index import Index, IndexEntry, entry_problems, parse_pending_path
 from librarian.layout import Layout
 from librarian.stores.base import Store, StoredFile, read_index
-from librarian.wheelfile import read_wheel_info, sha256_file, verify_record
+from librarian.wheelfile import metadata_problems, sha256_file, verify_record
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +66,7 @@ def check_placement(layout: Layout, path: str) -> list[str]:
 
 def check_metadata(local: Path, name: WheelName) -> list[str]:
     """The problems of a wheel's METADATA and ``.dist-info`` against its filename."""
-    info = read_wheel_info(local)
-    problems = list(info.mismatches())
-    expected = f"{name.distribution}-{name.version}.dist-info"
-    if info.dist_info != expected:
-        problems.append(f"its .dist-info is {info.dist_info}, expected {expected}")
-    return problems
+    return metadata_problems(local, name)
 
 
 def _check_wheel(
@@ -82,6 +77,7 @@ def _check_wheel(
         problems.append("not in the index")
     elif entry.size != f.size:
         problems.append(f"size {f.size} but the index says {entry.size}")
+    problems += entry_problems(entry, layout) if entry is not None else []
     name = WheelName.parse(f.path.rsplit("/", 1)[-1])
     local = store.local_path(f.path)
     if local is None and deep:
@@ -146,6 +142,7 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False) -> Verif
         hint = f" (a wheel of that name is at {moved}: moved to another cell?)" if moved else ""
         problems.append(Problem(path, "in the index but not in the store" + hint))
     problems.extend(_check_catalogue(store, index, files))
+    problems.extend(Problem(path, why) for path, why in listing.strays)  # links, FIFOs, temp files, journal
     return VerifyReport(store.location, len(wheels), tuple(sorted(problems)), tuple(staged))
 
 
