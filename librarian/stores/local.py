@@ -186,6 +186,7 @@ class LocalStore:
         """Plan under the lock and apply: journal, wheels, catalogue with the root last, removals, journal gone."""
         with _locked(self.root):
             recovered = self._recover(default_layout)
+            self._sweep_temp_files(self.root, deep=False)  # a kill while writing the journal leaves one here
             old = read_index(self, default_layout)
             changes = plan(old)
             if changes.empty and changes.index == old and not recovered:
@@ -323,10 +324,10 @@ class LocalStore:
         except (OSError, StoreError):
             return False
 
-    def _sweep_temp_files(self) -> None:
-        """Remove temp files (under the lock, every one was left by a change that died)."""
-        for dirpath, dirnames, filenames in os.walk(self.root):
-            dirnames[:] = [d for d in dirnames if not (Path(dirpath) / d).is_symlink()]
+    def _sweep_temp_files(self, top: Path | None = None, *, deep: bool = True) -> None:
+        """Remove temp files under ``top`` (the root); under the lock, every one was left by a change that died."""
+        for dirpath, dirnames, filenames in os.walk(top or self.root):
+            dirnames[:] = [d for d in dirnames if deep and not (Path(dirpath) / d).is_symlink()]
             for name in filenames:
                 if name.startswith(_TMP_PREFIX):
                     (Path(dirpath) / name).unlink(missing_ok=True)

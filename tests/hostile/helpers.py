@@ -35,6 +35,29 @@ def cli(*argv: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProce
                           text=True, timeout=timeout, check=False)  # fmt: skip
 
 
+_RSS_MAIN = """
+import resource, sys
+from librarian.cli import main
+code = 0
+try:
+    main(sys.argv[1:])
+except SystemExit as e:
+    code = int(e.code or 0)
+sys.stderr.write(f"rss_kb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}")
+sys.exit(code)
+"""
+
+
+def cli_rss(*argv: str, cwd: Path, timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float, str]:
+    """``librarian ARGV`` in a fresh interpreter: the result, its peak RSS in MB and its stderr without it."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env.pop("LIBRARIAN_REPO", None)
+    result = subprocess.run([sys.executable, "-c", _RSS_MAIN, *argv], cwd=cwd, env=env, capture_output=True,
+                            text=True, timeout=timeout, check=False)  # fmt: skip
+    err, _, rss = result.stderr.rpartition("rss_kb=")
+    return result, int(rss) / 1024, err
+
+
 def shard(store: Path, package: str = "tinykern") -> dict[str, object]:
     """A shard, parsed."""
     data: dict[str, object] = json.loads((store / "index" / f"{package}.json").read_text())
