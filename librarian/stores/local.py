@@ -28,7 +28,7 @@ from pathlib import Path
 
 from librarian.catalogue import PAGES_DIR, render_catalogue
 from librarian.errors import StoreError
-from librarian.index import MAX_INDEX_BYTES, PENDING_DIR, ROOT, SHARD_DIR, Index, IndexEntry
+from librarian.index import MAX_INDEX_BYTES, PENDING_DIR, ROOT, SHARD_DIR, Index, IndexEntry, render_index
 from librarian.layout import Layout, check_store_path
 from librarian.safeio import kind, open_regular, read_regular, sha256_file
 from librarian.stores.base import Applied, Changes, Listing, Planner, StoredFile, Upload, read_index
@@ -189,9 +189,12 @@ class LocalStore:
             self._sweep_temp_files(self.root, deep=False)  # a kill while writing the journal leaves one here
             old = read_index(self, default_layout)
             changes = plan(old)
-            if changes.empty and changes.index == old and not recovered:
+            # A root out of step with the shards it was read from (a kill between them, by an older
+            # librarian) is rebuilt by any change, even one that changes no wheel.
+            rebuild = changes.rebuild or recovered or self._root_is_stale(old)
+            if changes.empty and changes.index == old and not rebuild:
                 return Applied(changes, str(self.root))
-            self._apply(old, changes, rebuild=changes.rebuild or recovered)
+            self._apply(old, changes, rebuild=rebuild)
         return Applied(changes, str(self.root))
 
     def stage(self, uploads: Sequence[Upload], files: Mapping[str, bytes], message: str) -> str:
@@ -259,6 +262,10 @@ class LocalStore:
         if rebuild:
             stale |= {p for p in self._generated_on_disk() if p not in new_catalogue}
         self._delete(sorted(stale))
+
+    def _root_is_stale(self, index: Index) -> bool:
+        on_disk = self.read_file(ROOT)
+        return on_disk is not None and on_disk != render_index(index)[ROOT]
 
     def _generated_on_disk(self) -> set[str]:
         """The shards and pages in the tree (pending entries are not generated: reindex reads them)."""

@@ -176,8 +176,10 @@ def test_item5_stale_root_without_a_journal_is_rebuilt_by_reindex(run: Run, stor
     (store / "pages/sm89-torch2.8-cu128.html").unlink()
     (store / "index/ghost.json").write_text("{}")
     assert run("verify").code == 1
-    assert run("publish", str(tmp_path / "dist2" / "tinykern-0.2.0-cp311-cp311-linux_x86_64.whl"), *FLAGS).code == 0
-    assert run("reindex").code == 0
+    republished = run("publish", str(tmp_path / "dist2" / "tinykern-0.2.0-cp311-cp311-linux_x86_64.whl"), *FLAGS)
+    assert republished.code == 0
+    assert (store / "index.json").read_bytes() != old_root  # publishing again repairs the root ...
+    assert run("reindex").code == 0  # ... and reindex every generated file
     assert run("verify").code == 0, run("verify").out
     assert not (store / "index/ghost.json").exists()
 
