@@ -57,12 +57,13 @@ class Changes:
     message: str = "librarian"
     # Rewrite every generated file (index, shards, pages) that differs from what the index renders,
     # and remove generated files it no longer renders, even when no wheel changes (reindex's repair).
+    # The local store honours it; the Hub store does not read it yet (see the hardening notes).
     rebuild: bool = False
 
     @property
     def empty(self) -> bool:
         """Whether applying this would change no wheel."""
-        return not self.uploads and not self.deletes and not self.rebuild
+        return not self.uploads and not self.deletes
 
 
 Planner = Callable[[Index], Changes]
