@@ -77,7 +77,12 @@ def _link_atomic(existing: Path, target: Path) -> bool:
 @contextlib.contextmanager
 def _locked(root: Path) -> Iterator[None]:
     root.mkdir(parents=True, exist_ok=True)
-    with (root / LOCK_NAME).open("a+b") as handle:
+    lock = root / LOCK_NAME
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as e:
+        raise StoreError(f"{lock}: cannot open the lock ({e.strerror}; a symbolic link is refused)") from e
+    with os.fdopen(fd, "r+b") as handle:
         if sys.platform != "win32":
             import fcntl
 
