@@ -47,6 +47,7 @@ _SMALL_LIMIT = 8 << 20  # any other file read whole
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 # PEP 376 / the wheel spec allow sha256 or stronger; md5 and sha1 are refused.
 _HASHES = ("sha256", "sha384", "sha512")
+_S_IFLNK = 0o120000  # a member's unix file type (external_attr >> 16) for a symbolic link
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,7 @@ class Member:
     size: int
     compressed_size: int
     mode: int
+    link: bool = False  # the unix file type says symbolic link
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +303,8 @@ def read_wheel_info(path: Path, name: WheelName | None = None) -> WheelInfo:
         if not meta.get("Name") or not meta.get("Version"):
             raise w.bad(f"{w.dist_info}/METADATA: no Name or Version")
         members = tuple(
-            Member(i.orig_filename, i.file_size, i.compress_size, (i.external_attr >> 16) & 0o7777)
+            Member(i.orig_filename, i.file_size, i.compress_size, (i.external_attr >> 16) & 0o7777,
+                   (i.external_attr >> 16) & 0o170000 == _S_IFLNK)
             for i in w.infos
         )
         return WheelInfo(
@@ -447,13 +450,14 @@ def _already(src: Path, out_dir: Path, verify: bool) -> Path:
 
 
 
-_S_IFLNK = 0o120000
-
 
 def metadata_problems(path: Path, name: WheelName | None = None) -> list[str]:
     """Each way METADATA, WHEEL and the ``.dist-info`` name contradict the filename (``name``, default
     the file's own); a wheel that cannot be read at all (no WHEEL, say) raises BadWheel."""
-    info = read_wheel_info(path, name)
+    return _metadata_problems(read_wheel_info(path, name))
+
+
+def _metadata_problems(info: WheelInfo) -> list[str]:
     name = info.filename
     problems = list(info.mismatches())
     expected = f"{name.distribution}-{name.version}.dist-info"
@@ -462,21 +466,16 @@ def metadata_problems(path: Path, name: WheelName | None = None) -> list[str]:
     return problems
 
 
-def symlink_members(path: Path) -> list[str]:
-    """The members whose unix mode says symbolic link (pip writes them as plain files holding the target)."""
-    with _open(path) as w:
-        return [i.orig_filename for i in w.infos if (i.external_attr >> 16) & 0o170000 == _S_IFLNK]
-
-
 def check_publishable(path: Path) -> None:
     """Refuse (BadWheel) a wheel that ``verify`` would flag for its metadata; warn of symlink members.
 
     Publish runs the very checks verify runs, so that nothing is stored that verify then rejects.
     """
-    problems = metadata_problems(path)
+    info = read_wheel_info(path)
+    problems = _metadata_problems(info)
     if problems:
         raise BadWheel(f"{path}: {problems[0]}")
-    if links := symlink_members(path):
+    if links := [m.path for m in info.members if m.link]:
         log.warning("%s: %d member(s) are symbolic links (%s); pip installs them as plain files",
                     path, len(links), links[0])  # fmt: skip
 
