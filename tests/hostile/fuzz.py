@@ -164,3 +164,65 @@ def _main() -> None:
 
 if __name__ == "__main__":
     _main()
+
+
+# --- index content ---------------------------------------------------------------------------------------
+
+HOSTILE_VALUES: tuple[object, ...] = (
+    None, True, -1, 0, 1.5, 10**30, "", "x", "../x", "/abs", "sm_999", "sm_89", "12.8", "2.8", "a" * 5000,
+    [], {}, [1], {"a": 1}, [[[[]]]], "evilpkg/sm89/torch2.8-cu128/evilpkg-0.1.0+cu128torch2.8-cp311-cp311-linux_x86_64.whl",
+)  # fmt: skip
+
+
+def _paths(node: object, prefix: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    found = [prefix]
+    if isinstance(node, dict):
+        for k, v in node.items():
+            found += _paths(v, (*prefix, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            found += _paths(v, (*prefix, i))
+    return found
+
+
+def mutate_json(data: object, rng: random.Random) -> object:
+    """``data`` (parsed JSON) with one value replaced, one key dropped, or one key added."""
+    data = json.loads(json.dumps(data))
+    path = rng.choice(_paths(data)[1:] or [()])
+    if not path:
+        return rng.choice(HOSTILE_VALUES)
+    parent: object = data
+    for step in path[:-1]:
+        parent = parent[step]  # type: ignore[index]
+    how = rng.random()
+    if how < 0.7:
+        parent[path[-1]] = rng.choice(HOSTILE_VALUES)  # type: ignore[index]
+    elif how < 0.85:
+        del parent[path[-1]]  # type: ignore[attr-defined]
+    elif isinstance(parent, dict):
+        parent[rng.choice(["extra", "facts", "cell", "size"])] = rng.choice(HOSTILE_VALUES)
+    return data
+
+
+def fuzz_index(seed: int, count: int, store: Path, stats: Stats, limit: int = 20) -> None:
+    """``count`` mutants of ``store``'s root and shards through verify, ls, pull and gc (the store is restored)."""
+    rng = random.Random(seed)
+    pristine = store.parent / f"{store.name}.pristine"
+    shutil.copytree(store, pristine)
+    files = {p: p.read_bytes() for p in [store / "index.json", *sorted((store / "index").glob("*.json"))]}
+    commands = [
+        ["verify", "--repo", str(store)],
+        ["ls", "--repo", str(store)],
+        ["pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64",
+         "--repo", str(store), "-o", str(store.parent / "pulled")],
+        ["gc", "--drop-torch", "2.4", "--yes", "--repo", str(store)],
+    ]  # fmt: skip
+    for i in range(count):
+        target = rng.choice(sorted(files))
+        mutant = mutate_json(json.loads(files[target]), rng)
+        target.write_text(json.dumps(mutant))
+        stats.mutants += 1
+        for argv in commands:
+            run_command(argv, stats, f"index seed {seed} mutant {i} ({target.name})", limit)
+        shutil.rmtree(store)
+        shutil.copytree(pristine, store)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile.fuzz import fuzz
+from tests.builders import make_wheel
+from tests.hostile.fuzz import Stats, fuzz, fuzz_index, run_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,3 +46,26 @@ def test_fuzz_ten_thousand_mutants(tmp_path: Path) -> None:
     assert total["tracebacks"] == total["hangs"] == total["bad_codes"] == 0, results
     assert total["half_written"] == total["accepted_then_rejected"] == 0, results
     assert peak < 300 and slowest < 20, results
+
+
+def _index_fuzz(tmp_path: Path, count: int) -> Stats:
+    stats = Stats()
+    wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
+    store = tmp_path / "S"
+    publish = ["publish", str(wheel), "--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--repo", str(store), "--create"]
+    assert run_command(publish, stats, "setup", 60)[0] == 0
+    fuzz_index(seed=7, count=count, store=store, stats=stats)
+    return stats
+
+
+def test_fuzz_index_content(tmp_path: Path) -> None:
+    """Mutated root and shard values through verify, ls, pull and gc: one line, exit 0, 1 or 2."""
+    stats = _index_fuzz(tmp_path, 60)
+    assert stats.failures() == [], stats.to_json()
+
+
+@pytest.mark.hostile_slow
+def test_fuzz_index_content_thousands(tmp_path: Path) -> None:
+    stats = _index_fuzz(tmp_path, int(os.environ.get("LIBRARIAN_INDEX_FUZZ_COUNT", "2000")))
+    sys.stderr.write(f"index fuzz: {json.dumps(stats.to_json())}\n")
+    assert stats.failures() == [], stats.to_json()
