@@ -32,6 +32,10 @@ from librarian.layout import Layout, check_path_part, check_store_path
 
 SCHEMA = 1
 ROOT = "index.json"
+# Limits on what an index file may hold, so hostile content fails in one line instead of exhausting
+# memory or the stack. A shard of 100,000 wheels with facts is some 200 MB.
+MAX_INDEX_BYTES = 512 << 20
+MAX_WHEEL_SIZE = 1 << 50
 SHARD_DIR = "index"
 # Staged entries (``publish --stage``) wait here for ``reindex``. Under ``index/`` because that folder is
 # librarian's own: no layout files wheels there, and no shard path (``index/<package>.json``) is a folder.
@@ -100,35 +104,46 @@ class IndexEntry:
         return SpecifierSet(self.requires_python) if self.requires_python else None
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], source: str) -> IndexEntry:
-        """Parse one shard entry; ``source`` names the shard in errors."""
+    def from_json(cls, data: Any, source: str) -> IndexEntry:
+        """Parse one shard entry, checked against the schema; ``source`` names the shard (and entry) in errors."""
+        if not isinstance(data, dict):
+            raise StoreError(f"{source}: malformed index entry (a JSON {type(data).__name__}, not an object)")
+        path_text = data.get("path")
+        where = f"{source}: malformed index entry" + (f" {path_text[:300]!r}" if isinstance(path_text, str) else "")
         try:
-            cell_data = data["cell"]
+            cell_data = _field(data, "cell", dict)
             cell = Cell(
-                package=str(cell_data["package"]),
-                sm=GpuArch.parse(str(cell_data["sm"])),
-                label=Label(parse_cuda(str(cell_data["cuda"])), parse_torch(str(cell_data["torch"]))),
+                package=_field(cell_data, "package", str),
+                sm=GpuArch.parse(_field(cell_data, "sm", str)),
+                label=Label(parse_cuda(_field(cell_data, "cuda", str)), parse_torch(_field(cell_data, "torch", str))),
             )
-            path = str(data["path"])
+            path = _field(data, "path", str)
             check_store_path(path)
-            filename = path.rsplit("/", 1)[-1]
-            raw_facts = data.get("facts")
+            sha = _field(data, "sha256", str)
+            if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+                raise ValueError(f"sha256 {sha[:80]!r} is not 64 hex digits")
+            size = _field(data, "size", int)
+            if not 0 <= size <= MAX_WHEEL_SIZE:
+                raise ValueError(f"size {size} out of range")
+            added = data.get("added", "")
+            if not isinstance(added, str):
+                raise TypeError("'added' is not a string")
+            facts = data.get("facts")
+            if facts is not None:
+                _check_facts(facts, path)
             requires = data.get("requires_python")
             metadata_sha = data.get("metadata_sha256")
-            entry = cls(
-                path,
-                str(data["sha256"]),
-                int(data["size"]),
-                cell,
-                str(data.get("added", "")),
-                facts_from_json(filename, raw_facts) if raw_facts is not None else None,
-                str(requires) if requires else None,
-                str(metadata_sha) if metadata_sha else None,
-            )
+            if requires is not None and not isinstance(requires, str):
+                raise TypeError("'requires_python' is not a string")
+            if metadata_sha is not None and (not isinstance(metadata_sha, str) or len(metadata_sha) != 64):
+                raise ValueError("'metadata_sha256' is not 64 hex digits")
+            entry = cls(path, sha, size, cell, added,
+                        facts_from_json(path.rsplit("/", 1)[-1], facts) if facts is not None else None,
+                        requires or None, metadata_sha or None)  # fmt: skip
             entry.name  # noqa: B018 - the filename must parse
             entry.requires_python_spec  # noqa: B018 - and Requires-Python, if any
-        except (KeyError, TypeError, ValueError, AttributeError, InvalidSpecifier) as e:
-            raise StoreError(f"{source}: malformed index entry {data.get('path', '?')!r} ({e})") from e
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError, InvalidSpecifier) as e:
+            raise StoreError(f"{where} ({_short(e)})") from e
         return entry
 
 
@@ -164,6 +179,56 @@ class Index:
 def metadata_path(wheel_path: str) -> str:
     """PEP 658: a wheel's METADATA is served at the wheel's URL plus ``.metadata``."""
     return wheel_path + ".metadata"
+def _field(data: Mapping[str, Any], key: str, kind: type) -> Any:
+    """``data[key]``, which must be a ``kind`` (a bool is no int); KeyError / ValueError if not."""
+    value = data[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"{key!r} is a JSON {type(value).__name__}, expected {kind.__name__}")
+    return value
+
+
+def _short(e: BaseException) -> str:
+    text = str(e) if not isinstance(e, KeyError) else f"no {e.args[0]!r}"
+    return " ".join(text.split())[:200] or type(e).__name__
+
+
+def _check_facts(facts: Any, path: str) -> None:
+    """The facts must parse as :func:`librarian.facts.facts_from_json` reads them (pull does, later)."""
+    if not isinstance(facts, dict):
+        raise TypeError(f"'facts' is a JSON {type(facts).__name__}, expected object")
+    binaries = facts.get("binaries", [])
+    if not isinstance(binaries, list) or not all(isinstance(b, dict) for b in binaries):
+        raise ValueError("'facts.binaries' is not a list of objects")
+    for b in binaries:
+        for key, value in b.items():
+            if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+                raise ValueError(f"'facts.binaries.{key}' is not a list of strings")
+            if isinstance(value, dict):
+                raise TypeError(f"'facts.binaries.{key}' is an object")
+
+
+def entry_problems(entry: IndexEntry, layout: Layout | None = None) -> list[str]:
+    """Pure: where an entry contradicts itself: its cell against its filename and (given ``layout``) path.
+
+    A ``tinykern`` entry whose path names ``evilpkg``'s wheel would otherwise hand out evilpkg.
+    """
+    problems = []
+    name = entry.name
+    if name.package != entry.cell.package:
+        problems.append(f"index entry of package {entry.cell.package} names a wheel of {name.package}")
+    if name.label is not None and name.label != entry.cell.label:
+        problems.append(f"index entry for {entry.cell.label} names a wheel labelled {name.label}")
+    if layout is not None:
+        parsed = layout.parse_path(entry.path)
+        if parsed is None:
+            problems.append(f"index entry's path is not where layout {layout.name!r} puts wheels")
+        elif parsed[0] != entry.cell:
+            cell = entry.cell
+            problems.append(
+                f"index entry says {cell.package} sm{cell.sm.sm} {cell.label}, its path says "
+                f"{parsed[0].package} sm{parsed[0].sm.sm} {parsed[0].label}"
+            )
+    return problems
 
 
 def shard_path(package: str) -> str:
@@ -209,11 +274,19 @@ class RootIndex:
     shard_sha256: Mapping[str, str] = field(default_factory=dict)
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def _load_json(text: bytes, source: str) -> dict[str, Any]:
+    if len(text) > MAX_INDEX_BYTES:
+        raise StoreError(f"{source}: {len(text)} bytes, over the {MAX_INDEX_BYTES}-byte limit for an index file")
     try:
-        data = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise StoreError(f"{source}: not valid JSON ({e})") from e
+        data = json.loads(text, parse_constant=_no_constant)
+    except RecursionError as e:
+        raise StoreError(f"{source}: not valid JSON (nested too deeply)") from e
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, integers past the digit limit
+        raise StoreError(f"{source}: not valid JSON ({_short(e)})") from e
     if not isinstance(data, dict):
         raise StoreError(f"{source}: expected a JSON object")
     if data.get("schema") != SCHEMA:
@@ -227,14 +300,25 @@ def parse_root(text: bytes, source: str = ROOT) -> RootIndex:
     """Parse the root index."""
     data = _load_json(text, source)
     try:
-        layout = Layout(str(data["layout"]["name"]), str(data["layout"]["path"]))
-        packages = data["packages"]
-        shards = {str(k): str(v["shard"]) for k, v in packages.items()}
-        sums = {str(k): str(v.get("sha256", "")) for k, v in packages.items()}
-    except (KeyError, TypeError, AttributeError, BadInput) as e:
-        raise StoreError(f"{source}: malformed root index ({e})") from e
+        layout_data = _field(data, "layout", dict)
+        layout = Layout(_field(layout_data, "name", str), _field(layout_data, "path", str))
+        packages = _field(data, "packages", dict)
+        shards: dict[str, str] = {}
+        sums: dict[str, str] = {}
+        for k, v in packages.items():
+            if not isinstance(v, dict):
+                raise TypeError(f"package {k!r} is a JSON {type(v).__name__}, expected object")
+            shards[k] = _field(v, "shard", str)
+            sum_ = v.get("sha256", "")
+            sums[k] = sum_ if isinstance(sum_, str) else ""
+    except (KeyError, TypeError, ValueError, AttributeError, BadInput) as e:
+        raise StoreError(f"{source}: malformed root index ({_short(e)})") from e
     for package, path in shards.items():
-        if path != shard_path(package):
+        try:
+            expected = shard_path(package)
+        except BadInput as e:
+            raise StoreError(f"{source}: malformed root index ({e})") from e
+        if path != expected:
             raise StoreError(f"{source}: shard of {package!r} at unexpected path {path!r}")
     return RootIndex(layout, shards, sums)
 
@@ -245,7 +329,8 @@ def parse_shard(text: bytes, source: str) -> tuple[IndexEntry, ...]:
     wheels = data.get("wheels")
     if not isinstance(wheels, list):
         raise StoreError(f"{source}: malformed shard (no wheels list)")
-    return tuple(IndexEntry.from_json(w, source) for w in wheels)
+    return tuple(IndexEntry.from_json(w, f"{source}: wheels[{i}]" if not isinstance(w, dict) else source)
+                 for i, w in enumerate(wheels))  # fmt: skip
 
 
 def pending_path(entry: IndexEntry) -> str:

@@ -30,18 +30,24 @@ from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from librarian import progress, zipraw
+from librarian import progress, safeio, zipraw
 from librarian.coords import Label, WheelName
 from librarian.errors import BadInput, BadWheel, Refused
+from librarian.index import IndexEntry, entry_problems
+from librarian.safeio import open_regular
 
 log = logging.getLogger(__name__)
 
-# METADATA, WHEEL and RECORD are read whole; a bigger one is not a wheel we want to parse.
-_SMALL_LIMIT = 64 << 20
+# METADATA, WHEEL and RECORD are read whole; past these sizes a file is not one we want to parse (a
+# 63 MB METADATA in a 72 KB wheel once cost 745 MB of memory). Real ones: METADATA < 1 MB (with a long
+# README), WHEEL < 1 KB, RECORD ~120 bytes per member.
+_SMALL_LIMITS = {"METADATA": 8 << 20, "WHEEL": 1 << 20, "RECORD": 32 << 20}
+_SMALL_LIMIT = 8 << 20  # any other file read whole
 # RECORD.jws / RECORD.p7s sign the old RECORD: carried over they would be stale, so retag drops them.
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 # PEP 376 / the wheel spec allow sha256 or stronger; md5 and sha1 are refused.
 _HASHES = ("sha256", "sha384", "sha512")
+_S_IFLNK = 0o120000  # a member's unix file type (external_attr >> 16) for a symbolic link
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +58,7 @@ class Member:
     size: int
     compressed_size: int
     mode: int
+    link: bool = False  # the unix file type says symbolic link
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +111,7 @@ def _version(text: str) -> Version | None:
 
 def sha256_file(path: Path) -> str:
     """The sha256 of a file as hex, read in chunks."""
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(zipraw.CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+    return safeio.sha256_file(path, zipraw.CHUNK)
 
 
 def _digest_field(h: hashlib._Hash) -> str:
@@ -127,9 +130,9 @@ class _Row:
 class _Wheel:
     """An open wheel whose structure has been checked: names, one matching dist-info, local headers."""
 
-    def __init__(self, path: Path, f: BinaryIO, zf: zipfile.ZipFile) -> None:
+    def __init__(self, path: Path, f: BinaryIO, zf: zipfile.ZipFile, name: WheelName | None = None) -> None:
         self.path, self.f, self.zf = path, f, zf
-        self.name = _parse_filename(path)
+        self.name = _parse_filename(path) if name is None else name
         self.infos = zf.infolist()
         self.dist_info = _check_layout(self.name, self.infos)
         self.data_dir = self.dist_info.removesuffix(".dist-info") + ".data"
@@ -157,9 +160,10 @@ class _Wheel:
         return zipraw.iter_raw(self.f, self.offsets[info.orig_filename], info.compress_size)
 
     def read_small(self, info: zipfile.ZipInfo) -> bytes:
-        """A metadata member, whole; refused past :data:`_SMALL_LIMIT`."""
-        if info.file_size > _SMALL_LIMIT:
-            raise self.bad(f"{info.orig_filename}: {info.file_size} bytes, too big for a metadata file")
+        """A metadata member, whole; refused past its limit (:data:`_SMALL_LIMITS`)."""
+        limit = _SMALL_LIMITS.get(info.orig_filename.rpartition("/")[2], _SMALL_LIMIT)
+        if info.file_size > limit:
+            raise self.bad(f"{info.orig_filename}: {info.file_size} bytes, over the {limit}-byte limit for a metadata file")
         return b"".join(self.plain(info))
 
     def headers(self, leaf: str) -> tuple[bytes, dict[str, list[str]]]:
@@ -224,8 +228,8 @@ def _parse_filename(path: Path) -> WheelName:
         raise BadWheel(str(e)) from e
 
 
-def _check_layout(name: WheelName, infos: list[zipfile.ZipInfo]) -> str:
-    """Check member names and return the one ``.dist-info`` folder, which must match the filename."""
+def _check_names(infos: list[zipfile.ZipInfo]) -> set[str]:
+    """Check member names (safe, unique) and methods; return the top-level folders."""
     seen: set[str] = set()
     tops: set[str] = set()
     for info in infos:
@@ -239,6 +243,12 @@ def _check_layout(name: WheelName, infos: list[zipfile.ZipInfo]) -> str:
         seen.add(member)
         if "/" in member:
             tops.add(member.split("/", 1)[0])
+    return tops
+
+
+def _check_layout(name: WheelName, infos: list[zipfile.ZipInfo]) -> str:
+    """Check member names and return the one ``.dist-info`` folder, which must match the filename."""
+    tops = _check_names(infos)
     dist_infos = sorted(t for t in tops if t.endswith(".dist-info"))
     if len(dist_infos) != 1:
         raise BadWheel(f"expected one .dist-info folder, found {len(dist_infos) or 'none'}")
@@ -252,23 +262,30 @@ def _check_layout(name: WheelName, infos: list[zipfile.ZipInfo]) -> str:
     return dist_infos[0]
 
 
+# What zipfile raises on a crafted archive besides BadZipFile (all turned into one-line BadWheel errors).
+_ZIP_FAILURES = (zipfile.BadZipFile, EOFError, struct.error, ValueError, OSError, NotImplementedError,
+                 IndexError, KeyError, OverflowError)  # fmt: skip
+
+
 @contextlib.contextmanager
-def _open(path: Path) -> Iterator[_Wheel]:
-    """Open ``path`` as a checked wheel; every failure to read it becomes a one-line BadWheel naming it."""
+def _open(path: Path, name: WheelName | None = None) -> Iterator[_Wheel]:
+    """Open ``path`` as a checked wheel (named ``name``, default its filename); every failure to read it
+    becomes a one-line BadWheel naming it."""
     try:
-        f = path.open("rb")
+        f = open_regular(path)
     except OSError as e:
         raise BadWheel(f"{path}: cannot read ({e.strerror or e})") from e
     with f:
         try:
             zf = zipfile.ZipFile(f)
-            w = _Wheel(path, f, zf)
+            w = _Wheel(path, f, zf, name)
         except BadWheel as e:
             raise e if str(e).startswith(f"{path}:") else BadWheel(f"{path}: {e}") from e
         except zipraw.ZipError as e:
             raise BadWheel(f"{path}: {e}") from e
-        except (zipfile.BadZipFile, EOFError, struct.error, ValueError, OSError) as e:
-            # zipfile raises more than BadZipFile on crafted end records (negative seeks, short reads).
+        except _ZIP_FAILURES as e:
+            # zipfile raises more than BadZipFile on crafted archives: negative seeks, short reads, a
+            # "version needed" it does not know (NotImplementedError), names that are not UTF-8.
             detail = "" if str(e) == "File is not a zip file" else f" ({e})"
             raise BadWheel(f"{path}: not a zip file{detail}") from e
         with zf:
@@ -278,15 +295,18 @@ def _open(path: Path) -> Iterator[_Wheel]:
                 raise BadWheel(f"{path}: {e}") from e
 
 
-def read_wheel_info(path: Path) -> WheelInfo:
-    """Open ``path`` safely and read its names, METADATA, WHEEL tags and members (payload not inflated)."""
-    with _open(path) as w:
+def read_wheel_info(path: Path, name: WheelName | None = None) -> WheelInfo:
+    """Open ``path`` safely and read its names, METADATA, WHEEL tags and members (payload not inflated).
+
+    ``name`` is the wheel's filename when the file has another (a download's temp name)."""
+    with _open(path, name) as w:
         meta_bytes, meta = w.headers("METADATA")
         _, wheel = w.headers("WHEEL")
         if not meta.get("Name") or not meta.get("Version"):
             raise w.bad(f"{w.dist_info}/METADATA: no Name or Version")
         members = tuple(
-            Member(i.orig_filename, i.file_size, i.compress_size, (i.external_attr >> 16) & 0o7777)
+            Member(i.orig_filename, i.file_size, i.compress_size, (i.external_attr >> 16) & 0o7777,
+                   (i.external_attr >> 16) & 0o170000 == _S_IFLNK)
             for i in w.infos
         )
         requires = meta.get("Requires-Python")
@@ -440,3 +460,72 @@ def _already(src: Path, out_dir: Path, verify: bool) -> Path:
     with _atomic_output(dest) as out, src.open("rb") as f:
         shutil.copyfileobj(f, out, zipraw.CHUNK)
     return dest
+
+
+
+
+def metadata_problems(path: Path, name: WheelName | None = None) -> list[str]:
+    """Each way METADATA, WHEEL and the ``.dist-info`` name contradict the filename (``name``, default
+    the file's own); a wheel that cannot be read at all (no WHEEL, say) raises BadWheel."""
+    return _metadata_problems(read_wheel_info(path, name))
+
+
+def _metadata_problems(info: WheelInfo) -> list[str]:
+    name = info.filename
+    problems = list(info.mismatches())
+    expected = f"{name.distribution}-{name.version}.dist-info"
+    if info.dist_info != expected:
+        problems.append(f"its .dist-info is {info.dist_info}, expected {expected}")
+    return problems
+
+
+def check_publishable(path: Path) -> None:
+    """Refuse (BadWheel) a wheel that ``verify`` would flag for its metadata; warn of symlink members.
+
+    Publish runs the very checks verify runs, so that nothing is stored that verify then rejects.
+    """
+    info = read_wheel_info(path)
+    problems = _metadata_problems(info)
+    if problems:
+        raise BadWheel(f"{path}: {problems[0]}")
+    if links := [m.path for m in info.members if m.link]:
+        log.warning("%s: %d member(s) are symbolic links (%s); pip installs them as plain files",
+                    path, len(links), links[0])  # fmt: skip
+
+
+def check_archive(path: Path) -> None:
+    """Open ``path`` as a zip with every structural check (names, local headers, overlaps); BadWheel if not.
+
+    For readers built on :mod:`zipfile` alone (inspect, doctor): run first, it turns a crafted archive
+    into one line, which names the file as those readers do (``wheel.whl: ...``).
+    """
+    label = path.name
+    try:
+        f = open_regular(path)
+    except OSError as e:
+        raise BadWheel(f"{label}: cannot read ({e.strerror or e})") from e
+    with f:
+        try:
+            with zipfile.ZipFile(f) as zf:
+                infos = zf.infolist()
+                _check_names(infos)
+                zipraw.data_offsets(f, infos)
+        except BadWheel as e:
+            raise BadWheel(f"{label}: {e}") from e
+        except _ZIP_FAILURES as e:
+            raise BadWheel(f"{label}: not a readable zip ({e})") from e
+
+
+def check_wheel_identity(path: Path, entry: IndexEntry) -> None:
+    """Refuse (BadWheel) a fetched wheel that is not the one its index entry's cell and filename name.
+
+    The sha256 only proves the bytes are the ones the entry points at; an entry of one package may point
+    at another's wheel. The entry must agree with itself, and the wheel's METADATA with the entry.
+    """
+    problems = entry_problems(entry)
+    try:
+        problems = problems or metadata_problems(path, entry.name)
+    except BadWheel as e:
+        problems = [str(e).removeprefix(f"{path}: ")]
+    if problems:
+        raise BadWheel(f"{entry.path}: {problems[0]}; refused")

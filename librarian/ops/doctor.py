@@ -12,6 +12,7 @@ from librarian.facts import WheelFacts
 from librarian.inspection import inspect_wheel
 from librarian.machine import Machine, Probed, format_glibcxx
 from librarian.probe import with_torch_exports
+from librarian.wheelfile import check_archive
 
 SCHEMA = 1
 
@@ -54,6 +55,7 @@ def diagnose(facts: WheelFacts, machine: Machine) -> DoctorReport:
 def doctor(wheel: Path, machine: Machine, *, facts: WheelFacts | None = None) -> DoctorReport:
     """Read ``wheel``'s facts from its bytes (unless given) and judge them against ``machine``."""
     if facts is None:
+        check_archive(wheel)  # a crafted zip is refused in one line before zipfile-based readers see it
         facts = inspect_wheel(wheel)
     return diagnose(facts, machine)
 

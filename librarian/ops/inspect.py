@@ -12,6 +12,7 @@ from librarian.demands.members import device_code, loading
 from librarian.errors import BadInput
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
 from librarian.inspection import inspect_path
+from librarian.wheelfile import check_archive
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,8 @@ def inspect_file(path: Path, *, jobs: int | None = None) -> Inspection:
     """Read one wheel or native binary (its members by ``jobs`` threads; default: the cores available)."""
     if not path.is_file():
         raise BadInput(f"{path}: no such file")
+    if path.suffix == ".whl":
+        check_archive(path)  # a crafted zip is refused in one line before zipfile-based readers see it
     facts = inspect_path(path, jobs=jobs)
     name = WheelName.parse(path.name) if path.suffix == ".whl" else None
     mismatches = tuple(claims(Wheel(name, facts))) if name else ()

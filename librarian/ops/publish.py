@@ -27,7 +27,7 @@ from librarian.layout import Layout
 from librarian.matrix import Matrix, load_matrix
 from librarian.ops.labels import choose_label
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
-from librarian.wheelfile import read_wheel_info, retag, sha256_file, verify_record
+from librarian.wheelfile import check_publishable, read_wheel_info, retag, sha256_file, verify_record
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +155,7 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
                 staged = path
             else:
                 staged = retag(path, label, staging, relabel=True, verify=True)
+            check_publishable(staged)  # verify's metadata checks, so publish stores nothing verify rejects
             facts = inspect_wheel(staged)
             staged_name = WheelName.parse(staged.name)
             check_claims(Wheel(staged_name, facts), options, path.name)

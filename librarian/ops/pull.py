@@ -30,6 +30,7 @@ from librarian.machine import Machine
 from librarian.ops.doctor import doctor
 from librarian.ops.reindex import read_index_or_tree
 from librarian.stores.base import Store
+from librarian.wheelfile import check_wheel_identity
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +249,7 @@ def _fetch_checked(store: Store, entry: IndexEntry, out_dir: Path) -> Path:
         store.fetch(entry.path, partial)
         if _sha256(partial) != entry.sha256:
             raise StoreError(f"{entry.path}: downloaded bytes do not match the index's sha256; refused")
+        check_wheel_identity(partial, entry)  # the bytes are the entry's; are they the wheel it names?
         os.replace(partial, final)
     finally:
         partial.unlink(missing_ok=True)

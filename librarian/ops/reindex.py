@@ -131,7 +131,8 @@ def plan_reindex(
     message = f"librarian reindex: {len(merged)} staged wheel(s) merged, {len(pending)} pending file(s) cleared"
     if adopted:
         message += f", {len(adopted)} adopted from the tree"
-    changes = Changes(new_index, (), tuple(sorted(pending)), message)
+    # rebuild: every generated file is rewritten from the index where it differs (a killed change's repair).
+    changes = Changes(new_index, (), tuple(sorted(pending)), message, rebuild=True)
     report = ReindexReport("", tuple(merged), tuple(adopted), tuple(dropped), tuple(unindexed), (), len(pending))
     return changes, report
 

@@ -17,11 +17,11 @@ from librarian.coords import Cell, WheelName
 from librarian.demands import Wheel, claims, gpu
 from librarian.errors import LibrarianError
 from librarian.facts import WheelFacts
-from librarian.index import Index, IndexEntry, parse_pending_path
+from librarian.index import Index, IndexEntry, entry_problems, parse_pending_path
 from librarian.inspection import inspect_wheel
 from librarian.layout import Layout
 from librarian.stores.base import Store, StoredFile, read_index
-from librarian.wheelfile import read_wheel_info, sha256_file, verify_record
+from librarian.wheelfile import metadata_problems, sha256_file, verify_record
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +77,7 @@ def check_placement(layout: Layout, path: str) -> list[str]:
 
 def check_metadata(local: Path, name: WheelName) -> list[str]:
     """The problems of a wheel's METADATA and ``.dist-info`` against its filename."""
-    info = read_wheel_info(local)
-    problems = list(info.mismatches())
-    expected = f"{name.distribution}-{name.version}.dist-info"
-    if info.dist_info != expected:
-        problems.append(f"its .dist-info is {info.dist_info}, expected {expected}")
-    return problems
+    return metadata_problems(local, name)
 
 
 @dataclass(slots=True)
@@ -141,6 +136,7 @@ def _check_wheel(f: StoredFile, entry: IndexEntry | None, blob: _Blob, layout: L
         problems.append("not in the index")
     elif entry.size != f.size:
         problems.append(f"size {f.size} but the index says {entry.size}")
+    problems += entry_problems(entry, layout) if entry is not None else []
     if entry is not None and blob.sha256 is not None and blob.sha256 != entry.sha256:
         problems.append(f"sha256 {blob.sha256[:12]}… but the index says {entry.sha256[:12]}…")
     if blob.facts is not None:
@@ -198,6 +194,7 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False) -> Verif
         problems.append(Problem(path, "in the index but not in the store" + hint))
     problems.extend(_check_metadata_files(store, index, files))
     problems.extend(_check_catalogue(store, index, files))
+    problems.extend(Problem(path, why) for path, why in listing.strays)  # links, FIFOs, temp files, journal
     return VerifyReport(store.location, len(wheels), tuple(sorted(problems)), tuple(staged))
 
 

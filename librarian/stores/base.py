@@ -32,6 +32,9 @@ class Listing:
 
     files: tuple[StoredFile, ...]
     complete: bool = True
+    # Paths that are in the tree but are not stored files, and why: symbolic links, FIFOs, devices,
+    # temp files and the journal an interrupted change left. Never read; verify reports each.
+    strays: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,10 @@ class Changes:
     uploads: tuple[Upload, ...] = ()
     deletes: tuple[str, ...] = ()
     message: str = "librarian"
+    # Rewrite every generated file (index, shards, pages) that differs from what the index renders,
+    # and remove generated files it no longer renders, even when no wheel changes (reindex's repair).
+    # The local store honours it; the Hub store does not read it yet (see the hardening notes).
+    rebuild: bool = False
 
     @property
     def empty(self) -> bool:

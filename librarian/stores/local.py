@@ -1,31 +1,42 @@
 """The local store: a directory (``./wheelhouse`` by default) that works offline.
 
 Changes are made under an exclusive lock (``.librarian.lock``) so concurrent publishers on one machine
-serialize. Every file is written to a temp name beside its target and renamed; the index goes last, so
-a crash leaves at worst stored files the index does not list yet (``verify`` reports them; the next
-publish of the same wheels repairs it). The same bytes filed in several cells are hard-linked.
+serialize. Every file is written to a temp name beside its target and renamed. The order keeps every
+moment readable: a journal of the change first (``.librarian-journal.json``), then new wheels, then the
+generated files with the root ``index.json`` last, then the wheels the change removes, then the journal
+goes. So the index never lists a wheel that is not there yet or no longer there, and a change killed
+half-way is finished by the next change under the lock (or ``reindex``), which also sweeps the temp
+files it left. The same bytes filed in several cells are hard-linked.
+
+The store never follows a symbolic link below its root, and reads only regular files: a link, FIFO or
+device in the tree is listed as a stray (``verify`` reports it), and a change that would pass through
+one is refused before anything is written.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from librarian.catalogue import render_catalogue
+from librarian.catalogue import PAGES_DIR, render_catalogue
 from librarian.errors import StoreError
-from librarian.index import ROOT
+from librarian.index import MAX_INDEX_BYTES, PENDING_DIR, ROOT, SHARD_DIR, Index, IndexEntry, render_index
 from librarian.layout import Layout, check_store_path
+from librarian.safeio import kind, open_regular, read_regular, sha256_file
 from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, StoredFile, Upload, read_index
 
 log = logging.getLogger(__name__)
 
 LOCK_NAME = ".librarian.lock"
+JOURNAL_NAME = ".librarian-journal.json"
 _TMP_PREFIX = ".librarian-tmp-"
 
 
@@ -39,7 +50,7 @@ def _write_atomic(target: Path, data: bytes | None = None, source: Path | None =
             if data is not None:
                 out.write(data)
             elif source is not None:
-                with source.open("rb") as src:
+                with open_regular(source) as src:
                     shutil.copyfileobj(src, out, 1 << 20)
             out.flush()
             os.fsync(out.fileno())
@@ -55,6 +66,7 @@ def _link_atomic(existing: Path, target: Path) -> bool:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f"{_TMP_PREFIX}{os.getpid()}-{target.name}"
     try:
+        tmp.unlink(missing_ok=True)
         os.link(existing, tmp)
     except OSError:
         return False
@@ -65,12 +77,25 @@ def _link_atomic(existing: Path, target: Path) -> bool:
 @contextlib.contextmanager
 def _locked(root: Path) -> Iterator[None]:
     root.mkdir(parents=True, exist_ok=True)
-    with (root / LOCK_NAME).open("a+b") as handle:
+    lock = root / LOCK_NAME
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as e:
+        raise StoreError(f"{lock}: cannot open the lock ({e.strerror}; a symbolic link is refused)") from e
+    with os.fdopen(fd, "r+b") as handle:
         if sys.platform != "win32":
             import fcntl
 
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         yield
+
+
+def _changed_entries(old: Index, new: Index) -> tuple[list[IndexEntry], list[str]]:
+    """Pure: the entries ``new`` adds or changes, and the paths it no longer lists."""
+    before = old.by_path()
+    after = new.by_path()
+    added = [e for p, e in after.items() if (b := before.get(p)) is None or b != e]
+    return added, sorted(set(before) - set(after))
 
 
 class LocalStore:
@@ -96,41 +121,79 @@ class LocalStore:
         return str(self.root)
 
     def _resolve(self, path: str) -> Path:
+        """``path`` under the root; StoreError if any part of it below the root is a symbolic link."""
         check_store_path(path)
+        here = self.root
+        for part in path.split("/"):
+            here = here / part
+            try:
+                mode = here.lstat().st_mode
+            except FileNotFoundError:
+                break  # nothing further exists to be a link
+            except OSError as e:
+                raise StoreError(f"{here}: cannot read ({e.strerror})") from e
+            if stat.S_ISLNK(mode):
+                raise StoreError(
+                    f"{here}: a symbolic link inside the store; librarian never follows links out of it "
+                    "(replace it with a folder or a file)"
+                )
         return self.root / path
 
     def read_file(self, path: str) -> bytes | None:
-        """A file's bytes, or ``None`` if absent."""
+        """A small file's bytes, or ``None`` if absent; a link, FIFO or device is refused."""
         if not self._exists():
             return None
+        target = self._resolve(path)
         try:
-            return self._resolve(path).read_bytes()
+            return read_regular(target, MAX_INDEX_BYTES, follow=False)
         except FileNotFoundError:
             return None
         except OSError as e:
-            raise StoreError(f"{self.root / path}: cannot read ({e.strerror})") from e
+            raise StoreError(f"{target}: cannot read ({e.strerror or e})") from e
 
     def list_files(self) -> Listing:
-        """Every file under the root, except the lock and temp files."""
+        """Every regular file under the root; links, FIFOs, devices, temp files and a journal are strays."""
         if not self._exists():
             return Listing(())
-        files = []
+        files: list[StoredFile] = []
+        strays: list[tuple[str, str]] = []
         for dirpath, dirnames, filenames in os.walk(self.root):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for name in sorted(filenames):
-                if name == LOCK_NAME or name.startswith(_TMP_PREFIX):
+            here = Path(dirpath)
+            rel_dir = here.relative_to(self.root).as_posix()
+            prefix = "" if rel_dir == "." else f"{rel_dir}/"
+            kept = []
+            for d in sorted(dirnames):
+                if d.startswith("."):
                     continue
-                full = Path(dirpath) / name
-                rel = full.relative_to(self.root).as_posix()
-                files.append(StoredFile(rel, full.stat().st_size))
-        return Listing(tuple(files))
+                if (here / d).is_symlink():  # os.walk lists links to folders here, without entering them
+                    strays.append((prefix + d, "a symbolic link inside the store (librarian never follows it)"))
+                else:
+                    kept.append(d)
+            dirnames[:] = kept
+            for name in sorted(filenames):
+                if name == LOCK_NAME:
+                    continue
+                rel = prefix + name
+                st = (here / name).lstat()
+                if name.startswith(_TMP_PREFIX):
+                    strays.append((rel, "a temp file left by an interrupted change (the next change removes it)"))
+                elif name == JOURNAL_NAME:
+                    strays.append((rel, "an interrupted change left its journal (reindex, or the next publish or gc, finishes it)"))
+                elif not stat.S_ISREG(st.st_mode):
+                    strays.append((rel, f"{kind(st.st_mode)}, not a regular file (never read)"))
+                else:
+                    files.append(StoredFile(rel, st.st_size))
+        return Listing(tuple(files), strays=tuple(sorted(strays)))
 
     def fetch(self, path: str, dest: Path) -> Path:
         """Copy a stored file to ``dest``."""
         self._exists()
         source = self._resolve(path)
-        if not source.is_file():
-            raise StoreError(f"{source}: not in the store")
+        try:
+            with open_regular(source, follow=False):
+                pass
+        except OSError as e:
+            raise StoreError(f"{source}: not in the store ({e.strerror or e})") from e
         _write_atomic(dest, source=source)
         return dest
 
@@ -143,22 +206,31 @@ class LocalStore:
         return self._resolve(path).absolute().as_uri()
 
     def update(self, plan: Planner, default_layout: Layout) -> Applied:
-        """Plan under the lock and apply: wheels first, deletions, then the catalogue with the root last."""
+        """Plan under the lock and apply: journal, wheels, catalogue with the root last, removals, journal gone."""
         self._exists()
         with _locked(self.root):
+            recovered = self._recover(default_layout)
+            self._sweep_temp_files(self.root, deep=False)  # a kill while writing the journal leaves one here
             old = read_index(self, default_layout)
             changes = plan(old)
-            if changes.empty and changes.index == old:
+            # A root out of step with the shards it was read from (a kill between them, by an older
+            # librarian) is rebuilt by any change, even one that changes no wheel.
+            rebuild = changes.rebuild or recovered or self._root_is_stale(old)
+            if changes.empty and changes.index == old and not rebuild:
                 return Applied(changes, str(self.root))
-            self._apply(changes, render_catalogue(old))
+            self._apply(old, changes, rebuild=rebuild)
         return Applied(changes, str(self.root))
 
     def stage(self, uploads: Sequence[Upload], files: Mapping[str, bytes], message: str) -> str:
         """Write wheels, then the small files that describe them (pending entries); the index is not touched."""
         with _locked(self.root):
+            for path in [*(u.path for u in uploads), *files]:
+                self._resolve(path)
+            self._write_journal([], [], [])  # no index change; marks temp files to sweep if killed
             self._write_uploads(uploads, {})
             for path, data in sorted(files.items()):
                 _write_atomic(self._resolve(path), data=data)
+            (self.root / JOURNAL_NAME).unlink(missing_ok=True)
         log.info("%s: %s", self.root, message)
         return str(self.root)
 
@@ -177,27 +249,126 @@ class LocalStore:
                 _write_atomic(target, source=upload.source)
             by_sha.setdefault(upload.sha256, target)
 
-    def _apply(self, changes: Changes, old_catalogue: dict[str, bytes]) -> None:
+    def _write_journal(self, added: Iterable[IndexEntry], unlisted: Iterable[str], deletes: Iterable[str]) -> None:
+        data = {
+            "schema": 1,
+            "add": [e.to_json() for e in added],
+            "unlist": sorted(unlisted),
+            "delete": sorted(deletes),
+        }
+        _write_atomic(self.root / JOURNAL_NAME, data=json.dumps(data, sort_keys=True).encode())
+
+    def _apply(self, old: Index, changes: Changes, *, rebuild: bool = False) -> None:
+        # Every path is checked for links before the first byte is written: a refusal changes nothing.
+        for path in [*(u.path for u in changes.uploads), *changes.deletes]:
+            self._resolve(path)
+        added, unlisted = _changed_entries(old, changes.index)
+        self._write_journal(added, unlisted, changes.deletes)
         by_sha: dict[str, Path] = {}
         for entry in changes.index.entries:
             target = self.root / entry.path
-            if entry.sha256 not in by_sha and target.is_file():
+            if entry.sha256 not in by_sha and target.is_file() and not target.is_symlink():
                 by_sha[entry.sha256] = target
         self._write_uploads(changes.uploads, by_sha)
-        for path in changes.deletes:
-            target = self._resolve(path)
-            target.unlink(missing_ok=True)
-            self._prune_empty_dirs(target.parent)
-        new_catalogue = render_catalogue(changes.index)
-        for path in sorted(set(old_catalogue) - set(new_catalogue)):
-            target = self._resolve(path)
-            target.unlink(missing_ok=True)
-            self._prune_empty_dirs(target.parent)
+        self._write_catalogue(old, changes.index, rebuild)
+        if rebuild:
+            self._sweep_temp_files()
+        # Removals last: until the index no longer lists a wheel, its file stays for readers.
+        self._delete(changes.deletes)
+        (self.root / JOURNAL_NAME).unlink(missing_ok=True)
+
+    def _write_catalogue(self, old: Index, new: Index, rebuild: bool) -> None:
+        """The generated files for ``new``, root last; then those ``new`` no longer renders are removed."""
+        old_catalogue = render_catalogue(old)
+        new_catalogue = render_catalogue(new)
         # The root index last: until it is renamed into place, readers see the old, consistent state.
         for path, data in sorted(new_catalogue.items(), key=lambda kv: kv[0] == ROOT):
             target = self._resolve(path)
-            if old_catalogue.get(path) != data or not target.is_file():
+            if rebuild:
+                if self.read_file(path) != data:
+                    _write_atomic(target, data=data)
+            elif old_catalogue.get(path) != data or not target.is_file():
                 _write_atomic(target, data=data)
+        stale = set(old_catalogue) - set(new_catalogue)
+        if rebuild:
+            stale |= {p for p in self._generated_on_disk() if p not in new_catalogue}
+        self._delete(sorted(stale))
+
+    def _root_is_stale(self, index: Index) -> bool:
+        on_disk = self.read_file(ROOT)
+        return on_disk is not None and on_disk != render_index(index)[ROOT]
+
+    def _generated_on_disk(self) -> set[str]:
+        """The shards and pages in the tree (pending entries are not generated: reindex reads them)."""
+        found = set()
+        for folder in (SHARD_DIR, PAGES_DIR):
+            base = self.root / folder
+            if not base.is_dir() or base.is_symlink():
+                continue
+            for dirpath, dirnames, filenames in os.walk(base):
+                rel = Path(dirpath).relative_to(self.root).as_posix()
+                dirnames[:] = [d for d in dirnames if f"{rel}/{d}" != PENDING_DIR and not d.startswith(".")]
+                found |= {f"{rel}/{n}" for n in filenames if not n.startswith(".")}
+        return found
+
+    def _delete(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            try:
+                target = self._resolve(path)
+            except StoreError as e:
+                log.warning("%s", e)  # a link appeared since the check: leave it for verify to report
+                continue
+            target.unlink(missing_ok=True)
+            self._prune_empty_dirs(target.parent)
+
+    def _recover(self, default_layout: Layout) -> bool:
+        """Finish a change killed half-way (its journal is here) and sweep stale temp files; True if any."""
+        journal = self.root / JOURNAL_NAME
+        try:
+            raw = read_regular(journal, MAX_INDEX_BYTES, follow=False)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise StoreError(f"{journal}: cannot read ({e.strerror or e})") from e
+        added, unlisted, deletes = self._parse_journal(raw, journal)
+        old = read_index(self, default_layout)
+        present = [e for e in added if self._holds(e)]
+        new = old.with_entries(added=present, removed=unlisted)
+        self._write_catalogue(old, new, rebuild=True)
+        self._delete(deletes)
+        self._sweep_temp_files()
+        journal.unlink(missing_ok=True)
+        log.warning("%s: finished a change that was interrupted (%d entries kept, %d removed)",
+                    self.root, len(present), len(unlisted))  # fmt: skip
+        return True
+
+    @staticmethod
+    def _parse_journal(raw: bytes, journal: Path) -> tuple[list[IndexEntry], list[str], list[str]]:
+        try:
+            data = json.loads(raw)
+            added = [IndexEntry.from_json(e, str(journal)) for e in data["add"]]
+            unlisted = [str(p) for p in data["unlist"]]
+            deletes = [str(p) for p in data["delete"]]
+        except (ValueError, KeyError, TypeError, RecursionError, StoreError) as e:
+            raise StoreError(f"{journal}: unreadable journal of an interrupted change ({e}); remove it and run reindex") from e
+        return added, unlisted, deletes
+
+    def _holds(self, entry: IndexEntry) -> bool:
+        """Whether the wheel an interrupted change meant to add is in place, whole (size and sha256)."""
+        try:
+            target = self._resolve(entry.path)
+            st = target.lstat()
+            return stat.S_ISREG(st.st_mode) and st.st_size == entry.size and sha256_file(target) == entry.sha256
+        except (OSError, StoreError):
+            return False
+
+    def _sweep_temp_files(self, top: Path | None = None, *, deep: bool = True) -> None:
+        """Remove temp files under ``top`` (the root); under the lock, every one was left by a change that died."""
+        for dirpath, dirnames, filenames in os.walk(top or self.root):
+            dirnames[:] = [d for d in dirnames if deep and not (Path(dirpath) / d).is_symlink()]
+            for name in filenames:
+                if name.startswith(_TMP_PREFIX):
+                    (Path(dirpath) / name).unlink(missing_ok=True)
 
     def _prune_empty_dirs(self, directory: Path) -> None:
         while directory != self.root and directory.is_relative_to(self.root):

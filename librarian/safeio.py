@@ -1,0 +1,81 @@
+"""Opening files that may be hostile: only regular files are read, and links can be refused. Stdlib only.
+
+A FIFO, a device (``/dev/zero``) or a socket where a wheel or an index file should be would hang a read
+or never end it, so every file librarian reads from a store or a wheel path is opened without blocking
+and checked with ``fstat`` before a byte is read.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
+
+
+class NotRegular(OSError):
+    """The path is not a regular file (a FIFO, device, socket, folder or, with ``follow=False``, a link)."""
+
+
+def kind(mode: int) -> str:
+    """What a file of ``st_mode`` is, in words: ``a FIFO``, ``a device``, ..."""
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "not a regular file"
+
+
+def open_regular(path: Path, *, follow: bool = True) -> BinaryIO:
+    """Open ``path`` for reading if it is a regular file; :class:`NotRegular` (an OSError) if not.
+
+    The open does not block (a FIFO with no writer would), and with ``follow=False`` a symbolic link as
+    the last component is refused rather than followed.
+    """
+    flags = os.O_RDONLY | _NONBLOCK | _BINARY | (0 if follow else _NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP and not follow:
+            raise NotRegular(errno.ELOOP, "a symbolic link (librarian does not follow links in a store)", str(path)) from e
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegular(errno.EINVAL, f"{kind(mode)}, not a regular file", str(path))
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: Path, limit: int, *, follow: bool = True) -> bytes:
+    """A regular file's bytes, refusing past ``limit`` bytes (:class:`NotRegular` or ``OSError``)."""
+    with open_regular(path, follow=follow) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"over {limit} bytes, too big to read whole", str(path))
+    return data
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    """The sha256 of a regular file as hex, read in chunks."""
+    h = hashlib.sha256()
+    with open_regular(path) as f:
+        while data := f.read(chunk):
+            h.update(data)
+    return h.hexdigest()

@@ -1,0 +1,116 @@
+"""SIGKILL during publish and gc (issue 10): afterwards ``verify`` passes, or names what ``reindex`` repairs.
+
+Opt-in (``-m hostile_slow``): each trial copies a small store, starts ``librarian publish`` or ``gc --yes``
+in a child process, kills it with SIGKILL after a random delay spread over the command's usual run time,
+then checks the store: verify exits 0, or exits 1 and, after ``reindex``, exits 0; and no wheel the index
+lists is missing or torn (verify checks sizes and sha256). ``LIBRARIAN_CRASH_TRIALS`` sets the count.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.hostile.helpers import FLAGS, build, cli
+
+ROOT = Path(__file__).resolve().parents[2]
+WHEELS = 12
+
+
+def _child(argv: list[str], cwd: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("LIBRARIAN_REPO", None)
+    return subprocess.Popen([sys.executable, "-m", "librarian", *argv], cwd=cwd, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
+def _template(base: Path) -> tuple[Path, list[Path]]:
+    """A store holding torch 2.7 and 2.8 wheels, and a batch of new wheels to publish into it."""
+    dist = base / "dist"
+    for torch in ("2.7", "2.8"):
+        old = [build(dist / torch, f"pkg{i}", "0.1.0", data_files={"data/blob.bin": os.urandom(200_000)})
+               for i in range(WHEELS)]  # fmt: skip
+        result = cli("publish", *map(str, old), "--sm", "89", "--torch", torch, "--cuda", "12.8", "--repo", "S", cwd=base)
+        assert result.returncode == 0, result.stderr
+    new = [build(dist / "new", f"pkg{i}", "0.2.0", data_files={"data/blob.bin": os.urandom(300_000)}) for i in range(WHEELS)]
+    return base / "S", new
+
+
+JOURNAL = ".librarian-journal.json"
+
+
+def _wait_for(child: subprocess.Popen[bytes], path: Path, limit: float) -> float | None:
+    """Poll until ``path`` exists (the change has begun); the time it took, or None if it never did."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit and child.poll() is None:
+        if path.exists():
+            return time.perf_counter() - start
+        time.sleep(0.0005)
+    return None
+
+
+def _timed(argv: list[str], cwd: Path) -> tuple[float, float]:
+    """The command's run time, and how long its change to the store (journal to exit) lasts."""
+    start = time.perf_counter()
+    child = _child(argv, cwd)
+    began = _wait_for(child, cwd / "S" / JOURNAL, 120)
+    assert child.wait(timeout=120) == 0
+    total = time.perf_counter() - start
+    return total, total - (began if began is not None else total)
+
+
+@pytest.mark.hostile_slow
+def test_sigkill_during_publish_and_gc_is_repaired(tmp_path: Path) -> None:
+    trials = int(os.environ.get("LIBRARIAN_CRASH_TRIALS", "80"))
+    rng = random.Random(20261201)
+    template, new = _template(tmp_path / "template")
+    commands = {
+        "publish": ["publish", *map(str, new), *FLAGS, "--repo", "S"],
+        "gc": ["gc", "--drop-torch", "2.7", "--yes", "--allow-empty", "--repo", "S"],
+    }
+    usual = {}
+    for name, argv in commands.items():
+        probe = tmp_path / f"probe-{name}"
+        shutil.copytree(template, probe / "S", symlinks=True)
+        usual[name] = _timed(argv, probe)
+    outcomes: Counter[str] = Counter()
+    for trial in range(trials):
+        name = "publish" if trial % 2 == 0 else "gc"
+        work = tmp_path / f"t{trial}"
+        shutil.copytree(template, work / "S", symlinks=True)
+        child = _child(commands[name], work)
+        run_time, change_time = usual[name]
+        if trial % 4 == 0:  # a quarter of the kills at any moment of the run, the rest inside the change
+            time.sleep(rng.uniform(0.3, 1.05) * run_time)
+        elif _wait_for(child, work / "S" / JOURNAL, 2 * run_time) is not None:
+            time.sleep(rng.uniform(0, 0.6) * change_time)
+        killed = child.poll() is None
+        if killed:
+            child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+        verify = cli("verify", "--repo", "S", cwd=work)
+        assert verify.returncode in (0, 1), verify.stderr
+        assert "Traceback" not in verify.stderr
+        if verify.returncode == 1:
+            problems = verify.stdout
+            assert "in the index but not in the store" not in problems, problems  # nothing listed is gone
+            assert "sha256" not in problems and "size" not in problems, problems  # nothing torn
+            repaired = cli("reindex", "--repo", "S", cwd=work)
+            assert repaired.returncode == 0, repaired.stderr + repaired.stdout
+            again = cli("verify", "--repo", "S", cwd=work)
+            assert again.returncode == 0, f"trial {trial} ({name}): reindex left {again.stdout}"
+            outcomes[f"{name}: killed, verify named it, reindex repaired it"] += 1
+        else:
+            outcomes[f"{name}: {'killed' if killed else 'finished'}, verify passed"] += 1
+        shutil.rmtree(work)
+    sys.stderr.write(f"crash trials: {trials}, usual run times {usual}: {dict(outcomes)}\n")
+    assert sum(v for k, v in outcomes.items() if "repaired" in k) > 0  # the kills reached the window

@@ -1,0 +1,161 @@
+"""Hostile inputs (issue 10, items 6-9 and 11): index content, crafted zips, huge metadata, lying wheels."""
+
+from __future__ import annotations
+
+import json
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Run
+from tests.hostile import mutants
+from tests.hostile.helpers import FLAGS, assert_one_line, build, cli_rss
+
+WHEEL = f"tinykern-0.1.0-{mutants.TAGS}.whl"
+
+
+@pytest.fixture
+def store(run: Run, tmp_path: Path) -> Path:
+    assert run("publish", str(build(tmp_path / "dist")), *FLAGS).code == 0
+    return tmp_path / "wheelhouse"
+
+
+def _entry_text(store: Path, **raw: str) -> str:
+    """The shard's text with the first entry's fields replaced by raw JSON text."""
+    data = json.loads((store / "index/tinykern.json").read_text())
+    entry = data["wheels"][0]
+    marker = {k: f"@@{k}@@" for k in raw}
+    entry.update(marker)
+    text = json.dumps(data)
+    for k, v in raw.items():
+        text = text.replace(f'"@@{k}@@"', v)
+    return text
+
+
+@pytest.mark.parametrize(
+    ("shard", "needle"),
+    [
+        (lambda s: _entry_text(s, size="1e400"), "'size' is a JSON float"),
+        (lambda s: '{"schema": 1, "package": "tinykern", "wheels": [7]}', "wheels[0]: malformed index entry"),
+        (lambda s: '{"schema": 1, "wheels": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+        (lambda s: _entry_text(s, facts='"x"'), "'facts' is a JSON str"),
+        (lambda s: _entry_text(s, facts='{"binaries": [{"sass": "x"}]}'), "malformed index entry"),
+        (lambda s: _entry_text(s, facts='{"binaries": [{"path": "a", "format": "zzz"}]}'), "malformed index entry"),
+        (lambda s: _entry_text(s, size="-1"), "out of range"),
+        (lambda s: _entry_text(s, sha256='"abc"'), "not 64 hex digits"),
+        (lambda s: _entry_text(s, size="1" * 5000), "not valid JSON"),
+        (lambda s: _entry_text(s, size="NaN"), "not valid JSON"),
+        (lambda s: _entry_text(s, cell="[]"), "'cell' is a JSON list"),
+    ],
+)
+@pytest.mark.parametrize("command", [("verify",), ("ls",), ("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11"), ("gc", "--drop-torch", "2.4", "--yes")])
+def test_item6_hostile_index_content_is_one_line(run: Run, store: Path, shard, needle: str, command: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    (store / "index/tinykern.json").write_text(shard(store))
+    result = run(*command)
+    assert result.code == 2
+    assert_one_line(result.err, "index/tinykern.json", needle)
+
+
+@pytest.mark.parametrize(
+    "root",
+    ['{"schema": 1, "layout": {"name": "w", "path": "{package}/sm{sm}/torch{torch}-cu{cuda}/{filename}"}, "packages": {"tinykern": 3}}',
+     '{"schema": 1, "layout": 5, "packages": {}}', '{"schema": 1, "layout": {"name": "w", "path": "{package}/sm{sm}/torch{torch}-cu{cuda}/{filename}"}, "packages": {"../x": {"shard": "index/../x.json"}}}',
+     "[" * 100_000],
+)
+def test_item6_hostile_root_is_one_line(run: Run, store: Path, root: str) -> None:
+    (store / "index.json").write_text(root)
+    result = run("verify")
+    assert result.code == 2
+    assert_one_line(result.err, "index.json")
+
+
+CRAFTED = {
+    "version_needed_0x80": mutants.version_needed,
+    "utf8_flag_on_latin1_name": mutants.utf8_flag_on_latin1_name,
+    "empty_member_name": mutants.empty_member_name,
+}
+
+
+@pytest.mark.parametrize("craft", sorted(CRAFTED))
+@pytest.mark.parametrize("command", [("inspect",), ("retag", "--torch", "2.8", "--cuda", "12.8", "-o", "out"), ("publish", *FLAGS), ("doctor", "--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--python", "3.11")])
+def test_item7_crafted_zips_are_one_line(run: Run, tmp_path: Path, craft: str, command: tuple[str, ...]) -> None:
+    wheel = tmp_path / WHEEL
+    wheel.write_bytes(CRAFTED[craft](mutants.good_wheel_bytes()))
+    result = run(command[0], str(wheel), *command[1:])
+    assert result.code == 2, result
+    assert_one_line(result.err, WHEEL)
+    assert not (tmp_path / "wheelhouse").exists()
+
+
+@pytest.mark.parametrize("command", [("retag", "--torch", "2.8", "--cuda", "12.8", "-o", "out"), ("publish", *FLAGS), ("inspect",)])
+def test_item8_huge_metadata_is_refused_in_bounded_memory(tmp_path: Path, command: tuple[str, ...]) -> None:
+    wheel = mutants.huge_metadata(tmp_path / "dist", WHEEL)
+    assert wheel.stat().st_size < 200_000
+    result, rss_mb, err = cli_rss(command[0], str(wheel), *command[1:], cwd=tmp_path)
+    assert rss_mb < 300, rss_mb  # the interpreter and imports alone take ~145 MB; before the fix: 745 MB
+    if command[0] != "inspect":  # inspect reads no METADATA
+        assert result.returncode == 2
+        assert_one_line(err, "METADATA", "over the")
+
+
+LIARS = {
+    "metadata_name_of_another_project": ({"metadata_name": "evilpkg"}, "METADATA Name: evilpkg"),
+    "dist_info_case_differs": ({"dist_info": "TinyKern-0.1.0.dist-info"}, "its .dist-info is TinyKern-0.1.0"),
+    "wheel_tag_contradicts_the_filename": ({"wheel_tags": "cp39-cp39-win_amd64"}, "WHEEL Tag: cp39-cp39-win_amd64"),
+}
+
+
+@pytest.mark.parametrize("liar", sorted(LIARS))
+def test_item9_publish_refuses_what_verify_rejects(run: Run, tmp_path: Path, liar: str) -> None:
+    kwargs, needle = LIARS[liar]
+    wheel = mutants.raw_wheel(tmp_path / "dist", WHEEL, mutants.standard_members(**kwargs))  # type: ignore[arg-type]
+    result = run("publish", str(wheel), *FLAGS)
+    assert result.code == 2
+    assert_one_line(result.err, needle)
+    assert not (tmp_path / "wheelhouse").exists()
+    version = "0.1.0+cu128torch2.8"
+    kwargs = {k: v.replace("0.1.0", version) for k, v in kwargs.items()}
+    labelled = mutants.raw_wheel(tmp_path / "dist2", WHEEL.replace("0.1.0", version),
+                                 mutants.standard_members(version=version, **kwargs))  # type: ignore[arg-type]  # fmt: skip
+    again = run("publish", str(labelled), *FLAGS)
+    assert again.code == 2
+    assert_one_line(again.err, needle)
+
+
+def test_item9_publish_refuses_a_wheel_without_WHEEL(run: Run, tmp_path: Path) -> None:
+    members = mutants.standard_members()
+    del members["tinykern-0.1.0.dist-info/WHEEL"]
+    result = run("publish", str(mutants.raw_wheel(tmp_path / "dist", WHEEL, members)), *FLAGS)
+    assert result.code == 2
+    assert_one_line(result.err, "no tinykern-0.1.0")
+    assert not (tmp_path / "wheelhouse").exists()
+
+
+def test_item9_symlink_members_are_warned_about(run: Run, tmp_path: Path) -> None:
+    members = {**mutants.standard_members(), "tinykern/link.py": b"__init__.py"}
+    wheel = mutants.raw_wheel(tmp_path / "dist", WHEEL, members, modes={"tinykern/link.py": 0o120777})
+    result = run("publish", str(wheel), *FLAGS)
+    assert result.code == 0, result.err
+    assert "symbolic link" in result.err and "tinykern/link.py" in result.err
+
+
+def many_members(directory: Path, count: int) -> Path:
+    members = mutants.standard_members()
+    members.update({f"tinykern/data/f{i:05d}.txt": b"x" for i in range(count)})
+    return mutants.raw_wheel(directory, WHEEL, members)
+
+
+def test_item11_per_member_work_is_constant(run: Run, tmp_path: Path) -> None:
+    """Publishing and deep-verifying 20,000 members costs about 10x 2,000 (no quadratic scans)."""
+    timings = []
+    for count in (2_000, 20_000):
+        wheel = many_members(tmp_path / f"dist{count}", count)
+        start = time.perf_counter()
+        assert run("publish", str(wheel), *FLAGS, "--repo", f"S{count}").code == 0
+        assert run("verify", "--deep", "--repo", f"S{count}").code == 0
+        timings.append(time.perf_counter() - start)
+    assert timings[1] < 25 * max(timings[0], 0.05), timings
+    with zipfile.ZipFile(wheel) as zf:
+        assert len(zf.infolist()) == 20_004
