@@ -364,7 +364,7 @@ def gc(
     store, layout = _settings(repo)
     report = do_gc(store, layout, policy, act=yes, purge=purge, allow_empty=allow_empty)
     if as_json:
-        _emit_json({"schema": 1, "repo": store.location, "acted": yes, "freed": report.freed, "commit": report.commit or None,
+        _emit_json({"schema": 1, "repo": store.location, "acted": yes, "freed": report.freed, "files_freed": report.files, "commit": report.commit or None,
                     "emptied": list(report.emptied),
                     "remove": [{"path": r.entry.path, "reason": r.reason, "size": r.entry.size} for r in report.removals],
                     "purge": [{"sha256": b.sha256, "size": b.size, "name": b.name} for b in report.purge]})
@@ -376,6 +376,7 @@ def gc(
     purged = sum(b.size for b in report.purge) / 1e6
     tail = f"; {len(report.purge)} LFS object(s), {purged:.1f} MB, deleted for good" if report.purge else ""
     size = report.freed / 1e6
+    tail += f"; {report.files} file(s) in all, pages and shards included" if report.removals else ""
     if yes:
         _out(f"removed {len(report.removals)} wheel file(s), {size:.1f} MB of stored content, from {store.location}{tail}")
         if report.commit:
@@ -386,6 +387,7 @@ def gc(
         if report.emptied:
             _out(f"warning: this plan removes every wheel of {', '.join(report.emptied)}; --yes needs --allow-empty")
         will = f"; {len(report.purge)} LFS object(s), {purged:.1f} MB, would be deleted for good" if report.purge else ""
+        will += f"; {report.files} file(s) in all, pages and shards included" if report.removals else ""
         _out(f"plan: remove {len(report.removals)} wheel file(s), {size:.1f} MB of stored content, from {store.location}{will}; nothing changed (pass --yes to act)")
 
 

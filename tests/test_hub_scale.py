@@ -227,3 +227,83 @@ def test_local_store_stages_files_and_a_manifest(run: Run, tmp_path: Path) -> No
     assert done.code == 0, done.err
     assert "merged 2 staged wheel(s), from 1 manifest(s)" in done.out
     assert run("verify").code == 0
+
+
+def test_ls_counts_the_store_files_against_the_guidance_and_gc_says_what_it_frees(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import librarian.ops.ls as ls_module
+
+    combo = ("--sm", "89", "--cuda", "12.8")
+    assert run("publish", *wheels(tmp_path / "a", 2), *combo, "--torch", "2.8").code == 0
+    assert run("publish", *wheels(tmp_path / "b", 1, prefix="old"), *combo, "--torch", "2.7").code == 0
+    listed = json.loads(run("ls", "--json").out)
+    # 3 wheels, 3 shards, 2 pages (one per sm and combo), the root index
+    assert listed["files"] == {"count": 9, "guidance": 100_000, "share": 0.0001, "warning": False}
+    assert "files" not in json.loads(run("ls", "pkg0", "--json").out)  # part of the index: no count
+
+    monkeypatch.setattr(ls_module, "FILE_GUIDANCE", 10)
+    warned = run("ls", "--json")
+    assert json.loads(warned.out)["files"]["warning"] is True
+    assert "9 files, 90% of the Hub's guidance of 10 files per repo" in warned.err
+
+    plan = run("gc", "--drop-torch", "2.7")
+    assert "3 file(s) in all, pages and shards included" in plan.out  # the wheel, its shard and its page
+    done = json.loads(run("gc", "--drop-torch", "2.7", "--yes", "--allow-empty", "--json").out)
+    assert done["files_freed"] == 3
+    assert json.loads(run("ls", "--json").out)["files"]["count"] == 6
+
+
+def test_rate_limit_wait_reads_retry_after_then_the_hubs_words() -> None:
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from librarian.stores.hub_http import rate_limit_wait
+
+    def error(headers: dict[str, str], message: str = "") -> HfHubHTTPError:
+        response = httpx2.Response(429, headers=headers, request=httpx2.Request("POST", "http://hub/api/x"))
+        e = HfHubHTTPError("429", response=response)
+        e.server_message = message
+        return e
+
+    assert rate_limit_wait(error({"Retry-After": "2580"})) == 2580
+    assert rate_limit_wait(error({"ratelimit": '"api";r=0;t=55'})) == 55
+    words = "You have exceeded the rate limit for repository commits (128 per hour). You can retry this action in 43 minutes."
+    assert rate_limit_wait(error({}, words)) == 43 * 60
+    assert rate_limit_wait(error({}, "slow down")) is None
+
+
+def test_manifests_merge_once_and_refuse_two_byte_strings_at_one_path(tmp_path: Path) -> None:
+    from librarian.errors import BadInput
+    from librarian.index import IndexEntry
+    from librarian.manifest import Manifest, merge_manifests, parse_manifest, render_manifest
+
+    def entry(sha: str) -> IndexEntry:
+        data = {"path": "pkg/sm89/torch2.8-cu128/pkg-1.0+cu128torch2.8-cp311-cp311-linux_x86_64.whl", "sha256": sha,
+                "size": 10, "cell": {"package": "pkg", "sm": "sm_89", "torch": "2.8", "cuda": "12.8"}}
+        return IndexEntry.from_json(data, "test")
+
+    one = Manifest(REPO, "main", "a" * 40, "now", (entry("1" * 64),))
+    back = parse_manifest(render_manifest(one), "m.json")
+    assert back == one
+    assert merge_manifests([("a", one), ("b", back)]) == one.entries
+    other = Manifest(REPO, "main", None, "now", (entry("2" * 64),))
+    with pytest.raises(BadInput, match="staged with other bytes by a and c"):
+        merge_manifests([("a", one), ("c", other)])
+    with pytest.raises(BadInput, match="not a stage manifest"):
+        parse_manifest(b'{"schema": 1}', "x.json")
+
+
+def test_a_big_gc_drops_the_entries_first_and_the_files_after(run: Run, loophub: LoopHub, tmp_path: Path, small_commits: None) -> None:
+    old = wheels(tmp_path / "old", 15, versions=10, prefix="old")
+    assert run("publish", *old, "--sm", "89", "--torch", "2.7", "--cuda", "12.8", "--repo", REPO, "--create").code == 0
+    assert run("publish", *wheels(tmp_path / "new", 1), *FLAGS).code == 0
+    before = len(history(loophub))
+    result = run("gc", "--drop-torch", "2.7", "--yes", "--allow-empty", "--repo", REPO)
+    assert result.code == 0, result.err
+    commits = history(loophub)[before:]
+    assert len(commits) == 2 and "part 1 of 2" in commits[0][1]
+    first = commits[0][0]
+    assert len(indexed(loophub, first)) == 1 and len(stored(loophub, first)) > 1  # the index first: extra files only
+    assert indexed(loophub) == stored(loophub) and len(stored(loophub)) == 1
+    assert run("verify", "--repo", REPO).code == 0
