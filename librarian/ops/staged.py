@@ -36,10 +36,24 @@ class ManifestOptions:
     allow_unknown_combo: bool = False
 
 
-def read_manifests(paths: Sequence[Path], store: Store) -> tuple[IndexEntry, ...]:
-    """Every entry of the manifests at ``paths``, each checked to be for ``store``."""
-    loaded: list[tuple[str, Manifest]] = []
+def expand_manifests(paths: Sequence[Path]) -> list[Path]:
+    """The manifest files ``paths`` name: files as given, folders by their ``*.json`` (as CI downloads artifacts)."""
+    files: list[Path] = []
     for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.json") if p.is_file())
+            if not found:
+                raise BadInput(f"{path}: no manifest (*.json) in this folder")
+            files += found
+        else:
+            files.append(path)
+    return files
+
+
+def read_manifests(paths: Sequence[Path], store: Store) -> tuple[IndexEntry, ...]:
+    """Every entry of the manifests at ``paths`` (a folder: every ``*.json`` under it), each checked to be for ``store``."""
+    loaded: list[tuple[str, Manifest]] = []
+    for path in expand_manifests(paths):
         try:
             text = path.read_bytes()
         except OSError as e:
@@ -98,7 +112,7 @@ def reindex_manifests(
         holder[:] = [merged]
         return changes
 
-    report = ReindexReport(store.location, dropped=dropped, manifests=len(paths))
+    report = ReindexReport(store.location, dropped=dropped, manifests=len(expand_manifests(paths)))
     if dry_run:
         planner(read_index(store, default_layout))
         return _with(report, holder[0])
