@@ -12,6 +12,7 @@ wheel ended up in the index.
 
     .venv/bin/python benchmarks/bench_hub_publish.py                 # 8, 32 and 64 jobs, 2 wheels each
     .venv/bin/python benchmarks/bench_hub_publish.py --jobs 64 --wheels 5 --pattern manifest
+    .venv/bin/python benchmarks/bench_hub_publish.py --jobs 48 --commit-limit 32   # a budget smaller than the matrix
 """
 
 from __future__ import annotations
@@ -93,10 +94,11 @@ def _indexed(hub: LoopHub) -> int:
     return sum(len(json.loads(files[p["shard"]])["wheels"]) for p in root["packages"].values())
 
 
-def bench(pattern: str, jobs: int, per_job: int, size: int, work: Path) -> Outcome:
+def bench(pattern: str, jobs: int, per_job: int, size: int, work: Path, commit_limit: int | None = None) -> Outcome:
     """One fresh hub, ``jobs`` concurrent publishers of ``per_job`` wheels each, in ``pattern``."""
     work.mkdir(parents=True)
     with LoopHub(work / "hub") as hub:
+        hub.limit_commits(commit_limit)  # huggingface.co: 128 per hour per repo, then 429
         env = client_env(hub.url, work / "hf-home")
         from huggingface_hub import HfApi
 
@@ -127,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheels", type=int, default=2, help="wheels per job (default 2)")
     parser.add_argument("--size", type=int, default=256, help="random bytes in each wheel (default 256)")
     parser.add_argument("--pattern", choices=("direct", "stage", "manifest", "all"), default="all")
+    parser.add_argument("--commit-limit", type=int, default=None, help="commits per hour the hub allows (the Hub: 128)")
     args = parser.parse_args(argv)
     patterns = ("direct", "stage", "manifest") if args.pattern == "all" else (args.pattern,)
     print(f"{os.cpu_count()} CPUs; {args.wheels} wheel(s) per job of {args.size} random bytes", flush=True)
@@ -135,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-hub-publish-") as tmp:
         for jobs in args.jobs:
             for pattern in patterns:
-                outcome = bench(pattern, jobs, args.wheels, args.size, Path(tmp) / f"{pattern}-{jobs}")
+                outcome = bench(pattern, jobs, args.wheels, args.size, Path(tmp) / f"{pattern}-{jobs}", args.commit_limit)
                 print(outcome.row(), flush=True)
                 bad += outcome.indexed != outcome.wheels or outcome.failed > 0
     return 1 if bad else 0

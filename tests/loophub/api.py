@@ -336,43 +336,43 @@ class HubApi:
         if not lines or lines[0].get("key") != "header":
             raise HubError(400, "The commit body must start with a header line")
         header = lines[0].get("value") or {}
-        self._check_commit_budget(f"{repo.type}:{repo.id}")
-        cc = self.plan.take_concurrent(repo.type, repo.id, branch)
-        if cc is not None:
-            # Another writer lands first, so this commit's parentCommit (if any) is now stale.
-            ops = [
-                {"key": "file", "value": {"path": p, "content": base64.b64encode(b).decode()}}
-                for p, b in cc.files.items()
-            ]
-            self.storage.commit(repo, branch, ops, cc.title, "", None, "concurrent-writer")
-        commit = self.storage.commit(
-            repo,
-            branch,
-            lines[1:],
-            str(header.get("summary", "")),
-            str(header.get("description", "")),
-            header.get("parentCommit"),
-            self.config.user,
-        )
+        # Check, commit and count as one step, so that racing commits cannot overrun the limit.
         with self._limit_lock:
+            self._check_commit_budget(f"{repo.type}:{repo.id}")
+            cc = self.plan.take_concurrent(repo.type, repo.id, branch)
+            if cc is not None:
+                # Another writer lands first, so this commit's parentCommit (if any) is now stale.
+                ops = [
+                    {"key": "file", "value": {"path": p, "content": base64.b64encode(b).decode()}}
+                    for p, b in cc.files.items()
+                ]
+                self.storage.commit(repo, branch, ops, cc.title, "", None, "concurrent-writer")
+            commit = self.storage.commit(
+                repo,
+                branch,
+                lines[1:],
+                str(header.get("summary", "")),
+                str(header.get("description", "")),
+                header.get("parentCommit"),
+                self.config.user,
+            )
             self.commit_times[f"{repo.type}:{repo.id}"].append(time.monotonic())
             self.commit_counts[f"{repo.type}:{repo.id}"] += 1
         url = f"{repo_url(req.base, repo.type, repo.id)}/commit/{commit.id}"
         return json_reply({"success": True, "commitOid": commit.id, "commitUrl": url, "hookOutput": ""})
 
     def _check_commit_budget(self, key: str) -> None:
-        """429 past ``commit_limit`` commits in the window, worded as huggingface.co words it, with Retry-After."""
+        """(Under ``_limit_lock``.) 429 past ``commit_limit`` commits in the window, worded as huggingface.co words it, with Retry-After."""
         limit = self.config.commit_limit
         if limit is None:
             return
         window = float(self.config.commit_window_s)
-        with self._limit_lock:
-            times, now = self.commit_times[key], time.monotonic()
-            while times and times[0] <= now - window:
-                times.popleft()
-            if len(times) < limit:
-                return
-            wait = max(1, math.ceil(times[0] + window - now))
+        times, now = self.commit_times[key], time.monotonic()
+        while times and times[0] <= now - window:
+            times.popleft()
+        if len(times) < limit:
+            return
+        wait = max(1, math.ceil(times[0] + window - now))
         per = "hour" if window == 3600 else f"{window:g} seconds"
         when = f"{math.ceil(wait / 60)} minutes" if wait >= 60 else f"{wait} seconds"
         raise HubError(
