@@ -307,3 +307,18 @@ def test_a_big_gc_drops_the_entries_first_and_the_files_after(run: Run, loophub:
     assert len(indexed(loophub, first)) == 1 and len(stored(loophub, first)) > 1  # the index first: extra files only
     assert indexed(loophub) == stored(loophub) and len(stored(loophub)) == 1
     assert run("verify", "--repo", REPO).code == 0
+
+
+def test_pieces_put_wheels_first_the_index_whole_and_deletions_last() -> None:
+    from librarian.stores.pieces import plan_pieces
+
+    def sizes(adds: int, catalogue: int, deletes: int) -> list[tuple[int, int, int]]:
+        pieces = plan_pieces([("a", i) for i in range(adds)], [("c", i) for i in range(catalogue)],
+                             [("d", i) for i in range(deletes)], 100)  # fmt: skip
+        return [tuple(sum(1 for k, _ in p if k == kind) for kind in "acd") for p in pieces]  # type: ignore[misc]
+
+    assert sizes(24, 27, 0) == [(24, 27, 0)]  # fits: one commit
+    assert sizes(150, 18, 0) == [(100, 0, 0), (50, 18, 0)]
+    assert sizes(128, 131, 0) == [(100, 0, 0), (28, 0, 0), (0, 131, 0)]  # the index is never split
+    assert sizes(0, 18, 120) == [(0, 18, 82), (0, 0, 38)]
+    assert sizes(0, 0, 0) == []

@@ -74,6 +74,7 @@ from librarian.stores.hub_http import (
     retrying,
     server_words,
 )
+from librarian.stores.pieces import plan_pieces
 
 log = logging.getLogger(__name__)
 
@@ -534,15 +535,7 @@ class HubStore:
         catalogue = self._catalogue_ops(old, changes)
         if len(adds) + len(deletes) + len(catalogue) > cap:
             adds = self._not_there_yet(adds, changes.uploads, parent)
-        pieces: list[list[Any]] = [adds[i : i + cap] for i in range(0, len(adds), cap)]
-        final = catalogue + deletes[: max(0, cap - len(catalogue))]
-        rest = deletes[len(final) - len(catalogue) :]
-        if pieces and len(pieces[-1]) + len(final) <= cap:
-            pieces[-1] += final
-        else:
-            pieces.append(final)
-        pieces += [rest[i : i + cap] for i in range(0, len(rest), cap)]
-        pieces = [p for p in pieces if p]
+        pieces = plan_pieces(adds, catalogue, deletes, cap)
         urls: list[str] = []
         for n, ops in enumerate(pieces, start=1):
             message = changes.message if len(pieces) == 1 else f"{changes.message} (part {n} of {len(pieces)})"
