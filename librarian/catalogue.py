@@ -14,7 +14,7 @@ from collections import defaultdict
 from urllib.parse import quote
 
 from librarian.coords import format_version
-from librarian.index import Index, IndexEntry, render_index
+from librarian.index import ROOT, Index, IndexEntry, render_index, shard_path
 
 PAGES_DIR = "pages"
 
@@ -51,6 +51,11 @@ def render_pages(index: Index) -> dict[str, bytes]:
 def render_catalogue(index: Index) -> dict[str, bytes]:
     """All generated files of a store for this index: index root and shards, pip pages."""
     return {**render_pages(index), **render_index(index)}
+
+
+def catalogue_paths(index: Index) -> frozenset[str]:
+    """The generated files' paths for this index (what :func:`render_catalogue` writes), without rendering them."""
+    return frozenset({page_path(e) for e in index.entries} | {shard_path(p) for p in index.packages()} | {ROOT})
 
 
 def is_generated(path: str) -> bool:

@@ -252,6 +252,7 @@ def publish(
     allow_unknown_combo: Annotated[bool, typer.Option("--allow-unknown-combo", help="Accept a torch/CUDA combo PyTorch never shipped.")] = False,
     create: Annotated[bool, typer.Option("--create", help="Create the Hub dataset repo if it does not exist.")] = False,
     stage: Annotated[bool, typer.Option("--stage", help="Fan-in: store the wheels and pending entries only; one final 'librarian reindex' indexes them.")] = False,
+    manifest: Annotated[Path | None, typer.Option("--manifest", help="With --stage: upload the bytes only (no commit) and write the entries to FILE, for 'reindex --manifest'.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Label, check and file wheels into the store, in one atomic change with the index (or --stage them)."""
@@ -277,10 +278,13 @@ def publish(
         allow_unknown_combo=allow_unknown_combo,
         layout=layout,
     )
-    plan = do_publish(store, wheels, options, dry_run=dry_run, stage=stage)
+    if manifest is not None and not stage:
+        raise BadInput("--manifest: goes with --stage (publish --stage --manifest FILE)")
+    plan = do_publish(store, wheels, options, dry_run=dry_run, stage=stage, manifest=manifest)
     if as_json:
         _emit_json({
             "schema": 1, "repo": store.location, "dry_run": dry_run, "staged": stage, "commit": plan.commit or None,
+            "manifest": str(manifest) if manifest is not None and not dry_run else None,
             "filings": [{"path": f.path, "action": f.action, "source": str(f.wheel.source), "sha256": f.wheel.sha256} for f in plan.filings],
         })
         return
@@ -291,6 +295,8 @@ def publish(
     done = "would be written" if dry_run else "written"
     if stage:
         done = "would be staged" if dry_run else "staged (awaiting 'librarian reindex')"
+    if stage and manifest is not None and not dry_run:
+        done = f"staged, no commit (manifest {manifest}; 'librarian reindex --manifest' indexes them)"
     _out(f"{count} file(s) {done} to {store.location}" + (" (dry run: nothing changed)" if dry_run else ""))
     if plan.commit:
         _out(f"commit {plan.commit}")
@@ -301,14 +307,24 @@ def reindex(
     repo: RepoOpt = None,
     adopt: Annotated[bool, typer.Option("--adopt", help="Also index wheels in the tree that have no entry, from their paths.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be merged; change nothing.")] = False,
+    manifest: Annotated[list[Path] | None, typer.Option("--manifest", help="Merge the wheels these 'publish --stage --manifest' files (or folders of them) staged, in one commit (repeatable).")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="With --manifest: overwrite a different wheel at the same path.")] = False,
+    allow_unknown_combo: Annotated[bool, typer.Option("--allow-unknown-combo", help="With --manifest: accept a torch/CUDA combo PyTorch never shipped.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Fan-in: merge every staged entry (publish --stage) into the index, in one commit. Exit 1 if any was dropped."""
     from librarian.ops.reindex import reindex as do_reindex
     from librarian.ops.reindex import reindex_json, render_reindex
+    from librarian.ops.staged import ManifestOptions, reindex_manifests
 
+    if manifest and adopt:
+        raise BadInput("--adopt: not with --manifest (run 'reindex --adopt' on its own)")
     store, layout = _settings(repo)
-    report = do_reindex(store, layout, adopt=adopt, dry_run=dry_run)
+    if manifest:
+        options = ManifestOptions(replace=replace, allow_unknown_combo=allow_unknown_combo)
+        report = reindex_manifests(store, layout, manifest, options, dry_run=dry_run)
+    else:
+        report = do_reindex(store, layout, adopt=adopt, dry_run=dry_run)
     if as_json:
         _emit_json({"schema": 1, "dry_run": dry_run, **reindex_json(report)})
     else:
@@ -457,7 +473,7 @@ def gc(
     store, layout = _settings(repo)
     report = do_gc(store, layout, policy, act=yes, purge=purge, allow_empty=allow_empty)
     if as_json:
-        _emit_json({"schema": 1, "repo": store.location, "acted": yes, "freed": report.freed, "commit": report.commit or None,
+        _emit_json({"schema": 1, "repo": store.location, "acted": yes, "freed": report.freed, "files_freed": report.files, "commit": report.commit or None,
                     "emptied": list(report.emptied),
                     "remove": [{"path": r.entry.path, "reason": r.reason, "size": r.entry.size} for r in report.removals],
                     "purge": [{"sha256": b.sha256, "size": b.size, "name": b.name} for b in report.purge]})
@@ -469,6 +485,7 @@ def gc(
     purged = sum(b.size for b in report.purge) / 1e6
     tail = f"; {len(report.purge)} LFS object(s), {purged:.1f} MB, deleted for good" if report.purge else ""
     size = report.freed / 1e6
+    tail += f"; {report.files} file(s) in all, pages and shards included" if report.removals else ""
     if yes:
         _out(f"removed {len(report.removals)} wheel file(s), {size:.1f} MB of stored content, from {store.location}{tail}")
         if report.commit:
@@ -479,6 +496,7 @@ def gc(
         if report.emptied:
             _out(f"warning: this plan removes every wheel of {', '.join(report.emptied)}; --yes needs --allow-empty")
         will = f"; {len(report.purge)} LFS object(s), {purged:.1f} MB, would be deleted for good" if report.purge else ""
+        will += f"; {report.files} file(s) in all, pages and shards included" if report.removals else ""
         _out(f"plan: remove {len(report.removals)} wheel file(s), {size:.1f} MB of stored content, from {store.location}{will}; nothing changed (pass --yes to act)")
 
 

@@ -29,7 +29,7 @@ def librarian_commands(job: dict[str, Any]) -> list[list[str]]:
         for line in str(step.get("run", "")).splitlines():
             if m := re.search(r"librarian (.*?)(?: \| jq.*)?\)?\" >>.*$|librarian (.*)$", line.strip()):
                 commands.append(shlex.split(m[1] or m[2]))
-    return [c for c in commands if c[0] in {"matrix", "publish", "gc", "pull", "verify"}]
+    return [c for c in commands if c[0] in {"matrix", "publish", "gc", "pull", "verify", "reindex"}]
 
 
 def test_the_matrix_step_prints_an_actions_include_list(run: Run) -> None:
@@ -56,7 +56,7 @@ def test_build_jobs_publish_and_the_schedule_prunes_with_the_secret() -> None:
 
 def test_flags_used_in_the_workflow_exist(run: Run) -> None:
     jobs = workflow()["jobs"]
-    for job in ("build", "gc"):
+    for job in ("build", "index", "gc"):
         for argv in librarian_commands(jobs[job]):
             help_text = run(argv[0], "--help").out
             for flag in (a for a in argv if a.startswith("--")):
@@ -88,7 +88,7 @@ def test_the_workflow_lints() -> None:
     text = WORKFLOW.read_text()
     assert text.count("${{") == text.count("}}")
     for expression in re.findall(r"\$\{\{(.*?)\}\}", text):
-        refs = re.findall(r"\b(matrix|needs|steps|secrets|github|env)\.", expression)
+        refs = re.findall(r"\b(matrix|needs|steps|secrets|github|env|strategy)\.", expression)
         assert refs or "fromJSON" in expression, expression
 
 
@@ -113,3 +113,31 @@ def test_the_workflow_would_really_build() -> None:
     arch = jobs["build"]["env"]["TORCH_CUDA_ARCH_LIST"]
     assert arch.startswith("${{ matrix.TORCH_CUDA_ARCH_LIST }}") and "8.9" in arch.split(";")
     assert jobs["build"]["container"].startswith("nvidia/cuda:${{ matrix.cuda }}")
+
+
+def test_build_jobs_stage_with_manifests_and_one_job_indexes_them() -> None:
+    jobs = workflow()["jobs"]
+    (publish,) = librarian_commands(jobs["build"])
+    assert "--stage" in publish and publish[publish.index("--manifest") + 1] == "manifest.json"
+    upload = next(s for s in jobs["build"]["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact"))
+    assert upload["with"]["path"] == "manifest.json" and "${{ strategy.job-index }}" in upload["with"]["name"]
+    index = jobs["index"]
+    assert index["needs"] == "build" and index["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
+    download = next(s for s in index["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact"))
+    assert download["with"]["pattern"] == "manifest-*"
+    (reindex,) = librarian_commands(index)
+    assert reindex[reindex.index("--manifest") + 1] == download["with"]["path"]
+
+
+def test_the_index_job_merges_a_folder_of_downloaded_manifests(run: Run, tmp_path: Path) -> None:
+    from tests.builders import make_wheel
+
+    for job in range(3):  # as download-artifact lays them out: manifests/manifest-N/manifest.json
+        wheel = make_wheel(tmp_path / f"dist{job}", f"kern{job}", "1.0", "cp311-cp311-linux_x86_64")
+        staged = run("publish", str(wheel), "--torch", "2.8", "--cuda", "12.8", "--sm", "89", "--stage",
+                     "--manifest", f"manifests/manifest-{job}/manifest.json")  # fmt: skip
+        assert staged.code == 0, staged.err
+    done = run("reindex", "--manifest", "manifests")
+    assert done.code == 0, done.err
+    assert "merged 3 staged wheel(s), from 3 manifest(s)" in done.out
+    assert run("verify").code == 0

@@ -409,3 +409,23 @@ def test_runs_as_a_module(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGINT)  # the way a person stops it: Ctrl-C, then a clean stop()
         assert proc.wait(timeout=10) == 0
+
+
+def test_commit_limit_answers_429_in_the_hubs_words_and_preuploaded_blobs_stay(api: HfApi, loophub: LoopHub) -> None:
+    loophub.limit_commits(1)
+    api.create_commit(REPO, [CommitOperationAdd("a.txt", b"a\n")], commit_message="one", repo_type="dataset")
+    blob = os.urandom(2048)
+    add = CommitOperationAdd("w.bin", blob)
+    api.preupload_lfs_files(REPO, [add], repo_type="dataset")  # the bytes go up without a commit
+    assert loophub.commits_made(REPO) == 1 and loophub.log.count("lfs_upload") == 1
+    with pytest.raises(HfHubHTTPError) as caught:
+        api.create_commit(REPO, [add], commit_message="two", repo_type="dataset")
+    response = caught.value.response
+    assert response is not None and response.status_code == 429
+    assert 3500 < int(response.headers["Retry-After"]) <= 3600
+    assert caught.value.server_message.startswith("You have exceeded the rate limit for repository commits (1 per hour). "
+                                                  "You can retry this action in 60 minutes.")  # fmt: skip
+    loophub.limit_commits(None)
+    again = CommitOperationAdd("w.bin", blob)
+    api.create_commit(REPO, [again], commit_message="two", repo_type="dataset")
+    assert loophub.log.count("lfs_upload") == 1 and loophub.commits_made(REPO) == 2

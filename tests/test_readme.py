@@ -35,6 +35,8 @@ def commands() -> list[tuple[str, int]]:
     found = []
     for block in bash_blocks(README.read_text())[2:]:
         for line in block.splitlines():
+            if line.lstrip().startswith("#"):
+                continue  # a comment line
             command, _, comment = line.partition("  #")
             if command.strip():
                 expected = re.search(r"\bexit (\d)", comment)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
+from librarian.catalogue import catalogue_paths
 from librarian.coords import MajorMinor, format_version
 from librarian.errors import Refused, StoreError
 from librarian.index import Index, IndexEntry
@@ -130,6 +131,7 @@ class GcReport:
     purge: tuple[Blob, ...] = ()  # blobs deleted for good (--purge, the Hub)
     commit: str = ""  # the commit's URL, where the store makes commits
     acted: bool = False
+    files: int = 0  # files the removals take out of the store: wheels, and pages and shards left empty
 
 
 def freed_bytes(index: Index, removals: Sequence[Removal]) -> int:
@@ -138,6 +140,12 @@ def freed_bytes(index: Index, removals: Sequence[Removal]) -> int:
     kept = {e.sha256 for e in index.entries if e.path not in gone}
     sizes = {r.entry.sha256: r.entry.size for r in removals if r.entry.sha256 not in kept}
     return sum(sizes.values())
+
+
+def freed_files(index: Index, removals: Sequence[Removal]) -> int:
+    """Files the removals take out of the store: each wheel path, and each page or shard they leave empty."""
+    after = index.with_entries(removed=[r.entry.path for r in removals])
+    return len(removals) + len(catalogue_paths(index) - catalogue_paths(after))
 
 
 def emptied_packages(index: Index, removals: Sequence[Removal]) -> tuple[str, ...]:
@@ -168,7 +176,8 @@ def gc(
         index = read_index(store, default_layout)
         removals = plan_gc(index, policy)
         blobs = _purgeable(store, index, removals) if purge else ()
-        return GcReport(tuple(removals), freed_bytes(index, removals), emptied_packages(index, removals), blobs)
+        return GcReport(tuple(removals), freed_bytes(index, removals), emptied_packages(index, removals), blobs,
+                        files=freed_files(index, removals))  # fmt: skip
     holder: list[GcReport] = []
 
     def planner(index: Index) -> Changes:
@@ -179,11 +188,12 @@ def gc(
                 f"{store.location}: the plan removes every wheel of {', '.join(emptied)}; "
                 "pass --allow-empty to accept that (nothing was changed)"
             )
-        holder[:] = [GcReport(tuple(removals), freed_bytes(index, removals), emptied)]
+        holder[:] = [GcReport(tuple(removals), freed_bytes(index, removals), emptied, files=freed_files(index, removals))]
         paths = tuple(r.entry.path for r in removals)
         message = f"librarian gc: remove {len(paths)} wheel{'s' if len(paths) != 1 else ''}"
-        served = tuple(m for r in removals if (m := r.entry.metadata_path))  # PEP 658 files go with their wheel
-        return Changes(index.with_entries(removed=paths), (), paths + served, message)
+        # Each wheel with its PEP 658 METADATA file, side by side, so that a change cut in pieces takes both.
+        files = tuple(f for r in removals for f in (r.entry.path, r.entry.metadata_path) if f)
+        return Changes(index.with_entries(removed=paths), (), files, message)
 
     applied: Applied = store.update(planner, default_layout)
     report = replace(holder[0], commit=applied.commit, acted=True) if holder else GcReport((), 0, acted=True)

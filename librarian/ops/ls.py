@@ -1,18 +1,26 @@
-"""ls: what a store holds, as a coverage table (packages x combos x sm) that shows the holes."""
+"""ls: what a store holds, as a coverage table (packages x combos x sm) that shows the holes, and how
+many files that is against the Hub's guidance of 100k files per repo (warned past 80%)."""
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from librarian.catalogue import catalogue_paths
 from librarian.coords import package_key
 from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
 from librarian.stores.base import Store, read_index
 
+log = logging.getLogger(__name__)
+
 HOLE = "-"
+# huggingface.co's guidance: repos under 100k files, folders under 10k entries, commits under ~100 files.
+FILE_GUIDANCE = 100_000
+WARN_SHARE = 0.8
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +30,7 @@ class Coverage:
     location: str
     sms: tuple[str, ...]  # column heads: "80", "89", "90a", sorted by number
     rows: dict[tuple[str, str], dict[str, list[IndexEntry]]]  # (package, combo) -> sm -> entries
+    files: int | None = None  # the store's files the index accounts for (wheels, index, pages); None: not counted
 
 
 def coverage(index: Index, location: str) -> Coverage:
@@ -76,10 +85,27 @@ def coverage_json(cov: Coverage) -> dict[str, Any]:
         packages[package][combo] = {
             f"sm{s}": [e.to_json() for e in sorted(cells.get(s, []), key=lambda e: e.path)] for s in cov.sms
         }
-    return {"schema": 1, "repo": cov.location, "sms": [f"sm{s}" for s in cov.sms], "packages": dict(packages)}
+    data: dict[str, Any] = {"schema": 1, "repo": cov.location, "sms": [f"sm{s}" for s in cov.sms], "packages": dict(packages)}
+    if cov.files is not None:
+        data["files"] = {"count": cov.files, "guidance": FILE_GUIDANCE, "share": round(cov.files / FILE_GUIDANCE, 4),
+                         "warning": cov.files > WARN_SHARE * FILE_GUIDANCE}  # fmt: skip
+    return data
+
+
+def store_files(index: Index) -> int:
+    """Pure: the files a store holds for ``index``: each wheel path, shard, page and the root index."""
+    return len(index.entries) + len(catalogue_paths(index))
 
 
 def ls(store: Store, default_layout: Layout, packages: Sequence[str] = ()) -> Coverage:
     """The coverage of ``packages`` (all when empty)."""
     keys = [package_key(p) for p in packages] or None
-    return coverage(read_index(store, default_layout, keys), store.location)
+    index = read_index(store, default_layout, keys)
+    cov = coverage(index, store.location)
+    if keys is not None:
+        return cov  # only some shards were read: the whole store's count is unknown
+    files = store_files(index)
+    if files > WARN_SHARE * FILE_GUIDANCE:
+        log.warning("%s: %d files, %.0f%% of the Hub's guidance of %d files per repo; 'gc' frees some",
+                    store.location, files, 100 * files / FILE_GUIDANCE, FILE_GUIDANCE)  # fmt: skip
+    return replace(cov, files=files)

@@ -7,6 +7,7 @@ planning is pure and runs against the store's current index, so the Hub store ca
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -24,6 +25,7 @@ from librarian.facts import WheelFacts
 from librarian.index import Index, IndexEntry, metadata_path, pending_path, render_pending
 from librarian.inspection import inspect_wheel
 from librarian.layout import Layout
+from librarian.manifest import Manifest, metadata_text, render_manifest
 from librarian.matrix import Matrix, load_matrix
 from librarian.ops.labels import choose_label
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
@@ -224,10 +226,50 @@ def stage_plan(store: Store, plan: PublishPlan) -> str:
     return store.stage(plan.changes.uploads, files, message)
 
 
+def stage_to_manifest(store: Store, plan: PublishPlan, manifest: Path) -> Manifest:
+    """Put the plan's wheels' bytes in the store (no commit, no index change) and write ``manifest``."""
+    by_path = plan.changes.index.by_path()
+    entries = tuple(by_path[f.path] for f in plan.added)
+    # PEP 658 METADATA files are too small for the Hub to keep as pre-uploaded LFS objects: they travel in
+    # the manifest and reindex commits them beside their wheels.
+    wheels = tuple(u for u in plan.changes.uploads if not u.path.endswith(".metadata"))
+    metadata = {f.wheel.metadata_sha256: metadata_text(f.wheel.metadata.read_bytes())
+                for f in plan.added if f.wheel.metadata is not None}  # fmt: skip
+    head = store.stage_blobs(wheels) if entries else ""
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    hub = "://" in store.location
+    revision = store.location.rsplit("@", 1)[1] if hub and "@" in store.location else ("main" if hub else "")
+    staged = Manifest(store.location, revision, head or None, now, entries, metadata)
+    _write(manifest, render_manifest(staged))
+    log.info("staged %d wheel file(s) in %s; manifest %s", len(entries), store.location, manifest)
+    return staged
+
+
+def _write(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".librarian-tmp-", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, target)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
 def publish(
-    store: Store, paths: Sequence[Path], options: PublishOptions, *, dry_run: bool = False, stage: bool = False
+    store: Store,
+    paths: Sequence[Path],
+    options: PublishOptions,
+    *,
+    dry_run: bool = False,
+    stage: bool = False,
+    manifest: Path | None = None,
 ) -> PublishPlan:
-    """Publish ``paths`` into ``store`` (or only plan it, with ``dry_run``; or stage it for ``reindex``)."""
+    """Publish ``paths`` into ``store`` (or only plan it, with ``dry_run``; or stage it for ``reindex``).
+
+    With ``manifest`` (and ``stage``), staging makes no commit: the bytes go to the store and the
+    entries to the manifest file, for ``reindex --manifest``.
+    """
     missing = [p for p in paths if not p.is_file()]
     if missing:
         raise BadInput(f"{missing[0]}: no such file")
@@ -239,6 +281,9 @@ def publish(
             # Staging plans against the index as read, without a lock or parent: its commit adds files
             # only, and reindex settles what landed (same path, other bytes) against the tree.
             plan = plan_publish(read_index(store, layout, {w.name.package for w in wheels}), wheels, options)
+            if stage and not dry_run and manifest is not None:
+                stage_to_manifest(store, plan, manifest)
+                return plan
             if stage and not dry_run:
                 where = stage_plan(store, plan)
                 log.info("staged in %s", where)

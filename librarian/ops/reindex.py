@@ -44,6 +44,7 @@ class ReindexReport:
     unindexed: tuple[Problem, ...] = ()  # wheels in the tree neither indexed nor staged (not adopted)
     unreadable: tuple[Problem, ...] = ()  # pending files left in place: they could not be read
     cleared: int = 0  # pending files deleted
+    manifests: int = 0  # stage manifests read (reindex --manifest)
     where: str = ""
     commit: str = ""  # the commit's web URL, where the store makes commits (the Hub)
 
@@ -66,7 +67,10 @@ def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
     if not report.changed:
         return "\n".join([*lines, f"nothing to reindex in {report.location}"])
     summary = f"{'would merge' if dry_run else 'merged'} {len(report.merged)} staged wheel(s), "
-    summary += f"cleared {report.cleared} pending file(s) in {report.location}"
+    if report.manifests:
+        summary += f"from {report.manifests} manifest(s), into {report.location}"
+    else:
+        summary += f"cleared {report.cleared} pending file(s) in {report.location}"
     summary += f" ({len(report.adopted)} adopted)" if report.adopted else ""
     commit = [f"commit {report.commit}"] if report.commit else []
     return "\n".join([*lines, summary + (" (dry run: nothing changed)" if dry_run else ""), *commit])
@@ -80,6 +84,7 @@ def reindex_json(report: ReindexReport) -> dict[str, Any]:
         "merged": [e.path for e in report.merged],
         "adopted": [e.path for e in report.adopted],
         "cleared": report.cleared,
+        "manifests": report.manifests,
         "commit": report.commit or None,
         "problems": [{"path": p.path, "problem": p.problem} for p in report.findings],
     }

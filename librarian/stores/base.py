@@ -39,10 +39,11 @@ class Listing:
 
 @dataclass(frozen=True, slots=True)
 class Upload:
-    """A local file to store at ``path``."""
+    """A local file to store at ``path``; ``source`` ``None``: bytes the store already holds, staged by
+    :meth:`Store.stage_blobs` (an LFS object on the Hub, the file at ``path`` in a directory)."""
 
     path: str
-    source: Path
+    source: Path | None
     sha256: str
     size: int
 
@@ -121,6 +122,13 @@ class Store(Protocol):
 
     def stage(self, uploads: Sequence[Upload], files: Mapping[str, bytes], message: str) -> str:
         """Add files in one atomic step that touches no index file, so it never conflicts; returns where."""
+
+    def stage_blobs(self, uploads: Sequence[Upload]) -> str:
+        """Put the uploads' bytes in the store without changing its index or making a commit (the Hub
+        pre-uploads LFS objects; a directory writes the files). Returns the head planned against, or ``""``."""
+
+    def missing_blobs(self, blobs: Sequence[Blob]) -> tuple[Blob, ...]:
+        """Those of ``blobs`` (staged bytes: sha256, size, the path they go to) the store does not hold."""
 
     def purgeable(self, sha256s: Iterable[str], leaving: Iterable[str] = ()) -> tuple[Blob, ...]:
         """Stored blobs among ``sha256s`` that no file at the head references once ``leaving`` paths are gone.

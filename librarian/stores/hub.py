@@ -18,6 +18,7 @@ for the commit's marker before trying again, so a change never lands twice.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -53,6 +54,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.hf_api import RepoFile
+from huggingface_hub.lfs import UploadInfo, post_lfs_batch_info
 from huggingface_hub.utils import logging as hf_logging
 from huggingface_hub.utils._headers import build_hf_headers
 from huggingface_hub.utils.tqdm import disable_progress_bars
@@ -64,7 +66,16 @@ from librarian.index import Index
 from librarian.layout import Layout
 from librarian.redact import clean, register_secret
 from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, StoredFile, Upload, read_index
-from librarian.stores.hub_http import RETRY_STATUS, NetPolicy, bound_session, describe, retrying
+from librarian.stores.hub_http import (
+    RETRY_STATUS,
+    NetPolicy,
+    bound_session,
+    describe,
+    rate_limit_wait,
+    retrying,
+    server_words,
+)
+from librarian.stores.pieces import plan_pieces
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +89,8 @@ REPO_TYPE = "dataset"
 MARKER = "librarian-change-id"
 MAX_ATTEMPTS = int(os.environ.get("LIBRARIAN_HUB_ATTEMPTS", "12"))
 _CHUNK = 1 << 20
+_LFS_BATCH = 256  # objects per LFS batch request, as huggingface_hub sends them
+_PATHS_INFO_BATCH = 500  # paths per paths-info request
 KEEP_COMMITS = 8  # commits whose index files the cache keeps (besides each revision's newest head)
 
 
@@ -408,13 +421,16 @@ class HubStore:
         with self._translated("LFS deletion"):
             self.api.permanently_delete_lfs_files(self.repo_id, items, repo_type=REPO_TYPE)
 
-    # --- writing: one commit per change ---------------------------------------------------------
+    # --- writing: one commit per change, in pieces when it is big ----------------------------------
 
     def update(self, plan: Planner, default_layout: Layout) -> Applied:
-        """Plan against the head, commit with ``parent_commit``; on conflict re-plan and retry."""
-        change_id = uuid.uuid4().hex
-        notes: list[str] = []
-        for attempt in range(1, MAX_ATTEMPTS + 1):
+        """Plan against the head, commit with ``parent_commit``; on conflict re-plan and retry.
+
+        A change of more than ``policy.commit_ops`` files is committed in pieces, wheels first and the
+        index last, each piece's parent the one before (see :meth:`_commit_pieces`).
+        """
+
+        def step(attempt: int, notes: list[str]) -> Applied:
             self._sha = parent = self._head()  # the live head, never a cached one: it becomes parent_commit
             if parent is None:
                 self._sha = parent = self._create_repo()
@@ -422,59 +438,168 @@ class HubStore:
             changes = plan(old)
             if changes.empty and changes.index == old:
                 return Applied(changes, self.location, attempt, tuple(notes))
-            operations = self._operations(old, changes)
-            description = f"{MARKER}: {change_id}"
-            try:
-                with self._translated("commit", conflicts=True), progress.task(f"commit {len(operations)} file(s)", unit="files"):
-                    info = self.api.create_commit(
-                        self.repo_id, operations, commit_message=changes.message, commit_description=description,
-                        repo_type=REPO_TYPE, revision=self.revision, parent_commit=parent,
-                    )
-                url = self.commit_url(str(info.oid))
-                self._note_new_head()
-                return Applied(changes, url, attempt, tuple(notes), commit=url)
-            except _Conflict:
-                notes.append(f"attempt {attempt}: the repo moved on since {parent[:8]}; planning again")
-            except _Transient as e:
-                landed = self._landed(change_id)
-                if landed is not None:
-                    return Applied(changes, landed, attempt, (*notes, "the commit's answer was lost; found it in the history"), landed)
-                notes.append(f"attempt {attempt}: {e}")
-            log.info("%s", notes[-1])
-            _backoff(attempt)
-        raise Unreachable(f"{self.location}: could not commit after {MAX_ATTEMPTS} attempts ({notes[-1] if notes else ''})")
+            urls = self._commit_pieces(old, changes, parent, notes)
+            self._note_new_head()
+            return Applied(changes, urls[-1], attempt, tuple(notes), commit=urls[-1])
+
+        return self._attempts(step)
 
     def stage(self, uploads: Sequence[Upload], files: Mapping[str, bytes], message: str) -> str:
         """One commit of adds only, without ``parent_commit``: it holds no index file, so it fits any head."""
-        change_id = uuid.uuid4().hex
-        notes: list[str] = []
-        for attempt in range(1, MAX_ATTEMPTS + 1):
+
+        def step(attempt: int, notes: list[str]) -> str:
             self._sha = self._head()
             if self._sha is None:
                 self._create_repo()
-            operations: list[Any] = [
-                CommitOperationAdd(path_in_repo=u.path, path_or_fileobj=str(u.source))
-                for u in sorted(uploads, key=lambda u: u.path)
-            ]
+            operations: list[Any] = [self._add(u) for u in sorted(uploads, key=lambda u: u.path)]
             operations += [CommitOperationAdd(path_in_repo=p, path_or_fileobj=d) for p, d in sorted(files.items())]
+            return self._commit_once(operations, message, None)
+
+        return self._attempts(step)
+
+    def stage_blobs(self, uploads: Sequence[Upload]) -> str:
+        """Upload the wheels' bytes as LFS objects without a commit (huggingface_hub's pre-upload).
+
+        Returns the head the caller planned against. Blobs already on the Hub are not sent again.
+        """
+        head = self._head() or self._create_repo()
+        unique = {u.sha256: u for u in uploads if u.source is not None}
+        ops = [CommitOperationAdd(path_in_repo=u.path, path_or_fileobj=str(u.source)) for u in unique.values()]
+        if ops:
+            with self._translated("upload"):
+                self.api.preupload_lfs_files(self.repo_id, ops, repo_type=REPO_TYPE, revision=self.revision)
+        missing = self.missing_blobs([Blob(u.sha256, u.size, u.path) for u in unique.values()])
+        if missing:
+            raise StoreError(f"{self.location}/{missing[0].name}: the Hub did not keep it as an LFS object "
+                             "(it stores the file inline); publish it without --manifest")  # fmt: skip
+        return head
+
+    def missing_blobs(self, blobs: Sequence[Blob]) -> tuple[Blob, ...]:
+        """Those of ``blobs`` the repo's LFS storage does not hold with that sha256 and size (the LFS batch
+        API: an object the server already has comes back without upload actions). Paths do not matter."""
+        items = list({b.sha256: b for b in blobs}.values())
+        absent: set[str] = set()
+        for start in range(0, len(items), _LFS_BATCH):
+            chunk = items[start : start + _LFS_BATCH]
+            infos = [UploadInfo(size=b.size, sample=b"", sha256=bytes.fromhex(b.sha256)) for b in chunk]
+
+            def ask(infos: list[UploadInfo] = infos) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
+                return post_lfs_batch_info(infos, self.api.token if isinstance(self.api.token, str) else None,
+                                           REPO_TYPE, self.repo_id, quote(self.revision, safe=""), self.api.endpoint)  # fmt: skip
+
+            actions, errors, _ = self._read("LFS check", ask)
+            absent |= {str(o.get("oid")) for o in actions if o.get("actions")} | {str(o.get("oid")) for o in errors}
+        return tuple(b for b in blobs if b.sha256 in absent)
+
+    def _attempts(self, step: Callable[[int, list[str]], T]) -> T:
+        """The one commit loop: ``step`` again on a conflict (re-plan), a transient failure (backoff) or a
+        short rate limit (its wait); a long rate limit ends the command at once (exit 3)."""
+        notes: list[str] = []
+        for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
-                with self._translated("commit", conflicts=True), progress.task(f"commit {len(operations)} file(s)", unit="files"):
-                    info = self.api.create_commit(
-                        self.repo_id, operations, commit_message=message, commit_description=f"{MARKER}: {change_id}",
-                        repo_type=REPO_TYPE, revision=self.revision,
-                    )
-                return self.commit_url(str(info.oid))
+                return step(attempt, notes)
             except _Conflict:
-                # No parent was sent, but a busy server may still refuse a racing commit; adds replay safely.
-                notes.append(f"attempt {attempt}: the server refused a racing commit; trying again")
+                notes.append(f"attempt {attempt}: the repo moved on; planning again")
+                wait = _backoff_wait(attempt)
             except _Transient as e:
-                landed = self._landed(change_id)
-                if landed is not None:
-                    return landed
                 notes.append(f"attempt {attempt}: {e}")
+                wait = _backoff_wait(attempt)
+            except _RateLimited as e:
+                if not e.commits:
+                    raise
+                if e.wait is None or e.wait > self.policy.max_wait:
+                    raise self._rate_limited(e) from e
+                notes.append(f"attempt {attempt}: the Hub limits commits; waiting {_say_wait(e.wait)} as it asks")
+                wait = e.wait + random.random()
             log.info("%s", notes[-1])
-            _backoff(attempt)
+            time.sleep(wait)
         raise Unreachable(f"{self.location}: could not commit after {MAX_ATTEMPTS} attempts ({notes[-1] if notes else ''})")
+
+    def _rate_limited(self, e: _RateLimited) -> Unreachable:
+        when = f"retry in {_say_wait(e.wait)}" if e.wait is not None else "retry later"
+        words = f" ({clean(e.words, 160)})" if e.words else ""
+        return Unreachable(
+            f"{self.location}: the Hub refuses more commits to this repo for now{words}; {when}, or publish a build "
+            "matrix on the fan-in path: 'publish --stage --manifest FILE' per job (no commit), one 'reindex --manifest' "
+            "(uploaded wheels stay on the Hub and are not sent again)"
+        )
+
+    def _commit_once(self, operations: list[Any], message: str, parent: str | None) -> str:
+        """One ``create_commit`` carrying a marker; a lost answer is looked up in the history. Returns its URL."""
+        change_id = uuid.uuid4().hex
+        try:
+            bar = progress.task(f"commit {len(operations)} file(s)", unit="files")
+            with self._translated("commit", conflicts=True), bar:
+                info = self.api.create_commit(
+                    self.repo_id, operations, commit_message=message, commit_description=f"{MARKER}: {change_id}",
+                    repo_type=REPO_TYPE, revision=self.revision, parent_commit=parent,
+                )
+        except _Transient:
+            landed = self._landed(change_id)
+            if landed is None:
+                raise
+            log.info("%s: the commit's answer was lost; found it in the history", self.location)
+            return landed
+        return self.commit_url(str(info.oid))
+
+    def _commit_pieces(self, old: Index, changes: Changes, parent: str, notes: list[str]) -> list[str]:
+        """Commit ``changes`` in pieces of at most ``policy.commit_ops`` files: wheels first, then the index
+        (with as many deletions as fit), then the remaining deletions. The index never names a file that
+        is not there: a failure between pieces leaves only files the index does not list yet, which the
+        next publish (it skips wheels already there) or ``reindex --adopt`` picks up."""
+        cap = self.policy.commit_ops
+        adds = [self._add(u) for u in sorted(changes.uploads, key=lambda u: u.path)]
+        uploaded = {u.path for u in changes.uploads}
+        deletes = [CommitOperationDelete(path_in_repo=p) for p in changes.deletes if p not in uploaded]
+        catalogue = self._catalogue_ops(old, changes)
+        if len(adds) + len(deletes) + len(catalogue) > cap:
+            adds = self._not_there_yet(adds, changes.uploads, parent)
+        pieces = plan_pieces(adds, catalogue, deletes, cap)
+        urls: list[str] = []
+        for n, ops in enumerate(pieces, start=1):
+            message = changes.message if len(pieces) == 1 else f"{changes.message} (part {n} of {len(pieces)})"
+            urls.append(self._commit_once(ops, message, parent))
+            parent = urls[-1].rsplit("/", 1)[-1]
+            if len(pieces) > 1:
+                notes.append(f"committed part {n} of {len(pieces)} ({len(ops)} file(s)): {urls[-1]}")
+                log.info("%s", notes[-1])
+        return urls or [self.commit_url(parent)]  # every file already there: nothing left to commit
+
+    def _not_there_yet(self, adds: list[Any], uploads: Sequence[Upload], parent: str) -> list[Any]:
+        """The adds whose path at ``parent`` does not already hold the same bytes (an earlier piece landed)."""
+        by_path = {u.path: u.sha256 for u in uploads}
+        # Small files (PEP 658 METADATA) are stored inline, named by their git blob id, not an LFS sha256.
+        git_ids = {u.path: _git_blob_id(u.source) for u in uploads if u.source is not None and u.size < _INLINE_MAX}
+        there: set[str] = set()
+        paths = sorted(by_path)
+        for start in range(0, len(paths), _PATHS_INFO_BATCH):
+            chunk = paths[start : start + _PATHS_INFO_BATCH]
+
+            def ask(chunk: list[str] = chunk) -> list[Any]:
+                return list(self.api.get_paths_info(self.repo_id, chunk, repo_type=REPO_TYPE, revision=parent))
+
+            for item in self._read("paths info", ask):
+                lfs = getattr(item, "lfs", None)
+                held = lfs.sha256 if lfs is not None else getattr(item, "blob_id", None)
+                wanted = by_path.get(item.path) if lfs is not None else git_ids.get(item.path)
+                if held is not None and held == wanted:
+                    there.add(item.path)
+        if there:
+            log.info("%s: %d wheel(s) already there from an earlier piece; not sent again", self.location, len(there))
+        return [op for op in adds if op.path_in_repo not in there]
+
+    @staticmethod
+    def _add(upload: Upload) -> CommitOperationAdd:
+        """The commit operation for an upload: a local file, or a blob already pre-uploaded (``source`` None)."""
+        if upload.source is not None:
+            return CommitOperationAdd(path_in_repo=upload.path, path_or_fileobj=str(upload.source))
+        # No public constructor names an LFS object already on the Hub: mark it uploaded, as
+        # preupload_lfs_files itself does, so that create_commit only writes its pointer.
+        op = CommitOperationAdd(path_in_repo=upload.path, path_or_fileobj=b"")
+        op.upload_info = UploadInfo(size=upload.size, sample=b"", sha256=bytes.fromhex(upload.sha256))
+        op._upload_mode = "lfs"
+        op._is_uploaded = True
+        return op
 
     def _note_new_head(self) -> None:
         """Read the head once more after a commit, so that an offline read later finds this commit's index."""
@@ -483,15 +608,9 @@ class HubStore:
         except LibrarianError as e:
             log.info("%s: could not read the head after committing (%s)", self.location, e)
 
-    def _operations(self, old: Index, changes: Changes) -> list[Any]:
+    def _catalogue_ops(self, old: Index, changes: Changes) -> list[Any]:
+        """The generated files (index, shards, pages, card) that change, as operations."""
         ops: list[Any] = []
-        uploaded: set[str] = set()
-        for upload in sorted(changes.uploads, key=lambda u: u.path):
-            ops.append(CommitOperationAdd(path_in_repo=upload.path, path_or_fileobj=str(upload.source)))
-            uploaded.add(upload.path)
-        for path in changes.deletes:
-            if path not in uploaded:
-                ops.append(CommitOperationDelete(path_in_repo=path))
         before, after = render_catalogue(old), render_catalogue(changes.index)
         card = self._card(changes.index)
         if card is not None:
@@ -556,7 +675,13 @@ class HubStore:
             status = e.response.status_code if e.response is not None else None
             if conflicts and status == 412:
                 raise _Conflict(f"{self.location}: the repo moved on") from e
-            if conflicts and status is not None and (status >= 500 or status == 429):
+            if status == 429 and (conflicts or (rate_limit_wait(e) or 0) > self.policy.max_wait):
+                # Not a conflict: the Hub allows no more of these for a while; say how long.
+                wait, words = rate_limit_wait(e), server_words(e)
+                said = f"; {clean(words, 160)}" if words else ""
+                message = f"{self.location}: {what}: the Hub is limiting our requests (HTTP 429{said}); retry in {_say_wait(wait)}"
+                raise _RateLimited(message, wait, words, conflicts) from e
+            if conflicts and status is not None and status >= 500:
                 raise _Transient(f"{what}: HTTP {status}") from e
             if status in (401, 403):
                 raise Unreachable(f"{self.location}: {what}: refused (HTTP {status}); check HF_TOKEN or `hf auth login`") from e
@@ -595,17 +720,48 @@ class _Transient(StoreError):
     pass
 
 
+class _RateLimited(Unreachable):
+    """A 429: ``wait`` seconds as the Hub asks (``None`` if it did not say), ``words`` its message;
+    ``commits`` when it refused a commit (the Hub's budget of commits per repo)."""
+
+    def __init__(self, message: str, wait: float | None, words: str, commits: bool) -> None:
+        super().__init__(message)
+        self.wait, self.words, self.commits = wait, words, commits
+
+
 class _Unreachable(Unreachable):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
 
 
-def _backoff(attempt: int) -> None:
+def _backoff_wait(attempt: int) -> float:
     # Exponential with jitter, so that racing publishers spread out instead of colliding again in step.
-    time.sleep(min(8.0, 0.25 * 2 ** (attempt - 1)) * (0.5 + random.random()))
+    return float(min(8.0, 0.25 * 2 ** (attempt - 1)) * (0.5 + random.random()))
+
+
+def _say_wait(seconds: float | None) -> str:
+    """``43 min``, ``25 s``, ``2 h 5 min``."""
+    if seconds is None:
+        return "a while"
+    s = max(0, round(seconds))
+    if s < 120:
+        return f"{s} s"
+    minutes = -(-s // 60)
+    if minutes <= 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h" + (f" {minutes % 60} min" if minutes % 60 else "")
 
 
 def _short(e: Exception) -> str:
     server = getattr(e, "server_message", None)
     return clean(str(server or e or type(e).__name__), 200)
+
+
+_INLINE_MAX = 1 << 20  # files below this may be kept inline by the Hub: compare them by git blob id
+
+
+def _git_blob_id(path: Path) -> str:
+    """The id git (and the Hub, for a file kept inline) gives these bytes: sha1 of ``blob <size>\\0`` + bytes."""
+    data = path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()

@@ -7,7 +7,11 @@ the connect and read time-outs of every request, one cuts a response whose body 
 ``MIN_RATE`` once the read time-out has passed. :func:`retrying` retries an idempotent read on 408, 429,
 5xx, time-outs and network errors, bounded in count and in total time. Settings come from the environment
 (``LIBRARIAN_HUB_TIMEOUT``, ``LIBRARIAN_HUB_CONNECT_TIMEOUT``, ``LIBRARIAN_HUB_RETRIES``,
-``LIBRARIAN_HUB_RETRY_BUDGET``, ``LIBRARIAN_HUB_BACKOFF``).
+``LIBRARIAN_HUB_RETRY_BUDGET``, ``LIBRARIAN_HUB_BACKOFF``, ``LIBRARIAN_HUB_MAX_WAIT``, ``LIBRARIAN_HUB_COMMIT_OPS``).
+
+huggingface.co limits commits, not bytes: past 128 commits per hour on a repo it answers 429 with
+``Retry-After`` and "You can retry this action in 43 minutes". :func:`rate_limit_wait` reads that wait;
+the store waits out a short one (up to ``max_wait``) and ends the command at once on a long one.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -42,6 +47,8 @@ class NetPolicy:
     retries: int = 4  # retries of one idempotent read after its first try
     budget: float = 60.0  # seconds one read may take, retries and waits included
     backoff: float = 0.5  # first wait between tries; doubles, with jitter, up to 8 s
+    max_wait: float = 60.0  # a 429's Retry-After up to this is waited out; a longer one ends the command
+    commit_ops: int = 100  # files per commit; a bigger change is split (wheels first, index last)
 
     @classmethod
     def from_env(cls) -> NetPolicy:
@@ -53,6 +60,8 @@ class NetPolicy:
             retries=int(_env_float("LIBRARIAN_HUB_RETRIES", default.retries, minimum=0)),
             budget=_env_float("LIBRARIAN_HUB_RETRY_BUDGET", default.budget, minimum=0),
             backoff=_env_float("LIBRARIAN_HUB_BACKOFF", default.backoff, minimum=0),
+            max_wait=_env_float("LIBRARIAN_HUB_MAX_WAIT", default.max_wait, minimum=0),
+            commit_ops=int(_env_float("LIBRARIAN_HUB_COMMIT_OPS", default.commit_ops, minimum=2)),
         )
 
     def wait(self, attempt: int) -> float:
@@ -144,6 +153,31 @@ def retry_after(error: BaseException) -> float | None:
         return None if value is None else float(str(value))
     except ValueError:
         return None
+
+
+_RETRY_IN = re.compile(r"retry (?:this action )?in (\d+(?:\.\d+)?) ?(second|minute|hour)s?", re.IGNORECASE)
+_RATELIMIT_T = re.compile(r";\s*t=(\d+)")
+_UNIT = {"second": 1.0, "minute": 60.0, "hour": 3600.0}
+
+
+def rate_limit_wait(error: BaseException) -> float | None:
+    """Seconds a 429 asks us to wait: ``Retry-After``, else the ``ratelimit`` header's ``t=``, else the
+    Hub's own words ("You can retry this action in 43 minutes"); ``None`` when it says nothing."""
+    after = retry_after(error)
+    if after is not None:
+        return after
+    response = getattr(error, "response", None)
+    header = response.headers.get("ratelimit") if response is not None else None
+    if header and (m := _RATELIMIT_T.search(str(header))):
+        return float(m[1])
+    text = str(getattr(error, "server_message", None) or "")
+    m = _RETRY_IN.search(text)
+    return float(m[1]) * _UNIT[m[2].lower()] if m else None
+
+
+def server_words(error: BaseException) -> str:
+    """The server's own message for an HTTP error, or ``""``."""
+    return " ".join(str(getattr(error, "server_message", None) or "").split())
 
 
 def retrying(what: str, call: Callable[[], T], policy: NetPolicy) -> T:

@@ -16,6 +16,7 @@ one is refused before anything is written.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -72,6 +73,14 @@ def _link_atomic(existing: Path, target: Path) -> bool:
         return False
     os.replace(tmp, target)
     return True
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 @contextlib.contextmanager
@@ -234,6 +243,20 @@ class LocalStore:
         log.info("%s: %s", self.root, message)
         return str(self.root)
 
+    def stage_blobs(self, uploads: Sequence[Upload]) -> str:
+        """Write the wheels at their paths (no index change): a directory has no other place for bytes."""
+        self.stage(uploads, {}, "staged")
+        return ""
+
+    def missing_blobs(self, blobs: Sequence[Blob]) -> tuple[Blob, ...]:
+        """Those of ``blobs`` whose path (``Blob.name``) does not hold a file of that size and sha256."""
+        missing = []
+        for blob in blobs:
+            target = self._resolve(blob.name)
+            if not target.is_file() or target.stat().st_size != blob.size or _sha256(target) != blob.sha256:
+                missing.append(blob)
+        return tuple(missing)
+
     def purgeable(self, sha256s: Iterable[str], leaving: Iterable[str] = ()) -> tuple[Blob, ...]:
         """None: deleting a file (its last hard link) frees its space already."""
         return ()
@@ -244,6 +267,11 @@ class LocalStore:
     def _write_uploads(self, uploads: Sequence[Upload], by_sha: dict[str, Path]) -> None:
         for upload in sorted(uploads, key=lambda u: u.path):
             target = self._resolve(upload.path)
+            if upload.source is None:  # staged earlier (stage_blobs): the file is in place already
+                if not target.is_file():
+                    raise StoreError(f"{target}: staged wheel is not in the store")
+                by_sha.setdefault(upload.sha256, target)
+                continue
             existing = by_sha.get(upload.sha256)
             if existing is None or existing == target or not _link_atomic(existing, target):
                 _write_atomic(target, source=upload.source)

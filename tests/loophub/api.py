@@ -8,7 +8,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import re
+import threading
+import time
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from email.message import Message
 from itertools import pairwise
@@ -59,7 +63,7 @@ def json_reply(
 
 def error_reply(err: HubError, **headers: str) -> Reply:
     """The Hub's error shape: JSON ``error`` plus ``X-Error-Code`` / ``X-Error-Message`` headers."""
-    extra = dict(headers)
+    extra = {**err.headers, **headers}
     if err.code:
         extra["X-Error-Code"] = err.code
     extra["X-Error-Message"] = err.message
@@ -74,6 +78,9 @@ class HubConfig:
     user: str = "loophub-user"
     lfs_redirect: str = "none"  # "none": serve LFS bytes from resolve; "cross": 302 to http://localhost
     multipart_chunk_size: int | None = None  # LFS uploads above this go multipart
+    # huggingface.co allows 128 commits per hour per repo and answers 429 past that; None: no limit here.
+    commit_limit: int | None = None
+    commit_window_s: float = 3600.0
 
 
 class HubApi:
@@ -83,6 +90,9 @@ class HubApi:
         self.storage = storage
         self.plan = plan
         self.config = config
+        self.commit_times: dict[str, deque[float]] = defaultdict(deque)  # repo key -> times of its commits
+        self.commit_counts: dict[str, int] = defaultdict(int)  # repo key -> commits made through the API
+        self._limit_lock = threading.Lock()
 
     def dispatch(self, req: Request) -> Reply:
         handler = getattr(self, "ep_" + req.route.endpoint, None)
@@ -326,22 +336,48 @@ class HubApi:
         if not lines or lines[0].get("key") != "header":
             raise HubError(400, "The commit body must start with a header line")
         header = lines[0].get("value") or {}
-        cc = self.plan.take_concurrent(repo.type, repo.id, branch)
-        if cc is not None:
-            # Another writer lands first, so this commit's parentCommit (if any) is now stale.
-            ops = [
-                {"key": "file", "value": {"path": p, "content": base64.b64encode(b).decode()}}
-                for p, b in cc.files.items()
-            ]
-            self.storage.commit(repo, branch, ops, cc.title, "", None, "concurrent-writer")
-        commit = self.storage.commit(
-            repo,
-            branch,
-            lines[1:],
-            str(header.get("summary", "")),
-            str(header.get("description", "")),
-            header.get("parentCommit"),
-            self.config.user,
-        )
+        # Check, commit and count as one step, so that racing commits cannot overrun the limit.
+        with self._limit_lock:
+            self._check_commit_budget(f"{repo.type}:{repo.id}")
+            cc = self.plan.take_concurrent(repo.type, repo.id, branch)
+            if cc is not None:
+                # Another writer lands first, so this commit's parentCommit (if any) is now stale.
+                ops = [
+                    {"key": "file", "value": {"path": p, "content": base64.b64encode(b).decode()}}
+                    for p, b in cc.files.items()
+                ]
+                self.storage.commit(repo, branch, ops, cc.title, "", None, "concurrent-writer")
+            commit = self.storage.commit(
+                repo,
+                branch,
+                lines[1:],
+                str(header.get("summary", "")),
+                str(header.get("description", "")),
+                header.get("parentCommit"),
+                self.config.user,
+            )
+            self.commit_times[f"{repo.type}:{repo.id}"].append(time.monotonic())
+            self.commit_counts[f"{repo.type}:{repo.id}"] += 1
         url = f"{repo_url(req.base, repo.type, repo.id)}/commit/{commit.id}"
         return json_reply({"success": True, "commitOid": commit.id, "commitUrl": url, "hookOutput": ""})
+
+    def _check_commit_budget(self, key: str) -> None:
+        """(Under ``_limit_lock``.) 429 past ``commit_limit`` commits in the window, worded as huggingface.co words it, with Retry-After."""
+        limit = self.config.commit_limit
+        if limit is None:
+            return
+        window = float(self.config.commit_window_s)
+        times, now = self.commit_times[key], time.monotonic()
+        while times and times[0] <= now - window:
+            times.popleft()
+        if len(times) < limit:
+            return
+        wait = max(1, math.ceil(times[0] + window - now))
+        per = "hour" if window == 3600 else f"{window:g} seconds"
+        when = f"{math.ceil(wait / 60)} minutes" if wait >= 60 else f"{wait} seconds"
+        raise HubError(
+            429,
+            f"You have exceeded the rate limit for repository commits ({limit} per {per}). "
+            f"You can retry this action in {when}.",
+            headers={"Retry-After": str(wait)},
+        )

@@ -47,6 +47,7 @@ class Fault:
     delay_s: float = 0.0
     phase: Phase = Phase.RESPONSE
     after_bytes: int | None = None
+    skip: int = 0  # matching requests to let through untouched before the fault starts firing
     fired: int = 0
 
     def matches(self, endpoint: str, method: str, path: str) -> bool:
@@ -104,6 +105,9 @@ class FaultPlan:
         with self._lock:
             for fault in self.faults:
                 if fault.matches(endpoint, method, path):
+                    if fault.skip > 0:
+                        fault.skip -= 1
+                        return None
                     fault.times -= 1
                     fault.fired += 1
                     return fault

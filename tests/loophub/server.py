@@ -373,6 +373,14 @@ class LoopHub:
         files = files if files is not None else {".loophub/concurrent.txt": b"another writer\n"}
         self.plan.add_concurrent(ConcurrentCommit(repo_type, repo_id, files, branch))
 
+    def limit_commits(self, limit: int | None, window_s: float = 3600.0) -> None:
+        """Answer 429 (the Hub's wording, with Retry-After) past ``limit`` commits per repo in ``window_s``."""
+        self.config.commit_limit, self.config.commit_window_s = limit, window_s
+
+    def commits_made(self, repo_id: str, repo_type: str = "dataset") -> int:
+        """Commits the commit endpoint made on a repo (the repo's creation is not one)."""
+        return self.api.commit_counts[f"{repo_type}:{repo_id}"]
+
     def clear_faults(self) -> None:
         self.plan.clear()
 

@@ -64,11 +64,12 @@ DEFAULT_LFS_THRESHOLD = 10 * 1024 * 1024
 class HubError(Exception):
     """A failure the server turns into an HTTP error with the Hub's ``X-Error-Code``."""
 
-    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+    def __init__(self, status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
+        self.headers = dict(headers or {})  # extra response headers (Retry-After)
 
 
 def git_blob_sha1(data: bytes) -> str:

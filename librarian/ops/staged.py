@@ -1,0 +1,143 @@
+"""Fan-in without commits: ``publish --stage --manifest`` and ``reindex --manifest``.
+
+The Hub's binding limit is commits (huggingface.co: 128 per hour per repo), not bytes. So each job of a
+build matrix only uploads its wheels' bytes (huggingface_hub's LFS pre-upload: the blobs are on the Hub,
+no commit is made) and writes a :class:`~librarian.manifest.Manifest`; CI hands the manifests to one
+last job, whose ``reindex --manifest`` checks that every blob is there, merges the entries into the
+index with publish's rules, and commits once (in pieces of wheels first, index last, when it is big).
+On a local store staging writes the wheels at their paths, and reindex checks them there.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from librarian.errors import BadInput, Refused
+from librarian.index import Index, IndexEntry, metadata_path
+from librarian.layout import Layout
+from librarian.manifest import Manifest, merge_manifests, merge_metadata, metadata_bytes, parse_manifest
+from librarian.matrix import load_matrix
+from librarian.ops.publish import check_combo
+from librarian.ops.reindex import ReindexReport
+from librarian.ops.verify import Problem
+from librarian.stores.base import Blob, Changes, Store, Upload, read_index
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestOptions:
+    """The rules ``reindex --manifest`` merges with (publish's)."""
+
+    replace: bool = False
+    allow_unknown_combo: bool = False
+
+
+def expand_manifests(paths: Sequence[Path]) -> list[Path]:
+    """The manifest files ``paths`` name: files as given, folders by their ``*.json`` (as CI downloads artifacts)."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.json") if p.is_file())
+            if not found:
+                raise BadInput(f"{path}: no manifest (*.json) in this folder")
+            files += found
+        else:
+            files.append(path)
+    return files
+
+
+def read_manifests(paths: Sequence[Path], store: Store) -> tuple[tuple[IndexEntry, ...], dict[str, str]]:
+    """Every entry of the manifests at ``paths`` (a folder: every ``*.json`` under it), each checked to be for
+    ``store``; and the METADATA texts they carry, by sha256."""
+    loaded: list[tuple[str, Manifest]] = []
+    for path in expand_manifests(paths):
+        try:
+            text = path.read_bytes()
+        except OSError as e:
+            raise BadInput(f"{path}: cannot read the manifest ({e.strerror or e})") from e
+        manifest = parse_manifest(text, str(path))
+        if manifest.repo != store.location:
+            raise BadInput(f"{path}: staged for {manifest.repo}, not {store.location}")
+        loaded.append((str(path), manifest))
+    return merge_manifests(loaded), merge_metadata([m for _, m in loaded])
+
+
+def plan_manifests(
+    index: Index, entries: Sequence[IndexEntry], options: ManifestOptions, metadata: Mapping[str, Path] | None = None
+) -> tuple[Changes, list[IndexEntry]]:
+    """Pure: the change that files ``entries`` (their bytes staged) into ``index``; the entries it adds.
+
+    Same bytes at the same path: skipped. Other bytes at an occupied path: refused unless ``replace``.
+    ``metadata`` (sha256 -> a file of it) gives the PEP 658 files to commit beside the wheels; an entry
+    whose METADATA is not there loses its ``metadata_sha256`` rather than name a file that is not stored.
+    """
+    files = metadata or {}
+    entries = [e if e.metadata_sha256 in files or not e.metadata_sha256 else replace(e, metadata_sha256=None)
+               for e in entries]  # fmt: skip
+    current = index.by_path()
+    merged: list[IndexEntry] = []
+    for entry in entries:
+        old = current.get(entry.path)
+        if old is not None and old.sha256 == entry.sha256:
+            continue
+        if old is not None and not options.replace:
+            raise Refused(f"{entry.path}: already stored with other bytes (sha256 {old.sha256[:12]}…); pass --replace")
+        merged.append(entry)
+    uploads = tuple(Upload(e.path, None, e.sha256, e.size) for e in merged)
+    uploads += tuple(Upload(metadata_path(e.path), files[e.metadata_sha256], e.metadata_sha256,
+                            files[e.metadata_sha256].stat().st_size)
+                     for e in merged if e.metadata_sha256)  # fmt: skip
+    packages = sorted({e.cell.package for e in merged})
+    message = f"librarian reindex --manifest: {len(merged)} staged wheel(s) ({', '.join(packages)})"
+    return Changes(index.with_entries(added=merged), uploads, (), message), merged
+
+
+def reindex_manifests(
+    store: Store, default_layout: Layout, paths: Sequence[Path], options: ManifestOptions, *, dry_run: bool = False
+) -> ReindexReport:
+    """Merge the wheels the manifests at ``paths`` staged into the index, in one change.
+
+    A wheel whose bytes the store does not hold is dropped and reported (a finding); the rest land.
+    """
+    entries, texts = read_manifests(paths, store)
+    if not options.allow_unknown_combo:
+        matrix = load_matrix()
+        for entry in entries:
+            check_combo(entry.cell.label, entry.filename, matrix)
+    missing = store.missing_blobs([Blob(e.sha256, e.size, e.path) for e in entries])
+    gone = {(b.name, b.sha256) for b in missing}
+    dropped = tuple(
+        Problem(e.path, f"staged, but the store does not hold its bytes (sha256 {e.sha256[:12]}…, {e.size} bytes): stage it again")
+        for e in entries
+        if (e.path, e.sha256) in gone
+    )
+    present = [e for e in entries if (e.path, e.sha256) not in gone]
+    holder: list[list[IndexEntry]] = []
+    with tempfile.TemporaryDirectory(prefix="librarian-reindex-") as tmp:
+        files = {}
+        for sha, text in texts.items():
+            files[sha] = Path(tmp) / f"{sha}.metadata"
+            files[sha].write_bytes(metadata_bytes(text))
+
+        def planner(index: Index) -> Changes:
+            changes, merged = plan_manifests(index, present, options, files)
+            holder[:] = [merged]
+            return changes
+
+        report = ReindexReport(store.location, dropped=dropped, manifests=len(expand_manifests(paths)))
+        if dry_run:
+            planner(read_index(store, default_layout))
+            return _with(report, holder[0])
+        applied = store.update(planner, default_layout)
+    for note in applied.notes:
+        log.info("%s", note)
+    return _with(report, holder[0], applied.where, applied.commit)
+
+
+def _with(report: ReindexReport, merged: list[IndexEntry], where: str = "", commit: str = "") -> ReindexReport:
+    return replace(report, merged=tuple(merged), where=where, commit=commit)
