@@ -4,18 +4,13 @@ or ./librarian.toml, else ``./wheelhouse``. The same files may name the layout f
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from librarian.compat import tomllib
 from librarian.errors import BadInput
 from librarian.layouts import DEFAULT_LAYOUT
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - CPython 3.10 only
-    import tomli as tomllib
 
 DEFAULT_REPO = "./wheelhouse"
 ENV_REPO = "LIBRARIAN_REPO"

@@ -132,10 +132,6 @@ class GpuArch:
         """The compute capability this code is for: ``(8, 9)``."""
         return self.major, self.minor
 
-    def as_kind(self, kind: ArchKind) -> GpuArch:
-        """The same arch as another kind of code (``sm_80`` -> ``compute_80``)."""
-        return replace(self, kind=kind)
-
     def __str__(self) -> str:
         return f"{self.kind.value}_{self.sm}"
 
@@ -154,11 +150,6 @@ class Label:
         if m is None:
             raise BadInput(f"{text}: not a librarian label (expected e.g. cu128torch2.8)")
         return cls(_digits_to_major_minor(m[1]), (int(m[2]), int(m[3])))
-
-    @classmethod
-    def from_versions(cls, cuda: str, torch: str) -> Label:
-        """The label for ``--cuda 12.8 --torch 2.8`` (any spelling :func:`parse_cuda` takes)."""
-        return cls(parse_cuda(cuda), parse_torch(torch))
 
     @property
     def combo(self) -> str:

@@ -27,6 +27,7 @@ SHF_ALLOC, SHF_EXECINSTR = 0x2, 0x4
 SHT_DYNSYM = 11
 SHT_DYNAMIC = 6
 SHT_GNU_VERNEED = 0x6FFFFFFE
+SHT_GNU_VERDEF = 0x6FFFFFFD
 PT_LOAD = 1
 PT_DYNAMIC = 2
 DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 5, 10, 14, 15, 29
@@ -286,6 +287,42 @@ def _version_needs(
             break
         pos += nxt
     return tuple(out)
+
+
+def version_definitions(f: BinaryIO | bytes) -> tuple[str, ...]:
+    """The symbol versions a shared library defines (``.gnu.version_d``): ``GLIBCXX_3.4.30``, ``CXXABI_1.3``, ...
+
+    What a machine's libstdc++ offers is the highest ``GLIBCXX_`` it defines.
+    """
+    src = Source(f)
+    elf = _read(src)
+    sec = next((s for s in elf.sections if s.type == SHT_GNU_VERDEF), None)
+    if sec is None:
+        return ()
+    if not 0 <= sec.link < len(elf.sections):
+        raise BadBinary(f".gnu.version_d links to section {sec.link}, which does not exist")
+    raw = section_bytes(src, sec, ".gnu.version_d")
+    strtab = section_bytes(src, elf.sections[sec.link], "version strings")
+    e = "<" if elf.little_endian else ">"
+    names: list[str] = []
+    pos, guard = 0, len(raw) // 20 + 1
+    for _ in range(min(sec.info or guard, guard)):
+        if pos + 20 > len(raw):
+            raise BadBinary(".gnu.version_d entry runs past its section")
+        _v, _flags, _ndx, cnt, _hash, aux, nxt = struct.unpack_from(e + "HHHHIII", raw, pos)
+        apos = pos + aux
+        for _ in range(min(cnt, guard)):
+            if apos + 8 > len(raw):
+                raise BadBinary(".gnu.version_d aux entry runs past its section")
+            name, anext = struct.unpack_from(e + "II", raw, apos)
+            names.append(_string(strtab, name, "version name"))
+            if anext == 0:
+                break
+            apos += anext
+        if nxt == 0:
+            break
+        pos += nxt
+    return tuple(names)
 
 
 def dynamic_symbols(f: BinaryIO | bytes) -> tuple[frozenset[str], frozenset[str]]:

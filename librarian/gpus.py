@@ -8,18 +8,13 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from librarian.compat import tomllib
 from librarian.coords import ArchKind, GpuArch, MajorMinor, canonical_cpu
 from librarian.errors import BadInput
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - CPython 3.10
-    import tomli as tomllib
 
 
 @dataclass(frozen=True, slots=True)

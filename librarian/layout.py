@@ -10,16 +10,11 @@ from __future__ import annotations
 
 import re
 import string
-import sys
 from dataclasses import dataclass
 
-from librarian.coords import Cell, GpuArch, Label, WheelName, format_cuda, format_version, package_key
+from librarian.compat import tomllib
+from librarian.coords import Cell, GpuArch, Label, format_cuda, format_version
 from librarian.errors import BadInput, LayoutError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on CPython 3.10 only
-    import tomli as tomllib
 
 FIELDS = ("package", "sm", "torch", "cuda", "filename")
 _FIELD_PATTERNS = {
@@ -125,10 +120,6 @@ class Layout:
             return None
         return cell, m["filename"]
 
-    def matches(self, path: str) -> bool:
-        """Whether ``path`` is a wheel path of this layout."""
-        return self.parse_path(path) is not None
-
     def _regex(self) -> re.Pattern[str]:
         pattern = ""
         for literal, field, _, _ in string.Formatter().parse(self.path):
@@ -136,8 +127,3 @@ class Layout:
             if field:
                 pattern += f"(?P<{field}>{_FIELD_PATTERNS[field]})"
         return re.compile(pattern)
-
-
-def cell_for(name: WheelName, sm: GpuArch, label: Label) -> Cell:
-    """The cell a wheel with this name is filed in for ``sm``."""
-    return Cell(package_key(name.distribution), sm, label)

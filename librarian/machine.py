@@ -80,11 +80,6 @@ class TorchInfo:
         """The torch minor, ``(2, 8)``."""
         return parse_torch(self.version)
 
-    @property
-    def torch(self) -> MajorMinor:
-        """The torch minor, as a label spells it (same as :attr:`minor`)."""
-        return parse_torch(self.version)
-
     def __str__(self) -> str:
         cuda = f"CUDA {format_version(self.cuda)}" if self.cuda else "CPU build"
         return f"torch {self.version} ({cuda})"

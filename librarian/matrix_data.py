@@ -12,19 +12,14 @@ import dataclasses
 import datetime as dt
 import enum
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 import tomli_w
 
+from librarian.compat import tomllib
 from librarian.coords import GpuArch, MajorMinor, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on CPython 3.10 only
-    import tomli as tomllib
 
 SCHEMA = 1
 

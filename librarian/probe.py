@@ -24,6 +24,8 @@ from typing import Any, TypeVar
 from packaging.tags import Tag, sys_tags
 
 from librarian.coords import MajorMinor, canonical_cpu, parse_cuda
+from librarian.elf import dynamic_symbols, version_definitions
+from librarian.errors import BadBinary
 from librarian.machine import Gpu, Machine, Probed, TorchInfo, interpreter_tags, linux_platforms
 from librarian.target import Target, TargetFacts, probe_target
 
@@ -260,8 +262,6 @@ def cxx11abi_from_library(path: Path) -> bool | None:
 
 
 def _defined_symbols(path: Path) -> frozenset[str]:
-    from librarian.elf import dynamic_symbols
-
     with path.open("rb") as f:
         return dynamic_symbols(f)[0]
 
@@ -367,16 +367,8 @@ def find_libstdcxx() -> Path | None:
 
 def read_version_definitions(path: Path) -> tuple[str, ...]:
     """The version names a shared library defines (``.gnu.version_d``): ``GLIBCXX_3.4.30``, ..."""
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.gnuversions import GNUVerDefSection
-
-    names: list[str] = []
     with path.open("rb") as f:
-        for section in ELFFile(f).iter_sections():
-            if isinstance(section, GNUVerDefSection):
-                for _verdef, auxiliaries in section.iter_versions():
-                    names.extend(str(aux.name) for aux in auxiliaries)
-    return tuple(names)
+        return version_definitions(f)
 
 
 def detect_glibcxx() -> Probed[tuple[int, ...]]:
@@ -386,7 +378,7 @@ def detect_glibcxx() -> Probed[tuple[int, ...]]:
         return Probed.unknown("libstdc++.so.6 not found")
     try:
         names = read_version_definitions(path)
-    except Exception as e:  # noqa: BLE001 - pyelftools raises many types on odd files
+    except (OSError, BadBinary) as e:
         return Probed.unknown(f"{path}: cannot read its version definitions ({e})")
     versions = [tuple(int(x) for x in n[8:].split(".")) for n in names if re.fullmatch(r"GLIBCXX_[\d.]+", n)]
     if not versions:

@@ -27,7 +27,7 @@ def test_label_parts() -> None:
     label = Label.parse("cu128torch2.10")
     assert label.cuda == (12, 8) and label.torch == (2, 10)
     assert label.combo == "torch2.10-cu128"
-    assert Label.from_versions("12.8", "2.10.1+cu128") == label
+    assert Label(parse_cuda("12.8"), parse_torch("2.10.1+cu128")) == label
 
 
 @pytest.mark.parametrize("bad", ["cu128", "torch2.8", "cu12.8torch2.8", "", "cu128torch2"])

@@ -170,3 +170,21 @@ def test_e_version() -> None:
     # ELF-ABI-7 cubins keep the CUDA release * 10 in e_version (librarian.cubin reads it); others say 1
     assert read_elf(cubin_bytes(80, e_version=118)).version == 118
     assert read_elf(elf_bytes()).version == 1
+
+
+def test_version_definitions_agree_with_pyelftools() -> None:
+    from elftools.elf.gnuversions import GNUVerDefSection
+
+    from librarian.elf import version_definitions
+    from librarian.probe import find_libstdcxx
+
+    lib = find_libstdcxx()
+    if lib is None:
+        pytest.skip("no libstdc++.so.6 on this machine to read its version definitions")
+    with lib.open("rb") as f:
+        theirs = [str(aux.name) for s in ELFFile(f).iter_sections() if isinstance(s, GNUVerDefSection)
+                  for _v, auxes in s.iter_versions() for aux in auxes]  # fmt: skip
+    with lib.open("rb") as f:
+        ours = list(version_definitions(f))
+    assert ours == theirs and any(n.startswith("GLIBCXX_3.4.") for n in ours)
+    assert version_definitions(elf_bytes()) == ()  # no .gnu.version_d: defines none
