@@ -14,6 +14,7 @@ from collections import defaultdict
 from urllib.parse import quote
 
 from librarian.coords import format_version
+from librarian.coverage import coverage, render_coverage
 from librarian.index import ROOT, Index, IndexEntry, render_index, shard_path
 
 PAGES_DIR = "pages"
@@ -75,8 +76,6 @@ def render_card_block(index: Index, repo_id: str, endpoint: str = "https://huggi
 
     ``endpoint`` must carry no credentials (the caller strips them): the card is public.
     """
-    from librarian.ops.ls import coverage, render_coverage  # the table is ls's; import here to keep layers
-
     table = render_coverage(coverage(index, f"hf://datasets/{repo_id}"))
     example = index.entries[0] if index.entries else None
     package, page = "PACKAGE", "pages/sm89-torch2.9-cu128.html"

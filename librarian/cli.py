@@ -373,7 +373,8 @@ def ls_command(
     as_json: JsonOpt = False,
 ) -> None:
     """What is stored: a coverage table of packages x torch/CUDA combos x GPU archs; '-' marks a hole."""
-    from librarian.ops.ls import coverage_json, ls, render_coverage
+    from librarian.coverage import render_coverage
+    from librarian.ops.ls import coverage_json, ls
 
     store, layout = _settings(repo)
     cov = ls(store, layout, packages or ())
