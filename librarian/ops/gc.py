@@ -178,9 +178,7 @@ def gc(
         blobs = _purgeable(store, index, removals) if purge else ()
         return GcReport(tuple(removals), freed_bytes(index, removals), emptied_packages(index, removals), blobs,
                         files=freed_files(index, removals))  # fmt: skip
-    holder: list[GcReport] = []
-
-    def planner(index: Index) -> Changes:
+    def planner(index: Index) -> tuple[Changes, GcReport]:
         removals = plan_gc(index, policy)
         emptied = emptied_packages(index, removals)
         if emptied and not allow_empty:
@@ -188,15 +186,15 @@ def gc(
                 f"{store.location}: the plan removes every wheel of {', '.join(emptied)}; "
                 "pass --allow-empty to accept that (nothing was changed)"
             )
-        holder[:] = [GcReport(tuple(removals), freed_bytes(index, removals), emptied, files=freed_files(index, removals))]
+        report = GcReport(tuple(removals), freed_bytes(index, removals), emptied, files=freed_files(index, removals))
         paths = tuple(r.entry.path for r in removals)
         message = f"librarian gc: remove {len(paths)} wheel{'s' if len(paths) != 1 else ''}"
         # Each wheel with its PEP 658 METADATA file, side by side, so that a change cut in pieces takes both.
         files = tuple(f for r in removals for f in (r.entry.path, r.entry.metadata_path) if f)
-        return Changes(index.with_entries(removed=paths), (), files, message)
+        return Changes(index.with_entries(removed=paths), (), files, message), report
 
-    applied: Applied = store.update(planner, default_layout)
-    report = replace(holder[0], commit=applied.commit, acted=True) if holder else GcReport((), 0, acted=True)
+    applied: Applied[GcReport] = store.update(planner, default_layout)
+    report = replace(applied.result, commit=applied.commit, acted=True)
     if purge and report.removals:
         blobs = store.purgeable({r.entry.sha256 for r in report.removals})
         store.purge(blobs)

@@ -289,13 +289,10 @@ def publish(
                 log.info("staged in %s", where)
                 return replace(plan, commit=where) if "://" in where else plan
             return plan
-        holder: list[PublishPlan] = []
+        def planner(index: Index) -> tuple[Changes, PublishPlan]:
+            plan = plan_publish(index, wheels, options)
+            return plan.changes, plan
 
-        def planner(index: Index) -> Changes:
-            holder.clear()
-            holder.append(plan_publish(index, wheels, options))
-            return holder[0].changes
-
-        applied: Applied = store.update(planner, layout)
+        applied: Applied[PublishPlan] = store.update(planner, layout)
         log.info("published to %s (%d attempt(s))", applied.where, applied.attempts)
-        return replace(holder[0], commit=applied.commit)
+        return replace(applied.result, commit=applied.commit)

@@ -197,12 +197,11 @@ def read_pending(store: Store, files: Iterable[StoredFile]) -> tuple[dict[str, I
 
 def reindex(store: Store, default_layout: Layout, *, adopt: bool = False, dry_run: bool = False) -> ReindexReport:
     """Merge every staged entry into the index in one change; with ``adopt``, also file unindexed wheels."""
-    holder: list[ReindexReport] = []
     cache: dict[str, IndexEntry] = {}
     with tempfile.TemporaryDirectory(prefix="librarian-reindex-") as tmp:
         sha_of = _hasher(store, Path(tmp))
 
-        def planner(index: Index) -> Changes:
+        def planner(index: Index) -> tuple[Changes, ReindexReport]:
             # Runs inside the store's update: the listing and the reads see the snapshot the change applies to.
             listed = store.list_files().files
             found, unreadable = read_pending(store, [f for f in listed if f.path not in cache])
@@ -212,16 +211,14 @@ def reindex(store: Store, default_layout: Layout, *, adopt: bool = False, dry_ru
             files = _hash_where_sizes_cannot_tell(listed, pending, sha_of)
             candidates = entries_from_tree(index.layout, _unindexed(files, index, pending), sha_of) if adopt else []
             changes, report = plan_reindex(index, files, pending, candidates)
-            holder[:] = [replace(report, unreadable=tuple(unreadable), location=store.location)]
-            return changes
+            return changes, replace(report, unreadable=tuple(unreadable), location=store.location)
 
         if dry_run:
-            planner(read_index(store, default_layout))
-            return holder[0]
+            return planner(read_index(store, default_layout))[1]
         applied = store.update(planner, default_layout)
     for note in applied.notes:
         log.info("%s", note)
-    return replace(holder[0], where=applied.where, commit=applied.commit)
+    return replace(applied.result, where=applied.where, commit=applied.commit)
 
 
 def _unindexed(files: Sequence[StoredFile], index: Index, pending: Mapping[str, IndexEntry]) -> list[StoredFile]:

@@ -117,26 +117,22 @@ def reindex_manifests(
         if (e.path, e.sha256) in gone
     )
     present = [e for e in entries if (e.path, e.sha256) not in gone]
-    holder: list[list[IndexEntry]] = []
     with tempfile.TemporaryDirectory(prefix="librarian-reindex-") as tmp:
         files = {}
         for sha, text in texts.items():
             files[sha] = Path(tmp) / f"{sha}.metadata"
             files[sha].write_bytes(metadata_bytes(text))
 
-        def planner(index: Index) -> Changes:
-            changes, merged = plan_manifests(index, present, options, files)
-            holder[:] = [merged]
-            return changes
+        def planner(index: Index) -> tuple[Changes, list[IndexEntry]]:
+            return plan_manifests(index, present, options, files)
 
         report = ReindexReport(store.location, dropped=dropped, manifests=len(expand_manifests(paths)))
         if dry_run:
-            planner(read_index(store, default_layout))
-            return _with(report, holder[0])
+            return _with(report, planner(read_index(store, default_layout))[1])
         applied = store.update(planner, default_layout)
     for note in applied.notes:
         log.info("%s", note)
-    return _with(report, holder[0], applied.where, applied.commit)
+    return _with(report, applied.result, applied.where, applied.commit)
 
 
 def _with(report: ReindexReport, merged: list[IndexEntry], where: str = "", commit: str = "") -> ReindexReport:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from librarian.errors import StoreError
 from librarian.index import ROOT, Index, IndexEntry, parse_root, parse_shard
@@ -67,14 +67,18 @@ class Changes:
         return not self.uploads and not self.deletes
 
 
-Planner = Callable[[Index], Changes]
+R = TypeVar("R")
+# An operation's plan: the store's current index in; the change to make and the operation's own result out
+# (a publish plan, a gc report, ...). A store may run it more than once (the Hub re-plans on a conflict).
+Planner = Callable[[Index], tuple[Changes, R]]
 
 
-@dataclass(frozen=True, slots=True)
-class Applied:
-    """What a store did: the changes it applied and where (a commit URL or a directory)."""
+@dataclass(frozen=True)  # no slots: a generic dataclass with slots trips CPython 3.10
+class Applied(Generic[R]):
+    """What a store did: the changes it applied, the plan's result for them, and where (a commit URL or a directory)."""
 
     changes: Changes
+    result: R
     where: str = ""
     attempts: int = 1
     notes: tuple[str, ...] = field(default=())
@@ -113,7 +117,7 @@ class Store(Protocol):
         """A URL pip and uv can fetch the file from, pinned to what was read (``file://``, or the Hub's
         ``resolve/<commit>/<path>``), so that a requirements file that names it is reproducible."""
 
-    def update(self, plan: Planner, default_layout: Layout) -> Applied:
+    def update(self, plan: Planner[R], default_layout: Layout) -> Applied[R]:
         """Plan against the current index and apply the result atomically (re-planning on conflict).
 
         Reads the planner makes through this store (``read_file``, ``list_files``) see the same state

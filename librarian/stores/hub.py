@@ -65,7 +65,7 @@ from librarian.errors import BadInput, LibrarianError, StoreError, Unreachable
 from librarian.index import Index
 from librarian.layout import Layout
 from librarian.redact import clean, register_secret
-from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, StoredFile, Upload, read_index
+from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, R, StoredFile, Upload, read_index
 from librarian.stores.hub_http import (
     RETRY_STATUS,
     NetPolicy,
@@ -423,24 +423,24 @@ class HubStore:
 
     # --- writing: one commit per change, in pieces when it is big ----------------------------------
 
-    def update(self, plan: Planner, default_layout: Layout) -> Applied:
+    def update(self, plan: Planner[R], default_layout: Layout) -> Applied[R]:
         """Plan against the head, commit with ``parent_commit``; on conflict re-plan and retry.
 
         A change of more than ``policy.commit_ops`` files is committed in pieces, wheels first and the
         index last, each piece's parent the one before (see :meth:`_commit_pieces`).
         """
 
-        def step(attempt: int, notes: list[str]) -> Applied:
+        def step(attempt: int, notes: list[str]) -> Applied[R]:
             self._sha = parent = self._head()  # the live head, never a cached one: it becomes parent_commit
             if parent is None:
                 self._sha = parent = self._create_repo()
             old = read_index(self, default_layout)
-            changes = plan(old)
+            changes, result = plan(old)
             if changes.empty and changes.index == old:
-                return Applied(changes, self.location, attempt, tuple(notes))
+                return Applied(changes, result, self.location, attempt, tuple(notes))
             urls = self._commit_pieces(old, changes, parent, notes)
             self._note_new_head()
-            return Applied(changes, urls[-1], attempt, tuple(notes), commit=urls[-1])
+            return Applied(changes, result, urls[-1], attempt, tuple(notes), commit=urls[-1])
 
         return self._attempts(step)
 

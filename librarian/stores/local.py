@@ -32,7 +32,7 @@ from librarian.errors import StoreError
 from librarian.index import MAX_INDEX_BYTES, PENDING_DIR, ROOT, SHARD_DIR, Index, IndexEntry, render_index
 from librarian.layout import Layout, check_store_path
 from librarian.safeio import kind, open_regular, read_regular, sha256_file
-from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, StoredFile, Upload, read_index
+from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, R, StoredFile, Upload, read_index
 
 log = logging.getLogger(__name__)
 
@@ -214,21 +214,21 @@ class LocalStore:
         """The stored file's ``file://`` URL (absolute)."""
         return self._resolve(path).absolute().as_uri()
 
-    def update(self, plan: Planner, default_layout: Layout) -> Applied:
+    def update(self, plan: Planner[R], default_layout: Layout) -> Applied[R]:
         """Plan under the lock and apply: journal, wheels, catalogue with the root last, removals, journal gone."""
         self._exists()
         with _locked(self.root):
             recovered = self._recover(default_layout)
             self._sweep_temp_files(self.root, deep=False)  # a kill while writing the journal leaves one here
             old = read_index(self, default_layout)
-            changes = plan(old)
+            changes, result = plan(old)
             # A root out of step with the shards it was read from (a kill between them, by an older
             # librarian) is rebuilt by any change, even one that changes no wheel.
             rebuild = changes.rebuild or recovered or self._root_is_stale(old)
             if changes.empty and changes.index == old and not rebuild:
-                return Applied(changes, str(self.root))
+                return Applied(changes, result, str(self.root))
             self._apply(old, changes, rebuild=rebuild)
-        return Applied(changes, str(self.root))
+        return Applied(changes, result, str(self.root))
 
     def stage(self, uploads: Sequence[Upload], files: Mapping[str, bytes], message: str) -> str:
         """Write wheels, then the small files that describe them (pending entries); the index is not touched."""
