@@ -10,7 +10,9 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shutil
 import stat
+import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
@@ -79,3 +81,28 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while data := f.read(chunk):
             h.update(data)
     return h.hexdigest()
+
+
+TMP_PREFIX = ".librarian-tmp-"  # a store's listing knows files of this name as leftovers of a killed write
+
+
+def atomic_write(target: Path, data: bytes | None = None, *, source: Path | None = None, mode: int = 0o644) -> None:
+    """Write ``data`` (or a copy of the regular file ``source``) to ``target``: a temp file beside it, flushed
+    to disk, then renamed over it, so a reader sees the old file or the new one, never half of one."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=TMP_PREFIX, dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            if data is not None:
+                out.write(data)
+            elif source is not None:
+                with open_regular(source) as src:
+                    shutil.copyfileobj(src, out, 1 << 20)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
@@ -32,6 +30,7 @@ from librarian.matrix import (
     packaged_matrix,
     read_override,
 )
+from librarian.safeio import atomic_write
 from librarian.torch_index import PEP691_JSON, IndexScan, scan_page
 
 log = logging.getLogger(__name__)
@@ -100,18 +99,8 @@ def served_rows(scans: Iterable[tuple[str, IndexScan]], date: dt.date) -> tuple[
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` by a temp file in the same folder renamed over it."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        atomic_write(path, text.encode("utf-8"))
     except OSError as e:
-        raise StoreError(f"{path}: cannot write the matrix override ({e})") from e
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
         raise StoreError(f"{path}: cannot write the matrix override ({e})") from e
 
 

@@ -7,7 +7,6 @@ planning is pure and runs against the store's current index, so the Hub store ca
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -28,6 +27,7 @@ from librarian.layout import Layout
 from librarian.manifest import Manifest, metadata_text, render_manifest
 from librarian.matrix import Matrix, load_matrix
 from librarian.ops.labels import choose_label
+from librarian.safeio import atomic_write
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
 from librarian.wheelfile import check_publishable, read_wheel_info, retag, sha256_file, verify_record
 
@@ -246,14 +246,7 @@ def stage_to_manifest(store: Store, plan: PublishPlan, manifest: Path) -> Manife
 
 
 def _write(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".librarian-tmp-", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, target)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    atomic_write(target, data)
 
 
 def publish(

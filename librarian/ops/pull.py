@@ -29,6 +29,7 @@ from librarian.layout import Layout
 from librarian.machine import Machine
 from librarian.ops.doctor import doctor
 from librarian.ops.reindex import read_index_or_tree
+from librarian.safeio import atomic_write
 from librarian.stores.base import Store
 from librarian.wheelfile import check_wheel_identity
 
@@ -301,13 +302,7 @@ def render_requirements(picks: Sequence[tuple[IndexEntry, str]]) -> str:
 
 def write_requirements(path: Path, picks: Sequence[tuple[IndexEntry, str]]) -> None:
     """Write the requirements file through a temp file and a rename (never half-written)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    try:
-        partial.write_text(render_requirements(picks), encoding="utf-8")
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
+    atomic_write(path, render_requirements(picks).encode("utf-8"))
 
 
 class NoMatch(NotFound):

@@ -65,6 +65,7 @@ from librarian.errors import BadInput, LibrarianError, StoreError, Unreachable
 from librarian.index import Index
 from librarian.layout import Layout
 from librarian.redact import clean, register_secret
+from librarian.safeio import atomic_write
 from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, R, StoredFile, Upload, read_index
 from librarian.stores.hub_http import (
     RETRY_STATUS,
@@ -189,14 +190,7 @@ class _Cache:
 
     @staticmethod
     def _write(target: Path, data: bytes) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".librarian-tmp-", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(tmp, target)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        atomic_write(target, data)
 
 
 class HubStore:

@@ -20,10 +20,8 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import stat
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -31,35 +29,14 @@ from librarian.catalogue import PAGES_DIR, render_catalogue
 from librarian.errors import StoreError
 from librarian.index import MAX_INDEX_BYTES, PENDING_DIR, ROOT, SHARD_DIR, Index, IndexEntry, render_index
 from librarian.layout import Layout, check_store_path
-from librarian.safeio import kind, open_regular, read_regular, sha256_file
+from librarian.safeio import TMP_PREFIX, atomic_write, kind, open_regular, read_regular, sha256_file
 from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, R, StoredFile, Upload, read_index
 
 log = logging.getLogger(__name__)
 
 LOCK_NAME = ".librarian.lock"
 JOURNAL_NAME = ".librarian-journal.json"
-_TMP_PREFIX = ".librarian-tmp-"
-
-
-def _write_atomic(target: Path, data: bytes | None = None, source: Path | None = None) -> None:
-    """Write ``data`` (or a copy of ``source``) to ``target`` through a temp file and a rename."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=target.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            if data is not None:
-                out.write(data)
-            elif source is not None:
-                with open_regular(source) as src:
-                    shutil.copyfileobj(src, out, 1 << 20)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+_TMP_PREFIX = TMP_PREFIX
 
 
 def _link_atomic(existing: Path, target: Path) -> bool:
@@ -203,7 +180,7 @@ class LocalStore:
                 pass
         except OSError as e:
             raise StoreError(f"{source}: not in the store ({e.strerror or e})") from e
-        _write_atomic(dest, source=source)
+        atomic_write(dest, source=source)
         return dest
 
     def local_path(self, path: str) -> Path | None:
@@ -238,7 +215,7 @@ class LocalStore:
             self._write_journal([], [], [])  # no index change; marks temp files to sweep if killed
             self._write_uploads(uploads, {})
             for path, data in sorted(files.items()):
-                _write_atomic(self._resolve(path), data=data)
+                atomic_write(self._resolve(path), data)
             (self.root / JOURNAL_NAME).unlink(missing_ok=True)
         log.info("%s: %s", self.root, message)
         return str(self.root)
@@ -274,7 +251,7 @@ class LocalStore:
                 continue
             existing = by_sha.get(upload.sha256)
             if existing is None or existing == target or not _link_atomic(existing, target):
-                _write_atomic(target, source=upload.source)
+                atomic_write(target, source=upload.source)
             by_sha.setdefault(upload.sha256, target)
 
     def _write_journal(self, added: Iterable[IndexEntry], unlisted: Iterable[str], deletes: Iterable[str]) -> None:
@@ -284,7 +261,7 @@ class LocalStore:
             "unlist": sorted(unlisted),
             "delete": sorted(deletes),
         }
-        _write_atomic(self.root / JOURNAL_NAME, data=json.dumps(data, sort_keys=True).encode())
+        atomic_write(self.root / JOURNAL_NAME, json.dumps(data, sort_keys=True).encode())
 
     def _apply(self, old: Index, changes: Changes, *, rebuild: bool = False) -> None:
         # Every path is checked for links before the first byte is written: a refusal changes nothing.
@@ -314,9 +291,9 @@ class LocalStore:
             target = self._resolve(path)
             if rebuild:
                 if self.read_file(path) != data:
-                    _write_atomic(target, data=data)
+                    atomic_write(target, data)
             elif old_catalogue.get(path) != data or not target.is_file():
-                _write_atomic(target, data=data)
+                atomic_write(target, data)
         stale = set(old_catalogue) - set(new_catalogue)
         if rebuild:
             stale |= {p for p in self._generated_on_disk() if p not in new_catalogue}
