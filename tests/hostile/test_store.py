@@ -121,13 +121,13 @@ def _kill_at(monkeypatch: pytest.MonkeyPatch, when: str) -> None:
     class Killed(BaseException):
         pass
 
-    real_write = local_store._write_atomic
+    real_write = local_store.atomic_write
     real_delete = local_store.LocalStore._delete
 
-    def write(target: Path, data: bytes | None = None, source: Path | None = None) -> None:
+    def write(target: Path, data: bytes | None = None, *, source: Path | None = None, mode: int = 0o644) -> None:
         if target.name == when:
             raise Killed
-        real_write(target, data, source)
+        real_write(target, data, source=source, mode=mode)
 
     def delete(self: local_store.LocalStore, paths: object) -> None:
         listed = list(paths)  # type: ignore[call-overload]
@@ -135,7 +135,7 @@ def _kill_at(monkeypatch: pytest.MonkeyPatch, when: str) -> None:
             raise Killed
         real_delete(self, listed)
 
-    monkeypatch.setattr(local_store, "_write_atomic", write)
+    monkeypatch.setattr(local_store, "atomic_write", write)
     monkeypatch.setattr(local_store.LocalStore, "_delete", delete)
 
 
