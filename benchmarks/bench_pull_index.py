@@ -45,8 +45,8 @@ def measure(store_name: str, make_store: object, cache: Path | None, repeat: int
     """Per run: seconds to read the index and resolve, seconds for the whole pull (fetch included)."""
     from packaging.tags import Tag
 
+    from librarian.config import load_layout
     from librarian.coords import GpuArch
-    from librarian.layouts import load_layout
     from librarian.ops.pull import Wants, _fetch_checked, resolve
     from librarian.ops.reindex import read_index_or_tree
 

@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from librarian.catalogue import render_catalogue
+from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label
 from librarian.index import Index, IndexEntry
-from librarian.layouts import load_layout
 from librarian.wheelfile import sha256_file
 from tests.builders import make_wheel
 

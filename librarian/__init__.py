@@ -29,7 +29,7 @@ _API = {
     "Wheel": "librarian.demands", "Verdict": "librarian.demands", "Demand": "librarian.demands",
     "judge": "librarian.demands", "claims": "librarian.demands",
     # stores and what is done to them
-    "open_store": "librarian.stores", "load_layout": "librarian.layouts",
+    "open_store": "librarian.stores", "load_layout": "librarian.config",
     "publish": "librarian.ops.publish", "PublishOptions": "librarian.ops.publish",
     "pull": "librarian.ops.pull", "Wants": "librarian.ops.pull", "verify": "librarian.ops.verify",
     "gc": "librarian.ops.gc", "GcPolicy": "librarian.ops.gc",

@@ -95,8 +95,7 @@ def _emit_json(data: dict[str, Any]) -> None:
 
 
 def _settings(repo: str | None, create: bool = False, publishing: bool = False) -> tuple[Any, Layout]:
-    from librarian.config import load_settings
-    from librarian.layouts import load_layout
+    from librarian.config import load_layout, load_settings
     from librarian.stores import open_store
 
     settings = load_settings(repo)
@@ -465,7 +464,7 @@ def gc(
         raise BadInput(f"--keep-torch-from {keep_torch_from}: expected 'store' or 'matrix'")
     lines = None
     if keep_torch_from == "matrix":
-        from librarian.matrix import load_matrix
+        from librarian.pytorch.matrix import load_matrix
 
         lines = load_matrix().torch_versions()
     policy = GcPolicy(keep_torch, tuple(parse_torch(t) for t in drop_torch or ()), keep_versions, older_than, lines=lines)
@@ -526,7 +525,7 @@ def matrix(
     """The combos PyTorch shipped, as a table, JSON, or a GitHub Actions build matrix."""
     if ctx.invoked_subcommand is not None:
         return
-    from librarian.matrix import Selection, github_matrix, load_matrix, matrix_json, render_table
+    from librarian.pytorch.matrix import Selection, github_matrix, load_matrix, matrix_json, render_table
 
     sel = Selection.parse(torch or (), cuda or (), python or (), platform or (), newest, stable_only)
     loaded = load_matrix()
@@ -546,7 +545,7 @@ def matrix_refresh(
     as_json: JsonOpt = False,
 ) -> None:
     """Record what PyTorch's wheel index serves, in your user override file (not the installed package)."""
-    from librarian.ops.matrix_refresh import refresh
+    from librarian.pytorch.refresh import refresh
 
     result = refresh(source)
     if as_json:

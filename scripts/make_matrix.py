@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from librarian.coords import parse_cuda, parse_torch
-from librarian.matrix_data import (
+from librarian.pytorch.releases import (
     ArchRow,
     CPython,
     CudaRow,

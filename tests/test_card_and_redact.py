@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from librarian.catalogue import BEGIN, END, merge_card, render_card_block
+from librarian.config import load_layout
 from librarian.errors import BadInput
 from librarian.index import Index
-from librarian.layouts import load_layout
 from librarian.redact import clean, register_secret
 from librarian.stores.hub import parse_hub_address, public_endpoint
 from tests.test_index import entry

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label
 from librarian.index import Index, IndexEntry
-from librarian.layouts import load_layout
 from librarian.ops.gc import GcPolicy, plan_gc
 from tests.builders import make_wheel
 from tests.conftest import Run

@@ -7,11 +7,11 @@ import json
 import pytest
 
 from librarian.catalogue import render_catalogue, render_pages
+from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label
 from librarian.errors import StoreError
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
 from librarian.index import Index, IndexEntry, parse_root, parse_shard, render_index
-from librarian.layouts import load_layout
 
 
 def entry(package: str = "flash_attn", sm: str = "89", label: str = "cu128torch2.9", version: str = "2.8.3", py: str = "cp312") -> IndexEntry:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from librarian.config import load_layout, shipped_layouts
 from librarian.coords import Cell, GpuArch, Label
 from librarian.errors import LayoutError
 from librarian.layout import Layout, check_store_path
-from librarian.layouts import load_layout, shipped_layouts
 
 CELL = Cell("flash_attn", GpuArch.parse("89"), Label.parse("cu128torch2.9"))
 FILENAME = "flash_attn-2.8.3+cu128torch2.9-cp312-cp312-linux_x86_64.whl"

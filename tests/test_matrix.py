@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from librarian.coords import GpuArch, Label
 from librarian.errors import BadInput
-from librarian.matrix import (
+from librarian.pytorch.matrix import (
     CPython,
     CxxAbi,
     Matrix,

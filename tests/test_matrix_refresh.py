@@ -14,9 +14,9 @@ import pytest
 
 from librarian.coords import Label
 from librarian.errors import BadInput, StoreError
-from librarian.matrix import CPython, Platform, Status, load_matrix, read_override
-from librarian.ops import matrix_refresh
-from librarian.ops.matrix_refresh import refresh
+from librarian.pytorch import refresh as matrix_refresh
+from librarian.pytorch.matrix import CPython, Platform, Status, load_matrix, read_override
+from librarian.pytorch.refresh import refresh
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data" / "torch-index"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from librarian.matrix import load_matrix
-from librarian.ops import matrix_refresh
+from librarian.pytorch import refresh as matrix_refresh
+from librarian.pytorch.matrix import load_matrix
 from tests.conftest import Run
 from tests.loophub.server import LoopHub
 

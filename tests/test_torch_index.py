@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from librarian.errors import BadInput
-from librarian.matrix import CPython, Platform
-from librarian.torch_index import (
+from librarian.pytorch.index_pages import (
     ServedCombo,
     parse_html_page,
     parse_index_page,
@@ -18,6 +17,7 @@ from librarian.torch_index import (
     scan_page,
     served_combo_of,
 )
+from librarian.pytorch.matrix import CPython, Platform
 
 DATA = Path(__file__).parent / "data" / "torch-index"
 LX, LA, WIN = Platform.LINUX_X86_64, Platform.LINUX_AARCH64, Platform.WINDOWS_AMD64

@@ -25,8 +25,8 @@ from librarian.index import Index, IndexEntry, metadata_path, pending_path, rend
 from librarian.inspection import inspect_wheel
 from librarian.layout import Layout
 from librarian.manifest import Manifest, metadata_text, render_manifest
-from librarian.matrix import Matrix, load_matrix
 from librarian.ops.labels import choose_label
+from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import atomic_write
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
 from librarian.wheelfile import check_publishable, read_wheel_info, retag, sha256_file, verify_record

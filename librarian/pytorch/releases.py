@@ -3,7 +3,7 @@
 A matrix file is TOML: ``[[torch]]`` release rows each with ``[[torch.cuda]]`` lines, ``[[arch]]`` rows
 (torch's own ``TORCH_CUDA_ARCH_LIST`` per CUDA line) and ``[[served]]`` rows (what PyTorch's wheel index
 served, written by ``librarian matrix refresh``). Pure: text in, values out. Queries live in
-:mod:`librarian.matrix`.
+:mod:`librarian.pytorch.matrix`.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from packaging.version import InvalidVersion
 
 from librarian.coords import MajorMinor, parse_cuda
 from librarian.errors import BadInput
-from librarian.matrix_data import CPython, Platform
+from librarian.pytorch.releases import CPython, Platform
 
 log = logging.getLogger(__name__)
 

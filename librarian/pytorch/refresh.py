@@ -1,6 +1,6 @@
 """``librarian matrix refresh``: read PyTorch's wheel index and record what it serves.
 
-The served part is written to the user's override file (see :func:`librarian.matrix.override_path`),
+The served part is written to the user's override file (see :func:`librarian.pytorch.matrix.override_path`),
 never into the installed package, by writing a temp file beside it and renaming it over.
 """
 
@@ -17,7 +17,8 @@ from urllib.parse import urlsplit
 
 from librarian.coords import MajorMinor, format_cuda
 from librarian.errors import BadInput, StoreError
-from librarian.matrix import (
+from librarian.pytorch.index_pages import PEP691_JSON, IndexScan, scan_page
+from librarian.pytorch.matrix import (
     Combo,
     CPython,
     Matrix,
@@ -31,7 +32,6 @@ from librarian.matrix import (
     read_override,
 )
 from librarian.safeio import atomic_write
-from librarian.torch_index import PEP691_JSON, IndexScan, scan_page
 
 log = logging.getLogger(__name__)
 

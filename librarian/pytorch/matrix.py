@@ -3,7 +3,7 @@
 The packaged ``librarian/data/matrix.toml`` (written by ``scripts/make_matrix.py``) holds the release
 rows; a user override file (written by ``librarian matrix refresh``) adds what PyTorch's index serves.
 Everything here is pure except the small :func:`load_matrix` section at the end; the file format is
-:mod:`librarian.matrix_data`.
+:mod:`librarian.pytorch.releases`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from librarian.coords import Label, MajorMinor, format_cuda, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput
-from librarian.matrix_data import (
+from librarian.pytorch.releases import (
     SCHEMA,
     ArchRow,
     CPython,
