@@ -2,14 +2,21 @@
 fatbin, cubin and PE bytes built with ``struct`` for what nvcc 13 cannot make (CUDA 12 LZ4 cubins,
 aarch64, 32-bit, big-endian, Windows).
 
-The nvcc builds run once per test session, two at a time, into the session's temp dir (a marker file
-makes later modules reuse them); a test module wraps :func:`real_sos` in a session fixture, and its
-tests are skipped, saying why, where nvcc is missing.
+The nvcc builds are checked in under ``tests/data/cuda/`` with ``MANIFEST.json`` (each file's command,
+size and sha256, and the nvcc that built them); ``tests/data/cuda/rebuild.py`` rebuilds them from the
+recipe below. Tests read the checked-in files, so the suite needs no nvcc. With
+``LIBRARIAN_REBUILD_FIXTURES=1`` and nvcc on PATH, the session rebuilds them into its temp dir, two at a
+time, and every test runs on the fresh builds (``test_cuda_fixtures`` then checks that they give the same
+facts as the checked-in ones).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
+import shlex
 import shutil
 import struct
 import subprocess
@@ -20,14 +27,11 @@ import lz4.block
 import pytest
 import zstandard
 
-KERNEL = """
-__global__ void add(float* x, float y) { x[threadIdx.x] += y; }
-extern "C" void launch(float* x) { add<<<1, 32>>>(x, 1.0f); }
-"""
-KERNEL2 = """
-__global__ void mul(float* x, float y) { x[threadIdx.x] *= y; }
-extern "C" void launch2(float* x) { mul<<<1, 32>>>(x, 2.0f); }
-"""
+DATA = Path(__file__).resolve().parent / "data" / "cuda"
+MANIFEST = DATA / "MANIFEST.json"
+REBUILD_ENV = "LIBRARIAN_REBUILD_FIXTURES"
+
+SOURCES = ("k.cu", "k2.cu")  # checked in beside the fixtures
 SHARED = ["-shared", "-Xcompiler", "-fPIC", "-cudart", "shared"]
 
 
@@ -70,6 +74,11 @@ BUILDS: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "debug": ([*SHARED, "-G", *_gencode("compute_75", "sm_75")], ("k.cu",)),
     "two_tu": ([*SHARED, *_gencode("compute_80", "sm_80")], ("k.cu", "k2.cu")),
 }
+# One SASS arch each, no PTX: what a wheel built with TORCH_CUDA_ARCH_LIST="8.6" (say) carries
+# (the verdict tests of doctor, cells and pull --compatible).
+SINGLE_ARCHS = ("sm_80", "sm_86", "sm_90", "sm_90a")
+for _arch in SINGLE_ARCHS:
+    BUILDS[_arch] = ([*SHARED, "-gencode", f"arch=compute_{_arch[3:]},code={_arch}"], ("k.cu",))
 # Loose device-code files, as wheels like flashinfer-cubin ship them: file name -> nvcc arguments.
 LOOSE: dict[str, list[str]] = {
     "sm90a.cubin": ["-cubin", "-arch=sm_90a"],  # ELF ABI 8: `a` only in .nv.compat
@@ -93,6 +102,26 @@ for _mode in COMPRESS_MODES:
         ],
         ("k.cu",),
     )
+STRIPPED = "stripped"  # sm75.so after `strip --strip-all`
+
+
+def file_names() -> dict[str, str]:
+    """Fixture name (``multi``, ``sm90a.cubin``) -> its file name in the fixture directory."""
+    names = {name: f"{name}.so" for name in [*BUILDS, STRIPPED]}
+    names.update({name: name for name in LOOSE})
+    return names
+
+
+def commands() -> dict[str, list[str]]:
+    """File name -> the command that makes it, run in the fixture directory (as MANIFEST.json records)."""
+    files = file_names()
+    out: dict[str, list[str]] = {}
+    for name, (args, sources) in BUILDS.items():
+        out[files[name]] = ["nvcc", *args, "-o", files[name], *sources]
+    for name, args in LOOSE.items():
+        out[name] = ["nvcc", *args, "-o", name, "k.cu"]
+    out[files[STRIPPED]] = ["strip", "--strip-all", "-o", files[STRIPPED], files["sm75"]]
+    return out
 
 
 def nvcc_version() -> tuple[int, int] | None:
@@ -106,33 +135,83 @@ def nvcc_version() -> tuple[int, int] | None:
 
 def build_fixtures(directory: Path) -> dict[str, Path]:
     """Build every fixture into ``directory`` once (later calls reuse it); name -> path."""
-    paths = {name: directory / f"{name}.so" for name in [*BUILDS, "stripped"]}
-    paths.update({name: directory / name for name in LOOSE})
+    paths = {name: directory / file for name, file in file_names().items()}
     if (directory / "done").exists():
         return paths
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "k.cu").write_text(KERNEL)
-    (directory / "k2.cu").write_text(KERNEL2)
+    for source in SOURCES:
+        if directory.resolve() != DATA:
+            shutil.copyfile(DATA / source, directory / source)
+    todo = commands()
+    strip = todo.pop(paths[STRIPPED].name)
 
-    def build(name: str) -> None:
-        args, sources = BUILDS[name] if name in BUILDS else (LOOSE[name], ("k.cu",))
-        cmd = ["nvcc", *args, "-o", str(paths[name]), *sources]
-        done = subprocess.run(cmd, cwd=directory, capture_output=True, text=True, check=False)
+    def build(file: str) -> None:
+        done = subprocess.run(todo[file], cwd=directory, capture_output=True, text=True, check=False)
         if done.returncode:
-            raise RuntimeError(f"nvcc failed for {name}: {done.stderr.strip()}")
+            raise RuntimeError(f"{shlex.join(todo[file])} failed: {done.stderr.strip()}")
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(build, [*BUILDS, *LOOSE]))
-    subprocess.run(["strip", "--strip-all", "-o", str(paths["stripped"]), str(paths["sm75"])], check=True)
+        list(pool.map(build, sorted(todo)))
+    subprocess.run(strip, cwd=directory, check=True)
     (directory / "done").touch()
     return paths
 
 
-def real_sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The nvcc-built fixtures (``.so`` by name, loose files by file name), built once per session."""
+def write_manifest(directory: Path) -> dict[str, object]:
+    """Record what built the fixtures in ``directory``: ``MANIFEST.json`` (nvcc, files, commands)."""
+    banner = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout
+    release = re.search(r"release (\d+\.\d+), (V[\d.]+)", banner)
+    assert release is not None, banner
+    files = {}
+    for file, cmd in sorted(commands().items()):
+        data = (directory / file).read_bytes()
+        files[file] = {"command": shlex.join(cmd), "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    manifest: dict[str, object] = {"nvcc": {"release": release[1], "version": release[2]}, "files": files}
+    (directory / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def recorded() -> dict[str, object]:
+    """The checked-in ``MANIFEST.json``."""
+    data: dict[str, object] = json.loads(MANIFEST.read_text())
+    return data
+
+
+def recorded_toolkit() -> tuple[int, int]:
+    """The CUDA release that built the checked-in fixtures (``(13, 0)``), as MANIFEST.json records it."""
+    nvcc = recorded()["nvcc"]
+    assert isinstance(nvcc, dict)
+    major, minor = str(nvcc["release"]).split(".")
+    return int(major), int(minor)
+
+
+def rebuilding() -> bool:
+    """Whether this session rebuilds the fixtures: asked to (``LIBRARIAN_REBUILD_FIXTURES=1``) and nvcc is here."""
+    return os.environ.get(REBUILD_ENV) == "1" and nvcc_version() is not None
+
+
+def fixtures_toolkit() -> tuple[int, int]:
+    """The CUDA release that built the fixtures this session reads: the recorded one, or nvcc's when rebuilding."""
+    version = nvcc_version() if rebuilding() else None
+    return version or recorded_toolkit()
+
+
+def checked_in() -> dict[str, Path]:
+    """The checked-in fixtures, by name."""
+    return {name: DATA / file for name, file in file_names().items()}
+
+
+def rebuilt(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The fixtures built afresh by the nvcc on PATH, once per session (skips where nvcc is missing)."""
     if nvcc_version() is None:
-        pytest.skip("nvcc is not on PATH: the real CUDA fixtures need nvcc 13")
+        pytest.skip("nvcc is not on PATH: cannot rebuild the CUDA fixtures")
     return build_fixtures(tmp_path_factory.getbasetemp() / "cuda-fixtures")
+
+
+def real_sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The nvcc-built fixtures (``.so`` by name, loose files by file name): the checked-in ones, or
+    this session's rebuild when ``LIBRARIAN_REBUILD_FIXTURES=1`` and nvcc is on PATH."""
+    return rebuilt(tmp_path_factory) if rebuilding() else checked_in()
 
 
 # ---- ELF bytes -------------------------------------------------------------------------------------

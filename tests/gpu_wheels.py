@@ -1,48 +1,25 @@
 """Wheels around real nvcc-built ``.so`` files, for the end-to-end doctor and pull tests.
 
-:mod:`tests.cuda_fixtures` builds the session's shared ``.so`` fixtures (``multi``, ``ptx``, ``special``, ...);
-this adds the few single-arch builds the verdict tests need (SASS for exactly one GPU), built once per
-session the same way (a marker file makes the second module reuse them), and puts a ``.so`` into a wheel.
+The fixtures (:mod:`tests.cuda_fixtures`, checked in under ``tests/data/cuda/``) include the few
+single-arch builds the verdict tests need (``sm_80`` .. ``sm_90a``: SASS for exactly one GPU); this puts a
+``.so`` into a wheel and fakes the machine.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from librarian import probe
 from tests.builders import make_wheel
-from tests.cuda_fixtures import KERNEL, SHARED, real_sos
-
-# One SASS arch each, no PTX: what a wheel built with TORCH_CUDA_ARCH_LIST="8.6" (say) carries.
-SINGLE_ARCHS = ("sm_80", "sm_86", "sm_90", "sm_90a")
+from tests.cuda_fixtures import real_sos
 
 
 def gpu_sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The shared fixtures plus ``sm_80`` .. ``sm_90a``: one SASS arch each (skips where nvcc is missing)."""
-    shared = real_sos(tmp_path_factory)
-    directory = tmp_path_factory.getbasetemp() / "cuda-fixtures-single"
-    paths = {arch: directory / f"{arch}.so" for arch in SINGLE_ARCHS}
-    if (directory / "done").exists():
-        return {**shared, **paths}
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "k.cu").write_text(KERNEL)
-
-    def build(arch: str) -> None:
-        code = f"arch=compute_{arch[3:]},code={arch}"
-        cmd = ["nvcc", *SHARED, "-gencode", code, "-o", str(paths[arch]), "k.cu"]
-        done = subprocess.run(cmd, cwd=directory, capture_output=True, text=True, check=False)
-        if done.returncode:
-            raise RuntimeError(f"nvcc failed for {arch}: {done.stderr.strip()}")
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(build, SINGLE_ARCHS))
-    (directory / "done").touch()
-    return {**shared, **paths}
+    """The nvcc fixtures, ``sm_80`` .. ``sm_90a`` (one SASS arch each) among them."""
+    return real_sos(tmp_path_factory)
 
 
 def so_wheel(

@@ -10,7 +10,14 @@ import pytest
 
 from tests.builders import make_wheel
 from tests.conftest import Result, Run
-from tests.cuda_fixtures import cubin_bytes, fatbin_blob, fatbin_entry, nvcc_version, real_sos, so_with_fatbin
+from tests.cuda_fixtures import (
+    cubin_bytes,
+    fatbin_blob,
+    fatbin_entry,
+    fixtures_toolkit,
+    real_sos,
+    so_with_fatbin,
+)
 
 LABEL = ("--cuda", "13.0", "--torch", "2.9")  # cu130torch2.9: a combo PyTorch shipped
 COMBO = "torch2.9-cu130"
@@ -19,8 +26,8 @@ TAGS = "cp312-cp312-linux_x86_64"
 
 @pytest.fixture(scope="session")
 def cuda_sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The nvcc-built fixtures (built once per session, shared with the other test modules)."""
-    if (version := nvcc_version()) is not None and version[0] != 13:
+    """The nvcc-built fixtures (checked in; rebuilt once per session when asked)."""
+    if (version := fixtures_toolkit())[0] != 13:
         pytest.skip(f"these tests label the fixtures cu130; nvcc here is {version[0]}.{version[1]}")
     return real_sos(tmp_path_factory)
 

@@ -11,12 +11,12 @@ from librarian.coords import GpuArch
 from librarian.cubin import cubin_toolkit, read_cubin, read_ptx
 from librarian.errors import BadBinary
 from librarian.fatbin import read_device_code
-from tests.cuda_fixtures import cubin_bytes, fatbin_blob, fatbin_entry, nvcc_version, real_sos
+from tests.cuda_fixtures import cubin_bytes, fatbin_blob, fatbin_entry, fixtures_toolkit, real_sos
 
 
 @pytest.fixture(scope="session")
 def cuda_sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The nvcc-built fixtures (built once, shared with the other test modules)."""
+    """The nvcc-built fixtures (checked in; rebuilt once per session when asked)."""
     return real_sos(tmp_path_factory)
 
 
@@ -28,14 +28,13 @@ def cuda_sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_nvcc_cubins(cuda_sos: dict[str, Path], name: str, arch: str, relocatable: bool) -> None:
     # CUDA 13 writes ELF ABI 8: `a` lives only in .nv.compat, and nothing records `f`.
     entry = read_cubin(cuda_sos[name].read_bytes())
-    assert (str(entry.arch), entry.relocatable, entry.toolkit) == (arch, relocatable, nvcc_version())
+    assert (str(entry.arch), entry.relocatable, entry.toolkit) == (arch, relocatable, fixtures_toolkit())
     assert entry.payload_size == cuda_sos[name].stat().st_size and entry.compression == "none"
 
 
 def test_nvcc_ptx_and_fatbin(cuda_sos: dict[str, Path]) -> None:
     (ptx,) = read_device_code(cuda_sos["sm120f.ptx"].read_bytes())
-    nvcc = nvcc_version()
-    assert nvcc is not None
+    nvcc = fixtures_toolkit()
     assert (str(ptx.arch), ptx.ptx_isa, ptx.toolkit) == ("compute_120f", (nvcc[0] - 4, nvcc[1]), nvcc)
     with cuda_sos["multi.fatbin"].open("rb") as f:  # a loose fatbin: blobs from byte 0, read from a file
         entries = read_device_code(f)

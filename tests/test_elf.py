@@ -25,7 +25,7 @@ GLIBC_NEEDS = {
 
 @pytest.fixture(scope="session")
 def cuda_sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The nvcc-built fixtures (built once, shared with the other test modules)."""
+    """The nvcc-built fixtures (checked in; rebuilt once per session when asked)."""
     return real_sos(tmp_path_factory)
 
 

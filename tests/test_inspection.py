@@ -28,7 +28,7 @@ from tests.cuda_fixtures import (
     elf_bytes,
     fatbin_blob,
     fatbin_entry,
-    nvcc_version,
+    fixtures_toolkit,
     pe_bytes,
     real_sos,
     so_with_fatbin,
@@ -40,7 +40,7 @@ TAGS = "cp312-cp312-linux_x86_64"
 
 @pytest.fixture(scope="session")
 def cuda_sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The nvcc-built fixtures (built once, shared with the other test modules)."""
+    """The nvcc-built fixtures (checked in; rebuilt once per session when asked)."""
     return real_sos(tmp_path_factory)
 
 
@@ -59,14 +59,14 @@ def test_wheel_with_real_members(tmp_path: Path, cuda_sos: dict[str, Path]) -> N
     assert rdc.sass == _archs("sm_80") and rdc.ptx == ()
     assert rdc.relocatable_sass == _archs("sm_80") and rdc.relocatable_ptx == _archs("compute_80")
     assert special.sass == _archs("sm_90a", "sm_100f", "sm_120f")
-    assert facts.toolkit == nvcc_version() and c.cudart_major == nvcc_version()[0]  # type: ignore[index]
+    assert facts.toolkit == fixtures_toolkit() and c.cudart_major == fixtures_toolkit()[0]
     assert c.glibc is not None and c.glibc >= (2, 2)
     assert set(facts.archs) == {*c.sass, *c.ptx, *rdc.sass, *special.sass, *special.ptx}
 
 
 def test_bare_so_and_stripped(cuda_sos: dict[str, Path]) -> None:
     (facts,) = inspect_path(cuda_sos["stripped"]).binaries
-    assert facts.sass == _archs("sm_75") and facts.toolkit == nvcc_version()
+    assert facts.sass == _archs("sm_75") and facts.toolkit == fixtures_toolkit()
     assert facts.glibc == (2, 34) and "libc.so.6" in facts.needed
     assert inspect_path(cuda_sos["ptx"]).binaries[0].ptx == _archs("compute_80")
 
@@ -253,7 +253,7 @@ def test_wheel_with_loose_device_code(tmp_path: Path, cuda_sos: dict[str, Path])
     facts = inspect_wheel(make_wheel(tmp_path, name="pkg", files=files, tags="py3-none-any"))
     cubin, fat, ptx, so = facts.binaries
     for b in (cubin, fat, ptx):
-        assert (b.format, b.cpu, b.toolkit, b.needed) == (BinaryFormat.CUDA, None, nvcc_version(), ())
+        assert (b.format, b.cpu, b.toolkit, b.needed) == (BinaryFormat.CUDA, None, fixtures_toolkit(), ())
     assert (cubin.path, cubin.sass, cubin.ptx) == ("pkg/cubins/k.sm90a.cubin", _archs("sm_90a"), ())
     assert (fat.sass, fat.ptx) == (_archs("sm_80", "sm_120f"), _archs("compute_80"))
     assert (ptx.sass, ptx.ptx) == ((), _archs("compute_120f"))

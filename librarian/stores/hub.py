@@ -596,10 +596,12 @@ class HubStore:
         return op
 
     def _note_new_head(self) -> None:
-        """Read the head once more after a commit, so that an offline read later finds this commit's index."""
+        """Read the head once more after a commit, so that an offline read later finds this commit's index,
+        and pin this run's later reads to it (not to the parent, which lacks the change just made)."""
         try:
-            self._head()
+            self._sha = self._head()
         except LibrarianError as e:
+            self._sha = None  # the next read asks for the head again
             log.info("%s: could not read the head after committing (%s)", self.location, e)
 
     def _catalogue_ops(self, old: Index, changes: Changes) -> list[Any]:
