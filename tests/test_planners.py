@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label, WheelName
 from librarian.demands.gpu import GpuMatch
 from librarian.errors import BadInput, Refused
 from librarian.facts import WheelFacts
 from librarian.index import Index, IndexEntry, metadata_path, pending_path
-from librarian.layouts import load_layout
 from librarian.ops.gc import GcPolicy, emptied_packages, freed_bytes, freed_files, plan_gc
 from librarian.ops.publish import PreparedWheel, PublishOptions, gpu_cells, plan_publish
 from librarian.ops.pull import Wants, best_compatible, judge_candidate, render_requirements, resolve

@@ -18,10 +18,10 @@ import pytest
 from huggingface_hub import HfApi
 
 from librarian.catalogue import CARD, render_catalogue
+from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label
 from librarian.errors import BadInput, Refused, StoreError
 from librarian.index import ROOT, Index, IndexEntry, pending_path, render_pending
-from librarian.layouts import load_layout
 from librarian.stores.base import Blob, Changes, Planner, Store, Upload, read_index
 from librarian.stores.hub import HubStore
 from librarian.stores.local import LocalStore
@@ -77,18 +77,18 @@ def wheel(tmp_path: Path, n: int, sm: str = "89", version: str = "1.0", package:
     return Wheel(IndexEntry(path, digest, len(data), cell, NOW), Upload(path, source, digest, len(data)), data)
 
 
-def adding(*wheels: Wheel, seen: list[Index] | None = None) -> Planner:
-    def plan(index: Index) -> Changes:
+def adding(*wheels: Wheel, seen: list[Index] | None = None) -> Planner[None]:
+    def plan(index: Index) -> tuple[Changes, None]:
         if seen is not None:
             seen.append(index)
-        return Changes(index.with_entries(added=[w.entry for w in wheels]), tuple(w.upload for w in wheels), (), "add")
+        return Changes(index.with_entries(added=[w.entry for w in wheels]), tuple(w.upload for w in wheels), (), "add"), None
 
     return plan
 
 
-def removing(*wheels: Wheel) -> Planner:
+def removing(*wheels: Wheel) -> Planner[None]:
     paths = tuple(w.entry.path for w in wheels)
-    return lambda index: Changes(index.with_entries(removed=paths), (), paths, "remove")
+    return lambda index: (Changes(index.with_entries(removed=paths), (), paths, "remove"), None)
 
 
 def paths_in(store: Store) -> set[str]:
@@ -202,8 +202,8 @@ def test_update_applies_uploads_and_deletes_with_the_index(
     a, b = two
     c = wheel(tmp_path, 3, sm="90")
 
-    def swap(index: Index) -> Changes:
-        return Changes(index.with_entries(added=[c.entry], removed=[a.entry.path]), (c.upload,), (a.entry.path,), "swap")
+    def swap(index: Index) -> tuple[Changes, None]:
+        return Changes(index.with_entries(added=[c.entry], removed=[a.entry.path]), (c.upload,), (a.entry.path,), "swap"), None
 
     applied = backend.open().update(swap, LAYOUT)
     assert [e.path for e in applied.changes.index.entries] == [b.entry.path, c.entry.path]
@@ -219,7 +219,7 @@ def test_update_applies_uploads_and_deletes_with_the_index(
 def test_a_refusing_planner_changes_nothing(backend: Backend, two: tuple[Wheel, Wheel]) -> None:
     before = {f.path: f.size for f in backend.open().list_files().files}
 
-    def refuse(index: Index) -> Changes:
+    def refuse(index: Index) -> tuple[Changes, None]:
         raise Refused("no")
 
     with pytest.raises(Refused):
@@ -230,7 +230,7 @@ def test_a_refusing_planner_changes_nothing(backend: Backend, two: tuple[Wheel, 
 def test_a_change_that_changes_nothing_makes_no_change(backend: Backend, two: tuple[Wheel, Wheel]) -> None:
     head = backend.hub.head(REPO_ID) if backend.hub else None
     before = {f.path: f.size for f in backend.open().list_files().files}
-    applied = backend.open().update(lambda index: Changes(index), LAYOUT)
+    applied = backend.open().update(lambda index: (Changes(index), None), LAYOUT)
     assert applied.changes.empty and applied.commit == ""
     # The same wheels at the same paths again: the planner asks to upload them, the files stay as they are
     # (the local store writes the same bytes again; huggingface_hub drops a commit that changes no file).
@@ -288,7 +288,7 @@ def test_stage_blobs_then_commit_them_by_reference(backend: Backend, two: tuple[
     # On purpose: the Hub holds content by sha256, wherever it will be filed; a directory holds it at a path.
     assert backend.open().missing_blobs([elsewhere]) == ((elsewhere,) if backend.kind == "local" else ())
     by_reference = Upload(c.entry.path, None, c.entry.sha256, c.entry.size)
-    backend.open().update(lambda index: Changes(index.with_entries(added=[c.entry]), (by_reference,), (), "land"), LAYOUT)
+    backend.open().update(lambda index: (Changes(index.with_entries(added=[c.entry]), (by_reference,), (), "land"), None), LAYOUT)
     store = backend.open()
     assert assert_consistent(store).by_path()[c.entry.path] == c.entry
     assert store.fetch(c.entry.path, tmp_path / "got.whl").read_bytes() == c.data
@@ -347,5 +347,5 @@ def test_a_rebuild_restores_a_lost_generated_file(
     else:
         (Path(backend.open().location) / page).unlink()
     assert page not in paths_in(backend.open())
-    backend.open().update(lambda index: Changes(index, rebuild=True), LAYOUT)
+    backend.open().update(lambda index: (Changes(index, rebuild=True), None), LAYOUT)
     assert page in paths_in(backend.open())
