@@ -321,17 +321,11 @@ def test_purgeable_and_purge(backend: Backend, two: tuple[Wheel, Wheel]) -> None
 
 # ---- where the stores differ, not on purpose (strict xfail: each turns into a failure once fixed) ------
 
-HUB_PATHS = "found by this suite: the Hub store does not check store paths before reading (the local one does)"
-
-
 @pytest.mark.parametrize("path", ["../outside", "/abs", "a//b", "kern/../index.json"])
 def test_an_unsafe_path_is_refused(
     backend: Backend, two: tuple[Wheel, Wheel], path: str, request: pytest.FixtureRequest
 ) -> None:
-    if backend.kind == "hub":
-        # Today the Hub store answers None for "/abs" and "a//b", HTTP 404 (StoreError) for "../outside",
-        # and index.json's bytes for "kern/../index.json" (the client normalises the URL).
-        request.applymarker(pytest.mark.xfail(strict=True, reason=HUB_PATHS))
+    # The Hub store once answered index.json's bytes for "kern/../index.json": the HTTP client normalises it.
     with pytest.raises(BadInput, match="path"):
         backend.open().read_file(path)
 
@@ -341,8 +335,6 @@ def test_a_rebuild_restores_a_lost_generated_file(
 ) -> None:
     page = "pages/sm86-torch2.8-cu128.html"
     if backend.hub is not None:
-        # Documented in Changes.rebuild: the Hub store does not read it yet (reindex's repair is local only).
-        request.applymarker(pytest.mark.xfail(strict=True, reason="the Hub store ignores Changes.rebuild"))
         HfApi().delete_file(page, REPO_ID, repo_type="dataset")
     else:
         (Path(backend.open().location) / page).unlink()

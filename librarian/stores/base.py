@@ -58,7 +58,7 @@ class Changes:
     message: str = "librarian"
     # Rewrite every generated file (index, shards, pages) that differs from what the index renders,
     # and remove generated files it no longer renders, even when no wheel changes (reindex's repair).
-    # The local store honours it; the Hub store does not read it yet (see the hardening notes).
+    # Both stores honour it: the local one against its files, the Hub one against the tree at the commit.
     rebuild: bool = False
 
     @property

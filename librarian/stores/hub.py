@@ -60,10 +60,10 @@ from huggingface_hub.utils._headers import build_hf_headers
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from librarian import progress
-from librarian.catalogue import CARD, merge_card, render_card_block, render_catalogue
+from librarian.catalogue import CARD, is_generated, merge_card, render_card_block, render_catalogue
 from librarian.errors import BadInput, LibrarianError, StoreError, Unreachable
-from librarian.index import Index
-from librarian.layout import Layout
+from librarian.index import Index, parse_pending_path
+from librarian.layout import Layout, check_store_path
 from librarian.redact import clean, register_secret
 from librarian.safeio import atomic_write
 from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, R, StoredFile, Upload, read_index
@@ -307,6 +307,8 @@ class HubStore:
 
     def read_file(self, path: str) -> bytes | None:
         """A small file's bytes at the pinned commit, or ``None``."""
+        # A path with ``..`` would be normalised by the HTTP client into another file, even another revision.
+        check_store_path(path)
         sha = self._pinned()
         if sha is None:
             return None
@@ -346,6 +348,7 @@ class HubStore:
 
     def fetch(self, path: str, dest: Path) -> Path:
         """Stream the file straight to ``dest`` (temp file, then rename): one copy, none in the HF cache."""
+        check_store_path(path)
         sha = self._pinned()
         if sha is None:
             raise self._missing_repo()
@@ -377,6 +380,7 @@ class HubStore:
 
     def url_for(self, path: str) -> str:
         """The file's ``resolve`` URL at the commit this run reads (not the branch, which moves)."""
+        check_store_path(path)
         sha = self._pinned()
         if sha is None:
             raise self._missing_repo()
@@ -430,7 +434,7 @@ class HubStore:
                 self._sha = parent = self._create_repo()
             old = read_index(self, default_layout)
             changes, result = plan(old)
-            if changes.empty and changes.index == old:
+            if changes.empty and changes.index == old and not changes.rebuild:
                 return Applied(changes, result, self.location, attempt, tuple(notes))
             urls = self._commit_pieces(old, changes, parent, notes)
             self._note_new_head()
@@ -608,6 +612,13 @@ class HubStore:
         """The generated files (index, shards, pages, card) that change, as operations."""
         ops: list[Any] = []
         before, after = render_catalogue(old), render_catalogue(changes.index)
+        if changes.rebuild:
+            # reindex's repair: compare with what the tree holds, not with what the old index renders.
+            # (pending entries are not generated from the index: the change itself deletes those it merges)
+            gone = set(changes.deletes)
+            listed = {f.path for f in self.list_files().files
+                      if is_generated(f.path) and f.path not in gone and parse_pending_path(f.path) is None}  # fmt: skip
+            before = {path: data for path in listed if (data := self.read_file(path)) is not None}
         card = self._card(changes.index)
         if card is not None:
             after[CARD] = card
