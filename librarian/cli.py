@@ -281,24 +281,9 @@ def publish(
         raise BadInput("--manifest: goes with --stage (publish --stage --manifest FILE)")
     plan = do_publish(store, wheels, options, dry_run=dry_run, stage=stage, manifest=manifest)
     if as_json:
-        _emit_json({
-            "schema": 1, "repo": store.location, "dry_run": dry_run, "staged": stage, "commit": plan.commit or None,
-            "manifest": str(manifest) if manifest is not None and not dry_run else None,
-            "filings": [{"path": f.path, "action": f.action, "source": str(f.wheel.source), "sha256": f.wheel.sha256} for f in plan.filings],
-        })
-        return
-    verb = {"add": "would add" if dry_run else "added", "replace": "would replace" if dry_run else "replaced", "skip": "unchanged"}
-    for f in plan.filings:
-        _out(f"{verb[f.action]:>13}  {f.path}")
-    count = len(plan.added)
-    done = "would be written" if dry_run else "written"
-    if stage:
-        done = "would be staged" if dry_run else "staged (awaiting 'librarian reindex')"
-    if stage and manifest is not None and not dry_run:
-        done = f"staged, no commit (manifest {manifest}; 'librarian reindex --manifest' indexes them)"
-    _out(f"{count} file(s) {done} to {store.location}" + (" (dry run: nothing changed)" if dry_run else ""))
-    if plan.commit:
-        _out(f"commit {plan.commit}")
+        _emit_json(plan.to_json(store.location, dry_run=dry_run, stage=stage, manifest=manifest))
+    else:
+        _out(plan.render(store.location, dry_run=dry_run, stage=stage, manifest=manifest))
 
 
 @app.command()
@@ -332,12 +317,6 @@ def reindex(
         raise typer.Exit(1)
 
 
-def _problem_json(problem: Any) -> dict[str, Any]:
-    # "also": the other paths the same stored bytes are filed under (present only when there are some)
-    also = {"also": list(problem.also)} if problem.also else {}
-    return {"path": problem.path, "problem": problem.problem, **also}
-
-
 @app.command()
 def verify(
     repo: RepoOpt = None,
@@ -349,18 +328,7 @@ def verify(
 
     store, layout = _settings(repo)
     report = do_verify(store, layout, deep=deep)
-    if as_json:
-        _emit_json({"schema": 1, "repo": report.location, "wheels": report.wheels, "ok": not report.problems,
-                    "problems": [_problem_json(p) for p in report.problems], "staged": list(report.staged)})
-    else:
-        for p in report.problems:
-            _out(str(p))
-        for path in report.staged:
-            _out(f"{path}: staged, awaiting reindex")
-        state = f"{len(report.problems)} problem(s)" if report.problems else "all consistent"
-        if report.staged:
-            state += f"; {len(report.staged)} staged, awaiting 'librarian reindex'"
-        _out(f"checked {report.wheels} wheel(s) in {report.location}{' (deep)' if deep else ''}: {state}")
+    _emit_json(report.to_json()) if as_json else _out(report.render())
     if report.problems:
         raise typer.Exit(1)
 
@@ -472,32 +440,7 @@ def gc(
         raise BadInput("gc: say what to prune: --keep-torch N, --drop-torch X.Y, --keep-versions K or --older-than DAYS")
     store, layout = _settings(repo)
     report = do_gc(store, layout, policy, act=yes, purge=purge, allow_empty=allow_empty)
-    if as_json:
-        _emit_json({"schema": 1, "repo": store.location, "acted": yes, "freed": report.freed, "files_freed": report.files, "commit": report.commit or None,
-                    "emptied": list(report.emptied),
-                    "remove": [{"path": r.entry.path, "reason": r.reason, "size": r.entry.size} for r in report.removals],
-                    "purge": [{"sha256": b.sha256, "size": b.size, "name": b.name} for b in report.purge]})
-        return
-    for r in report.removals:
-        _out(f"{'removed' if yes else 'remove'}  {r.entry.path}  ({r.reason})")
-    for b in report.purge:
-        _out(f"{'purged' if yes else 'purge'}  LFS object {b.sha256[:12]} ({b.size / 1e6:.1f} MB, {b.name})")
-    purged = sum(b.size for b in report.purge) / 1e6
-    tail = f"; {len(report.purge)} LFS object(s), {purged:.1f} MB, deleted for good" if report.purge else ""
-    size = report.freed / 1e6
-    tail += f"; {report.files} file(s) in all, pages and shards included" if report.removals else ""
-    if yes:
-        _out(f"removed {len(report.removals)} wheel file(s), {size:.1f} MB of stored content, from {store.location}{tail}")
-        if report.commit:
-            _out(f"commit {report.commit}")
-        if report.removals and not purge and report.commit:
-            _out("the Hub keeps removed files in the repo's history; 'gc --purge' frees that storage")
-    else:
-        if report.emptied:
-            _out(f"warning: this plan removes every wheel of {', '.join(report.emptied)}; --yes needs --allow-empty")
-        will = f"; {len(report.purge)} LFS object(s), {purged:.1f} MB, would be deleted for good" if report.purge else ""
-        will += f"; {report.files} file(s) in all, pages and shards included" if report.removals else ""
-        _out(f"plan: remove {len(report.removals)} wheel file(s), {size:.1f} MB of stored content, from {store.location}{will}; nothing changed (pass --yes to act)")
+    _emit_json(report.to_json(store.location)) if as_json else _out(report.render(store.location, purge_asked=purge))
 
 
 matrix_app = typer.Typer(

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from librarian.catalogue import catalogue_paths
 from librarian.coords import MajorMinor, format_version
@@ -132,6 +133,36 @@ class GcReport:
     commit: str = ""  # the commit's URL, where the store makes commits
     acted: bool = False
     files: int = 0  # files the removals take out of the store: wheels, and pages and shards left empty
+
+    def to_json(self, location: str) -> dict[str, Any]:
+        """The plan (or what was done) for ``--json``."""
+        return {"schema": 1, "repo": location, "acted": self.acted, "freed": self.freed, "files_freed": self.files,
+                "commit": self.commit or None, "emptied": list(self.emptied),
+                "remove": [{"path": r.entry.path, "reason": r.reason, "size": r.entry.size} for r in self.removals],
+                "purge": [{"sha256": b.sha256, "size": b.size, "name": b.name} for b in self.purge]}  # fmt: skip
+
+    def render(self, location: str, *, purge_asked: bool = False) -> str:
+        """Each removal with its reason, what is purged, and the totals; said as a plan until it is acted on."""
+        acted = self.acted
+        lines = [f"{'removed' if acted else 'remove'}  {r.entry.path}  ({r.reason})" for r in self.removals]
+        lines += [f"{'purged' if acted else 'purge'}  LFS object {b.sha256[:12]} ({b.size / 1e6:.1f} MB, {b.name})"
+                  for b in self.purge]  # fmt: skip
+        purged = sum(b.size for b in self.purge) / 1e6
+        files = f"; {self.files} file(s) in all, pages and shards included" if self.removals else ""
+        size = f"{len(self.removals)} wheel file(s), {self.freed / 1e6:.1f} MB of stored content, from {location}"
+        if acted:
+            gone = f"; {len(self.purge)} LFS object(s), {purged:.1f} MB, deleted for good" if self.purge else ""
+            lines.append(f"removed {size}{gone}{files}")
+            if self.commit:
+                lines.append(f"commit {self.commit}")
+            if self.removals and not purge_asked and self.commit:
+                lines.append("the Hub keeps removed files in the repo's history; 'gc --purge' frees that storage")
+            return "\n".join(lines)
+        if self.emptied:
+            lines.append(f"warning: this plan removes every wheel of {', '.join(self.emptied)}; --yes needs --allow-empty")
+        will = f"; {len(self.purge)} LFS object(s), {purged:.1f} MB, would be deleted for good" if self.purge else ""
+        lines.append(f"plan: remove {size}{will}{files}; nothing changed (pass --yes to act)")
+        return "\n".join(lines)
 
 
 def freed_bytes(index: Index, removals: Sequence[Removal]) -> int:

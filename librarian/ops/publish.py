@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
@@ -71,6 +72,28 @@ class PublishPlan:
     def added(self) -> tuple[Filing, ...]:
         """Filings that write a file."""
         return tuple(f for f in self.filings if f.action != "skip")
+
+    def to_json(self, location: str, *, dry_run: bool, stage: bool, manifest: Path | None) -> dict[str, Any]:
+        """The plan (or what was done) for ``--json``."""
+        return {"schema": 1, "repo": location, "dry_run": dry_run, "staged": stage, "commit": self.commit or None,
+                "manifest": str(manifest) if manifest is not None and not dry_run else None,
+                "filings": [{"path": f.path, "action": f.action, "source": str(f.wheel.source), "sha256": f.wheel.sha256}
+                            for f in self.filings]}  # fmt: skip
+
+    def render(self, location: str, *, dry_run: bool, stage: bool, manifest: Path | None) -> str:
+        """One line per path (added, replaced, unchanged), then what was written where, and the commit."""
+        verb = {"add": "would add" if dry_run else "added", "replace": "would replace" if dry_run else "replaced",
+                "skip": "unchanged"}  # fmt: skip
+        lines = [f"{verb[f.action]:>13}  {f.path}" for f in self.filings]
+        done = "would be written" if dry_run else "written"
+        if stage:
+            done = "would be staged" if dry_run else "staged (awaiting 'librarian reindex')"
+        if stage and manifest is not None and not dry_run:
+            done = f"staged, no commit (manifest {manifest}; 'librarian reindex --manifest' indexes them)"
+        lines.append(f"{len(self.added)} file(s) {done} to {location}" + (" (dry run: nothing changed)" if dry_run else ""))
+        if self.commit:
+            lines.append(f"commit {self.commit}")
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True, slots=True)

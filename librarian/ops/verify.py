@@ -10,6 +10,7 @@ import logging
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from librarian import progress
 from librarian.catalogue import is_generated, render_catalogue
@@ -52,6 +53,23 @@ class VerifyReport:
     wheels: int
     problems: tuple[Problem, ...]
     staged: tuple[str, ...] = ()  # wheels staged by ``publish --stage``, awaiting ``reindex``: not a problem
+    deep: bool = False
+
+    def render(self) -> str:
+        """Every problem, one line each, then what was checked and the state."""
+        lines = [str(p) for p in self.problems] + [f"{path}: staged, awaiting reindex" for path in self.staged]
+        state = f"{len(self.problems)} problem(s)" if self.problems else "all consistent"
+        if self.staged:
+            state += f"; {len(self.staged)} staged, awaiting 'librarian reindex'"
+        lines.append(f"checked {self.wheels} wheel(s) in {self.location}{' (deep)' if self.deep else ''}: {state}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report for ``--json``; a problem's ``also`` lists the other paths of the same bytes, where any."""
+        problems = [{"path": p.path, "problem": p.problem, **({"also": list(p.also)} if p.also else {})}
+                    for p in self.problems]  # fmt: skip
+        return {"schema": 1, "repo": self.location, "wheels": self.wheels, "ok": not self.problems,
+                "problems": problems, "staged": list(self.staged)}  # fmt: skip
 
 
 def check_placement(layout: Layout, path: str) -> list[str]:
@@ -195,7 +213,7 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False) -> Verif
     problems.extend(_check_metadata_files(store, index, files))
     problems.extend(_check_catalogue(store, index, files))
     problems.extend(Problem(path, why) for path, why in listing.strays)  # links, FIFOs, temp files, journal
-    return VerifyReport(store.location, len(wheels), tuple(sorted(problems)), tuple(staged))
+    return VerifyReport(store.location, len(wheels), tuple(sorted(problems)), tuple(staged), deep)
 
 
 def _check_metadata_files(store: Store, index: Index, files: dict[str, StoredFile]) -> list[Problem]:
