@@ -391,24 +391,15 @@ def pull(
     store, layout = _settings(repo)
     found = _machine(sm, torch, cuda, python, platform, driver=driver, gpu=gpu)
     wants = Wants.of(found)
-    resolutions, files = do_pull(store, layout, packages, wants, out, compatible=compatible, requirements=requirements)
-    for r in resolutions:
-        if r.note:
-            _note(r.note)
-    if as_json:
-        _emit_json({"schema": 1, "repo": store.location, "wants": wants.describe(),
-                    "wheels": [{"package": r.package, "path": r.pick.path if r.pick else None, "file": str(f)} for r, f in zip(resolutions, files)]})
-    elif requirements is not None:
-        _out(f"wrote {requirements} ({len(resolutions)} wheel(s)); install with: pip install --no-deps -r {requirements}")
-    else:
-        for r, f in zip(resolutions, files):
-            assert r.pick is not None
-            _out(f"{r.pick.path} -> {f}")
+    report = do_pull(store, layout, packages, wants, out, compatible=compatible, requirements=requirements)
+    for note in report.notes:
+        _note(note)
+    _emit_json(report.to_json()) if as_json else _out(report.render())
     if install:
         from librarian.ops.pull import check_runs
 
-        check_runs(files, found, force=force)
-        pip_install(files, found.interpreter.value or sys.executable)
+        check_runs(report.files, found, force=force)
+        pip_install(report.files, found.interpreter.value or sys.executable)
 
 
 @app.command()

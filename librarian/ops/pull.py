@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from packaging.tags import Tag
 
@@ -266,7 +267,7 @@ def pull(
     *,
     compatible: bool = False,
     requirements: Path | None = None,
-) -> tuple[list[Resolution], list[Path]]:
+) -> PullReport:
     """Resolve every package and fetch the picks; raises NotFound (exit 1) if any package has no fit.
 
     With ``requirements``, nothing is downloaded: the picks are written there as hash-pinned direct
@@ -285,9 +286,40 @@ def pull(
     picks = [r.pick for r in resolutions if r.pick is not None]
     if requirements is not None:
         write_requirements(requirements, [(e, store.url_for(e.path)) for e in picks])
-        return resolutions, [requirements]
+        return PullReport(store.location, wants, tuple(resolutions), (requirements,), requirements)
     files = [_fetch_checked(store, e, out_dir) for e in picks]
-    return resolutions, files
+    return PullReport(store.location, wants, tuple(resolutions), tuple(files))
+
+
+@dataclass(frozen=True, slots=True)
+class PullReport:
+    """What pull chose for each package and where it put it (or the requirements file it wrote)."""
+
+    location: str
+    wants: Wants
+    resolutions: tuple[Resolution, ...]
+    files: tuple[Path, ...]  # one per resolution; the requirements file alone with ``requirements``
+    requirements: Path | None = None
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the resolver wants said (several CUDA lines fit, a compatible pick, a listed tree)."""
+        return tuple(r.note for r in self.resolutions if r.note)
+
+    def render(self) -> str:
+        """``store path -> file`` per wheel, or where the requirements file is and how to use it."""
+        if self.requirements is not None:
+            n = len(self.resolutions)
+            return f"wrote {self.requirements} ({n} wheel(s)); install with: pip install --no-deps -r {self.requirements}"
+        return "\n".join(f"{r.pick.path} -> {f}" for r, f in zip(self.resolutions, self.files) if r.pick is not None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The picks for ``--json``."""
+        files = self.files if self.requirements is None else (self.requirements,) * len(self.resolutions)
+        return {"schema": 1, "repo": self.location, "wants": self.wants.describe(),
+                "requirements": str(self.requirements) if self.requirements else None,
+                "wheels": [{"package": r.package, "path": r.pick.path if r.pick else None, "file": str(f)}
+                           for r, f in zip(self.resolutions, files)]}  # fmt: skip
 
 
 def render_requirements(picks: Sequence[tuple[IndexEntry, str]]) -> str:
