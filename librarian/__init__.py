@@ -25,7 +25,7 @@ _API = {
     "Machine": "librarian.machine", "KnownGpu": "librarian.gpus", "known_gpus": "librarian.gpus",
     # reading wheels and machines, judging
     "inspect_wheel": "librarian.inspection", "retag": "librarian.wheelfile",
-    "detect_machine": "librarian.probe", "find_target": "librarian.target",
+    "detect_machine": "librarian.probe", "find_target": "librarian.probe.target",
     "Wheel": "librarian.demands", "Verdict": "librarian.demands", "Demand": "librarian.demands",
     "judge": "librarian.demands", "claims": "librarian.demands",
     # stores and what is done to them

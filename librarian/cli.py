@@ -23,8 +23,8 @@ from librarian.coords import Label, WheelName, parse_cuda, parse_torch
 from librarian.errors import BadInput, LibrarianError
 from librarian.gpus import parse_real_sm
 from librarian.layout import Layout
+from librarian.probe.target import is_version
 from librarian.redact import clean
-from librarian.target import is_version
 
 log = logging.getLogger("librarian")
 ERROR_CHARS = 1000  # an error line longer than this is cut (a server once sent 19 KB of zip bytes)
@@ -109,7 +109,7 @@ def _maybe(parse: Any, text: str | None) -> Any:
 
 def _label(cuda: str | None, torch: str | None, python: str | None = None) -> Label | None:
     from librarian.ops.labels import label_from_flags
-    from librarian.target import find_target
+    from librarian.probe.target import find_target
 
     if python is not None and is_version(python):
         raise BadInput(f"--python {python}: retag takes an interpreter or venv path (whose torch gives the label)")
@@ -354,7 +354,7 @@ def ls_command(
 def _machine(sm: str | None, torch: str | None, cuda: str | None, python: str | None, platform: str | None,
              glibc: str | None = None, driver: str | None = None, gpu: int | None = None) -> Any:
     from librarian.probe import detect_machine
-    from librarian.target import find_target, is_version
+    from librarian.probe.target import find_target, is_version
 
     # --python is a version (resolve for it) or a path (act for that interpreter): uv's convention.
     version = python if python is not None and is_version(python) else None

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from librarian import probe
+from librarian.probe import gpus as probe_gpus
+from librarian.probe import torch as probe_torch
 from tests.builders import make_wheel
 from tests.cuda_fixtures import real_sos
 
@@ -50,12 +51,12 @@ def isolate_machine(monkeypatch: pytest.MonkeyPatch, bindir: Path, smi_gpus: tup
     rest of the machine (glibc, CPU, interpreter tags) is detected for real.
     """
 
-    def off(*_: object) -> probe.GpuFind:
-        raise probe.ProbeFailed("switched off in tests")
+    def off(*_: object) -> probe_gpus.GpuFind:
+        raise probe_gpus.ProbeFailed("switched off in tests")
 
-    monkeypatch.setattr(probe, "gpus_from_nvml", off)
-    monkeypatch.setattr(probe, "gpus_from_driver", off)
-    monkeypatch.setattr(probe, "_find_torch", lambda path: None)
+    monkeypatch.setattr(probe_gpus, "gpus_from_nvml", off)
+    monkeypatch.setattr(probe_gpus, "gpus_from_driver", off)
+    monkeypatch.setattr(probe_torch, "_find_torch", lambda path: None)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     bindir.mkdir(parents=True, exist_ok=True)
     if smi_gpus:

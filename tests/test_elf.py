@@ -176,7 +176,7 @@ def test_version_definitions_agree_with_pyelftools() -> None:
     from elftools.elf.gnuversions import GNUVerDefSection
 
     from librarian.elf import version_definitions
-    from librarian.probe import find_libstdcxx
+    from librarian.probe.libc import find_libstdcxx
 
     lib = find_libstdcxx()
     if lib is None:

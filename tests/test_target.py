@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from librarian import probe
 from librarian.errors import BadInput
-from librarian.target import find_target, is_version, parse_probe
+from librarian.probe import torch as probe_torch
+from librarian.probe.target import find_target, is_version, parse_probe
 from tests.conftest import Run
 from tests.gpu_wheels import isolate_machine
 from tests.test_probe import VERSION_PY, fake_torch
@@ -85,9 +85,9 @@ def test_a_probe_answer_that_is_not_python_is_one_line() -> None:
 
 def test_doctor_machine_reads_torch_and_tags_from_the_target(run: Run, monkeypatch: pytest.MonkeyPatch,
                                                               tmp_path: Path) -> None:  # fmt: skip
-    found_torch = probe._find_torch
+    found_torch = probe_torch._find_torch
     isolate_machine(monkeypatch, tmp_path / "bin")
-    monkeypatch.setattr(probe, "_find_torch", found_torch)  # torch is read for real, from the target's sys.path
+    monkeypatch.setattr(probe_torch, "_find_torch", found_torch)  # torch is read for real, from the target's sys.path
     python = make_venv(tmp_path / "t")
     fake_torch(site_packages(python), "2.9.1+cu130", VERSION_PY.format("'13.0'"), cmake_abi="1")
     result = run("doctor", "--machine", "--python", str(tmp_path / "t"), "--json")

@@ -11,7 +11,7 @@ from librarian.demands import Verdict, Wheel, judge
 from librarian.facts import WheelFacts
 from librarian.inspection import inspect_wheel
 from librarian.machine import Machine, Probed, format_glibcxx
-from librarian.probe import with_torch_exports
+from librarian.probe.torch import with_torch_exports
 from librarian.wheelfile import check_archive
 
 SCHEMA = 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 from librarian.coords import Label, MajorMinor, WheelName
 from librarian.errors import BadInput, Refused
 from librarian.probe import detect_target_torch
-from librarian.target import Target, find_target
+from librarian.probe.target import Target, find_target
 
 
 def label_from_flags(cuda: MajorMinor | None, torch: MajorMinor | None, target: Target | None = None) -> Label | None:
