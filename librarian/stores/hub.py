@@ -19,12 +19,9 @@ for the commit's marker before trying again, so a change never lands twice.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import random
-import re
-import shutil
 import tempfile
 import time
 import uuid
@@ -33,7 +30,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote
 
 import httpx2
 from huggingface_hub import (
@@ -65,8 +62,9 @@ from librarian.errors import BadInput, LibrarianError, StoreError, Unreachable
 from librarian.index import Index, parse_pending_path
 from librarian.layout import Layout, check_store_path
 from librarian.redact import clean, register_secret
-from librarian.safeio import atomic_write
 from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, R, StoredFile, Upload, read_index
+from librarian.stores.hub_address import parse_hub_address, public_endpoint
+from librarian.stores.hub_cache import ReadCache
 from librarian.stores.hub_http import (
     RETRY_STATUS,
     NetPolicy,
@@ -81,116 +79,16 @@ from librarian.stores.pieces import plan_pieces
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_NAME = r"[A-Za-z0-9][\w.-]*/[\w.-]+"
-_HF_URL = re.compile(rf"hf://datasets/(?P<repo>{_NAME}?)(?:@(?P<rev>\S+?))?/?")
-_WEB_PATH = re.compile(rf"/datasets/(?P<repo>{_NAME}?)(?:/tree/(?P<rev>[^/]+)(?:/.*)?)?/?")
-HUB_HOSTS = ("huggingface.co", "hf.co", "www.huggingface.co")
-USAGE = "expected a directory, hf://datasets/OWNER/NAME[@REVISION] or https://huggingface.co/datasets/OWNER/NAME"
 REPO_TYPE = "dataset"
 MARKER = "librarian-change-id"
 MAX_ATTEMPTS = int(os.environ.get("LIBRARIAN_HUB_ATTEMPTS", "12"))
 _CHUNK = 1 << 20
 _LFS_BATCH = 256  # objects per LFS batch request, as huggingface_hub sends them
 _PATHS_INFO_BATCH = 500  # paths per paths-info request
-KEEP_COMMITS = 8  # commits whose index files the cache keeps (besides each revision's newest head)
 
 
 def _offline() -> bool:
     return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}
-
-
-def _origin(url: str) -> tuple[str, str]:
-    """(scheme, host[:port]) of a URL, without credentials."""
-    parts = urlsplit(url)
-    return parts.scheme.lower(), parts.netloc.rsplit("@", 1)[-1].lower()
-
-
-def public_endpoint(endpoint: str) -> str:
-    """The endpoint without credentials (``https://user:pass@mirror`` -> ``https://mirror``)."""
-    parts = urlsplit(endpoint)
-    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl().rstrip("/")
-
-
-def parse_hub_address(text: str) -> tuple[str, str] | None:
-    """``(repo_id, revision)`` for a Hub dataset address, ``None`` for a path; BadInput for another URL.
-
-    Accepted: ``hf://datasets/OWNER/NAME[@REV]``, and ``https://huggingface.co/datasets/OWNER/NAME``
-    (optionally ``/tree/REV``), the same under the configured endpoint (HF_ENDPOINT).
-    """
-    text = text.strip()
-    if "://" not in text:
-        return None
-    if text.startswith("hf://"):
-        m = _HF_URL.fullmatch(text)
-        if m is None:
-            raise BadInput(f"{text}: not a Hub dataset repo ({USAGE})")
-        return m["repo"], m["rev"] or "main"
-    scheme, host = _origin(text)
-    known = {("https", h) for h in HUB_HOSTS} | {_origin(constants.ENDPOINT), _origin(os.environ.get("HF_ENDPOINT") or constants.ENDPOINT)}
-    m = _WEB_PATH.fullmatch(urlsplit(text).path) if (scheme, host) in known else None
-    if m is None or urlsplit(text).query:
-        raise BadInput(f"{text}: not a store address ({USAGE})")
-    return m["repo"], unquote(m["rev"]) if m["rev"] else "main"
-
-
-class _Cache:
-    """Small files of this repo by commit, and the newest head seen of each revision, on this machine."""
-
-    def __init__(self, repo_id: str) -> None:
-        base = os.environ.get("LIBRARIAN_CACHE") or os.path.join(constants.HF_HOME, "librarian")
-        self.root = Path(base) / "hub" / f"datasets--{repo_id.replace('/', '--')}"
-
-    def _ref(self, revision: str) -> Path:
-        return self.root / "refs" / quote(revision, safe="")
-
-    def head(self, revision: str) -> str | None:
-        """The newest commit of ``revision`` seen here (by commit date, not file time)."""
-        try:
-            return str(json.loads(self._ref(revision).read_text())["sha"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def remember_head(self, revision: str, sha: str, date: str) -> None:
-        """Record ``sha`` as the head of ``revision`` unless a newer commit is recorded already."""
-        try:
-            known = json.loads(self._ref(revision).read_text())
-            if str(known.get("date", "")) > date:
-                return
-        except (OSError, ValueError, AttributeError):
-            pass
-        self._write(self._ref(revision), json.dumps({"sha": sha, "date": date}).encode())
-
-    def get(self, sha: str, path: str) -> bytes | None:
-        try:
-            return (self.root / "files" / sha / path).read_bytes()
-        except OSError:
-            return None
-
-    def put(self, sha: str, path: str, data: bytes) -> None:
-        fresh = not (self.root / "files" / sha).is_dir()
-        try:
-            self._write(self.root / "files" / sha / path, data)
-            if fresh:
-                self._prune()
-        except OSError as e:  # a cache that cannot be written is no reason to fail a read
-            log.debug("cannot cache %s: %s", path, e)
-
-    def _prune(self) -> None:
-        """Keep the files of the newest ``KEEP_COMMITS`` commits read here, and of every recorded head."""
-        heads = set()
-        for ref in (self.root / "refs").glob("*"):
-            try:
-                heads.add(str(json.loads(ref.read_text())["sha"]))
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-        commits = sorted((self.root / "files").iterdir(), key=lambda d: d.stat().st_mtime, reverse=True)
-        for stale in commits[KEEP_COMMITS:]:
-            if stale.name not in heads:
-                shutil.rmtree(stale, ignore_errors=True)
-
-    @staticmethod
-    def _write(target: Path, data: bytes) -> None:
-        atomic_write(target, data)
 
 
 class HubStore:
@@ -219,7 +117,7 @@ class HubStore:
         self.api = api or HfApi()
         token = self.api.token if isinstance(self.api.token, str) else get_token()
         register_secret(token)
-        self._cache = _Cache(repo_id)
+        self._cache = ReadCache(repo_id)
         self._sha: str | None = None  # the commit every read of this run is pinned to
 
     @classmethod
