@@ -39,6 +39,13 @@ def _safely(what: str, detect: Callable[[], Probed[T]]) -> Probed[T]:
         return Probed.unknown(f"probing {what} failed: {e}")
 
 
+def _torch_safely(path: list[str] | None) -> tuple[Probed[TorchInfo], Probed[MajorMinor]]:
+    try:
+        return _torch_parts(path)
+    except Exception as e:  # noqa: BLE001 - see _safely
+        return Probed.unknown(f"cannot read torch ({e}); pass --torch"), Probed.unknown("pass --cuda")
+
+
 def detect_machine(
     *, loader: Loader = ctypes.CDLL, torch_path: list[str] | None = None, target: Target | None = None
 ) -> Machine:
@@ -54,10 +61,7 @@ def detect_machine(
     first = (gpus.value or (Gpu(0, "", (0, 0)),))[0].index
     if target is not None and not target.own:
         return _target_machine(target, probe_target(target), gpus, first, driver)
-    try:
-        torch, cuda = _torch_parts(torch_path)
-    except Exception as e:  # noqa: BLE001 - see _safely
-        torch, cuda = Probed.unknown(f"cannot read torch ({e}); pass --torch"), Probed.unknown("pass --cuda")
+    torch, cuda = _torch_safely(torch_path)
     return Machine(
         gpus=gpus,
         selected=first,
@@ -79,10 +83,7 @@ def _target_machine(
 ) -> Machine:
     """The machine as another interpreter sees it, from its probe's answer."""
     where = str(target.executable)
-    try:
-        torch, cuda = _torch_parts(list(facts.path))
-    except Exception as e:  # noqa: BLE001 - see _safely
-        torch, cuda = Probed.unknown(f"cannot read torch ({e}); pass --torch"), Probed.unknown("pass --cuda")
+    torch, cuda = _torch_safely(list(facts.path))
     glibc = Probed.found(facts.glibc, f"{where}: os.confstr") if facts.glibc else _safely("glibc", detect_glibc)
     if facts.tags is not None:
         tags: Probed[tuple[Tag, ...]] = Probed.found(facts.tags, f"{where}: packaging.tags")
