@@ -117,6 +117,7 @@ def _label(cuda: str | None, torch: str | None, python: str | None = None) -> La
     return label_from_flags(_maybe(parse_cuda, cuda), _maybe(parse_torch, torch), find_target(python))
 
 
+JobsOpt = Annotated[int | None, typer.Option("-j", "--jobs", min=1, help="Threads reading wheels (default: the cores available; -j 1: one).")]
 RelabelOpt = Annotated[bool, typer.Option("--relabel", help="Replace the label a wheel already carries (ours or a foreign one).")]
 OldForceOpt = Annotated[bool, typer.Option("--force", hidden=True, help="Deprecated: see --relabel and the other --allow-* flags.")]
 
@@ -150,6 +151,7 @@ def retag(
     relabel: RelabelOpt = False,
     force: OldForceOpt = False,
     python: Annotated[str | None, typer.Option("--python", help="Interpreter or venv whose torch gives the default label (default: the active venv, else librarian's own).")] = None,
+    jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Rewrite wheels with the label +cuXYZtorchA.B (filename, METADATA, .dist-info, RECORD)."""
@@ -165,7 +167,7 @@ def retag(
         if not path.is_file():
             raise BadInput(f"{path}: no such file")
         wanted = choose_label(WheelName.parse(path.name), label, relabel=relabel)
-        new = retag_wheel(path, wanted, out, relabel=relabel)
+        new = retag_wheel(path, wanted, out, relabel=relabel, jobs=jobs)
         written.append({"source": str(path), "path": str(new), "label": str(wanted)})
         if not as_json:
             _out(str(new))
@@ -177,7 +179,7 @@ def retag(
 def inspect(
     files: Annotated[list[Path], typer.Argument(help="Wheels, bare .so / .pyd files, or directories (every wheel inside).", show_default=False)],
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Also show each native member (the global -v).")] = False,
-    jobs: Annotated[int | None, typer.Option("-j", "--jobs", min=1, help="Threads reading members (default: the cores available; -j 1: one).")] = None,
+    jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The seven demands of each wheel, read from its bytes (GPU archs, torch, CUDA, Python, CPU, OS, glibc)."""
@@ -253,6 +255,7 @@ def publish(
     create: Annotated[bool, typer.Option("--create", help="Create the Hub dataset repo if it does not exist.")] = False,
     stage: Annotated[bool, typer.Option("--stage", help="Fan-in: store the wheels and pending entries only; one final 'librarian reindex' indexes them.")] = False,
     manifest: Annotated[Path | None, typer.Option("--manifest", help="With --stage: upload the bytes only (no commit) and write the entries to FILE, for 'reindex --manifest'.")] = None,
+    jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Label, check and file wheels into the store, in one atomic change with the index (or --stage them)."""
@@ -277,6 +280,7 @@ def publish(
         allow_platform_mismatch=allow_platform_mismatch,
         allow_unknown_combo=allow_unknown_combo,
         layout=layout,
+        jobs=jobs,
     )
     if manifest is not None and not stage:
         raise BadInput("--manifest: goes with --stage (publish --stage --manifest FILE)")
@@ -343,13 +347,14 @@ def _problem_json(problem: Any) -> dict[str, Any]:
 def verify(
     repo: RepoOpt = None,
     deep: Annotated[bool, typer.Option("--deep", help="Also read every byte: RECORD hashes, binaries against cells.")] = False,
+    jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check every stored wheel against its path, label, metadata and the index. Exit 1 on any problem."""
     from librarian.ops.verify import verify as do_verify
 
     store, layout = _settings(repo)
-    report = do_verify(store, layout, deep=deep)
+    report = do_verify(store, layout, deep=deep, jobs=jobs)
     if as_json:
         _emit_json({"schema": 1, "repo": report.location, "wheels": report.wheels, "ok": not report.problems,
                     "problems": [_problem_json(p) for p in report.problems], "staged": list(report.staged)})

@@ -10,6 +10,7 @@ Errors are :class:`ZipError` (``<member>: <problem>``); the caller adds the arch
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import struct
 import zipfile
@@ -92,6 +93,18 @@ def iter_raw(f: BinaryIO, start: int, size: int) -> Iterator[bytes]:
         if not chunk:
             raise ZipError(f"offset {start}: archive ends inside member data")
         left -= len(chunk)
+        yield chunk
+
+
+def iter_raw_at(fd: int, start: int, size: int) -> Iterator[bytes]:
+    """As :func:`iter_raw`, by ``os.pread`` on ``fd``: no shared file position, so safe from any thread."""
+    left, at = size, start
+    while left:
+        chunk = os.pread(fd, min(CHUNK, left), at)
+        if not chunk:
+            raise ZipError(f"offset {start}: archive ends inside member data")
+        left -= len(chunk)
+        at += len(chunk)
         yield chunk
 
 

@@ -87,6 +87,7 @@ class PublishOptions:
     allow_platform_mismatch: bool = False  # a platform tag naming another CPU or OS than the binaries
     allow_unknown_combo: bool = False
     layout: Layout | None = None
+    jobs: int | None = None  # threads reading each wheel's members (None: the cores available)
     now: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
@@ -153,12 +154,12 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
             if matrix is not None:
                 check_combo(label, path.name, matrix)
             if name.label == label:
-                verify_record(path)
+                verify_record(path, jobs=options.jobs)
                 staged = path
             else:
-                staged = retag(path, label, staging, relabel=True, verify=True)
+                staged = retag(path, label, staging, relabel=True, verify=True, jobs=options.jobs)
             check_publishable(staged)  # verify's metadata checks, so publish stores nothing verify rejects
-            facts = inspect_wheel(staged)
+            facts = inspect_wheel(staged, jobs=options.jobs)
             staged_name = WheelName.parse(staged.name)
             check_claims(Wheel(staged_name, facts), options, path.name)
             sms = gpu_cells(staged_name, facts, options.sms, options.trust_sm, path.name)
