@@ -29,7 +29,7 @@ from librarian.manifest import Manifest, metadata_text, render_manifest
 from librarian.matrix import Matrix, load_matrix
 from librarian.ops.labels import choose_label
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
-from librarian.wheelfile import check_publishable, read_wheel_info, retag, sha256_file, verify_record
+from librarian.wheelfile import check_publishable, retag, sha256_file, verify_record
 
 log = logging.getLogger(__name__)
 
@@ -158,12 +158,11 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
                 staged = path
             else:
                 staged = retag(path, label, staging, relabel=True, verify=True, jobs=options.jobs)
-            check_publishable(staged)  # verify's metadata checks, so publish stores nothing verify rejects
+            info = check_publishable(staged)  # verify's metadata checks, so publish stores nothing verify rejects
             facts = inspect_wheel(staged, jobs=options.jobs)
             staged_name = WheelName.parse(staged.name)
             check_claims(Wheel(staged_name, facts), options, path.name)
             sms = gpu_cells(staged_name, facts, options.sms, options.trust_sm, path.name)
-            info = read_wheel_info(staged)
             if info.requires_python:
                 try:
                     SpecifierSet(info.requires_python)
