@@ -94,7 +94,15 @@ def child(op: str, args: list[str]) -> None:
     else:
         raise SystemExit(f"unknown op {op}")
     seconds = time.perf_counter() - start
-    print(json.dumps({"seconds": seconds, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(json.dumps({"seconds": seconds, "rss": _peak_mib(), "cpu": time.process_time()}))
+
+
+def _peak_mib() -> float:
+    # VmHWM is this process's own peak; ru_maxrss also counts the parent's peak from before exec.
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def measure(code: Path, op: str, *args: str, repeat: int, jobs: int | None = None) -> dict[str, float]:

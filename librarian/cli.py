@@ -442,7 +442,7 @@ def pull(
             assert r.pick is not None
             _out(f"{r.pick.path} -> {f}")
     if install:
-        from librarian.ops.pull import check_runs
+        from librarian.ops.doctor import check_runs
 
         check_runs(files, found, force=force)
         pip_install(files, found.interpreter.value or sys.executable)

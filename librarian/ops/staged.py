@@ -21,9 +21,9 @@ from librarian.index import Index, IndexEntry, metadata_path
 from librarian.layout import Layout
 from librarian.manifest import Manifest, merge_manifests, merge_metadata, metadata_bytes, parse_manifest
 from librarian.matrix import load_matrix
+from librarian.ops.placement import Problem
 from librarian.ops.publish import check_combo
 from librarian.ops.reindex import ReindexReport
-from librarian.ops.verify import Problem
 from librarian.stores.base import Blob, Changes, Store, Upload, read_index
 
 log = logging.getLogger(__name__)

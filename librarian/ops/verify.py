@@ -21,29 +21,12 @@ from librarian.facts import WheelFacts
 from librarian.index import Index, IndexEntry, entry_problems, parse_pending_path
 from librarian.inspection import inspect_wheel
 from librarian.layout import Layout
+from librarian.ops.placement import Problem, check_placement
 from librarian.pool import default_jobs, ordered_map
 from librarian.stores.base import Store, StoredFile, read_index
-from librarian.wheelfile import metadata_problems, sha256_file, verify_record
+from librarian.wheelfile import metadata_problems, sha256_file, wheel_problems
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Problem:
-    """One mismatch found: the store path and what is wrong with it (``also``: the same bytes filed elsewhere)."""
-
-    path: str
-    problem: str
-    also: tuple[str, ...] = ()
-
-    @property
-    def paths(self) -> tuple[str, ...]:
-        """Every path the problem is found at."""
-        return (self.path, *self.also)
-
-    def __str__(self) -> str:
-        where = f"{self.path} (also filed at {', '.join(self.also)})" if self.also else self.path
-        return f"{where}: {self.problem}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,27 +37,6 @@ class VerifyReport:
     wheels: int
     problems: tuple[Problem, ...]
     staged: tuple[str, ...] = ()  # wheels staged by ``publish --stage``, awaiting ``reindex``: not a problem
-
-
-def check_placement(layout: Layout, path: str) -> list[str]:
-    """Pure: the problems of a wheel path against the layout and its own filename."""
-    parsed = layout.parse_path(path)
-    if parsed is None:
-        return [f"not where layout {layout.name!r} puts wheels ({layout.path})"]
-    cell, filename = parsed
-    try:
-        name = WheelName.parse(filename)
-    except LibrarianError as e:
-        return [str(e).split(": ", 1)[-1]]
-    problems = []
-    if name.package != cell.package:
-        problems.append(f"wheel of {name.package} filed under package {cell.package}")
-    if name.label is None:
-        claim = f"+{name.version.local}" if name.version.local else "no local label"
-        problems.append(f"filename carries {claim}, not a librarian label (expected +{cell.label})")
-    elif name.label != cell.label:
-        problems.append(f"labelled {name.label} but filed under {cell.label.combo}")
-    return problems
 
 
 def check_metadata(local: Path, name: WheelName) -> list[str]:
@@ -163,9 +125,14 @@ class _Reader:
         if local is None:
             return blob
         try:
-            blob.problems.extend(check_metadata(local, name))
-            if self.deep:
-                verify_record(local, jobs=jobs)
+            if not self.deep:
+                blob.problems.extend(check_metadata(local, name))
+            else:  # metadata and RECORD from one opening of the wheel
+                found, liar = wheel_problems(local, name, jobs=jobs)
+                blob.problems.extend(found)
+                if liar is not None:
+                    blob.problems.append(liar)
+                    return blob
                 blob.facts = inspect_wheel(local, jobs=jobs)
                 blob.problems.extend(claims(Wheel(name, blob.facts)))
         except LibrarianError as e:
