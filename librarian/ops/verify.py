@@ -89,7 +89,7 @@ class _Reader:
             paths[key] = paths.get(key, 0) + 1
         todo = [(key, f) for key, f in first.items() if key not in self.blobs]
         # Many blobs: one thread each, members read in turn; few: the threads go to each one's members.
-        outer = min(self.jobs, len(todo)) if len(todo) >= self.jobs else 1
+        outer = self.jobs if len(todo) >= self.jobs else 1
         inner = 1 if outer > 1 else self.jobs
 
         def read(item: tuple[tuple[str, object], StoredFile]) -> _Blob:
