@@ -28,7 +28,7 @@ from librarian.coords import ArchKind, GpuArch
 from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry, WheelFacts
 from librarian.fatbin import read_device_code, read_fatbin, scan_fatbins
-from librarian.pool import bounded_map, default_jobs
+from librarian.pool import AHEAD, bounded_map, default_jobs
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def inspect_wheel(path: Path, *, jobs: int | None = None) -> WheelFacts:
     A member of up to :data:`SMALL_MEMBER` bytes is inflated into memory (flashinfer-cubin has 16,000
     small cubins: no temp file each); a bigger one is spooled to a temporary file a chunk at a time.
     Members are read by ``jobs`` threads (default: the cores available): inflating, hashing and the
-    zstd/LZ4 of fatbins release the GIL. Memory stays bounded by ``jobs`` members in flight, and the
+    zstd/LZ4 of fatbins release the GIL. Memory stays bounded by the ``jobs`` members being read, and the
     facts come back in member order, the first bad member (in that order) raising, as with one thread.
     """
     try:
@@ -150,7 +150,7 @@ def inspect_wheel(path: Path, *, jobs: int | None = None) -> WheelFacts:
                 # zipfile's shared file handle seeks and reads under a lock; inflating happens outside it.
                 with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="inspect") as pool:
                     work = functools.partial(_inspect_member, zf, wheel=path.name, bar=bar)
-                    binaries = list(bounded_map(pool, work, infos, workers))
+                    binaries = list(bounded_map(pool, work, infos, AHEAD * workers))
     return WheelFacts(filename=path.name, binaries=tuple(binaries))
 
 

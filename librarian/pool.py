@@ -1,8 +1,10 @@
 """Work spread over a bounded pool of threads, results in order: inflating, hashing and reading release the GIL.
 
-:func:`bounded_map` keeps at most ``window`` items in flight, so memory is a few items, never all of
-them; results come back in the items' order, and the first failure (in that order) raises, as with one
-thread. Stdlib only.
+:func:`bounded_map` keeps at most ``window`` items queued or running; results come back in the items'
+order, and the first failure (in that order) raises, as with one thread. Memory is what the running
+items hold (``jobs`` of them): a queued item holds nothing until a thread takes it, a finished one only
+its result. The window is wider than the threads, so that one big item at the head of the line (a 75 MB
+``.so``) does not leave the other threads idle until it is done. Stdlib only.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from typing import TypeVar, final
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+AHEAD = 16  # items queued per thread behind the oldest unfinished one
 
 
 def default_jobs() -> int:
@@ -43,26 +48,27 @@ def bounded_map(pool: ThreadPoolExecutor, work: Callable[[T], R], items: Iterabl
 def ordered_map(work: Callable[[T], R], items: Iterable[T], jobs: int, name: str) -> Iterator[R]:
     """``work`` over ``items`` on ``jobs`` threads (``jobs <= 1``: in this thread), results in order.
 
-    At most ``2 * jobs`` items are in flight: one running per thread and one ready behind it.
+    At most ``AHEAD * jobs`` items are queued or running; ``jobs`` run at once.
     """
     if jobs <= 1:
         yield from map(work, items)
         return
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix=name) as pool:
-        yield from bounded_map(pool, work, items, 2 * jobs)
+        yield from bounded_map(pool, work, items, AHEAD * jobs)
 
 
 @final
 class Pipeline:
     """Work submitted as it comes, run on ``jobs`` threads beside the caller; failures raised in submission order.
 
-    At most ``2 * jobs`` pieces are in flight: :meth:`submit` waits for the oldest past that, so the
-    caller (copying a wheel while its members are hashed) stays a bounded distance ahead.
+    At most ``AHEAD * jobs`` pieces are queued or running: :meth:`submit` waits for the oldest past that,
+    so the caller (copying a wheel while its members are hashed) stays a bounded distance ahead; a piece
+    holds no bytes until a thread runs it.
     """
 
     def __init__(self, jobs: int, name: str) -> None:
         self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix=name)
-        self._window = 2 * jobs
+        self._window = AHEAD * jobs
         self._pending: collections.deque[Future[None]] = collections.deque()
 
     def submit(self, work: Callable[[], None]) -> None:
