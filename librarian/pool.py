@@ -70,17 +70,31 @@ class Pipeline:
         self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix=name)
         self._window = AHEAD * jobs
         self._pending: collections.deque[Future[None]] = collections.deque()
+        self._failed = False
+
+    def _oldest(self) -> None:
+        future = self._pending.popleft()
+        try:
+            future.result()
+        except BaseException:
+            self._failed = True
+            raise
 
     def submit(self, work: Callable[[], None]) -> None:
         """Queue ``work``; raise the failure of the oldest piece if the window is full and it failed."""
         self._pending.append(self._pool.submit(work))
         while len(self._pending) > self._window:
-            self._pending.popleft().result()
+            self._oldest()
 
     def drain(self) -> None:
-        """Wait for every piece; the first failure, in submission order, raises."""
-        while self._pending:
-            self._pending.popleft().result()
+        """Wait for every piece; the first failure, in submission order, raises.
+
+        After a piece has failed (and raised) this does nothing: a later piece's failure must not
+        replace it. Call it in a ``finally``: a failure of the caller's own, about a later item, is
+        then replaced by an earlier piece's, which is the one to report.
+        """
+        while self._pending and not self._failed:
+            self._oldest()
 
     def __enter__(self) -> Pipeline:
         return self

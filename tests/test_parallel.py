@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import re
+import time
 import zipfile
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 from librarian import wheelfile
 from librarian.coords import Label
 from librarian.errors import BadWheel
+from librarian.pool import Pipeline
 from librarian.wheelfile import retag, verify_record
 from tests.builders import make_wheel, record_hash
 from tests.test_wheelfile import BAD, TAGS
@@ -70,3 +73,17 @@ def test_the_first_liar_in_member_order_is_named(tmp_path: Path, monkeypatch: py
     for check in (lambda: retag(src, LABEL, tmp_path / "out", jobs=jobs), lambda: verify_record(src, jobs=jobs)):
         with pytest.raises(BadWheel, match=re.escape(f"{first}: RECORD says")):
             check()
+
+
+def _fail(i: int) -> None:
+    time.sleep(0.0005 * (i % 7))  # later pieces often fail first
+    raise ValueError(f"piece {i}")
+
+
+def test_the_pipeline_reports_the_earliest_failure_not_the_latest() -> None:
+    with Pipeline(3, "test") as pipeline, pytest.raises(ValueError, match=r"^piece 0$"):
+        try:
+            for i in range(200):
+                pipeline.submit(functools.partial(_fail, i))
+        finally:
+            pipeline.drain()  # as retag calls it: must not replace piece 0's failure with a later one
