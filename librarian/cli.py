@@ -116,6 +116,7 @@ def _label(cuda: str | None, torch: str | None, python: str | None = None) -> La
     return label_from_flags(_maybe(parse_cuda, cuda), _maybe(parse_torch, torch), find_target(python))
 
 
+JobsOpt = Annotated[int | None, typer.Option("-j", "--jobs", min=1, help="Threads reading wheels (default: the cores available; -j 1: one).")]
 RelabelOpt = Annotated[bool, typer.Option("--relabel", help="Replace the label a wheel already carries (ours or a foreign one).")]
 OldForceOpt = Annotated[bool, typer.Option("--force", hidden=True, help="Deprecated: see --relabel and the other --allow-* flags.")]
 
@@ -149,6 +150,7 @@ def retag(
     relabel: RelabelOpt = False,
     force: OldForceOpt = False,
     python: Annotated[str | None, typer.Option("--python", help="Interpreter or venv whose torch gives the default label (default: the active venv, else librarian's own).")] = None,
+    jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Rewrite wheels with the label +cuXYZtorchA.B (filename, METADATA, .dist-info, RECORD)."""
@@ -164,7 +166,7 @@ def retag(
         if not path.is_file():
             raise BadInput(f"{path}: no such file")
         wanted = choose_label(WheelName.parse(path.name), label, relabel=relabel)
-        new = retag_wheel(path, wanted, out, relabel=relabel)
+        new = retag_wheel(path, wanted, out, relabel=relabel, jobs=jobs)
         written.append({"source": str(path), "path": str(new), "label": str(wanted)})
         if not as_json:
             _out(str(new))
@@ -176,7 +178,7 @@ def retag(
 def inspect(
     files: Annotated[list[Path], typer.Argument(help="Wheels, bare .so / .pyd files, or directories (every wheel inside).", show_default=False)],
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Also show each native member (the global -v).")] = False,
-    jobs: Annotated[int | None, typer.Option("-j", "--jobs", min=1, help="Threads reading members (default: the cores available; -j 1: one).")] = None,
+    jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The seven demands of each wheel, read from its bytes (GPU archs, torch, CUDA, Python, CPU, OS, glibc)."""
@@ -252,6 +254,7 @@ def publish(
     create: Annotated[bool, typer.Option("--create", help="Create the Hub dataset repo if it does not exist.")] = False,
     stage: Annotated[bool, typer.Option("--stage", help="Fan-in: store the wheels and pending entries only; one final 'librarian reindex' indexes them.")] = False,
     manifest: Annotated[Path | None, typer.Option("--manifest", help="With --stage: upload the bytes only (no commit) and write the entries to FILE, for 'reindex --manifest'.")] = None,
+    jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Label, check and file wheels into the store, in one atomic change with the index (or --stage them)."""
@@ -276,6 +279,7 @@ def publish(
         allow_platform_mismatch=allow_platform_mismatch,
         allow_unknown_combo=allow_unknown_combo,
         layout=layout,
+        jobs=jobs,
     )
     if manifest is not None and not stage:
         raise BadInput("--manifest: goes with --stage (publish --stage --manifest FILE)")
@@ -321,13 +325,14 @@ def reindex(
 def verify(
     repo: RepoOpt = None,
     deep: Annotated[bool, typer.Option("--deep", help="Also read every byte: RECORD hashes, binaries against cells.")] = False,
+    jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check every stored wheel against its path, label, metadata and the index. Exit 1 on any problem."""
     from librarian.ops.verify import verify as do_verify
 
     store, layout = _settings(repo)
-    report = do_verify(store, layout, deep=deep)
+    report = do_verify(store, layout, deep=deep, jobs=jobs)
     _emit_json(report.to_json()) if as_json else _out(report.render())
     if report.problems:
         raise typer.Exit(1)
@@ -396,7 +401,7 @@ def pull(
         _note(note)
     _emit_json(report.to_json()) if as_json else _out(report.render())
     if install:
-        from librarian.ops.pull import check_runs
+        from librarian.ops.doctor import check_runs
 
         check_runs(report.files, found, force=force)
         pip_install(report.files, found.interpreter.value or sys.executable)

@@ -19,9 +19,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-import lz4.block
-import zstandard
-
 from librarian.coords import ArchKind, GpuArch, MajorMinor
 from librarian.cubin import PTX_HEAD, cubin_toolkit, ptx_toolkit, read_cubin, read_ptx
 from librarian.elf import ELF_MAGIC, Source
@@ -292,6 +289,8 @@ def entry_payload(src: Source, h: EntryHeader, limit: int = MAX_INFLATE) -> byte
         raise BadBinary(f"{where}: declares a {h.uncompressed_size // stream_len}:1 ratio (compression bomb)")
     stream = src.read(start, stream_len, f"{where} payload")
     if h.compression == "lz4":
+        import lz4.block  # only when an LZ4 fatbin is met: start-up imports no codec (CUDA 12 cubins)
+
         try:
             out: bytes = lz4.block.decompress(stream, uncompressed_size=h.uncompressed_size)
         except lz4.block.LZ4BlockError as e:
@@ -306,6 +305,8 @@ def entry_payload(src: Source, h: EntryHeader, limit: int = MAX_INFLATE) -> byte
 
 
 def _zstd(stream: bytes, size: int, where: str) -> bytes:
+    import zstandard  # only when a zstd fatbin is met (CUDA 13): start-up imports no codec
+
     # Read at most one byte past the declared size: a frame that inflates further is a bomb.
     parts, total = [], 0
     try:

@@ -8,18 +8,16 @@ zip-bomb sizes and unsafe names before a byte of it is inflated.
 
 from __future__ import annotations
 
-import collections
 import functools
 import io
 import logging
-import os
 import queue
 import re
 import tempfile
 import threading
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, TypeVar
@@ -30,6 +28,7 @@ from librarian.coords import ArchKind, GpuArch
 from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry, WheelFacts
 from librarian.fatbin import read_device_code, read_fatbin, scan_fatbins
+from librarian.pool import AHEAD, bounded_map, default_jobs
 
 log = logging.getLogger(__name__)
 
@@ -125,21 +124,13 @@ def _device_facts(
     )
 
 
-def default_jobs() -> int:
-    """The cores this process may use (``sched_getaffinity`` where there is one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # macOS, Windows
-        return max(1, os.cpu_count() or 1)
-
-
 def inspect_wheel(path: Path, *, jobs: int | None = None) -> WheelFacts:
     """What every native and device-code member of a wheel demands; errors name ``wheel.whl!member``.
 
     A member of up to :data:`SMALL_MEMBER` bytes is inflated into memory (flashinfer-cubin has 16,000
     small cubins: no temp file each); a bigger one is spooled to a temporary file a chunk at a time.
     Members are read by ``jobs`` threads (default: the cores available): inflating, hashing and the
-    zstd/LZ4 of fatbins release the GIL. Memory stays bounded by ``jobs`` members in flight, and the
+    zstd/LZ4 of fatbins release the GIL. Memory stays bounded by the ``jobs`` members being read, and the
     facts come back in member order, the first bad member (in that order) raising, as with one thread.
     """
     try:
@@ -159,23 +150,8 @@ def inspect_wheel(path: Path, *, jobs: int | None = None) -> WheelFacts:
                 # zipfile's shared file handle seeks and reads under a lock; inflating happens outside it.
                 with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="inspect") as pool:
                     work = functools.partial(_inspect_member, zf, wheel=path.name, bar=bar)
-                    binaries = list(_bounded_map(pool, work, infos, workers))
+                    binaries = list(bounded_map(pool, work, infos, AHEAD * workers))
     return WheelFacts(filename=path.name, binaries=tuple(binaries))
-
-
-def _bounded_map(pool: ThreadPoolExecutor, work: Callable[[T], R], items: Sequence[T], window: int) -> Iterator[R]:
-    """``pool.map`` with at most ``window`` items in flight, so that memory is a few members, not the wheel."""
-    pending: collections.deque[Future[R]] = collections.deque()
-    try:
-        for item in items:
-            pending.append(pool.submit(work, item))
-            if len(pending) >= window:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-    finally:
-        for future in pending:
-            future.cancel()
 
 
 def _inspect_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, wheel: str, bar: progress.Task) -> BinaryFacts:

@@ -144,7 +144,7 @@ def test_inspect_and_doctor_take_directories(run: Run, store: Path, tmp_path: Pa
 def test_verify_deep_reads_each_blob_once(run: Run, store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     reads: list[Path] = []
     real = verify_op.inspect_wheel
-    monkeypatch.setattr(verify_op, "inspect_wheel", lambda p: reads.append(p) or real(p))
+    monkeypatch.setattr(verify_op, "inspect_wheel", lambda p, **kw: reads.append(p) or real(p, **kw))
     assert run("verify", "--deep").code == 0
     assert len(reads) == 3  # three wheels, each hard-linked under four cells
     # A problem in the bytes is reported once, naming every path the bytes are filed under.
@@ -168,6 +168,11 @@ def test_verify_deep_reads_each_blob_once(run: Run, store: Path, monkeypatch: py
     assert len(problems) == 1 and [problems[0]["path"], *problems[0]["also"]] == paths, problems
     text = run("verify").out
     assert f"{paths[0]} (also filed at {', '.join(paths[1:])}): " in text
+    # Read on threads or not, the report is the same, in the same order.
+    deep = [run("verify", "--deep", "-j", jobs) for jobs in ("1", "3")]
+    assert deep[0].code == deep[1].code == 1 and deep[0].out == deep[1].out
+    as_json = [run("verify", "--deep", "--json", "-j", jobs).out for jobs in ("1", "4")]
+    assert as_json[0] == as_json[1] and "0.2.0" in as_json[0]
 
 
 def on_pty(argv: list[str], cwd: Path) -> tuple[int, str, bytes]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from librarian.coords import WheelName, format_dotted, format_version
 from librarian.demands import Verdict, Wheel, judge
+from librarian.errors import Refused
 from librarian.facts import WheelFacts
 from librarian.inspection import inspect_wheel
 from librarian.machine import Machine, Probed, format_glibcxx
@@ -180,3 +182,12 @@ def render_machine(machine: Machine) -> str:
     rows.append(_row("CPU", machine.cpu, machine.cpu.value or ""))
     rows.append(_row("OS", machine.os, machine.os.value or ""))
     return "\n".join(line.rstrip() for line in _table(rows))
+
+
+def check_runs(files: Sequence[Path], machine: Machine, *, force: bool = False) -> None:
+    """Refuse to install a wheel whose verdicts say it will not run on ``machine`` (unless ``force``)."""
+    for path in files:
+        report = doctor(path, machine)
+        if report.runs is False and not force:
+            first = report.failures[0]
+            raise Refused(f"{path.name}: will not run here ({first}); pass --force to install it anyway")

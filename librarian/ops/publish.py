@@ -30,7 +30,7 @@ from librarian.ops.labels import choose_label
 from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import atomic_write
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
-from librarian.wheelfile import check_publishable, read_wheel_info, retag, sha256_file, verify_record
+from librarian.wheelfile import check_publishable, retag, sha256_file, verify_record
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,7 @@ class PublishOptions:
     allow_platform_mismatch: bool = False  # a platform tag naming another CPU or OS than the binaries
     allow_unknown_combo: bool = False
     layout: Layout | None = None
+    jobs: int | None = None  # threads reading each wheel's members (None: the cores available)
     now: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
@@ -176,16 +177,15 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
             if matrix is not None:
                 check_combo(label, path.name, matrix)
             if name.label == label:
-                verify_record(path)
+                verify_record(path, jobs=options.jobs)
                 staged = path
             else:
-                staged = retag(path, label, staging, relabel=True, verify=True)
-            check_publishable(staged)  # verify's metadata checks, so publish stores nothing verify rejects
-            facts = inspect_wheel(staged)
+                staged = retag(path, label, staging, relabel=True, verify=True, jobs=options.jobs)
+            info = check_publishable(staged)  # verify's metadata checks, so publish stores nothing verify rejects
+            facts = inspect_wheel(staged, jobs=options.jobs)
             staged_name = WheelName.parse(staged.name)
             check_claims(Wheel(staged_name, facts), options, path.name)
             sms = gpu_cells(staged_name, facts, options.sms, options.trust_sm, path.name)
-            info = read_wheel_info(staged)
             if info.requires_python:
                 try:
                     SpecifierSet(info.requires_python)

@@ -24,11 +24,10 @@ from librarian import progress
 from librarian.coords import GpuArch, MajorMinor, format_cuda, format_version, package_key
 from librarian.demands import Demand, Verdict, Wheel, cuda, gpu, python, torch
 from librarian.demands.gpu import GpuMatch
-from librarian.errors import BadInput, LibrarianError, NotFound, Refused, StoreError
+from librarian.errors import BadInput, LibrarianError, NotFound, StoreError
 from librarian.index import IndexEntry
 from librarian.layout import Layout
 from librarian.machine import Machine
-from librarian.ops.doctor import doctor
 from librarian.ops.reindex import read_index_or_tree
 from librarian.safeio import atomic_write
 from librarian.stores.base import Store
@@ -356,15 +355,6 @@ class NoMatch(NotFound):
                 lines.append(f"  {near}")
             lines.extend(f"  {what}: {text}" for what, text in (("note", r.note), ("hint", r.hint)) if text)
         return lines
-
-
-def check_runs(files: Sequence[Path], machine: Machine, *, force: bool = False) -> None:
-    """Refuse to install a wheel whose verdicts say it will not run on ``machine`` (unless ``force``)."""
-    for path in files:
-        report = doctor(path, machine)
-        if report.runs is False and not force:
-            first = report.failures[0]
-            raise Refused(f"{path.name}: will not run here ({first}); pass --force to install it anyway")
 
 
 def install(files: Sequence[Path], interpreter: str) -> None:

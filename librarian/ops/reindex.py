@@ -24,7 +24,7 @@ from librarian.catalogue import is_generated
 from librarian.errors import LibrarianError
 from librarian.index import ROOT, Index, IndexEntry, parse_pending, parse_pending_path
 from librarian.layout import Layout
-from librarian.ops.verify import Problem, check_placement
+from librarian.ops.placement import Problem, check_placement
 from librarian.stores.base import Changes, Store, StoredFile, read_index
 from librarian.wheelfile import sha256_file
 

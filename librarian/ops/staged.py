@@ -20,9 +20,9 @@ from librarian.errors import BadInput, Refused
 from librarian.index import Index, IndexEntry, metadata_path
 from librarian.layout import Layout
 from librarian.manifest import Manifest, merge_manifests, merge_metadata, metadata_bytes, parse_manifest
+from librarian.ops.placement import Problem
 from librarian.ops.publish import check_combo
 from librarian.ops.reindex import ReindexReport
-from librarian.ops.verify import Problem
 from librarian.pytorch.matrix import load_matrix
 from librarian.stores.base import Blob, Changes, Store, Upload, read_index
 

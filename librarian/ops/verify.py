@@ -7,6 +7,7 @@ Shallow checks read only the tree listing, the index and (for a local store) eac
 from __future__ import annotations
 
 import logging
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,28 +22,12 @@ from librarian.facts import WheelFacts
 from librarian.index import Index, IndexEntry, entry_problems, parse_pending_path
 from librarian.inspection import inspect_wheel
 from librarian.layout import Layout
+from librarian.ops.placement import Problem, check_placement
+from librarian.pool import default_jobs, ordered_map
 from librarian.stores.base import Store, StoredFile, read_index
-from librarian.wheelfile import metadata_problems, sha256_file, verify_record
+from librarian.wheelfile import metadata_problems, sha256_file, wheel_problems
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Problem:
-    """One mismatch found: the store path and what is wrong with it (``also``: the same bytes filed elsewhere)."""
-
-    path: str
-    problem: str
-    also: tuple[str, ...] = ()
-
-    @property
-    def paths(self) -> tuple[str, ...]:
-        """Every path the problem is found at."""
-        return (self.path, *self.also)
-
-    def __str__(self) -> str:
-        where = f"{self.path} (also filed at {', '.join(self.also)})" if self.also else self.path
-        return f"{where}: {self.problem}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,27 +57,6 @@ class VerifyReport:
                 "problems": problems, "staged": list(self.staged)}  # fmt: skip
 
 
-def check_placement(layout: Layout, path: str) -> list[str]:
-    """Pure: the problems of a wheel path against the layout and its own filename."""
-    parsed = layout.parse_path(path)
-    if parsed is None:
-        return [f"not where layout {layout.name!r} puts wheels ({layout.path})"]
-    cell, filename = parsed
-    try:
-        name = WheelName.parse(filename)
-    except LibrarianError as e:
-        return [str(e).split(": ", 1)[-1]]
-    problems = []
-    if name.package != cell.package:
-        problems.append(f"wheel of {name.package} filed under package {cell.package}")
-    if name.label is None:
-        claim = f"+{name.version.local}" if name.version.local else "no local label"
-        problems.append(f"filename carries {claim}, not a librarian label (expected +{cell.label})")
-    elif name.label != cell.label:
-        problems.append(f"labelled {name.label} but filed under {cell.label.combo}")
-    return problems
-
-
 def check_metadata(local: Path, name: WheelName) -> list[str]:
     """The problems of a wheel's METADATA and ``.dist-info`` against its filename."""
     return metadata_problems(local, name)
@@ -109,38 +73,85 @@ class _Blob:
 
 
 class _Reader:
-    """Reads each stored blob once: keyed by inode locally, by sha256 on the Hub."""
+    """Reads each stored blob once: keyed by inode locally, by sha256 on the Hub.
 
-    def __init__(self, store: Store, deep: bool, tmp: Path) -> None:
+    :meth:`load` reads the blobs ``jobs`` at a time (a deep read is inflating and hashing, which release
+    the GIL); :meth:`read` then hands each path its blob, in the caller's order.
+    """
+
+    def __init__(self, store: Store, deep: bool, tmp: Path, jobs: int | None = None) -> None:
         self.store, self.deep, self.tmp = store, deep, tmp
+        self.jobs = jobs or default_jobs()
         self.blobs: dict[tuple[str, object], _Blob] = {}
+        self.keys: dict[str, tuple[str, object]] = {}
+
+    def _key(self, f: StoredFile) -> tuple[str, object]:
+        key = self.keys.get(f.path)
+        if key is None:
+            name = WheelName.parse(f.path.rsplit("/", 1)[-1])
+            local = self.store.local_path(f.path)
+            identity: object = f.sha256 or f.path
+            if local is not None and local.is_file():
+                st = local.stat()
+                identity = (st.st_dev, st.st_ino)
+            key = self.keys[f.path] = (str(name), identity)
+        return key
+
+    def load(self, files: list[StoredFile], bar: progress.Task) -> None:
+        """Read every distinct blob among ``files``; the bar advances a wheel per path as its blob is read."""
+        first: dict[tuple[str, object], StoredFile] = {}
+        paths: dict[tuple[str, object], int] = {}
+        for f in files:
+            key = self._key(f)
+            first.setdefault(key, f)
+            paths[key] = paths.get(key, 0) + 1
+        todo = [(key, f) for key, f in first.items() if key not in self.blobs]
+        # Many blobs: one thread each, members read in turn; few: the threads go to each one's members.
+        outer = self.jobs if len(todo) >= self.jobs else 1
+        inner = 1 if outer > 1 else self.jobs
+
+        def read(item: tuple[tuple[str, object], StoredFile]) -> _Blob:
+            return self._read(item[1], WheelName.parse(item[1].path.rsplit("/", 1)[-1]), inner)
+
+        for (key, _), blob in zip(todo, ordered_map(read, todo, outer, "verify"), strict=True):
+            self.blobs[key] = blob
+            bar.advance(paths[key])
 
     def read(self, f: StoredFile) -> _Blob:
-        name = WheelName.parse(f.path.rsplit("/", 1)[-1])
-        local = self.store.local_path(f.path)
-        identity: object = f.sha256 or f.path
-        if local is not None and local.is_file():
-            st = local.stat()
-            identity = (st.st_dev, st.st_ino)
-        key = (str(name), identity)
+        """The blob ``f`` is filed as (read now if :meth:`load` did not), ``f`` added to its paths."""
+        key = self._key(f)
         blob = self.blobs.get(key)
         if blob is None:
-            blob = self.blobs[key] = self._read(f, name, local)
+            blob = self.blobs[key] = self._read(f, WheelName.parse(f.path.rsplit("/", 1)[-1]), self.jobs)
         blob.paths.append(f.path)
         return blob
 
-    def _read(self, f: StoredFile, name: WheelName, local: Path | None) -> _Blob:
-        if local is None and self.deep:
-            local = self.store.fetch(f.path, self.tmp / str(name))
+    def _read(self, f: StoredFile, name: WheelName, jobs: int) -> _Blob:
+        local = self.store.local_path(f.path)
+        fetched = None
+        if local is None and self.deep:  # a folder each: two blobs may share a filename
+            local = fetched = self.store.fetch(f.path, Path(tempfile.mkdtemp(dir=self.tmp)) / str(name))
+        try:
+            return self._judge(f, name, local, jobs)
+        finally:
+            if fetched is not None:  # read: disk holds the blobs in flight, not the store
+                shutil.rmtree(fetched.parent, ignore_errors=True)
+
+    def _judge(self, f: StoredFile, name: WheelName, local: Path | None, jobs: int) -> _Blob:
         sha = f.sha256 or (sha256_file(local) if local is not None else None)
         blob = _Blob(sha, [], None)
         if local is None:
             return blob
         try:
-            blob.problems.extend(check_metadata(local, name))
-            if self.deep:
-                verify_record(local)
-                blob.facts = inspect_wheel(local)
+            if not self.deep:
+                blob.problems.extend(check_metadata(local, name))
+            else:  # metadata and RECORD from one opening of the wheel
+                found, liar = wheel_problems(local, name, jobs=jobs)
+                blob.problems.extend(found)
+                if liar is not None:
+                    blob.problems.append(liar)
+                    return blob
+                blob.facts = inspect_wheel(local, jobs=jobs)
                 blob.problems.extend(claims(Wheel(name, blob.facts)))
         except LibrarianError as e:
             blob.problems.append(str(e).removeprefix(f"{local}: "))
@@ -174,8 +185,11 @@ def _check_binaries(name: WheelName, facts: WheelFacts, cell: Cell | None) -> li
     return []
 
 
-def verify(store: Store, default_layout: Layout, *, deep: bool = False) -> VerifyReport:
-    """Check the whole store; every problem is listed, none stops the check."""
+def verify(store: Store, default_layout: Layout, *, deep: bool = False, jobs: int | None = None) -> VerifyReport:
+    """Check the whole store; every problem is listed, none stops the check.
+
+    Wheels' bytes are read by ``jobs`` threads (default: the cores available); the report is the same.
+    """
     index = read_index(store, default_layout)
     listing = store.list_files()
     by_path = index.by_path()
@@ -186,9 +200,11 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False) -> Verif
     staged: list[str] = []
     with tempfile.TemporaryDirectory(prefix="librarian-verify-") as tmp, \
             progress.task(f"verify {store.location}", total=len(wheels), unit=progress.WHEELS) as bar:
-        reader = _Reader(store, deep, Path(tmp))
+        reader = _Reader(store, deep, Path(tmp), jobs)
+        placement = {f.path: check_placement(index.layout, f.path) for f in wheels}
+        reader.load([f for f in wheels if not placement[f.path]], bar)
         for f in wheels:
-            found = check_placement(index.layout, f.path)
+            found = placement[f.path]
             if found:
                 pass
             elif (staging := _staged(store, f, by_path.get(f.path), pending.get(f.path))) is not None:
@@ -199,7 +215,8 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False) -> Verif
             else:
                 found = _check_wheel(f, by_path.get(f.path), reader.read(f), index.layout)
             problems.extend(Problem(f.path, p) for p in found)
-            bar.advance()
+            if placement[f.path]:
+                bar.advance()  # misplaced: never loaded
     for blob in reader.blobs.values():  # what the bytes say: once, naming every path they are filed under
         first, *rest = sorted(blob.paths)
         problems.extend(Problem(first, p, tuple(rest)) for p in dict.fromkeys(blob.problems))

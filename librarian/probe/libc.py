@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 from librarian.coords import MajorMinor
-from librarian.elf import version_definitions
 from librarian.errors import BadBinary
 from librarian.machine import Probed
 from librarian.probe.gpus import ProbeFailed, _run
@@ -61,6 +60,9 @@ def find_libstdcxx() -> Path | None:
 def read_version_definitions(path: Path) -> tuple[str, ...]:
     """The version names a shared library defines (``.gnu.version_d``): ``GLIBCXX_3.4.30``, ..."""
     with path.open("rb") as f:
+        # Imported here, not at the top: start-up without the ELF reader when no library is read.
+        from librarian.elf import version_definitions
+
         return version_definitions(f)
 
 

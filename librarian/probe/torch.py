@@ -9,7 +9,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from librarian.coords import MajorMinor, parse_cuda
-from librarian.elf import dynamic_symbols
 from librarian.machine import Machine, Probed, TorchInfo
 
 log = logging.getLogger(__name__)
@@ -64,6 +63,9 @@ def cxx11abi_from_library(path: Path) -> bool | None:
 
 def _defined_symbols(path: Path) -> frozenset[str]:
     with path.open("rb") as f:
+        # Imported here, not at the top: a pull or doctor that reads no library's symbols starts without it.
+        from librarian.elf import dynamic_symbols
+
         return dynamic_symbols(f)[0]
 
 

@@ -1,0 +1,105 @@
+"""Work spread over a bounded pool of threads, results in order: inflating, hashing and reading release the GIL.
+
+:func:`bounded_map` keeps at most ``window`` items queued or running; results come back in the items'
+order, and the first failure (in that order) raises, as with one thread. Memory is what the running
+items hold (``jobs`` of them): a queued item holds nothing until a thread takes it, a finished one only
+its result. The window is wider than the threads, so that one big item at the head of the line (a 75 MB
+``.so``) does not leave the other threads idle until it is done. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar, final
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+AHEAD = 16  # items queued per thread behind the oldest unfinished one
+
+
+def default_jobs() -> int:
+    """The cores this process may use (``sched_getaffinity`` where there is one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def bounded_map(pool: ThreadPoolExecutor, work: Callable[[T], R], items: Iterable[T], window: int) -> Iterator[R]:
+    """``pool.map`` with at most ``window`` items in flight; unstarted work is cancelled if the caller stops."""
+    pending: collections.deque[Future[R]] = collections.deque()
+    try:
+        for item in items:
+            pending.append(pool.submit(work, item))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for future in pending:
+            future.cancel()
+
+
+def ordered_map(work: Callable[[T], R], items: Iterable[T], jobs: int, name: str) -> Iterator[R]:
+    """``work`` over ``items`` on ``jobs`` threads (``jobs <= 1``: in this thread), results in order.
+
+    At most ``AHEAD * jobs`` items are queued or running; ``jobs`` run at once.
+    """
+    if jobs <= 1:
+        yield from map(work, items)
+        return
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix=name) as pool:
+        yield from bounded_map(pool, work, items, AHEAD * jobs)
+
+
+@final
+class Pipeline:
+    """Work submitted as it comes, run on ``jobs`` threads beside the caller; failures raised in submission order.
+
+    At most ``AHEAD * jobs`` pieces are queued or running: :meth:`submit` waits for the oldest past that,
+    so the caller (copying a wheel while its members are hashed) stays a bounded distance ahead; a piece
+    holds no bytes until a thread runs it.
+    """
+
+    def __init__(self, jobs: int, name: str) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix=name)
+        self._window = AHEAD * jobs
+        self._pending: collections.deque[Future[None]] = collections.deque()
+        self._failed = False
+
+    def _oldest(self) -> None:
+        future = self._pending.popleft()
+        try:
+            future.result()
+        except BaseException:
+            self._failed = True
+            raise
+
+    def submit(self, work: Callable[[], None]) -> None:
+        """Queue ``work``; raise the failure of the oldest piece if the window is full and it failed."""
+        self._pending.append(self._pool.submit(work))
+        while len(self._pending) > self._window:
+            self._oldest()
+
+    def drain(self) -> None:
+        """Wait for every piece; the first failure, in submission order, raises.
+
+        After a piece has failed (and raised) this does nothing: a later piece's failure must not
+        replace it. Call it in a ``finally``: a failure of the caller's own, about a later item, is
+        then replaced by an earlier piece's, which is the one to report.
+        """
+        while self._pending and not self._failed:
+            self._oldest()
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for future in self._pending:
+            future.cancel()
+        self._pool.shutdown(wait=True)  # no thread still reads a file the caller is about to close

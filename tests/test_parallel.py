@@ -1,0 +1,89 @@
+"""Members read on a pool of threads: the same bytes, the same answers and the same first error as one thread."""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from librarian import wheelfile
+from librarian.coords import Label
+from librarian.errors import BadWheel
+from librarian.pool import Pipeline
+from librarian.wheelfile import retag, verify_record
+from tests.builders import make_wheel, record_hash
+from tests.test_wheelfile import BAD, TAGS
+
+LABEL = Label.parse("cu128torch2.8")
+
+
+def _many(directory: Path, count: int = 700, **kwargs: object) -> Path:
+    """A wheel of ``count`` small members (several batches) and two big ones, in a shuffled order."""
+    rng = random.Random(7)
+    files = {f"tinykern/m{i:04d}.py": rng.randbytes(rng.randrange(0, 3000)) for i in range(count)}
+    files["tinykern/_big.so"] = rng.randbytes(3 << 20) + bytes(3 << 20)
+    files["tinykern/_mid.so"] = bytes(range(256)) * 9000
+    order = list(files)
+    rng.shuffle(order)
+    return make_wheel(directory, tags=TAGS, files={k: files[k] for k in order}, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_retag_output_is_the_same_bytes_whatever_the_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          verify: bool) -> None:  # fmt: skip
+    monkeypatch.setattr(wheelfile, "_BATCH", 64 << 10)  # many batches in flight, not a few
+    monkeypatch.setattr(wheelfile, "_INLINE", 1000)  # some members checked in the calling thread
+    src = _many(tmp_path / "src")
+    outputs = [retag(src, LABEL, tmp_path / f"j{jobs}", verify=verify, jobs=jobs).read_bytes() for jobs in (1, 2, 5)]
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_a_bad_wheel_gives_the_same_error_whatever_the_jobs(tmp_path: Path, case: str) -> None:
+    messages = []
+    for jobs in (1, 4):
+        (tmp_path / f"j{jobs}").mkdir()
+        src = BAD[case][0](tmp_path / f"j{jobs}")
+        for check in ("retag", "verify_record"):
+            with pytest.raises(BadWheel) as caught:
+                if check == "retag":
+                    retag(src, LABEL, tmp_path / f"out{jobs}", jobs=jobs)
+                else:
+                    verify_record(src, jobs=jobs)
+            messages.append(str(caught.value).replace(f"j{jobs}", "J"))
+        assert list((tmp_path / f"out{jobs}").iterdir()) == []
+    assert messages[:2] == messages[2:]
+
+
+@pytest.mark.parametrize("inline", [0, 1000, 1 << 20])  # none, some, all members checked in the calling thread
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_the_first_liar_in_member_order_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int,
+                                                 inline: int) -> None:  # fmt: skip
+    monkeypatch.setattr(wheelfile, "_BATCH_MEMBERS", 2)
+    monkeypatch.setattr(wheelfile, "_INLINE", inline)
+    lies = {f"tinykern/m{i:04d}.py": record_hash(b"not this") for i in (40, 400, 650)}
+    src = _many(tmp_path / "src", record_override=lies)
+    with zipfile.ZipFile(src) as zf:
+        first = next(i.filename for i in zf.infolist() if i.filename in lies)
+    for check in (lambda: retag(src, LABEL, tmp_path / "out", jobs=jobs), lambda: verify_record(src, jobs=jobs)):
+        with pytest.raises(BadWheel, match=re.escape(f"{first}: RECORD says")):
+            check()
+
+
+def _fail(i: int) -> None:
+    time.sleep(0.0005 * (i % 7))  # later pieces often fail first
+    raise ValueError(f"piece {i}")
+
+
+def test_the_pipeline_reports_the_earliest_failure_not_the_latest() -> None:
+    with Pipeline(3, "test") as pipeline, pytest.raises(ValueError, match=r"^piece 0$"):
+        try:
+            for i in range(200):
+                pipeline.submit(functools.partial(_fail, i))
+        finally:
+            pipeline.drain()  # as retag calls it: must not replace piece 0's failure with a later one
