@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, {root!r})
 start = time.perf_counter()
 if sys.argv[1] == "inflate":
-    from librarian.inspection import is_native
+    from librarian.wheel.binaries import is_native
     with zipfile.ZipFile(sys.argv[2]) as zf:
         for info in zf.infolist():
             if is_native(info.filename):
@@ -40,7 +40,7 @@ if sys.argv[1] == "inflate":
                         pass
     summary = "inflated"
 else:
-    from librarian.inspection import inspect_wheel
+    from librarian.wheel.binaries import inspect_wheel
     facts = inspect_wheel(Path(sys.argv[2]))
     summary = [str(a) for b in facts.binaries for a in b.sass]
 print(json.dumps({{"seconds": time.perf_counter() - start, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,

@@ -59,10 +59,10 @@ def child(op: str, args: list[str]) -> None:
     start = time.perf_counter()
     jobs = int(os.environ["BENCH_JOBS"]) if os.environ.get("BENCH_JOBS") else None
     if op == "import":
-        import librarian.inspection
-        import librarian.wheelfile  # noqa: F401
+        import librarian.wheel.binaries
+        import librarian.wheel.wheelfile  # noqa: F401
     elif op == "inflate-native":
-        from librarian.inspection import is_device_code, is_native
+        from librarian.wheel.binaries import is_device_code, is_native
 
         with zipfile.ZipFile(args[0]) as zf:
             for info in zf.infolist():
@@ -83,12 +83,12 @@ def child(op: str, args: list[str]) -> None:
             for info in zf.infolist():
                 zf.read(info)
     elif op == "inspect":
-        from librarian.inspection import inspect_wheel
+        from librarian.wheel.binaries import inspect_wheel
 
         inspect_wheel(Path(args[0]), **({"jobs": jobs} if jobs and _takes_jobs(inspect_wheel) else {}))
     elif op == "retag":
         from librarian.coords import Label
-        from librarian.wheelfile import retag
+        from librarian.wheel.wheelfile import retag
 
         kwargs = {"jobs": jobs} if jobs and _takes_jobs(retag) else {}
         retag(Path(args[0]), Label.parse("cu130torch2.9"), Path(args[1]), verify=True, **kwargs)  # type: ignore[arg-type]

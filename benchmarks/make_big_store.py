@@ -25,7 +25,7 @@ from librarian.catalogue import render_catalogue
 from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label
 from librarian.index import Index, IndexEntry
-from librarian.wheelfile import sha256_file
+from librarian.wheel.wheelfile import sha256_file
 from tests.builders import make_wheel
 
 REPO_ID = "bench/big"

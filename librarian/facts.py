@@ -1,6 +1,6 @@
 """Facts: what a wheel's binaries demand, as read from their bytes. Pure values.
 
-Filled in by the inspection code (``librarian.inspection``), stored in the index, and judged against a
+Filled in by the inspection code (``librarian.wheel.binaries``), stored in the index, and judged against a
 machine by ``librarian.verdict``.
 """
 

@@ -1,4 +1,4 @@
-"""librarian.cubin: SASS arch, `a` suffix and toolkit of bare cubins; arch and ISA of PTX text."""
+"""librarian.wheel.cubin: SASS arch, `a` suffix and toolkit of bare cubins; arch and ISA of PTX text."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from librarian.coords import GpuArch
-from librarian.cubin import cubin_toolkit, read_cubin, read_ptx
 from librarian.errors import BadBinary
-from librarian.fatbin import read_device_code
+from librarian.wheel.cubin import cubin_toolkit, read_cubin, read_ptx
+from librarian.wheel.fatbin import read_device_code
 from tests.cuda_fixtures import cubin_bytes, fatbin_blob, fatbin_entry, fixtures_toolkit, real_sos
 
 

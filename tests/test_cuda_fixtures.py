@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from librarian.inspection import inspect_binary
+from librarian.wheel.binaries import inspect_binary
 from tests.cuda_fixtures import (
     DATA,
     REBUILD_ENV,

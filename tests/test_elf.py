@@ -1,4 +1,4 @@
-"""librarian.elf: headers, dynamic entries, version needs and symbols, from real and hand-built bytes."""
+"""librarian.wheel.elf: headers, dynamic entries, version needs and symbols, from real and hand-built bytes."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 
-from librarian.elf import dynamic_symbols, glibc_floor, identify, read_elf, version_floor
 from librarian.errors import BadBinary
 from librarian.facts import BinaryFormat
+from librarian.wheel.elf import dynamic_symbols, glibc_floor, identify, read_elf, version_floor
 from tests.cuda_fixtures import cubin_bytes, elf_bytes, pe_bytes, real_sos
 
 GLIBC_NEEDS = {
@@ -167,7 +167,7 @@ def test_macho_and_unknown() -> None:
 
 
 def test_e_version() -> None:
-    # ELF-ABI-7 cubins keep the CUDA release * 10 in e_version (librarian.cubin reads it); others say 1
+    # ELF-ABI-7 cubins keep the CUDA release * 10 in e_version (librarian.wheel.cubin reads it); others say 1
     assert read_elf(cubin_bytes(80, e_version=118)).version == 118
     assert read_elf(elf_bytes()).version == 1
 
@@ -175,8 +175,8 @@ def test_e_version() -> None:
 def test_version_definitions_agree_with_pyelftools() -> None:
     from elftools.elf.gnuversions import GNUVerDefSection
 
-    from librarian.elf import version_definitions
     from librarian.probe.libc import find_libstdcxx
+    from librarian.wheel.elf import version_definitions
 
     lib = find_libstdcxx()
     if lib is None:

@@ -1,4 +1,4 @@
-"""librarian.fatbin: archs, suffixes, compression and toolkit from real nvcc output and hand-built blobs."""
+"""librarian.wheel.fatbin: archs, suffixes, compression and toolkit from real nvcc output and hand-built blobs."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from librarian import fatbin
 from librarian.coords import GpuArch
-from librarian.elf import Source, read_elf
 from librarian.errors import BadBinary
 from librarian.facts import FatbinEntry
-from librarian.fatbin import (
+from librarian.wheel import fatbin
+from librarian.wheel.elf import Source, read_elf
+from librarian.wheel.fatbin import (
     blob_toolkit,
     cubin_toolkit,
     entry_payload,

@@ -1,4 +1,4 @@
-"""librarian.inspection: facts from wheels and bare binaries, unsafe zips, claim mismatches, fuzzing."""
+"""librarian.wheel.binaries: facts from wheels and bare binaries, unsafe zips, claim mismatches, fuzzing."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from librarian import inspection
 from librarian.coords import GpuArch, WheelName
 from librarian.demands import Wheel, claims
 from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_from_json, facts_to_json
-from librarian.inspection import inspect_binary, inspect_path, inspect_wheel, is_device_code, is_native
+from librarian.wheel import binaries as inspection
+from librarian.wheel.binaries import inspect_binary, inspect_path, inspect_wheel, is_device_code, is_native
 from tests.builders import make_wheel
 from tests.conftest import Run
 from tests.cuda_fixtures import (
@@ -210,7 +210,7 @@ def _mutate(rng: random.Random, data: bytearray, hot: list[int]) -> None:
 
 def test_fuzz_real_fixtures_raise_only_bad_binary(cuda_sos: dict[str, Path]) -> None:
     """Mutated real bytes, focused on headers and tables: facts or one-line BadBinary, nothing else."""
-    from librarian.elf import read_elf
+    from librarian.wheel.elf import read_elf
 
     rng = random.Random(1234)
     seeds = []

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from librarian import wheelfile
 from librarian.coords import Label
 from librarian.errors import BadWheel
 from librarian.pool import Pipeline
-from librarian.wheelfile import retag, verify_record
+from librarian.wheel import wheelfile
+from librarian.wheel.wheelfile import retag, verify_record
 from tests.builders import make_wheel, record_hash
 from tests.test_wheelfile import BAD, TAGS
 

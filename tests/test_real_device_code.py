@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from librarian.coords import GpuArch
-from librarian.elf import read_elf
 from librarian.facts import BinaryFormat, FatbinEntry, WheelFacts
-from librarian.fatbin import read_fatbin, scan_fatbins
-from librarian.inspection import FATBIN_SECTIONS, _holds_data, inspect_wheel
+from librarian.wheel.binaries import FATBIN_SECTIONS, _holds_data, inspect_wheel
+from librarian.wheel.elf import read_elf
+from librarian.wheel.fatbin import read_fatbin, scan_fatbins
 from tests.test_fatbin import cuobjdump  # noqa: F401  (a fixture, used by name)
 from tests.test_real_wheels import _download
 

@@ -8,8 +8,8 @@ import sys
 
 # Modules a command on a local store never needs: the Hub client and its HTTP stack, the terminal UI
 # (a bar is shown only on a terminal), the fatbin codecs and the binary readers (only when bytes are read).
-HEAVY = ("huggingface_hub", "httpx", "httpx2", "rich", "lz4", "zstandard", "elftools", "librarian.inspection",
-         "librarian.elf", "librarian.fatbin", "librarian.stores.hub", "librarian.pytorch.releases")  # fmt: skip
+HEAVY = ("huggingface_hub", "httpx", "httpx2", "rich", "lz4", "zstandard", "elftools", "librarian.wheel.binaries",
+         "librarian.wheel.elf", "librarian.wheel.fatbin", "librarian.stores.hub", "librarian.pytorch.releases")  # fmt: skip
 
 PROBE = """
 import json, sys

@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from librarian import zipraw
+from librarian.wheel import zipraw
 from tests.builders import UnseekableSink
 
 

@@ -11,10 +11,10 @@ from librarian.coords import WheelName, format_dotted, format_version
 from librarian.demands import Verdict, Wheel, judge
 from librarian.errors import Refused
 from librarian.facts import WheelFacts
-from librarian.inspection import inspect_wheel
 from librarian.machine import Machine, Probed, format_glibcxx
 from librarian.probe.torch import with_torch_exports
-from librarian.wheelfile import check_archive
+from librarian.wheel.binaries import inspect_wheel
+from librarian.wheel.wheelfile import check_archive
 
 SCHEMA = 1
 

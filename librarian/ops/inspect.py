@@ -11,8 +11,8 @@ from librarian.demands import Wheel, claims, cpu, gpu
 from librarian.demands.members import device_code, loading
 from librarian.errors import BadInput
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
-from librarian.inspection import inspect_path
-from librarian.wheelfile import check_archive
+from librarian.wheel.binaries import inspect_path
+from librarian.wheel.wheelfile import check_archive
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,14 +23,14 @@ from librarian.demands import os as os_demand
 from librarian.errors import BadInput, BadWheel, Refused
 from librarian.facts import WheelFacts
 from librarian.index import Index, IndexEntry, metadata_path, pending_path, render_pending
-from librarian.inspection import inspect_wheel
 from librarian.layout import Layout
 from librarian.manifest import Manifest, metadata_text, render_manifest
 from librarian.ops.labels import choose_label
 from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import atomic_write
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
-from librarian.wheelfile import check_publishable, retag, sha256_file, verify_record
+from librarian.wheel.binaries import inspect_wheel
+from librarian.wheel.wheelfile import check_publishable, retag, sha256_file, verify_record
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from librarian.machine import Machine
 from librarian.ops.reindex import read_index_or_tree
 from librarian.safeio import atomic_write
 from librarian.stores.base import Store
-from librarian.wheelfile import check_wheel_identity
+from librarian.wheel.wheelfile import check_wheel_identity
 
 log = logging.getLogger(__name__)
 

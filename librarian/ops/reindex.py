@@ -26,7 +26,7 @@ from librarian.index import ROOT, Index, IndexEntry, parse_pending, parse_pendin
 from librarian.layout import Layout
 from librarian.ops.placement import Problem, check_placement
 from librarian.stores.base import Changes, Store, StoredFile, read_index
-from librarian.wheelfile import sha256_file
+from librarian.wheel.wheelfile import sha256_file
 
 log = logging.getLogger(__name__)
 

@@ -20,12 +20,12 @@ from librarian.demands import Wheel, claims, gpu
 from librarian.errors import LibrarianError
 from librarian.facts import WheelFacts
 from librarian.index import Index, IndexEntry, entry_problems, parse_pending_path
-from librarian.inspection import inspect_wheel
 from librarian.layout import Layout
 from librarian.ops.placement import Problem, check_placement
 from librarian.pool import default_jobs, ordered_map
 from librarian.stores.base import Store, StoredFile, read_index
-from librarian.wheelfile import metadata_problems, sha256_file, wheel_problems
+from librarian.wheel.binaries import inspect_wheel
+from librarian.wheel.wheelfile import metadata_problems, sha256_file, wheel_problems
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ reads only entry headers, seeking past payloads, so a 1 GB section costs a few t
 name the toolkit it inflates the smallest cubin of each blob, bounded by a size cap and checked against
 the size the entry declares, so a compression bomb raises instead of filling memory. Other data
 sections are scanned for the magic (section 6). Cubins and PTX themselves are read by
-:mod:`librarian.cubin`.
+:mod:`librarian.wheel.cubin`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from librarian.coords import ArchKind, GpuArch, MajorMinor
-from librarian.cubin import PTX_HEAD, cubin_toolkit, ptx_toolkit, read_cubin, read_ptx
-from librarian.elf import ELF_MAGIC, Source
 from librarian.errors import BadBinary
 from librarian.facts import FatbinEntry
+from librarian.wheel.cubin import PTX_HEAD, cubin_toolkit, ptx_toolkit, read_cubin, read_ptx
+from librarian.wheel.elf import ELF_MAGIC, Source
 
 log = logging.getLogger(__name__)
 

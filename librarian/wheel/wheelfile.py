@@ -1,6 +1,6 @@
 """Wheel I/O: open a wheel safely, read METADATA / WHEEL / RECORD, check RECORD, retag.
 
-Every member is streamed in bounded chunks (:mod:`librarian.zipraw`), so memory does not grow with the
+Every member is streamed in bounded chunks (:mod:`librarian.wheel.zipraw`), so memory does not grow with the
 wheel. :func:`retag` copies every member other than METADATA and RECORD as its compressed bytes, never
 recompressed, and writes to a temp file in the output folder renamed into place at the end.
 Wheel format: https://packaging.python.org/en/latest/specifications/binary-distribution-format/
@@ -31,12 +31,13 @@ from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from librarian import progress, safeio, zipraw
+from librarian import progress, safeio
 from librarian.coords import Label, WheelName
 from librarian.errors import BadInput, BadWheel, Refused
 from librarian.index import IndexEntry, entry_problems
 from librarian.pool import Pipeline, default_jobs
 from librarian.safeio import open_regular
+from librarian.wheel import zipraw
 
 log = logging.getLogger(__name__)
 

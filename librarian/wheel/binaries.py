@@ -1,7 +1,7 @@
 """Inspection: the seven demands of a wheel, read from the bytes of its native and device-code members.
 
-The I/O edge around the pure readers in :mod:`librarian.elf`, :mod:`librarian.fatbin` and
-:mod:`librarian.cubin`. A small member is inflated into memory; a big one is streamed out of the zip into
+The I/O edge around the pure readers in :mod:`librarian.wheel.elf`, :mod:`librarian.wheel.fatbin` and
+:mod:`librarian.wheel.cubin`. A small member is inflated into memory; a big one is streamed out of the zip into
 a temporary file a chunk at a time, so memory does not grow with its size. Every member is checked for
 zip-bomb sizes and unsafe names before a byte of it is inflated.
 """
@@ -22,13 +22,13 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, TypeVar
 
-from librarian import elf as elfmod
 from librarian import progress
 from librarian.coords import ArchKind, GpuArch
 from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry, WheelFacts
-from librarian.fatbin import read_device_code, read_fatbin, scan_fatbins
 from librarian.pool import AHEAD, bounded_map, default_jobs
+from librarian.wheel import elf as elfmod
+from librarian.wheel.fatbin import read_device_code, read_fatbin, scan_fatbins
 
 log = logging.getLogger(__name__)
 

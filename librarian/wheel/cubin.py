@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from librarian.coords import ArchKind, GpuArch, MajorMinor
-from librarian.elf import ELF_MAGIC, ElfFile, Source, parse_notes, read_elf, section_bytes
 from librarian.errors import BadBinary
 from librarian.facts import FatbinEntry
+from librarian.wheel.elf import ELF_MAGIC, ElfFile, Source, parse_notes, read_elf, section_bytes
 
 EM_CUDA = 190
 ET_REL = 1
