@@ -155,7 +155,7 @@ def retag(
 ) -> None:
     """Rewrite wheels with the label +cuXYZtorchA.B (filename, METADATA, .dist-info, RECORD)."""
     from librarian.ops.labels import choose_label
-    from librarian.wheel.wheelfile import retag as retag_wheel
+    from librarian.wheel.retag import retag as retag_wheel
 
     if force:
         _deprecated_force("retag", "--relabel")

@@ -15,7 +15,8 @@ from librarian.coords import Label
 from librarian.errors import BadWheel
 from librarian.pool import Pipeline
 from librarian.wheel import wheelfile
-from librarian.wheel.wheelfile import retag, verify_record
+from librarian.wheel.retag import retag
+from librarian.wheel.wheelfile import verify_record
 from tests.builders import make_wheel, record_hash
 from tests.test_wheelfile import BAD, TAGS
 

@@ -30,7 +30,8 @@ from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import atomic_write
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
 from librarian.wheel.binaries import inspect_wheel
-from librarian.wheel.wheelfile import check_publishable, retag, sha256_file, verify_record
+from librarian.wheel.retag import retag
+from librarian.wheel.wheelfile import check_publishable, sha256_file, verify_record
 
 log = logging.getLogger(__name__)
 

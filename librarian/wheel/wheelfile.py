@@ -1,8 +1,7 @@
-"""Wheel I/O: open a wheel safely, read METADATA / WHEEL / RECORD, check RECORD, retag.
+"""Reading a wheel: open it safely, read METADATA / WHEEL / RECORD, check RECORD, check what it claims.
 
 Every member is streamed in bounded chunks (:mod:`librarian.wheel.zipraw`), so memory does not grow with the
-wheel. :func:`retag` copies every member other than METADATA and RECORD as its compressed bytes, never
-recompressed, and writes to a temp file in the output folder renamed into place at the end.
+wheel. Rewriting one is :mod:`librarian.wheel.retag`.
 Wheel format: https://packaging.python.org/en/latest/specifications/binary-distribution-format/
 """
 
@@ -16,9 +15,6 @@ import hashlib
 import io
 import logging
 import os
-import re
-import secrets
-import shutil
 import struct
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -31,9 +27,9 @@ from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from librarian import progress, safeio
-from librarian.coords import Label, WheelName
-from librarian.errors import BadInput, BadWheel, Refused
+from librarian import safeio
+from librarian.coords import WheelName
+from librarian.errors import BadInput, BadWheel
 from librarian.index import IndexEntry, entry_problems
 from librarian.pool import Pipeline, default_jobs
 from librarian.safeio import open_regular
@@ -439,166 +435,6 @@ def wheel_problems(path: Path, name: WheelName | None = None, *, jobs: int | Non
         except zipraw.ZipError as e:
             return problems, str(e)
         return problems, None
-
-
-def _rewrite_version(w: _Wheel, metadata: bytes, version: str) -> bytes:
-    """METADATA with its ``Version:`` header replaced, every other byte kept."""
-    # The headers end at the first blank line; the body (the long description) is left alone.
-    end = m.end() if (m := re.search(rb"\r?\n\r?\n", metadata)) else len(metadata)
-    head, count = re.subn(
-        rb"(?mi)^Version:[ \t]*[^\r\n]*", b"Version: " + version.encode(), metadata[:end], 1
-    )
-    if not count:
-        raise w.bad(f"{w.dist_info}/METADATA: no Version header")
-    return head + metadata[end:]
-
-
-def _rename(member: str, renames: dict[str, str]) -> str:
-    top, sep, rest = member.partition("/")
-    return renames.get(top, top) + sep + rest
-
-
-def _new_record(w: _Wheel, renames: dict[str, str], metadata: bytes) -> bytes:
-    """RECORD for the renamed members, with METADATA's new hash and size; RECORD's own line stays empty."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    for path, row in w.rows.items():
-        if path.rpartition("/")[2] in _SIGNATURES and path.startswith(f"{w.dist_info}/"):
-            continue
-        new_path = _rename(path, renames)
-        if path == f"{w.dist_info}/METADATA":
-            row = _Row(_digest_field(hashlib.new(row.digest.partition("=")[0], metadata)), str(len(metadata)))
-        writer.writerow([new_path, row.digest, row.size])
-    return out.getvalue().encode()
-
-
-@contextlib.contextmanager
-def _atomic_output(dest: Path) -> Iterator[BinaryIO]:
-    """A temp file beside ``dest``, renamed onto it on success and removed on any error."""
-    while True:
-        tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.part")
-        try:
-            # os.open with a mode lets the umask decide the final permissions, as for any new file.
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            break
-        except FileExistsError:
-            continue
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _refuse_relabel(src: Path, name: WheelName, label: Label) -> None:
-    claim = name.label_claim
-    what = f" ({claim})" if claim else ""
-    local = src.name.split("-")[1].partition("+")[2]  # as the filename spells it, not normalised
-    raise Refused(f"{src}: already labelled +{local}{what}; pass --relabel to relabel it +{label}")
-
-
-def retag(
-    src: Path, label: Label, out_dir: Path, *, relabel: bool = False, verify: bool = True, jobs: int | None = None
-) -> Path:
-    """Write ``src`` relabelled ``+label`` into ``out_dir`` and return the new path; ``src`` is untouched.
-
-    With ``verify``, members are checked against RECORD by ``jobs`` threads (default: the cores available)
-    while this one copies their raw bytes; the output is the same bytes whatever ``jobs`` is.
-    """
-    name = _parse_filename(src)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if name.label == label:
-        return _already(src, out_dir, verify, jobs)
-    if name.version.local is not None and not relabel:
-        _refuse_relabel(src, name, label)
-    new_name = name.with_label(label)
-    dest = out_dir / str(new_name)
-    with _open(src) as w:
-        metadata, headers = w.headers("METADATA")
-        if _version(headers.get("Version", [""])[0]) != name.version:
-            raise w.bad(
-                f"{w.dist_info}/METADATA: Version {headers.get('Version')} does not match the filename"
-            )
-        w.read_record()
-        metadata_info = w.member("METADATA")
-        w.expected(metadata_info.orig_filename)
-        if verify:
-            w.check(metadata_info)
-        new_stem = f"{w.data_dir.rpartition('-')[0]}-{new_name.version}"
-        renames = {w.dist_info: f"{new_stem}.dist-info", w.data_dir: f"{new_stem}.data"}
-        new_metadata = _rewrite_version(w, metadata, str(new_name.version))
-        replaced = {
-            metadata_info.orig_filename: new_metadata,
-            f"{w.dist_info}/RECORD": _new_record(w, renames, new_metadata),
-        }
-        size = src.stat().st_size
-        with _atomic_output(dest) as out, progress.task(f"retag {src.name}", total=size) as bar:
-            if verify and _jobs(jobs) > 1:
-                with Pipeline(_jobs(jobs), "record") as pipeline:
-                    checks = _Checks(w, pipeline)
-                    try:
-                        _write(w, zipraw.RawZipWriter(out), renames, replaced, checks, bar)
-                    finally:
-                        pipeline.drain()  # an earlier member's failure is the one to report
-            else:
-                _write(w, zipraw.RawZipWriter(out), renames, replaced, verify, bar)
-    return dest
-
-
-def _counted(chunks: Iterable[bytes], bar: progress.Task) -> Iterator[bytes]:
-    for chunk in chunks:
-        bar.advance(len(chunk))
-        yield chunk
-
-
-def _write(
-    w: _Wheel, writer: zipraw.RawZipWriter, renames: dict[str, str], replaced: dict[str, bytes],
-    verify: bool | _Checks, bar: progress.Task,
-) -> None:
-    """Every member of ``w`` in order, renamed; ``replaced`` ones rewritten, the rest copied raw.
-
-    ``verify``: check RECORD on the way (``True``: in this thread; a :class:`_Checks`: on its threads).
-    """
-    for info in w.infos:
-        member = info.orig_filename
-        new_member = _rename(member, renames)
-        if member in replaced:
-            writer.add_bytes(info, replaced[member], name=new_member)
-            bar.advance(info.compress_size)
-        elif member.startswith(f"{w.dist_info}/") and member.rpartition("/")[2] in _SIGNATURES:
-            log.warning("%s: dropping %s, which signs the old RECORD", w.path, member)
-        elif isinstance(verify, _Checks) and not _unrecorded(member, w.dist_info):
-            verify.add(info)
-            if info.compress_size <= zipraw.CHUNK:  # one pread, no generator: 70,000 small members add up
-                writer.add_raw(info, [w.raw_whole(info)], name=new_member)
-                bar.advance(info.compress_size)
-            else:
-                writer.add_raw(info, _counted(w.raw(info), bar), name=new_member)
-        elif verify and not _unrecorded(member, w.dist_info):
-            writer.add_raw(info, _counted(w.checked_raw(info), bar), name=new_member)
-        else:
-            if not _unrecorded(member, w.dist_info):
-                w.expected(member)
-            writer.add_raw(info, _counted(w.raw(info), bar), name=new_member)
-    if isinstance(verify, _Checks):
-        verify.flush()
-    writer.close()
-
-
-def _already(src: Path, out_dir: Path, verify: bool, jobs: int | None) -> Path:
-    """``src`` already carries the label: nothing to rewrite; copied into ``out_dir`` if elsewhere."""
-    dest = out_dir / src.name
-    if dest.resolve() == src.resolve():
-        return src
-    if verify:
-        verify_record(src, jobs=jobs)
-    with _atomic_output(dest) as out, src.open("rb") as f:
-        shutil.copyfileobj(f, out, zipraw.CHUNK)
-    return dest
-
-
 
 
 def metadata_problems(path: Path, name: WheelName | None = None) -> list[str]:
