@@ -3,6 +3,9 @@
 Exit status: 0 done, 1 a finding (verify found problems, pull found no match, doctor says no),
 2 bad usage or bad input (a missing store too), 3 the store could not be reached or refused us. Errors are one line on stderr: ``librarian: error: <file or value>: <problem>``;
 a traceback only with ``LIBRARIAN_DEBUG=1``.
+
+Each command imports its operation inside the function, on purpose: ``librarian --version`` and a pull from
+a local store then load only what they use (no Hub client, no binary readers; tests/test_startup.py).
 """
 
 from __future__ import annotations
