@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 import zipfile
 from pathlib import Path
+
+import elfpad  # beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = '__global__ void add(float* x) { x[threadIdx.x] += 1; }\nextern "C" void go(float* x) { add<<<1,32>>>(x); }\n'
@@ -76,20 +77,8 @@ def padding_block(seed: int = 0) -> bytes:
 
 def write_wheel(so: bytes, size: int, path: Path) -> None:
     """The wheel: ``so`` with a ``.lbench_pad`` section appended and its section headers moved after it."""
-    (shoff,) = struct.unpack_from("<Q", so, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", so, 0x3A)
-    headers = bytearray(so[shoff : shoff + shentsize * shnum])
-    str_off, str_size = struct.unpack_from("<QQ", headers, shstrndx * shentsize + 0x18)
-    shstrtab = so[str_off : str_off + str_size] + b".lbench_pad\0"
-    pad_off = (shoff + 7) & ~7
-    pad_size = max(size - pad_off - len(shstrtab) - len(headers) - 2 * shentsize, CHUNK)
-    strtab_off = pad_off + pad_size
-    new_shoff = (strtab_off + len(shstrtab) + 7) & ~7
-    struct.pack_into("<QQ", headers, shstrndx * shentsize + 0x18, strtab_off, len(shstrtab))
-    headers += struct.pack("<IIQQQQIIQQ", str_size, 1, 0, 0, pad_off, pad_size, 0, 0, 8, 0)
-    head = bytearray(so[:shoff]) + bytes(pad_off - shoff)
-    struct.pack_into("<Q", head, 0x28, new_shoff)
-    struct.pack_into("<H", head, 0x3C, shnum + 1)
+    pad_size = max(size - elfpad.header_overhead(so), CHUNK)
+    head, tail = elfpad.grow(so, pad_size)
     block = padding_block()
     info = zipfile.ZipInfo("bench/_C.so", date_time=(2024, 1, 1, 0, 0, 0))
     info.compress_type = zipfile.ZIP_DEFLATED
@@ -101,7 +90,7 @@ def write_wheel(so: bytes, size: int, path: Path) -> None:
             while left:
                 out.write(block[: min(left, CHUNK)])
                 left -= min(left, CHUNK)
-            out.write(shstrtab + bytes(new_shoff - strtab_off - len(shstrtab)) + headers)
+            out.write(tail)
         zf.writestr("bench-1.0.dist-info/RECORD", b"")
 
 

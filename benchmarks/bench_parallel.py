@@ -32,7 +32,6 @@ import os
 import random
 import resource
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,8 @@ import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+
+import elfpad  # beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
@@ -199,20 +200,8 @@ def code_like(rng: random.Random, size: int) -> bytes:
 
 def grown(so: bytes, pad: bytes) -> bytes:
     """``so`` with a ``.lbench_pad`` section of ``pad`` appended, its section headers moved after it."""
-    (shoff,) = struct.unpack_from("<Q", so, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", so, 0x3A)
-    headers = bytearray(so[shoff : shoff + shentsize * shnum])
-    str_off, str_size = struct.unpack_from("<QQ", headers, shstrndx * shentsize + 0x18)
-    shstrtab = so[str_off : str_off + str_size] + b".lbench_pad\0"
-    pad_off = (shoff + 7) & ~7
-    strtab_off = pad_off + len(pad)
-    new_shoff = (strtab_off + len(shstrtab) + 7) & ~7
-    struct.pack_into("<QQ", headers, shstrndx * shentsize + 0x18, strtab_off, len(shstrtab))
-    headers += struct.pack("<IIQQQQIIQQ", str_size, 1, 0, 0, pad_off, len(pad), 0, 0, 8, 0)
-    head = bytearray(so[:shoff]) + bytes(pad_off - shoff)
-    struct.pack_into("<Q", head, 0x28, new_shoff)
-    struct.pack_into("<H", head, 0x3C, shnum + 1)
-    return bytes(head) + pad + shstrtab + bytes(new_shoff - strtab_off - len(shstrtab)) + bytes(headers)
+    head, tail = elfpad.grow(so, len(pad))
+    return head + pad + tail
 
 
 def big_wheel(work: Path, sos: list[bytes], scale: int = 1) -> Path:
