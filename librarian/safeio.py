@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -74,12 +75,14 @@ def read_regular(path: Path, limit: int, *, follow: bool = True) -> bytes:
     return data
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """The sha256 of a regular file as hex, read in chunks."""
+def sha256_file(path: Path, chunk: int = 1 << 20, on_chunk: Callable[[int], object] | None = None) -> str:
+    """The sha256 of a regular file as hex, read in chunks (``on_chunk`` hears each chunk's size: a bar)."""
     h = hashlib.sha256()
     with open_regular(path) as f:
         while data := f.read(chunk):
             h.update(data)
+            if on_chunk is not None:
+                on_chunk(len(data))
     return h.hexdigest()
 
 

@@ -7,7 +7,6 @@ and the asked packages' shards are read.
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import os
 import shutil
@@ -29,7 +28,7 @@ from librarian.index import IndexEntry
 from librarian.layout import Layout
 from librarian.machine import Machine
 from librarian.ops.reindex import read_index_or_tree
-from librarian.safeio import atomic_write
+from librarian.safeio import atomic_write, sha256_file
 from librarian.stores.base import Store
 from librarian.wheel.wheelfile import check_wheel_identity
 
@@ -228,12 +227,8 @@ def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants, *, compat
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f, progress.task(f"check {path.name.lstrip('.').removesuffix('.partial')}", path.stat().st_size) as bar:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-            bar.advance(len(chunk))
-    return digest.hexdigest()
+    with progress.task(f"check {path.name.lstrip('.').removesuffix('.partial')}", path.stat().st_size) as bar:
+        return sha256_file(path, on_chunk=bar.advance)
 
 
 def _fetch_checked(store: Store, entry: IndexEntry, out_dir: Path) -> Path:

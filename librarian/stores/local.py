@@ -16,7 +16,6 @@ one is refused before anything is written.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -50,14 +49,6 @@ def _link_atomic(existing: Path, target: Path) -> bool:
         return False
     os.replace(tmp, target)
     return True
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @contextlib.contextmanager
@@ -230,7 +221,7 @@ class LocalStore:
         missing = []
         for blob in blobs:
             target = self._resolve(blob.name)
-            if not target.is_file() or target.stat().st_size != blob.size or _sha256(target) != blob.sha256:
+            if not target.is_file() or target.stat().st_size != blob.size or sha256_file(target) != blob.sha256:
                 missing.append(blob)
         return tuple(missing)
 
