@@ -7,13 +7,14 @@ and checked with ``fstat`` before a byte is read.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
+import secrets
 import shutil
 import stat
-import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -89,23 +90,48 @@ def sha256_file(path: Path, chunk: int = 1 << 20, on_chunk: Callable[[int], obje
 TMP_PREFIX = ".librarian-tmp-"  # a store's listing knows files of this name as leftovers of a killed write
 
 
-def atomic_write(target: Path, data: bytes | None = None, *, source: Path | None = None, mode: int = 0o644) -> None:
-    """Write ``data`` (or a copy of the regular file ``source``) to ``target``: a temp file beside it, flushed
-    to disk, then renamed over it, so a reader sees the old file or the new one, never half of one."""
+@contextlib.contextmanager
+def atomic_path(target: Path) -> Iterator[Path]:
+    """A fresh temp name beside ``target`` (not created) for the caller to fill; renamed onto ``target`` when
+    the block ends, removed if it raises. The one temp-then-rename of librarian: every writer goes through it.
+
+    The name starts with :data:`TMP_PREFIX`, so a store's listing knows a killed write's leftover.
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=TMP_PREFIX, dir=target.parent)
-    tmp = Path(tmp_name)
+    tmp = target.with_name(f"{TMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}-{target.name}")
     try:
-        with os.fdopen(fd, "wb") as out:
-            if data is not None:
-                out.write(data)
-            elif source is not None:
-                with open_regular(source) as src:
-                    shutil.copyfileobj(src, out, 1 << 20)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, mode)
+        yield tmp
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def atomic_output(target: Path, mode: int | None = None, *, durable: bool = False) -> Iterator[BinaryIO]:
+    """A new file to write ``target``'s bytes into, renamed onto it on success (see :func:`atomic_path`).
+
+    ``mode`` ``None``: the umask decides, as for any new file. ``durable``: flushed to disk before the rename,
+    so that a crash leaves the old file or the new one (a store's files; not needed for a download).
+    """
+    with atomic_path(target) as tmp:
+        # O_EXCL: the name is ours alone; os.open with a mode lets the umask apply.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _BINARY, 0o666 if mode is None else mode)
+        with os.fdopen(fd, "wb") as out:
+            yield out
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)  # exactly ``mode``, whatever the umask
+
+
+def atomic_write(target: Path, data: bytes | None = None, *, source: Path | None = None, mode: int = 0o644) -> None:
+    """Write ``data`` (or a copy of the regular file ``source``) to ``target``: a temp file beside it, flushed
+    to disk, then renamed over it, so a reader sees the old file or the new one, never half of one."""
+    with atomic_output(target, mode, durable=True) as out:
+        if data is not None:
+            out.write(data)
+        elif source is not None:
+            with open_regular(source) as src:
+                shutil.copyfileobj(src, out, 1 << 20)

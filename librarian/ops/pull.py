@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from librarian.index import IndexEntry
 from librarian.layout import Layout
 from librarian.machine import Machine
 from librarian.ops.reindex import read_index_or_tree
-from librarian.safeio import atomic_write, sha256_file
+from librarian.safeio import atomic_path, atomic_write, sha256_file
 from librarian.stores.base import Store
 from librarian.wheel.wheelfile import check_wheel_identity
 
@@ -226,8 +225,8 @@ def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants, *, compat
     return Resolution(package, None, tuple(near[:5]), hint=hint)
 
 
-def _sha256(path: Path) -> str:
-    with progress.task(f"check {path.name.lstrip('.').removesuffix('.partial')}", path.stat().st_size) as bar:
+def _sha256(path: Path, name: str) -> str:
+    with progress.task(f"check {name}", path.stat().st_size) as bar:
         return sha256_file(path, on_chunk=bar.advance)
 
 
@@ -238,17 +237,13 @@ def _fetch_checked(store: Store, entry: IndexEntry, out_dir: Path) -> Path:
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / entry.filename
-    if final.is_file() and _sha256(final) == entry.sha256:
+    if final.is_file() and _sha256(final, entry.filename) == entry.sha256:
         return final
-    partial = out_dir / f".{entry.filename}.partial"
-    try:
+    with atomic_path(final) as partial:  # renamed into place only once checked
         store.fetch(entry.path, partial)
-        if _sha256(partial) != entry.sha256:
+        if _sha256(partial, entry.filename) != entry.sha256:
             raise StoreError(f"{entry.path}: downloaded bytes do not match the index's sha256; refused")
         check_wheel_identity(partial, entry)  # the bytes are the entry's; are they the wheel it names?
-        os.replace(partial, final)
-    finally:
-        partial.unlink(missing_ok=True)
     return final
 
 
