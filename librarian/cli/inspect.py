@@ -20,8 +20,7 @@ from librarian.cli.options import (
     TorchOpt,
     machine_of,
 )
-from librarian.ops.doctor import doctor as judge_wheel
-from librarian.ops.doctor import doctor_json, machine_json, render_doctor, render_machine
+from librarian.ops.doctor import checkup
 from librarian.ops.inputs import expand_paths
 from librarian.ops.inspect import inspect_file, inspection_json, render_inspection
 
@@ -58,17 +57,8 @@ def doctor(
     as_json: JsonOpt = False,
 ) -> None:
     """Will it run here? Each of the seven demands against this machine (flags override detection). Exit 1 if not."""
-    paths = expand_paths(wheels, (".whl",)) if wheels else None
-    found = machine_of(sm, torch, cuda, python, platform, glibc, driver, gpu)
-    if not paths:
-        ui.emit_json({"schema": 1, "machine": machine_json(found)}) if as_json else ui.out(render_machine(found))
-        return
-    reports = [judge_wheel(path, found) for path in paths]
-    if as_json:  # one JSON document, the machine in it when asked for
-        shown = {"machine": machine_json(found)} if machine else {}
-        ui.emit_json({"schema": 1, **shown, "wheels": [doctor_json(r) for r in reports]})
-    else:
-        machine_text = [render_machine(found)] if machine else []
-        ui.out("\n\n".join([*machine_text, *(render_doctor(r) for r in reports)]))
-    if any(r.runs is False for r in reports):
+    paths = expand_paths(wheels, (".whl",)) if wheels else []
+    found = checkup(paths, machine_of(sm, torch, cuda, python, platform, glibc, driver, gpu), show_machine=machine)
+    ui.emit_json(found.to_json()) if as_json else ui.out(found.render())
+    if found.fails:
         raise typer.Exit(1)

@@ -8,14 +8,11 @@ import typer
 
 from librarian.cli import ui
 from librarian.cli.options import JobsOpt, JsonOpt, RepoOpt, store_and_layout
-from librarian.coords import parse_torch
 from librarian.coverage import render_coverage
-from librarian.errors import BadInput
-from librarian.ops.gc import GcPolicy
 from librarian.ops.gc import gc as prune
+from librarian.ops.gc import policy_from_flags
 from librarian.ops.ls import coverage_json, ls
 from librarian.ops.verify import verify as verify_store
-from librarian.pytorch.matrix import load_matrix
 
 app = typer.Typer(rich_markup_mode=None)
 
@@ -61,12 +58,7 @@ def gc(
     as_json: JsonOpt = False,
 ) -> None:
     """Prune stale torch lines and superseded versions; prints the plan, acts only with --yes."""
-    if keep_torch_from not in ("store", "matrix"):
-        raise BadInput(f"--keep-torch-from {keep_torch_from}: expected 'store' or 'matrix'")
-    lines = load_matrix().torch_versions() if keep_torch_from == "matrix" else None
-    policy = GcPolicy(keep_torch, tuple(parse_torch(t) for t in drop_torch or ()), keep_versions, older_than, lines=lines)
-    if policy.empty:
-        raise BadInput("gc: say what to prune: --keep-torch N, --drop-torch X.Y, --keep-versions K or --older-than DAYS")
+    policy = policy_from_flags(keep_torch, keep_torch_from, drop_torch or (), keep_versions, older_than)
     store, layout = store_and_layout(repo)
     report = prune(store, layout, policy, act=yes, purge=purge, allow_empty=allow_empty)
     ui.emit_json(report.to_json(store.location)) if as_json else ui.out(report.render(store.location, purge_asked=purge))
