@@ -184,6 +184,37 @@ def render_machine(machine: Machine) -> str:
     return "\n".join(line.rstrip() for line in _table(rows))
 
 
+@dataclass(frozen=True, slots=True)
+class Checkup:
+    """doctor's whole answer: the machine, and each wheel judged against it (no wheels: the machine alone)."""
+
+    machine: Machine
+    reports: tuple[DoctorReport, ...]
+    show_machine: bool = False  # with wheels, show the machine too (doctor --machine)
+
+    @property
+    def fails(self) -> bool:
+        """Whether a wheel will not run here (exit 1)."""
+        return any(r.runs is False for r in self.reports)
+
+    def render(self) -> str:
+        """The machine (when asked for, or when there are no wheels), then each wheel's verdicts."""
+        machine = [render_machine(self.machine)] if self.show_machine or not self.reports else []
+        return "\n\n".join([*machine, *(render_doctor(r) for r in self.reports)])
+
+    def to_json(self) -> dict[str, Any]:
+        """One JSON document: the machine when shown, the wheels when there are any."""
+        if not self.reports:
+            return {"schema": SCHEMA, "machine": machine_json(self.machine)}
+        shown = {"machine": machine_json(self.machine)} if self.show_machine else {}
+        return {"schema": SCHEMA, **shown, "wheels": [doctor_json(r) for r in self.reports]}
+
+
+def checkup(wheels: Sequence[Path], machine: Machine, *, show_machine: bool = False) -> Checkup:
+    """Judge each wheel against ``machine`` (none: the checkup shows the machine alone)."""
+    return Checkup(machine, tuple(doctor(path, machine) for path in wheels), show_machine)
+
+
 def check_runs(files: Sequence[Path], machine: Machine, *, force: bool = False) -> None:
     """Refuse to install a wheel whose verdicts say it will not run on ``machine`` (unless ``force``)."""
     for path in files:

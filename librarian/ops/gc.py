@@ -16,10 +16,11 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from librarian.catalogue import catalogue_paths
-from librarian.coords import MajorMinor, format_version
-from librarian.errors import Refused, StoreError
+from librarian.coords import MajorMinor, format_version, parse_torch
+from librarian.errors import BadInput, Refused, StoreError
 from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
+from librarian.pytorch.matrix import load_matrix
 from librarian.stores.base import Applied, Blob, Changes, Store, read_index
 
 
@@ -43,6 +44,26 @@ class GcPolicy:
             and self.keep_versions is None
             and self.older_than_days is None
         )
+
+
+def policy_from_flags(
+    keep_torch: int | None,
+    keep_torch_from: str,
+    drop_torch: Sequence[str],
+    keep_versions: int | None,
+    older_than_days: int | None,
+) -> GcPolicy:
+    """The policy gc's flags ask for (``--keep-torch`` counted over the store's or the matrix's torch lines).
+
+    Refuses a ``keep_torch_from`` other than ``store`` or ``matrix``, and a policy that would prune nothing.
+    """
+    if keep_torch_from not in ("store", "matrix"):
+        raise BadInput(f"--keep-torch-from {keep_torch_from}: expected 'store' or 'matrix'")
+    lines = load_matrix().torch_versions() if keep_torch_from == "matrix" else None
+    policy = GcPolicy(keep_torch, tuple(parse_torch(t) for t in drop_torch), keep_versions, older_than_days, lines=lines)
+    if policy.empty:
+        raise BadInput("gc: say what to prune: --keep-torch N, --drop-torch X.Y, --keep-versions K or --older-than DAYS")
+    return policy
 
 
 @dataclass(frozen=True, slots=True)

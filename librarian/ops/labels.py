@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 from librarian.coords import Label, MajorMinor, WheelName
 from librarian.errors import BadInput, Refused
 from librarian.probe import detect_target_torch
@@ -51,3 +54,8 @@ def choose_label(name: WheelName, wanted: Label | None, *, relabel: bool = False
             what = f"carries {claim} (+{name.version.local})"
         raise Refused(f"{name}: {what}, not {wanted}; pass --relabel to relabel it")
     return wanted
+
+
+def any_unlabelled(paths: Sequence[Path]) -> bool:
+    """Whether a wheel among ``paths`` has no label of its own (so one must come from flags or the torch)."""
+    return any(WheelName.parse(p.name).label is None for p in paths if p.name.endswith(".whl"))

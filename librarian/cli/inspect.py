@@ -1,0 +1,64 @@
+"""``librarian inspect`` and ``librarian doctor``: what a wheel needs, and whether this machine has it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from librarian.cli import ui
+from librarian.cli.options import (
+    CudaOpt,
+    DriverOpt,
+    GpuOpt,
+    JobsOpt,
+    JsonOpt,
+    PlatformOpt,
+    PythonOpt,
+    SmOpt,
+    TorchOpt,
+    machine_of,
+)
+from librarian.ops.doctor import checkup
+from librarian.ops.inputs import expand_paths
+from librarian.ops.inspect import inspect_file, inspection_json, render_inspection
+
+app = typer.Typer(rich_markup_mode=None)
+
+
+@app.command()
+def inspect(
+    files: Annotated[list[Path], typer.Argument(help="Wheels, bare .so / .pyd files, or directories (every wheel inside).", show_default=False)],
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Also show each native member (the global -v).")] = False,
+    jobs: JobsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The seven demands of each wheel, read from its bytes (GPU archs, torch, CUDA, Python, CPU, OS, glibc)."""
+    items = [inspect_file(f, jobs=jobs) for f in expand_paths(files, (".whl",))]
+    if as_json:
+        ui.emit_json({"schema": 1, "files": [inspection_json(i) for i in items]})
+    else:  # -v here or before the command: more detail, one meaning
+        ui.out("\n\n".join(render_inspection(i, verbose or ui.state.verbose > 0) for i in items))
+
+
+@app.command()
+def doctor(
+    wheels: Annotated[list[Path] | None, typer.Argument(help="Wheels to judge, or directories of them.", show_default=False)] = None,
+    sm: SmOpt = None,
+    torch: TorchOpt = None,
+    cuda: CudaOpt = None,
+    python: PythonOpt = None,
+    platform: PlatformOpt = None,
+    glibc: Annotated[str | None, typer.Option("--glibc", help="glibc version, e.g. 2.31.")] = None,
+    driver: DriverOpt = None,
+    gpu: GpuOpt = None,
+    machine: Annotated[bool, typer.Option("--machine", help="Show what was detected about this machine, and how.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Will it run here? Each of the seven demands against this machine (flags override detection). Exit 1 if not."""
+    paths = expand_paths(wheels, (".whl",)) if wheels else []
+    found = checkup(paths, machine_of(sm, torch, cuda, python, platform, glibc, driver, gpu), show_machine=machine)
+    ui.emit_json(found.to_json()) if as_json else ui.out(found.render())
+    if found.fails:
+        raise typer.Exit(1)

@@ -1,0 +1,74 @@
+"""The options several commands share, declared once, and the helpers that turn them into values."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+
+from librarian.config import load_layout, load_settings
+from librarian.coords import Label, parse_cuda, parse_torch
+from librarian.errors import BadInput
+from librarian.layout import Layout
+from librarian.machine import Machine
+from librarian.ops.labels import label_from_flags
+from librarian.probe import detect_machine
+from librarian.probe.target import find_target, is_version
+from librarian.stores import open_store
+from librarian.stores.base import Store
+
+log = logging.getLogger("librarian")
+T = TypeVar("T")
+
+RepoOpt = Annotated[str | None, typer.Option("--repo", help="Store: a directory or hf://datasets/OWNER/NAME[@REV] (env LIBRARIAN_REPO).", show_default="./wheelhouse")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (with \"schema\": 1).")]
+CudaOpt = Annotated[str | None, typer.Option("--cuda", help="CUDA line, e.g. 12.8 (default: the installed torch's).")]
+TorchOpt = Annotated[str | None, typer.Option("--torch", help="torch minor, e.g. 2.8 (default: the installed torch's).")]
+WheelsArg = Annotated[list[Path], typer.Argument(help="Wheel files.", show_default=False)]
+JobsOpt = Annotated[int | None, typer.Option("-j", "--jobs", min=1, help="Threads reading wheels (default: the cores available; -j 1: one).")]
+RelabelOpt = Annotated[bool, typer.Option("--relabel", help="Replace the label a wheel already carries (ours or a foreign one).")]
+OldForceOpt = Annotated[bool, typer.Option("--force", hidden=True, help="Deprecated: see --relabel and the other --allow-* flags.")]
+SmOpt = Annotated[str | None, typer.Option("--sm", help="GPU arch, e.g. 89 (default: the detected GPU).")]
+PythonOpt = Annotated[str | None, typer.Option("--python", help="An interpreter or venv to act for (default: the active venv, else librarian's own), or a version, e.g. 3.12, to resolve for.")]
+PlatformOpt = Annotated[str | None, typer.Option("--platform", help="Platform tag, e.g. manylinux_2_28_x86_64.")]
+GpuOpt = Annotated[int | None, typer.Option("--gpu", help="Which GPU to judge when there are several (default 0).")]
+DriverOpt = Annotated[str | None, typer.Option("--driver", help="The driver's CUDA version, e.g. 12.8 (for PTX JIT).")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the plan; change nothing.")]
+AllowUnknownComboOpt = Annotated[bool, typer.Option("--allow-unknown-combo", help="Accept a torch/CUDA combo PyTorch never shipped.")]
+
+
+def maybe(parse: Callable[[str], T], text: str | None) -> T | None:
+    """``parse(text)``, or ``None`` for an option not given."""
+    return None if text is None else parse(text)
+
+
+def store_and_layout(repo: str | None, *, create: bool = False, publishing: bool = False) -> tuple[Store, Layout]:
+    """The store ``--repo`` (else the environment, else the project's settings) names, and its layout."""
+    settings = load_settings(repo)
+    store = open_store(settings.repo, create=create, publishing=publishing, license=settings.license)
+    return store, load_layout(settings.layout)
+
+
+def label_of(cuda: str | None, torch: str | None, python: str | None = None) -> Label | None:
+    """The label ``--cuda``/``--torch`` ask for, else the installed torch's (of ``--python``'s interpreter)."""
+    if python is not None and is_version(python):
+        raise BadInput(f"--python {python}: retag takes an interpreter or venv path (whose torch gives the label)")
+    return label_from_flags(maybe(parse_cuda, cuda), maybe(parse_torch, torch), find_target(python))
+
+
+def machine_of(sm: str | None, torch: str | None, cuda: str | None, python: str | None, platform: str | None,
+               glibc: str | None = None, driver: str | None = None, gpu: int | None = None) -> Machine:  # fmt: skip
+    """This machine as detected (for ``--python``'s interpreter), with what the flags say over it."""
+    # --python is a version (resolve for it) or a path (act for that interpreter): uv's convention.
+    version = python if python is not None and is_version(python) else None
+    return detect_machine(target=find_target(python)).with_overrides(
+        sm=sm, gpu=gpu, torch=torch, cuda=cuda, python=version, platform=platform, glibc=glibc, driver=driver
+    )
+
+
+def deprecated_force(command: str, instead: str) -> None:
+    """Warn that ``command --force`` is deprecated and what it now means."""
+    log.warning("%s --force is deprecated (it meant several things); it now means %s", command, instead)

@@ -1,0 +1,114 @@
+"""``librarian publish`` (or ``--stage``) and ``librarian reindex``: wheels into the store and its index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from librarian.cli import ui
+from librarian.cli.options import (
+    AllowUnknownComboOpt,
+    CudaOpt,
+    DryRunOpt,
+    JobsOpt,
+    JsonOpt,
+    OldForceOpt,
+    RelabelOpt,
+    RepoOpt,
+    TorchOpt,
+    WheelsArg,
+    deprecated_force,
+    label_of,
+    store_and_layout,
+)
+from librarian.errors import BadInput
+from librarian.gpus import parse_real_sm
+from librarian.ops.labels import any_unlabelled
+from librarian.ops.publish import PublishOptions
+from librarian.ops.publish import publish as publish_wheels
+from librarian.ops.reindex import reindex as reindex_store
+from librarian.ops.reindex import reindex_json, render_reindex
+from librarian.ops.staged import ManifestOptions, reindex_manifests
+
+app = typer.Typer(rich_markup_mode=None)
+EVERY_ALLOW = "--relabel --trust-sm --allow-glibc-mismatch --allow-cuda-mismatch --allow-platform-mismatch"
+
+
+@app.command()
+def publish(
+    wheels: WheelsArg,
+    repo: RepoOpt = None,
+    cuda: CudaOpt = None,
+    torch: TorchOpt = None,
+    sm: Annotated[list[str] | None, typer.Option("--sm", help="GPU arch to file under (repeatable); default: from the binaries.")] = None,
+    dry_run: DryRunOpt = False,
+    replace: Annotated[bool, typer.Option("--replace", help="Overwrite a different wheel at the same path.")] = False,
+    relabel: RelabelOpt = False,
+    trust_sm: Annotated[bool, typer.Option("--trust-sm", help="File under each --sm even where the binaries have no code for it.")] = False,
+    allow_glibc_mismatch: Annotated[bool, typer.Option("--allow-glibc-mismatch", help="Accept a manylinux tag older than the glibc the binaries need.")] = False,
+    allow_cuda_mismatch: Annotated[bool, typer.Option("--allow-cuda-mismatch", help="Accept a label whose CUDA line the device code or libcudart contradicts.")] = False,
+    allow_platform_mismatch: Annotated[bool, typer.Option("--allow-platform-mismatch", help="Accept a platform tag naming another CPU or OS than the binaries.")] = False,
+    force: OldForceOpt = False,
+    allow_unknown_combo: AllowUnknownComboOpt = False,
+    create: Annotated[bool, typer.Option("--create", help="Create the Hub dataset repo if it does not exist.")] = False,
+    stage: Annotated[bool, typer.Option("--stage", help="Fan-in: store the wheels and pending entries only; one final 'librarian reindex' indexes them.")] = False,
+    manifest: Annotated[Path | None, typer.Option("--manifest", help="With --stage: upload the bytes only (no commit) and write the entries to FILE, for 'reindex --manifest'.")] = None,
+    jobs: JobsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Label, check and file wheels into the store, in one atomic change with the index (or --stage them)."""
+    if force:
+        deprecated_force("publish", EVERY_ALLOW)
+        relabel = trust_sm = allow_glibc_mismatch = allow_cuda_mismatch = allow_platform_mismatch = True
+    store, layout = store_and_layout(repo, create=create, publishing=True)
+    # Flags always make a label; without them only unlabelled wheels need one (from the installed torch).
+    flagged = cuda is not None or torch is not None
+    options = PublishOptions(
+        label=label_of(cuda, torch) if flagged or any_unlabelled(wheels) else None,
+        sms=tuple(parse_real_sm(s) for s in sm or ()),
+        replace=replace,
+        relabel=relabel,
+        trust_sm=trust_sm,
+        allow_glibc_mismatch=allow_glibc_mismatch,
+        allow_cuda_mismatch=allow_cuda_mismatch,
+        allow_platform_mismatch=allow_platform_mismatch,
+        allow_unknown_combo=allow_unknown_combo,
+        layout=layout,
+        jobs=jobs,
+    )
+    if manifest is not None and not stage:
+        raise BadInput("--manifest: goes with --stage (publish --stage --manifest FILE)")
+    plan = publish_wheels(store, wheels, options, dry_run=dry_run, stage=stage, manifest=manifest)
+    if as_json:
+        ui.emit_json(plan.to_json(store.location, dry_run=dry_run, stage=stage, manifest=manifest))
+    else:
+        ui.out(plan.render(store.location, dry_run=dry_run, stage=stage, manifest=manifest))
+
+
+@app.command()
+def reindex(
+    repo: RepoOpt = None,
+    adopt: Annotated[bool, typer.Option("--adopt", help="Also index wheels in the tree that have no entry, from their paths.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be merged; change nothing.")] = False,
+    manifest: Annotated[list[Path] | None, typer.Option("--manifest", help="Merge the wheels these 'publish --stage --manifest' files (or folders of them) staged, in one commit (repeatable).")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="With --manifest: overwrite a different wheel at the same path.")] = False,
+    allow_unknown_combo: Annotated[bool, typer.Option("--allow-unknown-combo", help="With --manifest: accept a torch/CUDA combo PyTorch never shipped.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fan-in: merge every staged entry (publish --stage) into the index, in one commit. Exit 1 if any was dropped."""
+    if manifest and adopt:
+        raise BadInput("--adopt: not with --manifest (run 'reindex --adopt' on its own)")
+    store, layout = store_and_layout(repo)
+    if manifest:
+        options = ManifestOptions(replace=replace, allow_unknown_combo=allow_unknown_combo)
+        report = reindex_manifests(store, layout, manifest, options, dry_run=dry_run)
+    else:
+        report = reindex_store(store, layout, adopt=adopt, dry_run=dry_run)
+    if as_json:
+        ui.emit_json({"schema": 1, "dry_run": dry_run, **reindex_json(report)})
+    else:
+        ui.out(render_reindex(report, dry_run))
+    if report.findings:
+        raise typer.Exit(1)

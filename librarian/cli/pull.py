@@ -1,0 +1,63 @@
+"""``librarian pull``: the wheel this machine wants, fetched and sha256-checked (or installed, or listed)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from librarian.cli import ui
+from librarian.cli.options import (
+    CudaOpt,
+    DriverOpt,
+    JsonOpt,
+    PlatformOpt,
+    PythonOpt,
+    RepoOpt,
+    TorchOpt,
+    machine_of,
+    store_and_layout,
+)
+from librarian.errors import BadInput
+from librarian.ops import pull as pull_op
+
+app = typer.Typer(rich_markup_mode=None)
+
+
+@app.command()
+def pull(
+    packages: Annotated[list[str], typer.Argument(help="Packages to fetch (pip's name matching: flash-attn finds flash_attn).", show_default=False)],
+    sm: Annotated[str | None, typer.Option("--sm", help="GPU arch, e.g. 89 (default: detected GPU).")] = None,
+    torch: TorchOpt = None,
+    cuda: CudaOpt = None,
+    python: PythonOpt = None,
+    platform: PlatformOpt = None,
+    gpu: Annotated[int | None, typer.Option("--gpu", help="Which GPU to serve when there are several (default 0).")] = None,
+    repo: RepoOpt = None,
+    out: Annotated[Path, typer.Option("-o", "--out", help="Directory to put the wheels in.")] = Path("."),
+    install: Annotated[bool, typer.Option("--install", help="Then pip install --force-reinstall --no-deps them into the target interpreter.")] = False,
+    requirements: Annotated[Path | None, typer.Option("--requirements", help="Download nothing; write 'name @ URL --hash=sha256:...' lines to FILE for pip/uv.")] = None,
+    compatible: Annotated[bool, typer.Option("--compatible", help="With no exact cell, take a wheel that runs on this GPU anyway.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="--install even a wheel the verdicts say will not run here.")] = False,
+    driver: DriverOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fetch the exact wheel for this machine (newest version), sha256-checked."""
+    if install and requirements is not None:
+        raise BadInput("--install and --requirements: choose one (the file is for installing without librarian)")
+    store, layout = store_and_layout(repo)
+    found = machine_of(sm, torch, cuda, python, platform, driver=driver, gpu=gpu)
+    report = pull_op.pull(store, layout, packages, pull_op.Wants.of(found), out, compatible=compatible, requirements=requirements)
+    for note in report.notes:
+        ui.note(note)
+    ui.emit_json(report.to_json()) if as_json else ui.out(report.render())
+    if install:
+        # Imported here, not at the top: only --install reads the wheels' bytes, and a plain pull must not
+        # load the binary readers (issue 15; tests/test_startup.py). Not a cycle: a start-up cost.
+        from librarian.ops.doctor import check_runs
+
+        check_runs(report.files, found, force=force)
+        # pull_op.install, by module: looked up now, so that tests can stand in for pip.
+        pull_op.install(report.files, found.interpreter.value or sys.executable)

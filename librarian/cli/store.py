@@ -1,0 +1,64 @@
+"""``librarian verify``, ``ls`` and ``gc``: check, show and prune what a store holds."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from librarian.cli import ui
+from librarian.cli.options import JobsOpt, JsonOpt, RepoOpt, store_and_layout
+from librarian.coverage import render_coverage
+from librarian.ops.gc import gc as prune
+from librarian.ops.gc import policy_from_flags
+from librarian.ops.ls import coverage_json, ls
+from librarian.ops.verify import verify as verify_store
+
+app = typer.Typer(rich_markup_mode=None)
+
+
+@app.command()
+def verify(
+    repo: RepoOpt = None,
+    deep: Annotated[bool, typer.Option("--deep", help="Also read every byte: RECORD hashes, binaries against cells.")] = False,
+    jobs: JobsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check every stored wheel against its path, label, metadata and the index. Exit 1 on any problem."""
+    store, layout = store_and_layout(repo)
+    report = verify_store(store, layout, deep=deep, jobs=jobs)
+    ui.emit_json(report.to_json()) if as_json else ui.out(report.render())
+    if report.problems:
+        raise typer.Exit(1)
+
+
+@app.command("ls")
+def ls_command(
+    packages: Annotated[list[str] | None, typer.Argument(help="Packages to show (default: all).", show_default=False)] = None,
+    repo: RepoOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What is stored: a coverage table of packages x torch/CUDA combos x GPU archs; '-' marks a hole."""
+    store, layout = store_and_layout(repo)
+    cov = ls(store, layout, packages or ())
+    ui.emit_json(coverage_json(cov)) if as_json else ui.out(render_coverage(cov))
+
+
+@app.command()
+def gc(
+    repo: RepoOpt = None,
+    keep_torch: Annotated[int | None, typer.Option("--keep-torch", min=1, help="Keep the newest N torch lines in the store.")] = None,
+    keep_torch_from: Annotated[str, typer.Option("--keep-torch-from", help="Count --keep-torch over the torch lines in the 'store' or the ones PyTorch shipped ('matrix').")] = "store",
+    drop_torch: Annotated[list[str] | None, typer.Option("--drop-torch", help="Drop a torch line, e.g. 2.4 (repeatable).")] = None,
+    keep_versions: Annotated[int | None, typer.Option("--keep-versions", min=1, help="Keep the newest K versions per cell.")] = None,
+    older_than: Annotated[int | None, typer.Option("--older-than", min=0, help="Drop wheels published more than DAYS ago.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Act on the plan (without it, only print it).")] = False,
+    purge: Annotated[bool, typer.Option("--purge", help="Hub: also delete the removed wheels' LFS objects for good (frees the storage).")] = False,
+    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Accept a plan that removes every wheel of a package.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Prune stale torch lines and superseded versions; prints the plan, acts only with --yes."""
+    policy = policy_from_flags(keep_torch, keep_torch_from, drop_torch or (), keep_versions, older_than)
+    store, layout = store_and_layout(repo)
+    report = prune(store, layout, policy, act=yes, purge=purge, allow_empty=allow_empty)
+    ui.emit_json(report.to_json(store.location)) if as_json else ui.out(report.render(store.location, purge_asked=purge))
