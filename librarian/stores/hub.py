@@ -57,8 +57,9 @@ from huggingface_hub.utils._headers import build_hf_headers
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from librarian import progress
-from librarian.catalogue import CARD, is_generated, merge_card, render_card_block, render_catalogue
+from librarian.catalogue import CARD, is_generated
 from librarian.errors import BadInput, LibrarianError, StoreError, Unreachable
+from librarian.generated import CardSource, plan_generated
 from librarian.index import Index, parse_pending_path
 from librarian.layout import Layout, check_store_path
 from librarian.redact import clean, register_secret
@@ -508,34 +509,20 @@ class HubStore:
 
     def _catalogue_ops(self, old: Index, changes: Changes) -> list[Any]:
         """The generated files (index, shards, pages, card) that change, as operations."""
-        ops: list[Any] = []
-        before, after = render_catalogue(old), render_catalogue(changes.index)
+        tree = None
         if changes.rebuild:
             # reindex's repair: compare with what the tree holds, not with what the old index renders.
             # (pending entries are not generated from the index: the change itself deletes those it merges)
             gone = set(changes.deletes)
             listed = {f.path for f in self.list_files().files
                       if is_generated(f.path) and f.path not in gone and parse_pending_path(f.path) is None}  # fmt: skip
-            before = {path: data for path in listed if (data := self.read_file(path)) is not None}
-        card = self._card(changes.index)
-        if card is not None:
-            after[CARD] = card
-        for path, data in sorted(after.items()):
-            if before.get(path) != data:
-                ops.append(CommitOperationAdd(path_in_repo=path, path_or_fileobj=data))
-        for path in sorted(set(before) - set(after)):
-            ops.append(CommitOperationDelete(path_in_repo=path))
-        return ops
-
-    def _card(self, index: Index) -> bytes | None:
-        """The dataset card with librarian's block brought up to date; what people wrote around it is kept."""
-        if not index.entries:
-            return None
-        current = self.read_file(CARD)
-        text = current.decode("utf-8", errors="replace") if current is not None else None
-        block = render_card_block(index, self.repo_id, public_endpoint(self.api.endpoint))
-        merged = merge_card(text, block, self.repo_id, self.license).encode()
-        return None if merged == current else merged
+            tree = {path: data for path in listed if (data := self.read_file(path)) is not None}
+        card = None
+        if changes.index.entries:  # an empty store gets no card: its current one is not even read
+            card = CardSource(self.read_file(CARD), self.repo_id, public_endpoint(self.api.endpoint), self.license)
+        generated = plan_generated(old, changes.index, tree=tree, card=card)
+        ops: list[Any] = [CommitOperationAdd(path_in_repo=p, path_or_fileobj=d) for p, d in generated.writes]
+        return ops + [CommitOperationDelete(path_in_repo=p) for p in generated.deletes]
 
     def _landed(self, change_id: str) -> str | None:
         """The URL of the commit carrying ``change_id`` when it is in the history (its answer may have been lost)."""
