@@ -9,7 +9,8 @@ import sys
 # Modules a command on a local store never needs: the Hub client and its HTTP stack, the terminal UI
 # (a bar is shown only on a terminal), the fatbin codecs and the binary readers (only when bytes are read).
 HEAVY = ("huggingface_hub", "httpx", "httpx2", "rich", "lz4", "zstandard", "elftools", "librarian.wheel.binaries",
-         "librarian.wheel.elf", "librarian.wheel.fatbin", "librarian.stores.hub", "librarian.pytorch.releases")  # fmt: skip
+         "librarian.wheel.elf", "librarian.wheel.fatbin", "librarian.stores.hub", "librarian.stores.hub_read", "librarian.stores.hub_errors",
+         "librarian.stores.hub_lfs", "librarian.stores.hub_http", "librarian.pytorch.releases")  # fmt: skip
 
 PROBE = """
 import json, sys
