@@ -16,10 +16,10 @@ import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path, PurePosixPath
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 from urllib.parse import quote
 
 from huggingface_hub import HfApi, constants, get_session, get_token, hf_hub_url, hf_raise_for_status
@@ -32,6 +32,7 @@ from librarian import progress
 from librarian.errors import StoreError
 from librarian.layout import check_store_path
 from librarian.redact import register_secret
+from librarian.safeio import open_regular
 from librarian.stores.base import Listing, StoredFile
 from librarian.stores.hub_address import public_endpoint
 from librarian.stores.hub_cache import ReadCache
@@ -222,9 +223,18 @@ class HubReader:
             Path(tmp).unlink(missing_ok=True)
         return dest
 
-    def local_path(self, path: str) -> Path | None:
-        """Hub files are never local."""
-        return None
+    @property
+    def is_local(self) -> bool:
+        """False: every file is a download."""
+        return False
+
+    @contextmanager
+    def open(self, path: str) -> Iterator[BinaryIO]:
+        """The file, downloaded to a temp folder (as :meth:`fetch` does) and open; the folder goes on exit."""
+        with tempfile.TemporaryDirectory(prefix="librarian-read-") as tmp:
+            local = self.fetch(path, Path(tmp) / PurePosixPath(path).name)
+            with open_regular(local) as f:
+                yield f
 
     def url_for(self, path: str) -> str:
         """The file's ``resolve`` URL at the commit this run reads (not the branch, which moves)."""

@@ -23,6 +23,7 @@ import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from librarian.catalogue import PAGES_DIR, catalogue_paths
 from librarian.errors import StoreError
@@ -163,21 +164,28 @@ class LocalStore:
                     files.append(StoredFile(rel, st.st_size))
         return Listing(tuple(files), strays=tuple(sorted(strays)))
 
-    def fetch(self, path: str, dest: Path) -> Path:
-        """Copy a stored file to ``dest``."""
+    @property
+    def is_local(self) -> bool:
+        """True: the files are here."""
+        return True
+
+    @contextlib.contextmanager
+    def open(self, path: str) -> Iterator[BinaryIO]:
+        """The stored file itself, opened without following a link; a FIFO or device is refused."""
         self._exists()
         source = self._resolve(path)
         try:
-            with open_regular(source, follow=False):
-                pass
+            f = open_regular(source, follow=False)
         except OSError as e:
             raise StoreError(f"{source}: not in the store ({e.strerror or e})") from e
-        atomic_write(dest, source=source)
-        return dest
+        with f:
+            yield f
 
-    def local_path(self, path: str) -> Path | None:
-        """The stored file itself."""
-        return self._resolve(path)
+    def fetch(self, path: str, dest: Path) -> Path:
+        """Copy a stored file to ``dest``."""
+        with self.open(path):  # refuses a link, a FIFO, a device, a missing file
+            atomic_write(dest, source=self._resolve(path))
+        return dest
 
     def url_for(self, path: str) -> str:
         """The stored file's ``file://`` URL (absolute)."""
