@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from librarian.catalogue import CARD, merge_card, render_card_block, render_catalogue
-from librarian.index import ROOT, Index, render_index
+from librarian.catalogue import CARD, is_generated, merge_card, render_card_block, render_catalogue
+from librarian.index import ROOT, Index, parse_pending_path, render_index
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +69,12 @@ def plan_generated(
     # The root index last: until it is in place, readers see the old, consistent state.
     ordered = sorted(writes.items(), key=lambda kv: (kv[0] == ROOT, kv[0]))
     return Generated(tuple(ordered), tuple(sorted(set(before) - set(after))))
+
+
+def rebuilds(path: str) -> bool:
+    """Whether a rebuild compares the tree's file at ``path`` (a generated file; pending entries are not:
+    they are reindex's input, and the change that merges them deletes them)."""
+    return is_generated(path) and parse_pending_path(path) is None
 
 
 def render_card(index: Index, card: CardSource) -> bytes | None:

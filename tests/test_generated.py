@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from librarian.catalogue import BEGIN, CARD, END, render_catalogue
 from librarian.config import load_layout
-from librarian.generated import CardSource, Generated, plan_generated, render_card, root_is_stale
+from librarian.generated import CardSource, Generated, plan_generated, rebuilds, render_card, root_is_stale
 from librarian.index import ROOT, Index
 from tests.test_index import entry
 
@@ -89,3 +89,9 @@ def test_root_is_stale_when_it_differs_from_the_index() -> None:
     assert not root_is_stale(index, render_catalogue(index)[ROOT])
     assert not root_is_stale(index, None)  # no root yet: nothing out of step
     assert root_is_stale(index, render_catalogue(EMPTY)[ROOT])
+
+
+def test_a_rebuild_compares_generated_files_only_never_pending_entries_or_wheels() -> None:
+    assert rebuilds(ROOT) and rebuilds("index/flash_attn.json") and rebuilds("pages/sm89-torch2.9-cu128.html")
+    assert not rebuilds("index/pending/kern/sm89/torch2.8-cu128/kern-1.0-py3-none-any.whl.0123456789abcdef.json")
+    assert not rebuilds(entry().path) and not rebuilds(CARD)

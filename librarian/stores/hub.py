@@ -25,10 +25,10 @@ from typing import Any, TypeVar
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
 from librarian import progress
-from librarian.catalogue import CARD, is_generated
+from librarian.catalogue import CARD
 from librarian.errors import BadInput, LibrarianError, StoreError, Unreachable
-from librarian.generated import CardSource, plan_generated
-from librarian.index import Index, parse_pending_path
+from librarian.generated import CardSource, plan_generated, rebuilds
+from librarian.index import Index
 from librarian.layout import Layout
 from librarian.stores.base import Applied, Blob, Changes, Planner, R, Upload, read_index
 from librarian.stores.hub_address import parse_hub_address, public_endpoint
@@ -220,10 +220,8 @@ class HubStore(HubReader):
         tree = None
         if changes.rebuild:
             # reindex's repair: compare with what the tree holds, not with what the old index renders.
-            # (pending entries are not generated from the index: the change itself deletes those it merges)
             gone = set(changes.deletes)
-            listed = {f.path for f in self.list_files().files
-                      if is_generated(f.path) and f.path not in gone and parse_pending_path(f.path) is None}  # fmt: skip
+            listed = {f.path for f in self.list_files().files if rebuilds(f.path) and f.path not in gone}
             tree = {path: data for path in listed if (data := self.read_file(path)) is not None}
         card = None
         if changes.index.entries:  # an empty store gets no card: its current one is not even read
