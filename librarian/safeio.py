@@ -61,7 +61,7 @@ def open_regular(path: Path, *, follow: bool = True) -> BinaryIO:
             raise NotRegular(errno.EINVAL, f"{kind(mode)}, not a regular file", str(path))
         if _NONBLOCK:
             os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        return open(path, "rb", opener=lambda _path, _flags: fd)  # the fd checked above; ``name`` the path
     except BaseException:
         os.close(fd)
         raise

@@ -13,7 +13,8 @@ from tests.conftest import Run
 # Modules a command on a local store never needs: the Hub client and its HTTP stack, the terminal UI
 # (a bar is shown only on a terminal), the fatbin codecs and the binary readers (only when bytes are read).
 HEAVY = ("huggingface_hub", "httpx", "httpx2", "rich", "lz4", "zstandard", "elftools", "librarian.wheel.binaries",
-         "librarian.wheel.elf", "librarian.wheel.fatbin", "librarian.stores.hub", "librarian.pytorch.releases")  # fmt: skip
+         "librarian.wheel.elf", "librarian.wheel.fatbin", "librarian.stores.hub", "librarian.stores.hub_read", "librarian.stores.hub_errors",
+         "librarian.stores.hub_lfs", "librarian.stores.hub_http", "librarian.pytorch.releases")  # fmt: skip
 # `librarian --version` is answered before the command group is built: no typer (nor its vendored click,
 # nor the pydantic it coerces options with), no command module.
 NO_GROUP = ("typer", "click", "pydantic", "librarian.cli.app", "librarian.cli.funnel", "librarian.cli.options")

@@ -22,7 +22,7 @@ from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label
 from librarian.errors import BadInput, Refused, StoreError
 from librarian.index import ROOT, Index, IndexEntry, pending_path, render_pending
-from librarian.stores.base import Blob, Changes, Planner, Store, Upload, read_index
+from librarian.stores.base import Blob, Changes, Planner, Store, Upload, read_index, sha256_stored
 from librarian.stores.hub import HubStore
 from librarian.stores.local import LocalStore
 from tests.loophub.server import LoopHub
@@ -121,6 +121,7 @@ def test_a_missing_store_is_an_error_exit_2(backend: Backend, tmp_path: Path) ->
         lambda s: s.read_file(ROOT),
         lambda s: s.list_files(),
         lambda s: s.fetch("kern/x.whl", tmp_path / "x.whl"),
+        lambda s: sha256_stored(s, "kern/x.whl"),  # Store.open
         lambda s: s.update(adding(wheel(tmp_path, 1)), LAYOUT),
     ]
     for act in reads:
@@ -175,9 +176,21 @@ def test_fetch_is_the_stored_bytes(backend: Backend, two: tuple[Wheel, Wheel], t
     with pytest.raises(StoreError, match="not in the"):
         store.fetch("kern/sm89/torch2.8-cu128/absent-1.0-py3-none-any.whl", out / "c.whl")
     assert sorted(p.name for p in out.iterdir()) == ["b.whl"]  # no temp file left behind
-    # On purpose: only a directory has the file on this machine.
-    local = store.local_path(two[1].entry.path)
-    assert (local is not None and local.read_bytes() == two[1].data) if backend.kind == "local" else local is None
+
+
+def test_open_reads_the_stored_bytes(backend: Backend, two: tuple[Wheel, Wheel]) -> None:
+    store = backend.open()
+    # On purpose: only a directory has the files on this machine; the Hub downloads each one opened.
+    assert store.is_local == (backend.kind == "local")
+    with store.open(two[1].entry.path) as f:
+        assert f.read() == two[1].data
+        where = Path(f.name)  # the bytes lie there on this machine while open, for readers that reopen by path
+        assert where.read_bytes() == two[1].data
+    # On purpose: a directory opens the stored file itself; the Hub's download is gone once closed.
+    assert where.is_file() if backend.kind == "local" else not where.exists()
+    assert sha256_stored(store, two[0].entry.path) == two[0].entry.sha256
+    with pytest.raises(StoreError, match="not in the"), store.open("kern/sm89/torch2.8-cu128/absent-1.0-py3-none-any.whl"):
+        pass
 
 
 def test_url_for_serves_the_bytes(backend: Backend, two: tuple[Wheel, Wheel]) -> None:

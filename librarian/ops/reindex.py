@@ -12,12 +12,10 @@ with ``parent_commit`` on the Hub; a stage landing meanwhile makes it re-plan).
 from __future__ import annotations
 
 import logging
-import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from librarian.catalogue import is_generated
@@ -25,8 +23,7 @@ from librarian.errors import LibrarianError
 from librarian.index import ROOT, Index, IndexEntry, parse_pending, parse_pending_path
 from librarian.layout import Layout
 from librarian.ops.placement import Problem, check_placement
-from librarian.stores.base import Changes, Store, StoredFile, read_index
-from librarian.wheel.wheelfile import sha256_file
+from librarian.stores.base import Changes, Store, StoredFile, read_index, sha256_stored
 
 log = logging.getLogger(__name__)
 
@@ -166,12 +163,10 @@ def entries_from_tree(
     return entries
 
 
-def _hasher(store: Store, tmp: Path) -> Callable[[StoredFile], str]:
+def _hasher(store: Store) -> Callable[[StoredFile], str]:
     def sha_of(f: StoredFile) -> str:
-        local = store.local_path(f.path)
-        if local is None:  # a Hub file stored inline (not LFS) has no sha256 in the listing
-            local = store.fetch(f.path, tmp / f.path.replace("/", "_"))
-        return sha256_file(local)
+        # A directory's listing has no sha256, nor has a Hub file stored inline (not LFS): read the bytes.
+        return sha256_stored(store, f.path)
 
     return sha_of
 
@@ -198,24 +193,23 @@ def read_pending(store: Store, files: Iterable[StoredFile]) -> tuple[dict[str, I
 def reindex(store: Store, default_layout: Layout, *, adopt: bool = False, dry_run: bool = False) -> ReindexReport:
     """Merge every staged entry into the index in one change; with ``adopt``, also file unindexed wheels."""
     cache: dict[str, IndexEntry] = {}
-    with tempfile.TemporaryDirectory(prefix="librarian-reindex-") as tmp:
-        sha_of = _hasher(store, Path(tmp))
+    sha_of = _hasher(store)
 
-        def planner(index: Index) -> tuple[Changes, ReindexReport]:
-            # Runs inside the store's update: the listing and the reads see the snapshot the change applies to.
-            listed = store.list_files().files
-            found, unreadable = read_pending(store, [f for f in listed if f.path not in cache])
-            cache.update(found)
-            paths = {f.path for f in listed}
-            pending = {p: e for p, e in cache.items() if p in paths}
-            files = _hash_where_sizes_cannot_tell(listed, pending, sha_of)
-            candidates = entries_from_tree(index.layout, _unindexed(files, index, pending), sha_of) if adopt else []
-            changes, report = plan_reindex(index, files, pending, candidates)
-            return changes, replace(report, unreadable=tuple(unreadable), location=store.location)
+    def planner(index: Index) -> tuple[Changes, ReindexReport]:
+        # Runs inside the store's update: the listing and the reads see the snapshot the change applies to.
+        listed = store.list_files().files
+        found, unreadable = read_pending(store, [f for f in listed if f.path not in cache])
+        cache.update(found)
+        paths = {f.path for f in listed}
+        pending = {p: e for p, e in cache.items() if p in paths}
+        files = _hash_where_sizes_cannot_tell(listed, pending, sha_of)
+        candidates = entries_from_tree(index.layout, _unindexed(files, index, pending), sha_of) if adopt else []
+        changes, report = plan_reindex(index, files, pending, candidates)
+        return changes, replace(report, unreadable=tuple(unreadable), location=store.location)
 
-        if dry_run:
-            return planner(read_index(store, default_layout))[1]
-        applied = store.update(planner, default_layout)
+    if dry_run:
+        return planner(read_index(store, default_layout))[1]
+    applied = store.update(planner, default_layout)
     for note in applied.notes:
         log.info("%s", note)
     return replace(applied.result, where=applied.where, commit=applied.commit)
@@ -248,7 +242,6 @@ def read_index_or_tree(store: Store, default_layout: Layout, packages: Collectio
     if store.read_file(ROOT) is not None:
         return read_index(store, default_layout, packages), ""
     listing = store.list_files()
-    with tempfile.TemporaryDirectory(prefix="librarian-pull-") as tmp:
-        entries = entries_from_tree(default_layout, listing.files, _hasher(store, Path(tmp)), set(packages))
+    entries = entries_from_tree(default_layout, listing.files, _hasher(store), set(packages))
     index = Index(default_layout, tuple(sorted(entries, key=lambda e: e.path)))
     return index, f"{store.location}: no index; listed the tree"

@@ -6,8 +6,9 @@ Shallow checks read only the tree listing, the index and (for a local store) eac
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import shutil
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from librarian.index import Index, IndexEntry, entry_problems, parse_pending_pat
 from librarian.layout import Layout
 from librarian.ops.placement import Problem, check_placement
 from librarian.pool import default_jobs, ordered_map
-from librarian.stores.base import Store, StoredFile, read_index
+from librarian.stores.base import Store, StoredFile, read_index, sha256_stored
 from librarian.wheel.binaries import inspect_wheel
 from librarian.wheel.wheelfile import metadata_problems, sha256_file, wheel_problems
 
@@ -89,11 +90,11 @@ class _Reader:
         key = self.keys.get(f.path)
         if key is None:
             name = WheelName.parse(f.path.rsplit("/", 1)[-1])
-            local = self.store.local_path(f.path)
             identity: object = f.sha256 or f.path
-            if local is not None and local.is_file():
-                st = local.stat()
-                identity = (st.st_dev, st.st_ino)
+            if self.store.is_local:  # hard links are one blob: key them by inode
+                with contextlib.suppress(LibrarianError), self.store.open(f.path) as file:
+                    st = os.fstat(file.fileno())
+                    identity = (st.st_dev, st.st_ino)
             key = self.keys[f.path] = (str(name), identity)
         return key
 
@@ -127,15 +128,14 @@ class _Reader:
         return blob
 
     def _read(self, f: StoredFile, name: WheelName, jobs: int) -> _Blob:
-        local = self.store.local_path(f.path)
-        fetched = None
-        if local is None and self.deep:  # a folder each: two blobs may share a filename
-            local = fetched = self.store.fetch(f.path, Path(tempfile.mkdtemp(dir=self.tmp)) / str(name))
-        try:
-            return self._judge(f, name, local, jobs)
-        finally:
-            if fetched is not None:  # read: disk holds the blobs in flight, not the store
-                shutil.rmtree(fetched.parent, ignore_errors=True)
+        if not (self.deep or self.store.is_local):  # a shallow check downloads nothing
+            return self._judge(f, name, None, jobs)
+        with contextlib.ExitStack() as stack:  # a download is removed once read: disk holds the blobs in flight
+            try:
+                file = stack.enter_context(self.store.open(f.path))
+            except LibrarianError as e:
+                return _Blob(f.sha256, [str(e).split(": ", 1)[-1]], None)
+            return self._judge(f, name, Path(file.name), jobs)
 
     def _judge(self, f: StoredFile, name: WheelName, local: Path | None, jobs: int) -> _Blob:
         sha = f.sha256 or (sha256_file(local) if local is not None else None)
@@ -244,8 +244,7 @@ def _check_metadata_files(store: Store, index: Index, files: dict[str, StoredFil
         if stored is None:
             problems.append(Problem(path, "the wheel's METADATA file (PEP 658) is missing (publish it again)"))
             continue
-        local = store.local_path(path)
-        sha = stored.sha256 or (sha256_file(local) if local is not None else None)
+        sha = stored.sha256 or (sha256_stored(store, path) if store.is_local else None)
         if sha is not None and sha != entry.metadata_sha256:
             problems.append(Problem(path, "does not match the METADATA the index records for its wheel"))
     for path in sorted(files):
@@ -268,8 +267,7 @@ def _staged(store: Store, f: StoredFile, entry: IndexEntry | None, prefixes: fro
     """``None`` if ``f`` is not awaiting reindex; else its problems against its pending entries."""
     if not prefixes:
         return None
-    local = store.local_path(f.path)
-    sha = f.sha256 or (sha256_file(local) if local is not None else None)
+    sha = f.sha256 or (sha256_stored(store, f.path) if store.is_local else None)
     if entry is not None and entry.size == f.size and sha in (None, entry.sha256):
         return None  # the index already describes these bytes; the pending file is a harmless repeat
     if sha is not None and not any(sha.startswith(prefix) for prefix in prefixes):

@@ -16,7 +16,8 @@ def open_store(repo: str, *, create: bool = False, publishing: bool = False, lic
     made by its first publish).
     """
     if "://" in repo:
-        from librarian.stores.hub import HubStore  # only Hub users pay for importing huggingface_hub
+        # Lazy on purpose (start-up time, not a layer dodge): only Hub users pay for importing huggingface_hub.
+        from librarian.stores.hub import HubStore
 
         return HubStore.from_url(repo, create=create, license=license)
     return LocalStore(Path(repo), may_create=publishing)

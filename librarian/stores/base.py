@@ -3,14 +3,18 @@
 A store is a tree of files with an index. Every change is planned against a snapshot of the index and
 applied in one atomic step by the store (``Store.update``): the local store holds a lock and renames
 temp files, index last; the Hub store makes one commit with ``parent_commit`` and re-plans on conflict.
+A store moves bytes only: what a change does to the generated files (index, shards, pages, card) is
+rendered once, by :func:`librarian.generated.plan_generated`, and the store applies it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar
+from typing import BinaryIO, Generic, Protocol, TypeVar
 
 from librarian.errors import StoreError
 from librarian.index import ROOT, Index, IndexEntry, parse_root, parse_shard
@@ -110,8 +114,18 @@ class Store(Protocol):
     def fetch(self, path: str, dest: Path) -> Path:
         """Copy a stored file to ``dest`` (temp file, then rename) and return ``dest``."""
 
-    def local_path(self, path: str) -> Path | None:
-        """The file's path on this machine when the store is local, else ``None``."""
+    @property
+    def is_local(self) -> bool:
+        """Whether the files are on this machine, so that opening one downloads nothing (shallow checks
+        read the bytes then; on the Hub they go by the listing's sha256 instead)."""
+
+    def open(self, path: str) -> AbstractContextManager[BinaryIO]:
+        """The stored file, open for reading, as a context manager; StoreError if the store has no such file.
+
+        A directory opens the file itself (a regular file, never through a link); the Hub downloads it to a
+        temp file, removed on exit. The file's ``name`` is where its bytes lie on this machine, for readers
+        that open it again by path (a zip read by several threads).
+        """
 
     def url_for(self, path: str) -> str:
         """A URL pip and uv can fetch the file from, pinned to what was read (``file://``, or the Hub's
@@ -162,3 +176,12 @@ def read_index(store: Store, default_layout: Layout, packages: Iterable[str] | N
             raise StoreError(f"{store.location}/{path}: shard listed in {ROOT} is missing")
         entries.extend(parse_shard(shard, f"{store.location}/{path}"))
     return Index(root.layout, tuple(sorted(entries, key=lambda e: e.path)))
+
+
+def sha256_stored(store: Store, path: str) -> str:
+    """The sha256 of a stored file, read through :meth:`Store.open` (on the Hub: downloaded, then dropped)."""
+    h = hashlib.sha256()
+    with store.open(path) as f:
+        while data := f.read(1 << 20):
+            h.update(data)
+    return h.hexdigest()

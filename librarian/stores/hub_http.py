@@ -65,8 +65,14 @@ class NetPolicy:
         )
 
     def wait(self, attempt: int) -> float:
-        """Seconds to wait before retry ``attempt`` (1-based): exponential, with jitter."""
-        return float(min(8.0, self.backoff * 2.0 ** (attempt - 1)) * (0.5 + random.random()))
+        """Seconds to wait before retry ``attempt`` (1-based) of a read."""
+        return backoff(attempt, self.backoff)
+
+
+def backoff(attempt: int, first: float) -> float:
+    """Seconds to wait before try ``attempt + 1``: ``first``, doubling up to 8 s, with jitter, so that racing
+    clients spread out instead of colliding again in step. The read retries and the commit loop both wait so."""
+    return float(min(8.0, first * 2.0 ** (attempt - 1)) * (0.5 + random.random()))
 
 
 def _env_float(name: str, default: float, minimum: float = 0.001) -> float:
@@ -181,7 +187,11 @@ def server_words(error: BaseException) -> str:
 
 
 def retrying(what: str, call: Callable[[], T], policy: NetPolicy) -> T:
-    """``call()``, retried while :func:`retryable` and within ``policy``'s count and total time."""
+    """``call()``, retried while :func:`retryable` and within ``policy``'s count and total time.
+
+    The retry loop of every idempotent Hub call (reads, listings, ``create_repo``). Commits are retried one
+    level up, by the store's commit loop (``HubStore._attempts``): they are re-planned, not repeated.
+    """
     start = time.monotonic()
     attempt = 0
     while True:

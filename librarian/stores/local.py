@@ -23,10 +23,12 @@ import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
-from librarian.catalogue import PAGES_DIR, render_catalogue
+from librarian.catalogue import PAGES_DIR, catalogue_paths
 from librarian.errors import StoreError
-from librarian.index import MAX_INDEX_BYTES, PENDING_DIR, ROOT, SHARD_DIR, Index, IndexEntry, render_index
+from librarian.generated import Generated, plan_generated, root_is_stale
+from librarian.index import MAX_INDEX_BYTES, PENDING_DIR, ROOT, SHARD_DIR, Index, IndexEntry
 from librarian.layout import Layout, check_store_path
 from librarian.safeio import TMP_PREFIX, atomic_write, kind, open_regular, read_regular, sha256_file
 from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, R, StoredFile, Upload, read_index
@@ -162,21 +164,28 @@ class LocalStore:
                     files.append(StoredFile(rel, st.st_size))
         return Listing(tuple(files), strays=tuple(sorted(strays)))
 
-    def fetch(self, path: str, dest: Path) -> Path:
-        """Copy a stored file to ``dest``."""
+    @property
+    def is_local(self) -> bool:
+        """True: the files are here."""
+        return True
+
+    @contextlib.contextmanager
+    def open(self, path: str) -> Iterator[BinaryIO]:
+        """The stored file itself, opened without following a link; a FIFO or device is refused."""
         self._exists()
         source = self._resolve(path)
         try:
-            with open_regular(source, follow=False):
-                pass
+            f = open_regular(source, follow=False)
         except OSError as e:
             raise StoreError(f"{source}: not in the store ({e.strerror or e})") from e
-        atomic_write(dest, source=source)
-        return dest
+        with f:
+            yield f
 
-    def local_path(self, path: str) -> Path | None:
-        """The stored file itself."""
-        return self._resolve(path)
+    def fetch(self, path: str, dest: Path) -> Path:
+        """Copy a stored file to ``dest``."""
+        with self.open(path):  # refuses a link, a FIFO, a device, a missing file
+            atomic_write(dest, source=self._resolve(path))
+        return dest
 
     def url_for(self, path: str) -> str:
         """The stored file's ``file://`` URL (absolute)."""
@@ -275,24 +284,29 @@ class LocalStore:
 
     def _write_catalogue(self, old: Index, new: Index, rebuild: bool) -> None:
         """The generated files for ``new``, root last; then those ``new`` no longer renders are removed."""
-        old_catalogue = render_catalogue(old)
-        new_catalogue = render_catalogue(new)
-        # The root index last: until it is renamed into place, readers see the old, consistent state.
-        for path, data in sorted(new_catalogue.items(), key=lambda kv: kv[0] == ROOT):
-            target = self._resolve(path)
-            if rebuild:
-                if self.read_file(path) != data:
-                    atomic_write(target, data)
-            elif old_catalogue.get(path) != data or not target.is_file():
-                atomic_write(target, data)
-        stale = set(old_catalogue) - set(new_catalogue)
-        if rebuild:
-            stale |= {p for p in self._generated_on_disk() if p not in new_catalogue}
-        self._delete(sorted(stale))
+        if rebuild:  # compare with the tree, not with what ``old`` renders (reindex's repair, a recovery)
+            self._apply_generated(plan_generated(old, new, tree=self._generated_in_tree(new)))
+        else:
+            missing = {p for p in catalogue_paths(new) if not self._resolve(p).is_file()}
+            self._apply_generated(plan_generated(old, new, missing=missing))
+
+    def _apply_generated(self, generated: Generated) -> None:
+        for path, data in generated.writes:  # the root index comes last
+            atomic_write(self._resolve(path), data)
+        self._delete(generated.deletes)
+
+    def _generated_in_tree(self, new: Index) -> dict[str, bytes | None]:
+        """The generated files the tree holds: the bytes of those ``new`` renders, the others unread."""
+        wanted = catalogue_paths(new)
+        held: dict[str, bytes | None] = {p: None for p in self._generated_on_disk() if p not in wanted}
+        for path in sorted(wanted):
+            data = self.read_file(path)
+            if data is not None:
+                held[path] = data
+        return held
 
     def _root_is_stale(self, index: Index) -> bool:
-        on_disk = self.read_file(ROOT)
-        return on_disk is not None and on_disk != render_index(index)[ROOT]
+        return root_is_stale(index, self.read_file(ROOT))
 
     def _generated_on_disk(self) -> set[str]:
         """The shards and pages in the tree (pending entries are not generated: reindex reads them)."""

@@ -1,0 +1,129 @@
+"""The Hub store's LFS objects: pre-upload without a commit, which the Hub already holds, which no file
+references any more, and permanent deletion (the only way to free their storage on the Hub)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+from urllib.parse import quote
+
+from huggingface_hub import CommitOperationAdd, HfApi
+from huggingface_hub.lfs import UploadInfo, post_lfs_batch_info
+
+from librarian.stores.base import Blob, Upload
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+REPO_TYPE = "dataset"
+_LFS_BATCH = 256  # objects per LFS batch request, as huggingface_hub sends them
+_PATHS_INFO_BATCH = 500  # paths per paths-info request
+_INLINE_MAX = 1 << 20  # files below this may be kept inline by the Hub: compare them by git blob id
+
+
+class Reader(Protocol):
+    """The store's idempotent read: ``call()`` retried within its policy, its errors translated."""
+
+    def __call__(self, what: str, call: Callable[[], T]) -> T: ...
+
+
+class LfsObjects:
+    """The LFS objects of one dataset repo, read and changed through the store's reader and translation."""
+
+    def __init__(self, api: HfApi, repo_id: str, revision: str, location: str, read: Reader,
+                 translated: Callable[[str], AbstractContextManager[None]]) -> None:  # fmt: skip
+        self.api, self.repo_id, self.revision, self.location = api, repo_id, revision, location
+        self.read, self.translated = read, translated
+
+    def upload(self, uploads: Sequence[Upload]) -> None:
+        """Send the uploads' files as LFS objects, no commit (huggingface_hub skips those already there)."""
+        unique = {u.sha256: u for u in uploads if u.source is not None}
+        ops = [CommitOperationAdd(path_in_repo=u.path, path_or_fileobj=str(u.source)) for u in unique.values()]
+        if ops:
+            with self.translated("upload"):
+                self.api.preupload_lfs_files(self.repo_id, ops, repo_type=REPO_TYPE, revision=self.revision)
+
+    def missing(self, blobs: Sequence[Blob]) -> tuple[Blob, ...]:
+        """Those of ``blobs`` the repo's LFS storage does not hold with that sha256 and size (the LFS batch
+        API: an object the server already has comes back without upload actions). Paths do not matter."""
+        items = list({b.sha256: b for b in blobs}.values())
+        absent: set[str] = set()
+        token = self.api.token if isinstance(self.api.token, str) else None
+        for start in range(0, len(items), _LFS_BATCH):
+            chunk = items[start : start + _LFS_BATCH]
+            infos = [UploadInfo(size=b.size, sample=b"", sha256=bytes.fromhex(b.sha256)) for b in chunk]
+
+            def ask(infos: list[UploadInfo] = infos) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
+                return post_lfs_batch_info(infos, token, REPO_TYPE, self.repo_id, quote(self.revision, safe=""), self.api.endpoint)
+
+            actions, errors, _ = self.read("LFS check", ask)
+            absent |= {str(o.get("oid")) for o in actions if o.get("actions")} | {str(o.get("oid")) for o in errors}
+        return tuple(b for b in blobs if b.sha256 in absent)
+
+    def unreferenced(self, wanted: set[str], referenced: set[str]) -> tuple[Blob, ...]:
+        """The LFS objects among ``wanted`` (sha256s) that are not in ``referenced``, by a path that names them."""
+
+        def listing() -> list[Any]:
+            return list(self.api.list_lfs_files(self.repo_id, repo_type=REPO_TYPE))
+
+        found: dict[str, Blob] = {}
+        for item in self.read("LFS listing", listing):
+            sha = next((x for x in (item.oid, item.file_oid) if x in wanted), None)
+            if sha is not None and sha not in referenced:
+                found.setdefault(sha, Blob(str(item.file_oid), int(item.size), str(item.filename)))
+        return tuple(sorted(found.values(), key=lambda b: b.name))
+
+    def purge(self, blobs: Sequence[Blob]) -> None:
+        """Permanently delete the LFS objects ``blobs`` name, rewriting history to drop their pointers."""
+        if not blobs:
+            return
+        items = [item for item in self.read("LFS listing", lambda: list(self.api.list_lfs_files(self.repo_id, repo_type=REPO_TYPE)))
+                 if item.file_oid in {b.sha256 for b in blobs}]  # fmt: skip
+        with self.translated("LFS deletion"):
+            self.api.permanently_delete_lfs_files(self.repo_id, items, repo_type=REPO_TYPE)
+
+    def not_there_yet(self, adds: list[Any], uploads: Sequence[Upload], parent: str) -> list[Any]:
+        """The adds whose path at ``parent`` does not already hold the same bytes (an earlier piece landed)."""
+        by_path = {u.path: u.sha256 for u in uploads}
+        # Small files (PEP 658 METADATA) are stored inline, named by their git blob id, not an LFS sha256.
+        git_ids = {u.path: git_blob_id(u.source) for u in uploads if u.source is not None and u.size < _INLINE_MAX}
+        there: set[str] = set()
+        paths = sorted(by_path)
+        for start in range(0, len(paths), _PATHS_INFO_BATCH):
+            chunk = paths[start : start + _PATHS_INFO_BATCH]
+
+            def ask(chunk: list[str] = chunk) -> list[Any]:
+                return list(self.api.get_paths_info(self.repo_id, chunk, repo_type=REPO_TYPE, revision=parent))
+
+            for item in self.read("paths info", ask):
+                lfs = getattr(item, "lfs", None)
+                held = lfs.sha256 if lfs is not None else getattr(item, "blob_id", None)
+                wanted = by_path.get(item.path) if lfs is not None else git_ids.get(item.path)
+                if held is not None and held == wanted:
+                    there.add(item.path)
+        if there:
+            log.info("%s: %d wheel(s) already there from an earlier piece; not sent again", self.location, len(there))
+        return [op for op in adds if op.path_in_repo not in there]
+
+
+def add_operation(upload: Upload) -> CommitOperationAdd:
+    """The commit operation for an upload: a local file, or a blob already pre-uploaded (``source`` None)."""
+    if upload.source is not None:
+        return CommitOperationAdd(path_in_repo=upload.path, path_or_fileobj=str(upload.source))
+    # No public constructor names an LFS object already on the Hub: mark it uploaded, as
+    # preupload_lfs_files itself does, so that create_commit only writes its pointer.
+    op = CommitOperationAdd(path_in_repo=upload.path, path_or_fileobj=b"")
+    op.upload_info = UploadInfo(size=upload.size, sample=b"", sha256=bytes.fromhex(upload.sha256))
+    op._upload_mode = "lfs"
+    op._is_uploaded = True
+    return op
+
+
+def git_blob_id(path: Path) -> str:
+    """The id git (and the Hub, for a file kept inline) gives these bytes: sha1 of ``blob <size>\\0`` + bytes."""
+    data = path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
