@@ -137,3 +137,27 @@ def test_reindex_adopts_or_reports_a_wheel_without_entry(run: Run, tmp_path: Pat
     assert adopted.code == 0, adopted.out
     assert "adopted  j1p0/sm89" in adopted.out
     assert run("verify").code == 0
+
+
+def test_reindex_restores_a_lost_metadata_file(run: Run, store: tuple[str, LoopHub | None], tmp_path: Path) -> None:
+    repo, hub = store
+    create = ("--create",) if hub else ()
+    assert run("publish", *job_wheels(tmp_path / "dist", 0), *COMBO, "--repo", repo, *create).code == 0
+    files = tree(repo, tmp_path, hub)
+    lost = sorted(p for p in files if p.endswith(".whl.metadata"))[0]
+    original = files[lost]
+    if hub is not None:
+        HfApi().delete_file(lost, REPO_ID, repo_type="dataset")
+    else:
+        (tmp_path / repo / lost).unlink()
+
+    before = run("verify", "--repo", repo)
+    assert before.code == 1 and f"{lost}: the wheel's METADATA file (PEP 658) is missing (reindex restores it)" in before.out
+    dry = run("reindex", "--repo", repo, "--dry-run")
+    assert dry.code == 0 and f"would restore  {lost}" in dry.out
+    assert lost not in tree(repo, tmp_path, hub)
+    repaired = run("reindex", "--repo", repo)
+    assert repaired.code == 0 and f"restored  {lost}" in repaired.out, repaired.out + repaired.err
+    assert tree(repo, tmp_path, hub)[lost] == original  # the very bytes pip was promised (the index's sha256)
+    assert run("verify", "--repo", repo).code == 0
+    assert "nothing to reindex" in run("reindex", "--repo", repo).out

@@ -11,11 +11,14 @@ with ``parent_commit`` on the Hub; a stage landing meanwhile makes it re-plan).
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from librarian.catalogue import is_generated
@@ -23,7 +26,8 @@ from librarian.errors import LibrarianError
 from librarian.index import ROOT, Index, IndexEntry, parse_pending, parse_pending_path
 from librarian.layout import Layout
 from librarian.ops.placement import Problem, check_placement
-from librarian.stores.base import Changes, Store, StoredFile, read_index, sha256_stored
+from librarian.stores.base import Changes, Store, StoredFile, Upload, read_index, sha256_stored
+from librarian.wheel.wheelfile import read_wheel_info
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,7 @@ class ReindexReport:
     unindexed: tuple[Problem, ...] = ()  # wheels in the tree neither indexed nor staged (not adopted)
     unreadable: tuple[Problem, ...] = ()  # pending files left in place: they could not be read
     cleared: int = 0  # pending files deleted
+    restored: tuple[str, ...] = ()  # PEP 658 METADATA files the index names and the tree lacked, rewritten
     manifests: int = 0  # stage manifests read (reindex --manifest)
     where: str = ""
     commit: str = ""  # the commit's web URL, where the store makes commits (the Hub)
@@ -48,7 +53,7 @@ class ReindexReport:
     @property
     def changed(self) -> bool:
         """Whether the store changed (or would)."""
-        return bool(self.merged or self.adopted or self.cleared)
+        return bool(self.merged or self.adopted or self.cleared or self.restored)
 
     @property
     def findings(self) -> tuple[Problem, ...]:
@@ -60,6 +65,7 @@ def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
     """What reindex did, a line per wheel and finding, and a summary."""
     lines = [f"{'would merge' if dry_run else 'merged':>11}  {e.path}" for e in report.merged]
     lines += [f"{'would adopt' if dry_run else 'adopted':>11}  {e.path}" for e in report.adopted]
+    lines += [f"{'would restore' if dry_run else 'restored':>11}  {p}" for p in report.restored]
     lines += [str(p) for p in report.findings]
     if not report.changed:
         return "\n".join([*lines, f"nothing to reindex in {report.location}"])
@@ -69,6 +75,7 @@ def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
     else:
         summary += f"cleared {report.cleared} pending file(s) in {report.location}"
     summary += f" ({len(report.adopted)} adopted)" if report.adopted else ""
+    summary += f" ({len(report.restored)} METADATA file(s) restored)" if report.restored else ""
     commit = [f"commit {report.commit}"] if report.commit else []
     return "\n".join([*lines, summary + (" (dry run: nothing changed)" if dry_run else ""), *commit])
 
@@ -81,6 +88,7 @@ def reindex_json(report: ReindexReport) -> dict[str, Any]:
         "merged": [e.path for e in report.merged],
         "adopted": [e.path for e in report.adopted],
         "cleared": report.cleared,
+        "restored": list(report.restored),
         "manifests": report.manifests,
         "commit": report.commit or None,
         "problems": [{"path": p.path, "problem": p.problem} for p in report.findings],
@@ -191,28 +199,65 @@ def read_pending(store: Store, files: Iterable[StoredFile]) -> tuple[dict[str, I
 
 
 def reindex(store: Store, default_layout: Layout, *, adopt: bool = False, dry_run: bool = False) -> ReindexReport:
-    """Merge every staged entry into the index in one change; with ``adopt``, also file unindexed wheels."""
+    """Merge every staged entry into the index in one change; with ``adopt``, also file unindexed wheels.
+
+    METADATA files (PEP 658) the index names and the tree lacks are restored from their wheels.
+    """
     cache: dict[str, IndexEntry] = {}
     sha_of = _hasher(store)
+    with tempfile.TemporaryDirectory(prefix="librarian-reindex-") as tmp:
 
-    def planner(index: Index) -> tuple[Changes, ReindexReport]:
-        # Runs inside the store's update: the listing and the reads see the snapshot the change applies to.
-        listed = store.list_files().files
-        found, unreadable = read_pending(store, [f for f in listed if f.path not in cache])
-        cache.update(found)
-        paths = {f.path for f in listed}
-        pending = {p: e for p, e in cache.items() if p in paths}
-        files = _hash_where_sizes_cannot_tell(listed, pending, sha_of)
-        candidates = entries_from_tree(index.layout, _unindexed(files, index, pending), sha_of) if adopt else []
-        changes, report = plan_reindex(index, files, pending, candidates)
-        return changes, replace(report, unreadable=tuple(unreadable), location=store.location)
+        def planner(index: Index) -> tuple[Changes, ReindexReport]:
+            # Runs inside the store's update: the listing and the reads see the snapshot the change applies to.
+            listed = store.list_files().files
+            found, unreadable = read_pending(store, [f for f in listed if f.path not in cache])
+            cache.update(found)
+            paths = {f.path for f in listed}
+            pending = {p: e for p, e in cache.items() if p in paths}
+            files = _hash_where_sizes_cannot_tell(listed, pending, sha_of)
+            candidates = entries_from_tree(index.layout, _unindexed(files, index, pending), sha_of) if adopt else []
+            changes, report = plan_reindex(index, files, pending, candidates)
+            restores = _restore_metadata(store, changes.index, listed, Path(tmp))
+            changes = replace(changes, uploads=(*changes.uploads, *restores))
+            restored = tuple(u.path for u in restores)
+            return changes, replace(report, unreadable=tuple(unreadable), location=store.location, restored=restored)
 
-    if dry_run:
-        return planner(read_index(store, default_layout))[1]
-    applied = store.update(planner, default_layout)
+        if dry_run:
+            return planner(read_index(store, default_layout))[1]
+        applied = store.update(planner, default_layout)
     for note in applied.notes:
         log.info("%s", note)
     return replace(applied.result, where=applied.where, commit=applied.commit)
+
+
+def missing_metadata(index: Index, files: Iterable[StoredFile]) -> list[IndexEntry]:
+    """Pure: the entries whose wheel is in the tree and whose PEP 658 file, named by the index, is not."""
+    paths = {f.path for f in files}
+    return [e for e in index.entries if e.metadata_path and e.path in paths and e.metadata_path not in paths]
+
+
+def _restore_metadata(store: Store, index: Index, files: Sequence[StoredFile], tmp: Path) -> list[Upload]:
+    """The METADATA files the index names and the tree lacks (a kill, a hand), re-read from their wheels.
+
+    A wheel whose METADATA no longer has the recorded sha256 is left alone: verify names that wheel.
+    """
+    uploads = []
+    for entry in missing_metadata(index, files):
+        path = entry.metadata_path
+        assert path is not None  # missing_metadata returns only entries that name one
+        try:
+            with store.open(entry.path) as wheel:
+                data = read_wheel_info(Path(wheel.name)).metadata
+        except LibrarianError as e:
+            log.warning("%s: cannot restore its METADATA file (%s)", entry.path, e)
+            continue
+        sha = hashlib.sha256(data).hexdigest()
+        if sha != entry.metadata_sha256:
+            continue
+        source = tmp / f"{sha}.metadata"
+        source.write_bytes(data)
+        uploads.append(Upload(path, source, sha, len(data)))
+    return uploads
 
 
 def _unindexed(files: Sequence[StoredFile], index: Index, pending: Mapping[str, IndexEntry]) -> list[StoredFile]:

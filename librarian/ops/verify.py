@@ -242,7 +242,7 @@ def _check_metadata_files(store: Store, index: Index, files: dict[str, StoredFil
             continue
         stored = files.get(path)
         if stored is None:
-            problems.append(Problem(path, "the wheel's METADATA file (PEP 658) is missing (publish it again)"))
+            problems.append(Problem(path, "the wheel's METADATA file (PEP 658) is missing (reindex restores it)"))
             continue
         sha = stored.sha256 or (sha256_stored(store, path) if store.is_local else None)
         if sha is not None and sha != entry.metadata_sha256:

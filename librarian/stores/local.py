@@ -22,6 +22,7 @@ import os
 import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -342,7 +343,9 @@ class LocalStore:
             raise StoreError(f"{journal}: cannot read ({e.strerror or e})") from e
         added, unlisted, deletes = self._parse_journal(raw, journal)
         old = read_index(self, default_layout)
-        present = [e for e in added if self._holds(e)]
+        # A wheel whose PEP 658 file the kill left unwritten is kept, served without it (pip reads the
+        # wheel then): the file is optional, the wheel is not.
+        present = [e if self._holds_metadata(e) else replace(e, metadata_sha256=None) for e in added if self._holds(e)]
         new = old.with_entries(added=present, removed=unlisted)
         self._write_catalogue(old, new, rebuild=True)
         self._delete(deletes)
@@ -365,10 +368,18 @@ class LocalStore:
 
     def _holds(self, entry: IndexEntry) -> bool:
         """Whether the wheel an interrupted change meant to add is in place, whole (size and sha256)."""
+        return self._holds_file(entry.path, entry.sha256, entry.size)
+
+    def _holds_metadata(self, entry: IndexEntry) -> bool:
+        """Whether the entry's PEP 658 METADATA file, if it names one, is in place and whole."""
+        path = entry.metadata_path
+        return path is None or self._holds_file(path, entry.metadata_sha256 or "", None)
+
+    def _holds_file(self, path: str, sha256: str, size: int | None) -> bool:
         try:
-            target = self._resolve(entry.path)
+            target = self._resolve(path)
             st = target.lstat()
-            return stat.S_ISREG(st.st_mode) and st.st_size == entry.size and sha256_file(target) == entry.sha256
+            return stat.S_ISREG(st.st_mode) and size in (None, st.st_size) and sha256_file(target) == sha256
         except (OSError, StoreError):
             return False
 

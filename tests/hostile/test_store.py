@@ -168,6 +168,19 @@ def test_item5_killed_between_shard_and_root_is_repaired_by_reindex(run: Run, st
     assert wheel_name(version="0.2.0") in (store / "index/tinykern.json").read_text()
 
 
+def test_item5_killed_between_a_wheel_and_its_metadata_file_keeps_the_wheel(run: Run, store: Path, tmp_path: Path) -> None:
+    """The wheel is whole, its PEP 658 file never written: the recovery lists the wheel without promising it."""
+    newer = build(tmp_path / "dist2", "tinykern", "0.2.0")
+    _interrupted(run, wheel_name(version="0.2.0") + ".metadata", "publish", str(newer), *FLAGS)
+    assert (store / CELL / wheel_name(version="0.2.0")).is_file()
+    assert not (store / CELL / (wheel_name(version="0.2.0") + ".metadata")).exists()
+    assert run("reindex").code == 0  # finishes the change the journal names
+    assert run("verify").code == 0
+    shard = json.loads((store / "index/tinykern.json").read_text())["wheels"]
+    kept = [w for w in shard if w["path"].endswith(wheel_name(version="0.2.0"))]
+    assert len(kept) == 1 and "metadata_sha256" not in kept[0]
+
+
 def test_item5_stale_root_without_a_journal_is_rebuilt_by_reindex(run: Run, store: Path, tmp_path: Path) -> None:
     """A store an older librarian left half-written (no journal): reindex rebuilds every generated file."""
     old_root = (store / "index.json").read_bytes()
