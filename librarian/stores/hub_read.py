@@ -32,7 +32,7 @@ from librarian import progress
 from librarian.errors import StoreError
 from librarian.layout import check_store_path
 from librarian.redact import register_secret
-from librarian.safeio import open_regular
+from librarian.safeio import atomic_path, open_regular
 from librarian.stores.base import Listing, StoredFile
 from librarian.stores.hub_address import public_endpoint
 from librarian.stores.hub_cache import ReadCache
@@ -201,26 +201,19 @@ class HubReader:
         sha = self._pinned()
         if sha is None:
             raise self._missing_repo()
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".librarian-tmp-", dir=dest.parent)
-        os.close(fd)
-
         size: list[int | None] = [None]
+        with atomic_path(dest) as tmp:
 
-        def sink(stream: Iterator[bytes]) -> None:
-            with open(tmp, "wb") as out, progress.task(f"download {PurePosixPath(path).name}", size[0]) as bar:
-                for chunk in stream:
-                    out.write(chunk)
-                    bar.advance(len(chunk))
+            def sink(stream: Iterator[bytes]) -> None:  # a retried download starts the file over ("wb")
+                with open(tmp, "wb") as out, progress.task(f"download {PurePosixPath(path).name}", size[0]) as bar:
+                    for chunk in stream:
+                        out.write(chunk)
+                        bar.advance(len(chunk))
 
-        try:
             try:
                 self._get(sha, path, sink, sized=lambda n: size.__setitem__(0, n))
             except NoEntry as e:
                 raise StoreError(f"{self.location}/{path}: not in the repo") from e
-            os.replace(tmp, dest)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
         return dest
 
     @property

@@ -31,7 +31,15 @@ from librarian.errors import StoreError
 from librarian.generated import Generated, plan_generated, root_is_stale
 from librarian.index import MAX_INDEX_BYTES, PENDING_DIR, ROOT, SHARD_DIR, Index, IndexEntry
 from librarian.layout import Layout, check_store_path
-from librarian.safeio import TMP_PREFIX, atomic_write, kind, open_regular, read_regular, sha256_file
+from librarian.safeio import (
+    TMP_PREFIX,
+    atomic_path,
+    atomic_write,
+    kind,
+    open_regular,
+    read_regular,
+    sha256_file,
+)
 from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, R, StoredFile, Upload, read_index
 
 log = logging.getLogger(__name__)
@@ -43,14 +51,11 @@ _TMP_PREFIX = TMP_PREFIX
 
 def _link_atomic(existing: Path, target: Path) -> bool:
     """Hard-link ``existing`` at ``target`` (temp name, then rename); False where links are not possible."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f"{_TMP_PREFIX}{os.getpid()}-{target.name}"
     try:
-        tmp.unlink(missing_ok=True)
-        os.link(existing, tmp)
+        with atomic_path(target) as tmp:
+            os.link(existing, tmp)
     except OSError:
         return False
-    os.replace(tmp, target)
     return True
 
 
