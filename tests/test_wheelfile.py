@@ -19,8 +19,9 @@ from wheel.wheelfile import WheelFile  # type: ignore[import-untyped]
 from librarian.coords import Label
 from librarian.errors import BadWheel, Refused
 from librarian.wheel import zipraw
+from librarian.wheel.record import verify_record
 from librarian.wheel.retag import retag
-from librarian.wheel.wheelfile import read_wheel_info, sha256_file, verify_record
+from librarian.wheel.wheelfile import read_wheel_info, sha256_file
 from tests.builders import UnseekableSink, make_wheel, record_hash
 
 LABEL = Label.parse("cu128torch2.8")

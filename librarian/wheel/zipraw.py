@@ -1,10 +1,16 @@
 """Raw zip I/O: members' compressed bytes read and written as they are, never recompressed.
 
 ``zipfile`` reads the central directory; this module finds each member's data behind its local header,
-inflates it in bounded chunks (a guard against decompression bombs) and writes a new archive from raw
-compressed bytes: local headers, data, central directory, end records, with ZIP64 where sizes, offsets
-or counts need it. Format reference: https://pkware.cachefly.net/webdocs/casestudies/APPNOTE.TXT
+inflates it in bounded chunks and writes a new archive from raw compressed bytes: local headers, data,
+central directory, end records, with ZIP64 where sizes, offsets or counts need it.
+Format reference: https://pkware.cachefly.net/webdocs/casestudies/APPNOTE.TXT
 Errors are :class:`ZipError` (``<member>: <problem>``); the caller adds the archive's name.
+
+The one zip-bomb policy lives here. Every inflate (:class:`Inflater`, :func:`inflate_whole`) stops at the
+member's declared size, so a streaming reader (RECORD check, retag) never holds or writes more than the
+central directory promised. A reader that keeps a whole member (inspection: in memory, or spooled to a
+temporary file) first asks :func:`bomb_problem`: a declared size past :data:`MAX_MEMBER`, or a ratio past
+:data:`MAX_RATIO`, is refused before a byte is inflated.
 """
 
 from __future__ import annotations
@@ -36,10 +42,22 @@ _EOCD_SIG, _EOCD64_SIG, _LOCATOR64_SIG = 0x06054B50, 0x06064B50, 0x07064B50
 _ZIP64_EXTRA = 0x0001
 _FLAG_ENCRYPTED, _FLAG_DESCRIPTOR, _FLAG_UTF8 = 0x1, 0x8, 0x800
 SUPPORTED_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+MAX_MEMBER = 16 << 30  # declared inflated size of one member kept whole: no real .so comes near
+MAX_RATIO = 200  # inflated / compressed for a member kept whole; real .so files stay far below (zeros would not)
 
 
 class ZipError(ValueError):
     """A member's bytes disagree with the central directory, or cannot be inflated."""
+
+
+def bomb_problem(info: zipfile.ZipInfo) -> str | None:
+    """Why a member is not to be inflated whole (its declared size or its ratio), or None; checked before
+    a byte is inflated, by every reader that keeps a whole member."""
+    if info.file_size > MAX_MEMBER:
+        return f"declares {info.file_size} bytes, over the {MAX_MEMBER}-byte cap"
+    if info.file_size > MAX_RATIO * max(info.compress_size, 1) and info.file_size > CHUNK:
+        return f"compresses {info.file_size // max(info.compress_size, 1)}:1 (zip bomb?)"
+    return None
 
 
 def name_bytes(info: zipfile.ZipInfo, name: str | None = None) -> bytes:
@@ -224,6 +242,14 @@ def iter_plain(f: BinaryIO, info: zipfile.ZipInfo, start: int) -> Iterator[bytes
     """The member's uncompressed bytes (data at ``start``) in bounded chunks, size and CRC checked at the end."""
     inflater = Inflater(info)
     for raw in iter_raw(f, start, info.compress_size):
+        yield from inflater.feed(raw)
+    yield from inflater.finish()
+
+
+def iter_plain_at(fd: int, info: zipfile.ZipInfo, start: int) -> Iterator[bytes]:
+    """As :func:`iter_plain`, by ``os.pread`` on ``fd``: safe from any thread."""
+    inflater = Inflater(info)
+    for raw in iter_raw_at(fd, start, info.compress_size):
         yield from inflater.feed(raw)
     yield from inflater.finish()
 
