@@ -157,3 +157,37 @@ def test_writer_refuses_short_data() -> None:
     info, raw = _info(b"abc" * 100)
     with pytest.raises(zipraw.ZipError, match="expected"):
         zipraw.RawZipWriter(io.BytesIO()).add_raw(info, [raw[:-1]])
+
+
+@pytest.mark.parametrize("force_zip64", [False, True])
+def test_writer_directory_is_what_zipfile_reads_back(force_zip64: bool) -> None:
+    blob = _source()
+    copy = _copy(blob, force_zip64=force_zip64)
+    with zipfile.ZipFile(io.BytesIO(blob)) as src:
+        sink = io.BytesIO()
+        writer = zipraw.RawZipWriter(sink, force_zip64=force_zip64)
+        for info in src.infolist():
+            writer.add_raw(info, [_raw(blob, info)])
+        writer.close()
+        assert sink.getvalue() == copy
+    with zipfile.ZipFile(io.BytesIO(copy)) as back:
+        read = back.infolist()
+    fields = ("orig_filename", "filename", "header_offset", "CRC", "compress_size", "file_size", "flag_bits",
+              "compress_type", "external_attr", "date_time")  # fmt: skip
+    assert [[getattr(i, f) for f in fields] for i in writer.directory()] == [[getattr(i, f) for f in fields] for i in read]
+
+
+@pytest.mark.parametrize(
+    "name", ["a/b.py", "", "/", "/abs", "a//b", "a/./b", "../x", "./x", "a/..", "a/.", "C:x", "c:/x", "a\\b", "a\x00b",
+             "a/b/", "a//", "a/.hidden", "x/", "a/..b", ".dist", "..", ".", "a/b/../c"],  # fmt: skip
+)
+def test_unsafe_name_fast_path_agrees_with_the_rules(name: str) -> None:
+    path = name.removesuffix("/")
+    expected = None
+    if "\\" in name or "\x00" in name:
+        expected = "backslash or NUL in the name"
+    elif name.startswith("/") or (len(name) > 1 and name[1] == ":" and name[0].isascii() and name[0].isalpha()):
+        expected = "absolute path"
+    elif any(part in {"", ".", ".."} for part in path.split("/")):
+        expected = "'..', '.' or empty path segment"
+    assert zipraw.unsafe_name(name) == expected

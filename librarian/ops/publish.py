@@ -30,7 +30,7 @@ from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import atomic_write
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
 from librarian.wheel.deep import read_deep
-from librarian.wheel.retag import retag
+from librarian.wheel.retag import retag_with_directory
 from librarian.wheel.wheelfile import sha256_file
 
 log = logging.getLogger(__name__)
@@ -183,8 +183,8 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
                 staged = path
                 read = read_deep(path, record=True, jobs=options.jobs)
             else:
-                staged = retag(path, label, staging, relabel=True, verify=True, jobs=options.jobs)
-                read = read_deep(staged, record=False, jobs=options.jobs)
+                staged, directory = retag_with_directory(path, label, staging, relabel=True, jobs=options.jobs)
+                read = read_deep(staged, record=False, jobs=options.jobs, directory=directory)
             info, facts = read.publishable()
             staged_name = WheelName.parse(staged.name)
             check_claims(Wheel(staged_name, facts), options, path.name)

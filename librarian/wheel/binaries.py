@@ -43,6 +43,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 _NATIVE = re.compile(r"\.(?:so(?:\.\d+)*|pyd|dylib|dll)$", re.IGNORECASE)
 _DEVICE_CODE = re.compile(r"\.(?:cubin|fatbin|ptx)$", re.IGNORECASE)
+_INSPECTED = re.compile(r"\.(?:so(?:\.\d+)*|pyd|dylib|dll|cubin|fatbin|ptx)$", re.IGNORECASE)  # either of the two
 # Mangled names of libtorch / libc10 / ATen: namespaces c10, at, torch, caffe2, behind an optional
 # vtable/typeinfo prefix (TV, TI, TS) and cv-qualifiers (K, V, r).
 _TORCH_SYMBOL = re.compile(r"_Z(?:T[VIS])?N?[KVr]*(?:3c10|2at|5torch|6caffe2)")
@@ -127,7 +128,7 @@ def _device_facts(
 
 def inspected(info: zipfile.ZipInfo) -> bool:
     """Whether a wheel member is one inspection reads (a native binary or device code, not a folder)."""
-    return not info.is_dir() and (is_native(info.filename) or is_device_code(info.filename))
+    return _INSPECTED.search(info.filename) is not None and not info.is_dir()
 
 
 def inspect_wheel(path: Path, *, jobs: int | None = None) -> WheelFacts:

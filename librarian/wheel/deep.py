@@ -58,12 +58,16 @@ class DeepRead:
         return self.info, self.facts
 
 
-def read_deep(path: Path, name: WheelName | None = None, *, record: bool = True, jobs: int | None = None) -> DeepRead:
+def read_deep(
+    path: Path, name: WheelName | None = None, *, record: bool = True, jobs: int | None = None,
+    directory: list[zipfile.ZipInfo] | None = None,
+) -> DeepRead:
     """Read ``path`` (named ``name``, default its filename) once: metadata, RECORD (``record``) and binaries.
 
-    Members are read by ``jobs`` threads (default: the cores available). BadWheel if it cannot be opened.
+    Members are read by ``jobs`` threads (default: the cores available); ``directory`` as for
+    :func:`~librarian.wheel.wheelfile.open_wheel`. BadWheel if it cannot be opened.
     """
-    with open_wheel(path, name) as w:
+    with open_wheel(path, name, directory) as w:
         info: WheelInfo | None = None
         unreadable = None
         try:

@@ -185,7 +185,12 @@ class Checks:
 
 def unrecorded(member: str, dist_info: str) -> bool:
     """Members RECORD does not hash: itself, its signatures, folder entries."""
-    return member.endswith("/") or member in {f"{dist_info}/{leaf}" for leaf in ("RECORD", *SIGNATURES)}
+    return member.endswith("/") or member in _unhashed(dist_info)
+
+
+@functools.lru_cache(maxsize=16)
+def _unhashed(dist_info: str) -> frozenset[str]:
+    return frozenset(f"{dist_info}/{leaf}" for leaf in ("RECORD", *SIGNATURES))
 
 
 def jobs_for(jobs: int | None) -> int:

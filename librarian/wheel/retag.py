@@ -16,6 +16,7 @@ import os
 import re
 import secrets
 import shutil
+import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -97,10 +98,18 @@ def retag(
     With ``verify``, members are checked against RECORD by ``jobs`` threads (default: the cores available)
     while this one copies their raw bytes; the output is the same bytes whatever ``jobs`` is.
     """
+    return retag_with_directory(src, label, out_dir, relabel=relabel, verify=verify, jobs=jobs)[0]
+
+
+def retag_with_directory(
+    src: Path, label: Label, out_dir: Path, *, relabel: bool = False, verify: bool = True, jobs: int | None = None
+) -> tuple[Path, list[zipfile.ZipInfo] | None]:
+    """:func:`retag`, and the central directory it wrote (``None`` where it wrote none: already labelled),
+    so that a reader of the new wheel need not parse it again (:func:`~librarian.wheel.wheelfile.open_wheel`)."""
     name = parse_filename(src)
     out_dir.mkdir(parents=True, exist_ok=True)
     if name.label == label:
-        return _already(src, out_dir, verify, jobs)
+        return _already(src, out_dir, verify, jobs), None
     if name.version.local is not None and not relabel:
         _refuse_relabel(src, name, label)
     new_name = name.with_label(label)
@@ -125,16 +134,17 @@ def retag(
         }
         size = src.stat().st_size
         with _atomic_output(dest) as out, progress.task(f"retag {src.name}", total=size) as bar:
+            writer = zipraw.RawZipWriter(out)
             if verify and jobs_for(jobs) > 1:
                 with Pipeline(jobs_for(jobs), "record") as pipeline:
                     checks = Checks(record, pipeline)
                     try:
-                        _write(record, zipraw.RawZipWriter(out), renames, replaced, checks, bar)
+                        _write(record, writer, renames, replaced, checks, bar)
                     finally:
                         pipeline.drain()  # an earlier member's failure is the one to report
             else:
-                _write(record, zipraw.RawZipWriter(out), renames, replaced, verify, bar)
-    return dest
+                _write(record, writer, renames, replaced, verify, bar)
+    return dest, writer.directory()
 
 
 def _counted(chunks: Iterable[bytes], bar: progress.Task) -> Iterator[bytes]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 CHUNK = 1 << 20
+_WINDOW = 64 << 10  # bytes of the archive read at once to find local headers
 # Past these, an entry or the archive needs ZIP64 records; module globals (as in zipfile) so a test can
 # lower them and drive the ZIP64 path with small files.
 ZIP64_LIMIT = 0xFFFFFFFF
@@ -42,6 +43,10 @@ _EOCD_SIG, _EOCD64_SIG, _LOCATOR64_SIG = 0x06054B50, 0x06064B50, 0x07064B50
 _ZIP64_EXTRA = 0x0001
 _FLAG_ENCRYPTED, _FLAG_DESCRIPTOR, _FLAG_UTF8 = 0x1, 0x8, 0x800
 SUPPORTED_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+_DRIVE = re.compile(r"[A-Za-z]:")
+# Every name unsafe_name could refuse matches this: a backslash or NUL, a leading "/" or ".", a drive,
+# "//", "/." or nothing at all.
+_SUSPECT = re.compile(r"[\\\x00]|^[/.]|^[A-Za-z]:|//|/\.|^$")
 MAX_MEMBER = 16 << 30  # declared inflated size of one member kept whole: no real .so comes near
 MAX_RATIO = 200  # inflated / compressed for a member kept whole; real .so files stay far below (zeros would not)
 
@@ -63,6 +68,8 @@ def bomb_problem(info: zipfile.ZipInfo) -> str | None:
 def name_bytes(info: zipfile.ZipInfo, name: str | None = None) -> bytes:
     """``name`` (default: the member's own) encoded as the member's flags say (UTF-8 flag, else cp437)."""
     text = info.orig_filename if name is None else name
+    if text.isascii():  # most names: cp437 and UTF-8 agree, and the ascii codec is C, cp437's is not
+        return text.encode("ascii")
     return text.encode("utf-8" if info.flag_bits & _FLAG_UTF8 else "cp437")
 
 
@@ -80,19 +87,28 @@ def data_offset(f: BinaryIO, info: zipfile.ZipInfo) -> int:
     return info.header_offset + _LOCAL.size + name_len + extra_len
 
 
-def _data_offset_at(fd: int, info: zipfile.ZipInfo) -> int:
-    """:func:`data_offset` by one ``pread`` of the header and the name it should carry (70,000 members: one
-    system call each, not three)."""
-    name = name_bytes(info)
-    head = os.pread(fd, _LOCAL.size + len(name), info.header_offset)
-    if len(head) < _LOCAL.size or _LOCAL.unpack_from(head)[0] != _LOCAL_SIG:
-        raise ZipError(f"{info.orig_filename}: no local header at offset {info.header_offset}")
-    name_len: int
-    extra_len: int
-    name_len, extra_len = _LOCAL.unpack_from(head)[-2:]
-    if name_len != len(name) or head[_LOCAL.size :] != name:
-        raise ZipError(f"{info.orig_filename}: local header names another member")
-    return info.header_offset + _LOCAL.size + name_len + extra_len
+class _Window:
+    """Local headers read by ``pread`` a window at a time: members in file order (70,000 small ones) cost one
+    system call per :data:`_WINDOW` bytes, not one each."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.start, self.buf = fd, 0, b""
+
+    def offset(self, info: zipfile.ZipInfo) -> int:
+        """:func:`data_offset`, from the window (read anew where the header is not inside it)."""
+        name = name_bytes(info)
+        at, need = info.header_offset, _LOCAL.size + len(name)
+        rel = at - self.start
+        if rel < 0 or rel + need > len(self.buf):
+            self.buf, self.start, rel = os.pread(self.fd, max(_WINDOW, need), at), at, 0
+        if rel + _LOCAL.size > len(self.buf) or _LOCAL.unpack_from(self.buf, rel)[0] != _LOCAL_SIG:
+            raise ZipError(f"{info.orig_filename}: no local header at offset {at}")
+        name_len: int
+        extra_len: int
+        name_len, extra_len = _LOCAL.unpack_from(self.buf, rel)[-2:]
+        if name_len != len(name) or self.buf[rel + _LOCAL.size : rel + need] != name:
+            raise ZipError(f"{info.orig_filename}: local header names another member")
+        return at + _LOCAL.size + name_len + extra_len
 
 
 def data_offsets(f: BinaryIO, infos: list[zipfile.ZipInfo]) -> dict[str, int]:
@@ -104,7 +120,8 @@ def data_offsets(f: BinaryIO, infos: list[zipfile.ZipInfo]) -> dict[str, int]:
     if fd is None:
         offsets = {i.orig_filename: data_offset(f, i) for i in infos}
     else:
-        offsets = {i.orig_filename: _data_offset_at(fd, i) for i in infos}
+        window = _Window(fd)
+        offsets = {i.orig_filename: window.offset(i) for i in infos}
     spans = sorted(
         (i.header_offset, offsets[i.orig_filename] + i.compress_size, i.orig_filename) for i in infos
     )
@@ -116,9 +133,11 @@ def data_offsets(f: BinaryIO, infos: list[zipfile.ZipInfo]) -> dict[str, int]:
 
 def unsafe_name(name: str) -> str | None:
     """Why a member name could write outside the folder it is extracted into, or None if it cannot."""
+    if not _SUSPECT.search(name):  # one search clears most names (70,000 members: it adds up)
+        return None
     if "\\" in name or "\x00" in name:
         return "backslash or NUL in the name"
-    if name.startswith("/") or re.match(r"[A-Za-z]:", name):
+    if name.startswith("/") or _DRIVE.match(name):
         return "absolute path"
     path = name.removesuffix("/")
     # Only a name with an empty, "." or ".." segment can be one; most have no "//", "/." or leading ".".
@@ -261,6 +280,8 @@ def _dos_time(date_time: tuple[int, int, int, int, int, int]) -> tuple[int, int]
 
 def _strip_zip64(extra: bytes) -> bytes:
     """``extra`` without ZIP64 blocks (this writer writes its own) or a malformed tail."""
+    if not extra:  # most members: nothing to strip
+        return extra
     kept, i = [], 0
     while i + 4 <= len(extra):
         tag, size = struct.unpack_from("<HH", extra, i)
@@ -367,6 +388,19 @@ class RawZipWriter:
         self.add_raw(
             info, [raw], name=name, crc=zlib.crc32(data), compress_size=len(raw), file_size=len(data)
         )
+
+    def directory(self) -> list[zipfile.ZipInfo]:
+        """The members written so far as a reader of the archive's central directory finds them."""
+        out = []
+        for e in self._entries:
+            info = zipfile.ZipInfo(e.name.decode("utf-8" if e.info.flag_bits & _FLAG_UTF8 else "cp437"), e.info.date_time)
+            info.compress_type, info.flag_bits = e.info.compress_type, e.info.flag_bits & ~_FLAG_DESCRIPTOR
+            info.create_system, info.create_version = e.info.create_system, e.info.create_version
+            info.extract_version, info.extra = e.info.extract_version, _strip_zip64(e.info.extra)
+            info.internal_attr, info.external_attr = e.info.internal_attr, e.info.external_attr
+            info.CRC, info.compress_size, info.file_size, info.header_offset = e.crc, e.compress_size, e.file_size, e.offset
+            out.append(info)
+        return out
 
     def _central(self, e: _Entry) -> bytes:
         fields = [
