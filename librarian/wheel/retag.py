@@ -26,7 +26,16 @@ from librarian.coords import Label, WheelName
 from librarian.errors import Refused
 from librarian.pool import Pipeline
 from librarian.wheel import zipraw
-from librarian.wheel.record import Checks, Record, Row, digest_field, jobs_for, unrecorded, verify_record
+from librarian.wheel.record import (
+    Checks,
+    Record,
+    Row,
+    digest_field,
+    jobs_for,
+    small,
+    unrecorded,
+    verify_record,
+)
 from librarian.wheel.wheelfile import SIGNATURES, OpenWheel, open_wheel, parse_filename, version_of
 
 log = logging.getLogger(__name__)
@@ -170,15 +179,17 @@ def _write(
             bar.advance(info.compress_size)
         elif member.startswith(f"{w.dist_info}/") and member.rpartition("/")[2] in SIGNATURES:
             log.warning("%s: dropping %s, which signs the old RECORD", w.path, member)
-        elif isinstance(verify, Checks) and not unrecorded(member, w.dist_info):
-            if info.compress_size <= zipraw.CHUNK:  # one pread, no generator: 70,000 small members add up
-                raw = w.raw_whole(info)
+        elif verify and not unrecorded(member, w.dist_info) and small(info):
+            raw = w.raw_whole(info)  # one pread, no generator: 70,000 small members add up
+            if isinstance(verify, Checks):
                 verify.add(info, raw)  # the same bytes are checked and copied
-                writer.add_raw(info, [raw], name=new_member)
-                bar.advance(info.compress_size)
             else:
-                verify.add(info)
-                writer.add_raw(info, _counted(w.raw(info), bar), name=new_member)
+                record.check_small(info, raw)
+            writer.add_raw(info, [raw], name=new_member)
+            bar.advance(info.compress_size)
+        elif isinstance(verify, Checks) and not unrecorded(member, w.dist_info):
+            verify.add(info)
+            writer.add_raw(info, _counted(w.raw(info), bar), name=new_member)
         elif verify and not unrecorded(member, w.dist_info):
             writer.add_raw(info, _counted(record.checked_raw(info), bar), name=new_member)
         else:

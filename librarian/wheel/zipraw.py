@@ -297,6 +297,7 @@ class _Entry:
 
     info: zipfile.ZipInfo
     name: bytes
+    text: str  # the name as a str
     offset: int
     crc: int
     compress_size: int
@@ -338,6 +339,7 @@ class RawZipWriter:
         entry = _Entry(
             info,
             name_bytes(info, name),
+            info.orig_filename if name is None else name,
             self._pos,
             info.CRC if crc is None else crc,
             info.compress_size if compress_size is None else compress_size,
@@ -393,7 +395,7 @@ class RawZipWriter:
         """The members written so far as a reader of the archive's central directory finds them."""
         out = []
         for e in self._entries:
-            info = zipfile.ZipInfo(e.name.decode("utf-8" if e.info.flag_bits & _FLAG_UTF8 else "cp437"), e.info.date_time)
+            info = zipfile.ZipInfo(e.text, e.info.date_time)
             info.compress_type, info.flag_bits = e.info.compress_type, e.info.flag_bits & ~_FLAG_DESCRIPTOR
             info.create_system, info.create_version = e.info.create_system, e.info.create_version
             info.extract_version, info.extra = e.info.extract_version, _strip_zip64(e.info.extra)
