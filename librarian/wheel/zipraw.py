@@ -22,7 +22,7 @@ import re
 import struct
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -75,24 +75,20 @@ def name_bytes(info: zipfile.ZipInfo, name: str | None = None) -> bytes:
 
 def data_offset(f: BinaryIO, info: zipfile.ZipInfo) -> int:
     """Where ``info``'s compressed bytes start, after checking its local header agrees on the name."""
-    f.seek(info.header_offset)
-    head = f.read(_LOCAL.size)
-    if len(head) != _LOCAL.size or _LOCAL.unpack(head)[0] != _LOCAL_SIG:
-        raise ZipError(f"{info.orig_filename}: no local header at offset {info.header_offset}")
-    name_len: int
-    extra_len: int
-    name_len, extra_len = _LOCAL.unpack(head)[-2:]
-    if f.read(name_len) != name_bytes(info):
-        raise ZipError(f"{info.orig_filename}: local header names another member")
-    return info.header_offset + _LOCAL.size + name_len + extra_len
+    return _Window(lambda size, at: _read_seek(f, size, at)).offset(info)
+
+
+def _read_seek(f: BinaryIO, size: int, at: int) -> bytes:
+    f.seek(at)
+    return f.read(size)
 
 
 class _Window:
-    """Local headers read by ``pread`` a window at a time: members in file order (70,000 small ones) cost one
-    system call per :data:`_WINDOW` bytes, not one each."""
+    """Local headers read a window at a time (``read(size, offset)``): members in file order (70,000 small
+    ones) cost one read per :data:`_WINDOW` bytes, not one each."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd, self.start, self.buf = fd, 0, b""
+    def __init__(self, read: Callable[[int, int], bytes]) -> None:
+        self.read, self.start, self.buf = read, 0, b""
 
     def offset(self, info: zipfile.ZipInfo) -> int:
         """:func:`data_offset`, from the window (read anew where the header is not inside it)."""
@@ -100,7 +96,7 @@ class _Window:
         at, need = info.header_offset, _LOCAL.size + len(name)
         rel = at - self.start
         if rel < 0 or rel + need > len(self.buf):
-            self.buf, self.start, rel = os.pread(self.fd, max(_WINDOW, need), at), at, 0
+            self.buf, self.start, rel = self.read(max(_WINDOW, need), at), at, 0
         if rel + _LOCAL.size > len(self.buf) or _LOCAL.unpack_from(self.buf, rel)[0] != _LOCAL_SIG:
             raise ZipError(f"{info.orig_filename}: no local header at offset {at}")
         name_len: int
@@ -114,14 +110,11 @@ class _Window:
 def data_offsets(f: BinaryIO, infos: list[zipfile.ZipInfo]) -> dict[str, int]:
     """Each member's data offset; members whose data overlap (a zip-bomb trick) are refused."""
     try:
-        fd: int | None = f.fileno() if hasattr(os, "pread") else None
+        fd = f.fileno() if hasattr(os, "pread") else None
     except (OSError, io.UnsupportedOperation):  # not a file: BytesIO
         fd = None
-    if fd is None:
-        offsets = {i.orig_filename: data_offset(f, i) for i in infos}
-    else:
-        window = _Window(fd)
-        offsets = {i.orig_filename: window.offset(i) for i in infos}
+    window = _Window(lambda size, at: _read_seek(f, size, at) if fd is None else os.pread(fd, size, at))
+    offsets = {i.orig_filename: window.offset(i) for i in infos}
     spans = sorted(
         (i.header_offset, offsets[i.orig_filename] + i.compress_size, i.orig_filename) for i in infos
     )
@@ -259,16 +252,17 @@ def read_at(fd: int, start: int, size: int) -> bytes:
 
 def iter_plain(f: BinaryIO, info: zipfile.ZipInfo, start: int) -> Iterator[bytes]:
     """The member's uncompressed bytes (data at ``start``) in bounded chunks, size and CRC checked at the end."""
-    inflater = Inflater(info)
-    for raw in iter_raw(f, start, info.compress_size):
-        yield from inflater.feed(raw)
-    yield from inflater.finish()
+    return _plain(info, iter_raw(f, start, info.compress_size))
 
 
 def iter_plain_at(fd: int, info: zipfile.ZipInfo, start: int) -> Iterator[bytes]:
     """As :func:`iter_plain`, by ``os.pread`` on ``fd``: safe from any thread."""
+    return _plain(info, iter_raw_at(fd, start, info.compress_size))
+
+
+def _plain(info: zipfile.ZipInfo, raws: Iterable[bytes]) -> Iterator[bytes]:
     inflater = Inflater(info)
-    for raw in iter_raw_at(fd, start, info.compress_size):
+    for raw in raws:
         yield from inflater.feed(raw)
     yield from inflater.finish()
 
