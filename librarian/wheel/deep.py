@@ -76,34 +76,41 @@ def read_deep(
             unreadable = e
         problems = tuple(metadata_problems_of(info)) if info is not None else ()
         natives = [i for i in w.infos if inspected(i)]
-        failure: LibrarianError | None = next(
-            (BadWheel(f"{path.name}!{i.filename}: {why}") for i in natives if (why := bomb_problem(i))), None
-        )
-        facts = None
-        if not record:
-            if failure is None:
-                try:
-                    facts = inspect_members(w.f, natives, w.offsets, path.name, jobs=jobs)
-                except LibrarianError as e:
-                    failure = e
-            return DeepRead(path, info, unreadable, problems, None, facts, failure)
-        outcomes: dict[str, BinaryFacts | LibrarianError] = {}
+        bomb = next((BadWheel(f"{path.name}!{i.filename}: {why}") for i in natives if (why := bomb_problem(i))), None)
+        liar, facts, failure = _binaries(w, natives, bomb, record, jobs)
+        return DeepRead(path, info, unreadable, problems, liar, facts, failure)
+
+
+def _binaries(
+    w: OpenWheel, natives: list[zipfile.ZipInfo], bomb: BadWheel | None, record: bool, jobs: int | None
+) -> tuple[str | None, WheelFacts | None, LibrarianError | None]:
+    """The first RECORD liar (``record``), the binaries' facts, and inspection's first failure (``bomb``, if any)."""
+    if not record:
+        if bomb is not None:
+            return None, None, bomb
         try:
-            rec = Record(w)
-            if failure is not None:  # a bomb is not inflated whole; RECORD is still checked, streaming
-                check_all(rec, jobs)
-            else:
-                _check_and_inspect(rec, {i.orig_filename for i in natives}, outcomes, jobs)
-        except BadWheel as e:
-            return DeepRead(path, info, unreadable, problems, str(e).removeprefix(f"{path}: "), None, failure)
-        except zipraw.ZipError as e:
-            return DeepRead(path, info, unreadable, problems, str(e), None, failure)
-        if failure is None:
-            failure = next((o for o in (outcomes[i.orig_filename] for i in natives) if isinstance(o, LibrarianError)), None)
-        if failure is None:
-            found = tuple(o for o in (outcomes[i.orig_filename] for i in natives) if isinstance(o, BinaryFacts))
-            facts = WheelFacts(filename=path.name, binaries=found)
-        return DeepRead(path, info, unreadable, problems, None, facts, failure)
+            return None, inspect_members(w.f, natives, w.offsets, w.path.name, jobs=jobs), None
+        except LibrarianError as e:
+            return None, None, e
+    outcomes: dict[str, BinaryFacts | LibrarianError] = {}
+    try:
+        rec = Record(w)
+        if bomb is not None:  # a bomb is not inflated whole; RECORD is still checked, streaming
+            check_all(rec, jobs)
+        else:
+            _check_and_inspect(rec, {i.orig_filename for i in natives}, outcomes, jobs)
+    except BadWheel as e:
+        return str(e).removeprefix(f"{w.path}: "), None, bomb
+    except zipraw.ZipError as e:
+        return str(e), None, bomb
+    if bomb is not None:
+        return None, None, bomb
+    found = [outcomes[i.orig_filename] for i in natives]
+    failure = next((o for o in found if isinstance(o, LibrarianError)), None)
+    if failure is not None:
+        return None, None, failure
+    facts = WheelFacts(filename=w.path.name, binaries=tuple(o for o in found if isinstance(o, BinaryFacts)))
+    return None, facts, None
 
 
 class _Source:
