@@ -160,7 +160,7 @@ def test_writer_refuses_short_data() -> None:
 
 
 @pytest.mark.parametrize("force_zip64", [False, True])
-def test_writer_directory_is_what_zipfile_reads_back(force_zip64: bool) -> None:
+def test_writer_directory_is_what_a_reader_finds(force_zip64: bool) -> None:
     blob = _source()
     copy = _copy(blob, force_zip64=force_zip64)
     with zipfile.ZipFile(io.BytesIO(blob)) as src:
@@ -174,7 +174,9 @@ def test_writer_directory_is_what_zipfile_reads_back(force_zip64: bool) -> None:
         read = back.infolist()
     fields = ("orig_filename", "filename", "header_offset", "CRC", "compress_size", "file_size", "flag_bits",
               "compress_type", "external_attr", "date_time")  # fmt: skip
-    assert [[getattr(i, f) for f in fields] for i in writer.directory()] == [[getattr(i, f) for f in fields] for i in read]
+    written = writer.directory()
+    assert [[getattr(i, f) for f in fields] for i in written.infos] == [[getattr(i, f) for f in fields] for i in read]
+    assert written.offsets == zipraw.data_offsets(io.BytesIO(copy), read)
 
 
 NAMES = ["a/b.py", "", "/", "/abs", "a//b", "a/./b", "../x", "./x", "a/..", "a/.", "C:x", "c:/x", "a\\b", "a\x00b",

@@ -60,7 +60,7 @@ class DeepRead:
 
 def read_deep(
     path: Path, name: WheelName | None = None, *, record: bool = True, jobs: int | None = None,
-    directory: list[zipfile.ZipInfo] | None = None,
+    directory: zipraw.Directory | None = None,
 ) -> DeepRead:
     """Read ``path`` (named ``name``, default its filename) once: metadata, RECORD (``record``) and binaries.
 

@@ -16,7 +16,6 @@ import os
 import re
 import secrets
 import shutil
-import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -112,7 +111,7 @@ def retag(
 
 def retag_with_directory(
     src: Path, label: Label, out_dir: Path, *, relabel: bool = False, verify: bool = True, jobs: int | None = None
-) -> tuple[Path, list[zipfile.ZipInfo] | None]:
+) -> tuple[Path, zipraw.Directory | None]:
     """:func:`retag`, and the central directory it wrote (``None`` where it wrote none: already labelled),
     so that a reader of the new wheel need not parse it again (:func:`~librarian.wheel.wheelfile.open_wheel`)."""
     name = parse_filename(src)

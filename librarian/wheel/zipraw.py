@@ -23,8 +23,7 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 CHUNK = 1 << 20
 _WINDOW = 64 << 10  # bytes of the archive read at once to find local headers
@@ -285,9 +284,16 @@ def _strip_zip64(extra: bytes) -> bytes:
     return b"".join(kept)
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """What the central directory needs to say about one written member."""
+class Directory(NamedTuple):
+    """An archive's members as its central directory lists them, and where each one's data starts."""
+
+    infos: list[zipfile.ZipInfo]
+    offsets: dict[str, int]
+
+
+class _Entry(NamedTuple):
+    """What the central directory needs to say about one written member (a tuple: 70,000 of them are made
+    in a row, and a frozen dataclass's ``__init__`` costs several times a tuple's)."""
 
     info: zipfile.ZipInfo
     name: bytes
@@ -310,6 +316,7 @@ class RawZipWriter:
         self._f = f
         self._pos = 0
         self._entries: list[_Entry] = []
+        self._data: list[int] = []  # where each entry's data starts
         self._zip64 = force_zip64
 
     def _big(self, n: int) -> bool:
@@ -364,6 +371,7 @@ class RawZipWriter:
             + entry.name
             + extra
         )
+        data = self._pos
         written = 0
         for chunk in chunks:
             self._write(chunk)
@@ -373,6 +381,7 @@ class RawZipWriter:
                 f"{info.orig_filename}: wrote {written} compressed bytes, expected {entry.compress_size}"
             )
         self._entries.append(entry)
+        self._data.append(data)
 
     def add_bytes(self, info: zipfile.ZipInfo, data: bytes, *, name: str | None = None) -> None:
         """Write one member from plain ``data``, compressed with ``info``'s method (new METADATA, RECORD)."""
@@ -385,9 +394,10 @@ class RawZipWriter:
             info, [raw], name=name, crc=zlib.crc32(data), compress_size=len(raw), file_size=len(data)
         )
 
-    def directory(self) -> list[zipfile.ZipInfo]:
-        """The members written so far as a reader of the archive's central directory finds them."""
-        out = []
+    def directory(self) -> Directory:
+        """The members written so far as a reader of the archive's central directory and local headers
+        finds them, without reading them back."""
+        infos = []
         for e in self._entries:
             info = zipfile.ZipInfo(e.text, e.info.date_time)
             info.compress_type, info.flag_bits = e.info.compress_type, e.info.flag_bits & ~_FLAG_DESCRIPTOR
@@ -395,8 +405,8 @@ class RawZipWriter:
             info.extract_version, info.extra = e.info.extract_version, _strip_zip64(e.info.extra)
             info.internal_attr, info.external_attr = e.info.internal_attr, e.info.external_attr
             info.CRC, info.compress_size, info.file_size, info.header_offset = e.crc, e.compress_size, e.file_size, e.offset
-            out.append(info)
-        return out
+            infos.append(info)
+        return Directory(infos, {e.text: data for e, data in zip(self._entries, self._data, strict=True)})
 
     def _central(self, e: _Entry) -> bytes:
         fields = [
