@@ -105,3 +105,20 @@ def test_a_zip_bomb_is_not_inflated_whole_but_record_is_still_checked(tmp_path: 
     lying = make_wheel(tmp_path / "b", files=files, tags=TAGS, record_override={"tinykern/a.py": record_hash(b"no")})
     assert (read_deep(lying, jobs=jobs).liar or "").startswith("tinykern/a.py: RECORD says")
 
+
+
+def test_metadata_that_does_not_inflate_comes_after_an_earlier_liar(tmp_path: Path) -> None:
+    files = {"tinykern/a.py": b"A = 1\n" * 50, **_files()}
+    wheel = make_wheel(tmp_path, files=files, tags=TAGS, record_override={"tinykern/a.py": record_hash(b"no")})
+    raw = bytearray(wheel.read_bytes())
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(i for i in zf.infolist() if i.filename.endswith(".dist-info/METADATA"))
+    with wheel.open("rb") as f:
+        start = zipraw.data_offset(f, meta)
+    raw[start : start + meta.compress_size] = b"\xff" * meta.compress_size  # not deflate data
+    wheel.write_bytes(bytes(raw))
+    read = read_deep(wheel)
+    assert read.unreadable is not None and "METADATA" in str(read.unreadable)
+    assert str(read.unreadable).startswith(f"{wheel}: ")
+    with pytest.raises(BadWheel, match="tinykern/a.py: RECORD says"):  # publish: RECORD first, as verify_record ran first
+        read.publishable()

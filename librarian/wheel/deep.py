@@ -74,6 +74,8 @@ def read_deep(
             info = info_of(w)
         except BadWheel as e:
             unreadable = e
+        except zipraw.ZipError as e:  # METADATA or WHEEL does not inflate: as open_wheel would say it
+            unreadable = BadWheel(f"{path}: {e}")
         problems = tuple(metadata_problems_of(info)) if info is not None else ()
         natives = [i for i in w.infos if inspected(i)]
         bomb = next((BadWheel(f"{path.name}!{i.filename}: {why}") for i in natives if (why := bomb_problem(i))), None)
