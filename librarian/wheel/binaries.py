@@ -148,10 +148,13 @@ def inspect_wheel(path: Path, *, jobs: int | None = None) -> WheelFacts:
         try:
             with zipfile.ZipFile(f) as zf:
                 infos = [i for i in zf.infolist() if inspected(i)]
-            offsets = zipraw.data_offsets(f, infos)
-        except (zipfile.BadZipFile, OSError, zipraw.ZipError) as e:
+        except (zipfile.BadZipFile, OSError) as e:
             raise BadWheel(f"{path.name}: not a readable zip ({e})") from e
-        refuse_bombs(infos, path.name)
+        refuse_bombs(infos, path.name)  # names and sizes are checked before a byte is read
+        try:
+            offsets = zipraw.data_offsets(f, infos)
+        except (OSError, zipraw.ZipError) as e:
+            raise BadWheel(f"{path.name}: not a readable zip ({e})") from e
         return inspect_members(f, infos, offsets, path.name, jobs=jobs)
 
 
