@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from librarian.wheel import zipraw
+from librarian.wheel import zipraw, zipwriter
 from tests.builders import UnseekableSink
 
 
@@ -34,7 +34,7 @@ def _raw(blob: bytes, info: zipfile.ZipInfo) -> bytes:
 
 def _copy(blob: bytes, *, force_zip64: bool = False) -> bytes:
     out = io.BytesIO()
-    writer = zipraw.RawZipWriter(out, force_zip64=force_zip64)
+    writer = zipwriter.RawZipWriter(out, force_zip64=force_zip64)
     with zipfile.ZipFile(io.BytesIO(blob)) as zf:
         for info in zf.infolist():
             writer.add_raw(info, [_raw(blob, info)])
@@ -72,8 +72,8 @@ def test_forced_zip64_writes_zip64_records_and_local_sizes() -> None:
 
 def test_zip64_by_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     # Lowering the limits drives the same path a 4 GiB member, offset or 65,535 entries would.
-    monkeypatch.setattr(zipraw, "ZIP64_LIMIT", 100)
-    monkeypatch.setattr(zipraw, "ZIP_FILECOUNT_LIMIT", 1)
+    monkeypatch.setattr(zipwriter, "ZIP64_LIMIT", 100)
+    monkeypatch.setattr(zipwriter, "ZIP_FILECOUNT_LIMIT", 1)
     out = _copy(_source())
     with zipfile.ZipFile(io.BytesIO(out)) as zf:
         assert zf.testzip() is None
@@ -156,7 +156,7 @@ def test_local_header_must_match_central_directory() -> None:
 def test_writer_refuses_short_data() -> None:
     info, raw = _info(b"abc" * 100)
     with pytest.raises(zipraw.ZipError, match="expected"):
-        zipraw.RawZipWriter(io.BytesIO()).add_raw(info, [raw[:-1]])
+        zipwriter.RawZipWriter(io.BytesIO()).add_raw(info, [raw[:-1]])
 
 
 @pytest.mark.parametrize("force_zip64", [False, True])
@@ -165,7 +165,7 @@ def test_writer_directory_is_what_a_reader_finds(force_zip64: bool) -> None:
     copy = _copy(blob, force_zip64=force_zip64)
     with zipfile.ZipFile(io.BytesIO(blob)) as src:
         sink = io.BytesIO()
-        writer = zipraw.RawZipWriter(sink, force_zip64=force_zip64)
+        writer = zipwriter.RawZipWriter(sink, force_zip64=force_zip64)
         for info in src.infolist():
             writer.add_raw(info, [_raw(blob, info)])
         writer.close()

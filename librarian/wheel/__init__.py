@@ -1,3 +1,4 @@
-"""Reading and rewriting wheels: the zip itself and the zip-bomb policy (``zipraw``), METADATA and WHEEL
-(``wheelfile``), RECORD checks (``record``), retag (``retag``), the native and device code inside
-(``binaries``, over the ``elf``, ``fatbin`` and ``cubin`` readers), and all of it in one pass (``deep``)."""
+"""Reading and rewriting wheels: the zip itself (``zipraw``: local headers, inflating, the zip-bomb policy;
+``zipwriter``: raw copies), METADATA and WHEEL (``wheelfile``), RECORD checks (``record``), ``retag``, the
+native and device code inside (``binaries``, over the ``elf``, ``fatbin`` and ``cubin`` readers), and all of
+it in one pass (``deep``)."""

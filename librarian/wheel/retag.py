@@ -24,7 +24,7 @@ from librarian import progress
 from librarian.coords import Label, WheelName
 from librarian.errors import Refused
 from librarian.pool import Pipeline
-from librarian.wheel import zipraw
+from librarian.wheel import zipraw, zipwriter
 from librarian.wheel.record import (
     Checks,
     Record,
@@ -142,7 +142,7 @@ def retag_with_directory(
         }
         size = src.stat().st_size
         with _atomic_output(dest) as out, progress.task(f"retag {src.name}", total=size) as bar:
-            writer = zipraw.RawZipWriter(out)
+            writer = zipwriter.RawZipWriter(out)
             if verify and jobs_for(jobs) > 1:
                 with Pipeline(jobs_for(jobs), "record") as pipeline:
                     checks = Checks(record, pipeline)
@@ -162,7 +162,7 @@ def _counted(chunks: Iterable[bytes], bar: progress.Task) -> Iterator[bytes]:
 
 
 def _write(
-    record: Record, writer: zipraw.RawZipWriter, renames: dict[str, str], replaced: dict[str, bytes],
+    record: Record, writer: zipwriter.RawZipWriter, renames: dict[str, str], replaced: dict[str, bytes],
     verify: bool | Checks, bar: progress.Task,
 ) -> None:
     """Every member of the wheel in order, renamed; ``replaced`` ones rewritten, the rest copied raw.

@@ -217,7 +217,7 @@ def open_wheel(
     becomes a one-line BadWheel naming it.
 
     ``directory``: its members and data offsets as the code that has just written the file knows them
-    (:meth:`~librarian.wheel.zipraw.RawZipWriter.directory`: retag's output in publish's staging folder),
+    (:meth:`~librarian.wheel.zipwriter.RawZipWriter.directory`: retag's output in publish's staging folder),
     taken as they are, not read back (70,000 members: half a second); names and layout are still checked.
     """
     try:
