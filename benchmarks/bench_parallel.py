@@ -129,15 +129,22 @@ def paired(runs: list[Callable[[], dict[str, float]]], repeat: int) -> list[dict
 
 
 def measure_cli(code: Path, argv: list[str], repeat: int, cwd: Path | None = None) -> dict[str, float]:
-    """Best of ``repeat`` runs of a command line (``librarian ...`` is this Python's ``-m librarian``);
-    wall time only (a child's ``ru_maxrss`` would include this process's peak from before ``exec``)."""
+    """Best of ``repeat`` runs of a command line (``librarian ...`` is this Python's ``-m librarian``): wall
+    time and the child's CPU time (user + system: on a loaded machine the steadier of the two), no RSS (a
+    child's ``ru_maxrss`` would include this process's peak from before ``exec``)."""
     env = {**os.environ, "PYTHONPATH": str(code)}
-    best = float("inf")
+    runs = []
     for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        subprocess.run(argv, env=env, check=True, capture_output=True, cwd=cwd)
-        best = min(best, time.perf_counter() - start)
-    return {"seconds": best}
+        # In ``code``: ``python -m`` puts the working directory first on sys.path, ahead of PYTHONPATH, so
+        # run from anywhere else it would measure that directory's librarian, not ``code``'s.
+        subprocess.run(argv, env=env, check=True, capture_output=True, cwd=cwd or code)
+        seconds = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        runs.append({"seconds": seconds, "cpu": cpu})
+    return min(runs, key=lambda r: r["seconds"])
 
 
 # ---------------------------------------------------------------- inputs
@@ -248,7 +255,8 @@ def small_store_wheels(work: Path, sos: list[bytes], count: int) -> list[Path]:
 
 def row(what: str, ours: dict[str, float], floor: dict[str, float], base_rss: float, target: str = "") -> None:
     rss = f"  RSS {ours['rss']:>4.0f} MiB (+{ours['rss'] - base_rss:.0f} over start-up)" if "rss" in ours else ""
-    print(f"{what:<34} {ours['seconds']:>7.2f} s  {ours['seconds'] / floor['seconds']:>5.2f}x floor{rss} {target}")
+    cpu = f"  CPU {ours['cpu']:.2f} s ({ours['cpu'] / floor['cpu']:.2f}x)" if "cpu" in ours and floor.get("cpu") else ""
+    print(f"{what:<34} {ours['seconds']:>7.2f} s  {ours['seconds'] / floor['seconds']:>5.2f}x floor{cpu}{rss} {target}")
 
 
 def main() -> None:
@@ -268,7 +276,7 @@ def main() -> None:
         return
     cases = set(args.cases.split(","))
     code, rep = args.code.resolve(), args.repeat
-    work = args.work or Path(tempfile.mkdtemp(prefix="bench-parallel-"))
+    work = (args.work or Path(tempfile.mkdtemp(prefix="bench-parallel-"))).resolve()  # children run elsewhere
     work.mkdir(parents=True, exist_ok=True)
     jobs_flag = ["-j", str(args.jobs)] if args.jobs else []
     print(f"code {code}, {len(os.sched_getaffinity(0))} cores, jobs {args.jobs or 'default'}, inputs in {work}")
@@ -282,7 +290,7 @@ def main() -> None:
         (work / "sos.done").touch()
     sos = [(work / f"k{n}.so").read_bytes() for n in range(4)] if (work / "sos.done").exists() else []
     if cases & {"inspect", "retag"}:
-        wheel = args.wheel
+        wheel = args.wheel.resolve() if args.wheel else None
         if wheel is None:
             wheel = next(work.glob("bigkern-*.whl"), None) or big_wheel(work, sos)
         with zipfile.ZipFile(wheel) as zf:
@@ -317,7 +325,7 @@ def main() -> None:
         floor, ours = paired([lambda: measure(code, "inflate-sha", *map(str, stored), repeat=1),
                               lambda: measure_cli(code, [*cli, "-q", "verify", "--deep", "--repo", str(store), *jobs_flag], 1)],
                              rep)  # fmt: skip
-        print(f"{'floor: inflate + sha256, ' + str(len(stored)) + ' wheels':<34} {floor['seconds']:>7.2f} s")
+        print(f"{'floor: inflate + sha256, ' + str(len(stored)) + ' wheels':<34} {floor['seconds']:>7.2f} s  CPU {floor['cpu']:.2f} s")
         row("verify --deep (process)", ours, floor, base["rss"])
     if "many" in cases:
         wheel = next(work.glob("manykern-*.whl"), None) or many_wheel(work, args.members)
@@ -329,7 +337,8 @@ def main() -> None:
             return measure_cli(code, [*pub, str(wheel)], 1)
 
         floor, ours = paired([lambda: measure(code, "stdlib-read", str(wheel), repeat=1), publish], rep)
-        print(f"{'floor: ZipFile.read every member':<34} {floor['seconds']:>7.2f} s  ({wheel.stat().st_size / MIB:.1f} MiB)")
+        print(f"{'floor: ZipFile.read every member':<34} {floor['seconds']:>7.2f} s  CPU {floor['cpu']:.2f} s  "
+              f"({wheel.stat().st_size / MIB:.1f} MiB)")  # fmt: skip
         row("publish (process)", ours, floor, base["rss"], "(target <= 3x)")
         _, ours = paired([lambda: measure(code, "stdlib-read", str(wheel), repeat=1),
                           lambda: measure_cli(code, [*cli, "-q", "verify", "--deep", "--repo", str(store), *jobs_flag], 1)],

@@ -143,8 +143,8 @@ def test_inspect_and_doctor_take_directories(run: Run, store: Path, tmp_path: Pa
 
 def test_verify_deep_reads_each_blob_once(run: Run, store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     reads: list[Path] = []
-    real = verify_op.inspect_wheel
-    monkeypatch.setattr(verify_op, "inspect_wheel", lambda p, **kw: reads.append(p) or real(p, **kw))
+    real = verify_op.read_deep
+    monkeypatch.setattr(verify_op, "read_deep", lambda p, *a, **kw: reads.append(p) or real(p, *a, **kw))
     assert run("verify", "--deep").code == 0
     assert len(reads) == 3  # three wheels, each hard-linked under four cells
     # A problem in the bytes is reported once, naming every path the bytes are filed under.

@@ -144,7 +144,7 @@ def test_reindex_restores_a_lost_metadata_file(run: Run, store: tuple[str, LoopH
     create = ("--create",) if hub else ()
     assert run("publish", *job_wheels(tmp_path / "dist", 0), *COMBO, "--repo", repo, *create).code == 0
     files = tree(repo, tmp_path, hub)
-    lost = sorted(p for p in files if p.endswith(".whl.metadata"))[0]
+    lost = min(p for p in files if p.endswith(".whl.metadata"))
     original = files[lost]
     if hub is not None:
         HfApi().delete_file(lost, REPO_ID, repo_type="dataset")

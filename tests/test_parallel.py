@@ -14,9 +14,9 @@ import pytest
 from librarian.coords import Label
 from librarian.errors import BadWheel
 from librarian.pool import Pipeline
-from librarian.wheel import wheelfile
+from librarian.wheel import record
+from librarian.wheel.record import verify_record
 from librarian.wheel.retag import retag
-from librarian.wheel.wheelfile import verify_record
 from tests.builders import make_wheel, record_hash
 from tests.test_wheelfile import BAD, TAGS
 
@@ -37,8 +37,8 @@ def _many(directory: Path, count: int = 700, **kwargs: object) -> Path:
 @pytest.mark.parametrize("verify", [True, False])
 def test_retag_output_is_the_same_bytes_whatever_the_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           verify: bool) -> None:  # fmt: skip
-    monkeypatch.setattr(wheelfile, "_BATCH", 64 << 10)  # many batches in flight, not a few
-    monkeypatch.setattr(wheelfile, "_INLINE", 1000)  # some members checked in the calling thread
+    monkeypatch.setattr(record, "_BATCH", 64 << 10)  # many batches in flight, not a few
+    monkeypatch.setattr(record, "_INLINE", 1000)  # some members checked in the calling thread
     src = _many(tmp_path / "src")
     outputs = [retag(src, LABEL, tmp_path / f"j{jobs}", verify=verify, jobs=jobs).read_bytes() for jobs in (1, 2, 5)]
     assert outputs[0] == outputs[1] == outputs[2]
@@ -65,8 +65,8 @@ def test_a_bad_wheel_gives_the_same_error_whatever_the_jobs(tmp_path: Path, case
 @pytest.mark.parametrize("jobs", [1, 3])
 def test_the_first_liar_in_member_order_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int,
                                                  inline: int) -> None:  # fmt: skip
-    monkeypatch.setattr(wheelfile, "_BATCH_MEMBERS", 2)
-    monkeypatch.setattr(wheelfile, "_INLINE", inline)
+    monkeypatch.setattr(record, "_BATCH_MEMBERS", 2)
+    monkeypatch.setattr(record, "_INLINE", inline)
     lies = {f"tinykern/m{i:04d}.py": record_hash(b"not this") for i in (40, 400, 650)}
     src = _many(tmp_path / "src", record_override=lies)
     with zipfile.ZipFile(src) as zf:

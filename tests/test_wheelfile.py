@@ -18,9 +18,10 @@ from wheel.wheelfile import WheelFile  # type: ignore[import-untyped]
 
 from librarian.coords import Label
 from librarian.errors import BadWheel, Refused
-from librarian.wheel import zipraw
+from librarian.wheel import zipraw, zipwriter
+from librarian.wheel.record import verify_record
 from librarian.wheel.retag import retag
-from librarian.wheel.wheelfile import read_wheel_info, sha256_file, verify_record
+from librarian.wheel.wheelfile import read_wheel_info, sha256_file
 from tests.builders import UnseekableSink, make_wheel, record_hash
 
 LABEL = Label.parse("cu128torch2.8")
@@ -126,8 +127,8 @@ def test_retag_reads_data_descriptors(tmp_path: Path) -> None:
 
 
 def test_retag_through_zip64(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(zipraw, "ZIP64_LIMIT", 0)
-    monkeypatch.setattr(zipraw, "ZIP_FILECOUNT_LIMIT", 0)
+    monkeypatch.setattr(zipwriter, "ZIP64_LIMIT", 0)
+    monkeypatch.setattr(zipwriter, "ZIP_FILECOUNT_LIMIT", 0)
     out = retag(_wheel(tmp_path), LABEL, tmp_path / "out")
     with out.open("rb") as f:
         assert (0x06064B50).to_bytes(4, "little") in f.read()
@@ -169,7 +170,7 @@ def test_pip_show_in_a_fresh_venv(tmp_path: Path) -> None:
 @pytest.mark.parametrize("zip64", [False, True])
 def test_uv_installs_the_retagged_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zip64: bool) -> None:
     if zip64:
-        monkeypatch.setattr(zipraw, "ZIP64_LIMIT", 0)
+        monkeypatch.setattr(zipwriter, "ZIP64_LIMIT", 0)
     out = retag(_unseekable_wheel(tmp_path), LABEL, tmp_path / "out")
     uv = Path(sys.executable).with_name("uv")
     if not uv.exists():
@@ -323,7 +324,7 @@ def test_a_decompression_bomb_is_stopped(tmp_path: Path) -> None:
     bomb = comp.compress(bytes(64 * zipraw.CHUNK)) + comp.flush()
     src = tmp_path / good.name
     with zipfile.ZipFile(good) as zf, src.open("wb") as f:
-        writer = zipraw.RawZipWriter(f)
+        writer = zipwriter.RawZipWriter(f)
         for info in zf.infolist():
             if info.filename == "tinykern/bomb.bin":  # 64 MiB of zeros that claims to be 1,000 bytes
                 writer.add_raw(info, [bomb], compress_size=len(bomb))

@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from librarian.wheel import zipraw
+from librarian.wheel import zipraw, zipwriter
 from tests.builders import UnseekableSink
 
 
@@ -34,7 +34,7 @@ def _raw(blob: bytes, info: zipfile.ZipInfo) -> bytes:
 
 def _copy(blob: bytes, *, force_zip64: bool = False) -> bytes:
     out = io.BytesIO()
-    writer = zipraw.RawZipWriter(out, force_zip64=force_zip64)
+    writer = zipwriter.RawZipWriter(out, force_zip64=force_zip64)
     with zipfile.ZipFile(io.BytesIO(blob)) as zf:
         for info in zf.infolist():
             writer.add_raw(info, [_raw(blob, info)])
@@ -72,8 +72,8 @@ def test_forced_zip64_writes_zip64_records_and_local_sizes() -> None:
 
 def test_zip64_by_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     # Lowering the limits drives the same path a 4 GiB member, offset or 65,535 entries would.
-    monkeypatch.setattr(zipraw, "ZIP64_LIMIT", 100)
-    monkeypatch.setattr(zipraw, "ZIP_FILECOUNT_LIMIT", 1)
+    monkeypatch.setattr(zipwriter, "ZIP64_LIMIT", 100)
+    monkeypatch.setattr(zipwriter, "ZIP_FILECOUNT_LIMIT", 1)
     out = _copy(_source())
     with zipfile.ZipFile(io.BytesIO(out)) as zf:
         assert zf.testzip() is None
@@ -156,4 +156,41 @@ def test_local_header_must_match_central_directory() -> None:
 def test_writer_refuses_short_data() -> None:
     info, raw = _info(b"abc" * 100)
     with pytest.raises(zipraw.ZipError, match="expected"):
-        zipraw.RawZipWriter(io.BytesIO()).add_raw(info, [raw[:-1]])
+        zipwriter.RawZipWriter(io.BytesIO()).add_raw(info, [raw[:-1]])
+
+
+@pytest.mark.parametrize("force_zip64", [False, True])
+def test_writer_directory_is_what_a_reader_finds(force_zip64: bool) -> None:
+    blob = _source()
+    copy = _copy(blob, force_zip64=force_zip64)
+    with zipfile.ZipFile(io.BytesIO(blob)) as src:
+        sink = io.BytesIO()
+        writer = zipwriter.RawZipWriter(sink, force_zip64=force_zip64)
+        for info in src.infolist():
+            writer.add_raw(info, [_raw(blob, info)])
+        writer.close()
+        assert sink.getvalue() == copy
+    with zipfile.ZipFile(io.BytesIO(copy)) as back:
+        read = back.infolist()
+    fields = ("orig_filename", "filename", "header_offset", "CRC", "compress_size", "file_size", "flag_bits",
+              "compress_type", "external_attr", "date_time")  # fmt: skip
+    written = writer.directory()
+    assert [[getattr(i, f) for f in fields] for i in written.infos] == [[getattr(i, f) for f in fields] for i in read]
+    assert written.offsets == zipraw.data_offsets(io.BytesIO(copy), read)
+
+
+NAMES = ["a/b.py", "", "/", "/abs", "a//b", "a/./b", "../x", "./x", "a/..", "a/.", "C:x", "c:/x", "a\\b", "a\x00b",
+         "a/b/", "a//", "a/.hidden", "x/", "a/..b", ".dist", "..", ".", "a/b/../c"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_unsafe_name_fast_path_agrees_with_the_rules(name: str) -> None:
+    path = name.removesuffix("/")
+    expected = None
+    if "\\" in name or "\x00" in name:
+        expected = "backslash or NUL in the name"
+    elif name.startswith("/") or (len(name) > 1 and name[1] == ":" and name[0].isascii() and name[0].isalpha()):
+        expected = "absolute path"
+    elif any(part in {"", ".", ".."} for part in path.split("/")):
+        expected = "'..', '.' or empty path segment"
+    assert zipraw.unsafe_name(name) == expected

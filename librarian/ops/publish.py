@@ -29,9 +29,9 @@ from librarian.ops.labels import choose_label
 from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import atomic_write
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
-from librarian.wheel.binaries import inspect_wheel
-from librarian.wheel.retag import retag
-from librarian.wheel.wheelfile import check_publishable, sha256_file, verify_record
+from librarian.wheel.deep import read_deep
+from librarian.wheel.retag import retag_with_directory
+from librarian.wheel.wheelfile import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -177,13 +177,15 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
             label = choose_label(name, options.label, relabel=options.relabel)
             if matrix is not None:
                 check_combo(label, path.name, matrix)
+            # One pass over the wheel to be stored: verify's metadata checks (publish stores nothing verify
+            # rejects), RECORD (unless retag has just checked it) and the binaries.
             if name.label == label:
-                verify_record(path, jobs=options.jobs)
                 staged = path
+                read = read_deep(path, record=True, jobs=options.jobs)
             else:
-                staged = retag(path, label, staging, relabel=True, verify=True, jobs=options.jobs)
-            info = check_publishable(staged)  # verify's metadata checks, so publish stores nothing verify rejects
-            facts = inspect_wheel(staged, jobs=options.jobs)
+                staged, directory = retag_with_directory(path, label, staging, relabel=True, jobs=options.jobs)
+                read = read_deep(staged, record=False, jobs=options.jobs, directory=directory)
+            info, facts = read.publishable()
             staged_name = WheelName.parse(staged.name)
             check_claims(Wheel(staged_name, facts), options, path.name)
             sms = gpu_cells(staged_name, facts, options.sms, options.trust_sm, path.name)

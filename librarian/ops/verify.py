@@ -25,8 +25,8 @@ from librarian.layout import Layout
 from librarian.ops.placement import Problem, check_placement
 from librarian.pool import default_jobs, ordered_map
 from librarian.stores.base import Store, StoredFile, read_index, sha256_stored
-from librarian.wheel.binaries import inspect_wheel
-from librarian.wheel.wheelfile import metadata_problems, sha256_file, wheel_problems
+from librarian.wheel.deep import read_deep
+from librarian.wheel.wheelfile import metadata_problems, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -145,13 +145,18 @@ class _Reader:
         try:
             if not self.deep:
                 blob.problems.extend(check_metadata(local, name))
-            else:  # metadata and RECORD from one opening of the wheel
-                found, liar = wheel_problems(local, name, jobs=jobs)
-                blob.problems.extend(found)
-                if liar is not None:
-                    blob.problems.append(liar)
+            else:  # metadata, RECORD and binaries from one pass over the wheel, each member inflated once
+                found = read_deep(local, name, jobs=jobs)
+                if found.unreadable is not None:
+                    raise found.unreadable
+                blob.problems.extend(found.problems)
+                if found.liar is not None:
+                    blob.problems.append(found.liar)
                     return blob
-                blob.facts = inspect_wheel(local, jobs=jobs)
+                if found.failure is not None:
+                    raise found.failure
+                assert found.facts is not None
+                blob.facts = found.facts
                 blob.problems.extend(claims(Wheel(name, blob.facts)))
         except LibrarianError as e:
             blob.problems.append(str(e).removeprefix(f"{local}: "))

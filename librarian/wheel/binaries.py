@@ -2,21 +2,24 @@
 
 The I/O edge around the pure readers in :mod:`librarian.wheel.elf`, :mod:`librarian.wheel.fatbin` and
 :mod:`librarian.wheel.cubin`. A small member is inflated into memory; a big one is streamed out of the zip into
-a temporary file a chunk at a time, so memory does not grow with its size. Every member is checked for
-zip-bomb sizes and unsafe names before a byte of it is inflated.
+a temporary file a chunk at a time, so memory does not grow with its size. Every member is checked against
+the zip-bomb policy (:func:`librarian.wheel.zipraw.bomb_problem`) and for an unsafe name before a byte of it
+is inflated, and inflated by :mod:`librarian.wheel.zipraw`, which stops at its declared size.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import logging
+import os
 import queue
 import re
 import tempfile
 import threading
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
@@ -28,6 +31,7 @@ from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry, WheelFacts
 from librarian.pool import AHEAD, bounded_map, default_jobs
 from librarian.wheel import elf as elfmod
+from librarian.wheel import zipraw
 from librarian.wheel.fatbin import read_device_code, read_fatbin, scan_fatbins
 
 log = logging.getLogger(__name__)
@@ -35,13 +39,11 @@ log = logging.getLogger(__name__)
 FATBIN_SECTIONS = {".nv_fatbin": False, "__nv_relfatbin": True}  # name -> relocatable
 WHOLE_FILE = "(whole file)"  # where a fatbin of an ELF file without section headers was found
 SMALL_MEMBER = 8 << 20  # members up to this size are inflated into memory; bigger ones are spooled
-MAX_MEMBER = 16 << 30  # declared inflated size of one member: no real .so comes near
-MAX_RATIO = 200  # inflated / compressed; real .so files stay far below (zeros would not)
-CHUNK = 1 << 20
 T = TypeVar("T")
 R = TypeVar("R")
 _NATIVE = re.compile(r"\.(?:so(?:\.\d+)*|pyd|dylib|dll)$", re.IGNORECASE)
 _DEVICE_CODE = re.compile(r"\.(?:cubin|fatbin|ptx)$", re.IGNORECASE)
+_INSPECTED = re.compile(r"\.(?:so(?:\.\d+)*|pyd|dylib|dll|cubin|fatbin|ptx)$", re.IGNORECASE)  # either of the two
 # Mangled names of libtorch / libc10 / ATen: namespaces c10, at, torch, caffe2, behind an optional
 # vtable/typeinfo prefix (TV, TI, TS) and cv-qualifiers (K, V, r).
 _TORCH_SYMBOL = re.compile(r"_Z(?:T[VIS])?N?[KVr]*(?:3c10|2at|5torch|6caffe2)")
@@ -124,6 +126,11 @@ def _device_facts(
     )
 
 
+def inspected(info: zipfile.ZipInfo) -> bool:
+    """Whether a wheel member is one inspection reads (a native binary or device code, not a folder)."""
+    return _INSPECTED.search(info.filename) is not None and not info.is_dir()
+
+
 def inspect_wheel(path: Path, *, jobs: int | None = None) -> WheelFacts:
     """What every native and device-code member of a wheel demands; errors name ``wheel.whl!member``.
 
@@ -134,81 +141,113 @@ def inspect_wheel(path: Path, *, jobs: int | None = None) -> WheelFacts:
     facts come back in member order, the first bad member (in that order) raising, as with one thread.
     """
     try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as e:
+        f = path.open("rb")
+    except OSError as e:
         raise BadWheel(f"{path.name}: not a readable zip ({e})") from e
-    with zf:
-        infos = [i for i in zf.infolist() if not i.is_dir() and (is_native(i.filename) or is_device_code(i.filename))]
-        for info in infos:  # names and sizes are checked before a byte is inflated
-            _check_member(info, f"{path.name}!{info.filename}")
-        workers = min(jobs or default_jobs(), len(infos))
-        total = sum(i.file_size for i in infos)
-        with progress.task(f"inspect {path.name}", total=total) as bar:
-            if workers <= 1:
-                binaries = [_inspect_member(zf, info, path.name, bar) for info in infos]
-            else:
-                # zipfile's shared file handle seeks and reads under a lock; inflating happens outside it.
-                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="inspect") as pool:
-                    work = functools.partial(_inspect_member, zf, wheel=path.name, bar=bar)
-                    binaries = list(bounded_map(pool, work, infos, AHEAD * workers))
-    return WheelFacts(filename=path.name, binaries=tuple(binaries))
+    with f:
+        try:
+            with zipfile.ZipFile(f) as zf:
+                infos = [i for i in zf.infolist() if inspected(i)]
+        except (zipfile.BadZipFile, OSError) as e:
+            raise BadWheel(f"{path.name}: not a readable zip ({e})") from e
+        refuse_bombs(infos, path.name)  # names and sizes are checked before a byte is read
+        try:
+            offsets = zipraw.data_offsets(f, infos)
+        except (OSError, zipraw.ZipError) as e:
+            raise BadWheel(f"{path.name}: not a readable zip ({e})") from e
+        return inspect_members(f, infos, offsets, path.name, jobs=jobs)
 
 
-def _inspect_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, wheel: str, bar: progress.Task) -> BinaryFacts:
-    where = f"{wheel}!{info.filename}"
+def inspect_members(
+    f: BinaryIO, infos: list[zipfile.ZipInfo], offsets: dict[str, int], wheel: str, *, jobs: int | None = None
+) -> WheelFacts:
+    """:func:`inspect_wheel` of the open zip ``f``: ``infos`` (:func:`inspected`, past :func:`refuse_bombs`),
+    their data at ``offsets``; errors name ``wheel!member``."""
+    pread = hasattr(os, "pread")  # threads read by pread; without it, one reads by seek and read
+
+    def inspect_one(info: zipfile.ZipInfo, bar: progress.Task) -> BinaryFacts:
+        start = offsets[info.orig_filename]
+        raws = zipraw.iter_plain_at(f.fileno(), info, start) if pread else zipraw.iter_plain(f, info, start)
+        where = f"{wheel}!{info.filename}"
+        with collected(info, _inflated(_counted(raws, bar), where), wheel) as plain:
+            return inspect_member(info, plain, wheel)
+
+    workers = min(jobs or default_jobs(), len(infos)) if pread else 1
+    with progress.task(f"inspect {wheel}", total=sum(i.file_size for i in infos)) as bar:
+        work = functools.partial(inspect_one, bar=bar)
+        if workers <= 1:
+            binaries = [work(info) for info in infos]
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="inspect") as pool:
+                binaries = list(bounded_map(pool, work, infos, AHEAD * workers))
+    return WheelFacts(filename=wheel, binaries=tuple(binaries))
+
+
+def refuse_bombs(infos: Iterable[zipfile.ZipInfo], wheel: str) -> None:
+    """BadWheel for the first member with an unsafe name or past the zip-bomb policy, before any is inflated."""
+    for info in infos:
+        if problem := bomb_problem(info):
+            raise BadWheel(f"{wheel}!{info.filename}: {problem}")
+
+
+def bomb_problem(info: zipfile.ZipInfo) -> str | None:
+    """Why inspection refuses to inflate a member (an unsafe name, :func:`zipraw.bomb_problem`), or None."""
+    parts = PurePosixPath(info.filename.replace("\\", "/")).parts
+    if info.filename.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+        return "unsafe member name"
+    return zipraw.bomb_problem(info)
+
+
+def inspect_member(info: zipfile.ZipInfo, plain: BinaryIO, wheel: str) -> BinaryFacts:
+    """:func:`inspect_binary` of a member's plain bytes; errors name ``wheel.whl!member``."""
     try:
-        if info.file_size <= SMALL_MEMBER:
-            data = b"".join(_inflate(zf, info, where, bar))
-            return inspect_binary(io.BytesIO(data), info.filename)
-        with tempfile.TemporaryFile() as spool:
-            _spool(zf, info, spool, where, bar)
-            return inspect_binary(spool, info.filename)
+        return inspect_binary(plain, info.filename)
     except BadBinary as e:
         raise BadBinary(f"{wheel}!{e}") from e
 
 
-def _check_member(info: zipfile.ZipInfo, where: str) -> None:
-    parts = PurePosixPath(info.filename.replace("\\", "/")).parts
-    if info.filename.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
-        raise BadWheel(f"{where}: unsafe member name")
-    if info.file_size > MAX_MEMBER:
-        raise BadWheel(f"{where}: declares {info.file_size} bytes, over the {MAX_MEMBER}-byte cap")
-    if info.file_size > MAX_RATIO * max(info.compress_size, 1) and info.file_size > CHUNK:
-        raise BadWheel(f"{where}: compresses {info.file_size // max(info.compress_size, 1)}:1 (zip bomb?)")
+@contextlib.contextmanager
+def collected(info: zipfile.ZipInfo, chunks: Iterable[bytes], wheel: str) -> Iterator[BinaryIO]:
+    """A member's plain bytes (``chunks``, raising what they raise) as a file: in memory up to
+    :data:`SMALL_MEMBER` bytes, else spooled to a temporary file a chunk at a time."""
+    if info.file_size <= SMALL_MEMBER:
+        yield io.BytesIO(b"".join(chunks))
+        return
+    with tempfile.TemporaryFile() as spool:
+        _spool(chunks, spool, info.file_size, f"{wheel}!{info.filename}")
+        spool.seek(0)
+        yield spool
 
 
-def _inflate(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, bar: progress.Task) -> Iterator[bytes]:
-    # zipfile stops at the declared size and checks the CRC at the end, so a member that inflates
-    # past its header, or to other bytes, raises here; the count catches one that inflates short.
-    total = 0
+def _inflated(chunks: Iterable[bytes], where: str) -> Iterator[bytes]:
+    # zipraw stops at the declared size and checks size and CRC at the end; its errors end here as one line.
     try:
-        with zf.open(info) as member:
-            while chunk := member.read(CHUNK):
-                total += len(chunk)
-                bar.advance(len(chunk))
-                yield chunk
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
-        raise BadWheel(f"{where}: cannot inflate ({e})") from e
-    except Exception as e:  # zlib.error, lzma.LZMAError, ...: foreign errors end at this boundary
-        raise BadWheel(f"{where}: cannot inflate ({type(e).__name__}: {e})") from e
-    if total != info.file_size:
-        raise BadWheel(f"{where}: inflates to {total} bytes, not the {info.file_size} it declares")
+        yield from chunks
+    except zipraw.ZipError as e:
+        detail = str(e).removeprefix(f"{where.partition('!')[2]}: ")
+        raise BadWheel(f"{where}: cannot inflate ({detail})") from e
 
 
-def _spool(zf: zipfile.ZipFile, info: zipfile.ZipInfo, out: BinaryIO, where: str, bar: progress.Task) -> None:
+def _counted(chunks: Iterable[bytes], bar: progress.Task) -> Iterator[bytes]:
+    for chunk in chunks:
+        bar.advance(len(chunk))
+        yield chunk
+
+
+def _spool(chunks: Iterable[bytes], out: BinaryIO, size: int, where: str) -> None:
     # A second thread writes while this one inflates (both release the GIL), so spooling costs little
     # more than the inflate itself; the bounded queue keeps memory at a few chunks.
-    chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
-    writer = threading.Thread(target=_drain, args=(chunks, out), daemon=True)
+    queued: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
+    writer = threading.Thread(target=_drain, args=(queued, out), daemon=True)
     writer.start()
     try:
-        for chunk in _inflate(zf, info, where, bar):
-            chunks.put(chunk)
+        for chunk in chunks:
+            queued.put(chunk)
     finally:
-        chunks.put(None)
+        queued.put(None)
         writer.join()
-    if out.tell() != info.file_size:
-        raise BadWheel(f"{where}: could not spool all {info.file_size} bytes to a temporary file")
+    if out.tell() != size:
+        raise BadWheel(f"{where}: could not spool all {size} bytes to a temporary file")
     out.flush()
 
 

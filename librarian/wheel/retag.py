@@ -24,25 +24,23 @@ from librarian import progress
 from librarian.coords import Label, WheelName
 from librarian.errors import Refused
 from librarian.pool import Pipeline
-from librarian.wheel import zipraw
-from librarian.wheel.wheelfile import (
-    _SIGNATURES,
-    _Checks,
-    _digest_field,
-    _jobs,
-    _open,
-    _parse_filename,
-    _Row,
-    _unrecorded,
-    _version,
-    _Wheel,
+from librarian.wheel import zipraw, zipwriter
+from librarian.wheel.record import (
+    Checks,
+    Record,
+    Row,
+    digest_field,
+    jobs_for,
+    small,
+    unrecorded,
     verify_record,
 )
+from librarian.wheel.wheelfile import SIGNATURES, OpenWheel, open_wheel, parse_filename, version_of
 
 log = logging.getLogger(__name__)
 
 
-def _rewrite_version(w: _Wheel, metadata: bytes, version: str) -> bytes:
+def _rewrite_version(w: OpenWheel, metadata: bytes, version: str) -> bytes:
     """METADATA with its ``Version:`` header replaced, every other byte kept."""
     # The headers end at the first blank line; the body (the long description) is left alone.
     end = m.end() if (m := re.search(rb"\r?\n\r?\n", metadata)) else len(metadata)
@@ -59,16 +57,16 @@ def _rename(member: str, renames: dict[str, str]) -> str:
     return renames.get(top, top) + sep + rest
 
 
-def _new_record(w: _Wheel, renames: dict[str, str], metadata: bytes) -> bytes:
+def _new_record(w: OpenWheel, rows: dict[str, Row], renames: dict[str, str], metadata: bytes) -> bytes:
     """RECORD for the renamed members, with METADATA's new hash and size; RECORD's own line stays empty."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    for path, row in w.rows.items():
-        if path.rpartition("/")[2] in _SIGNATURES and path.startswith(f"{w.dist_info}/"):
+    for path, row in rows.items():
+        if path.rpartition("/")[2] in SIGNATURES and path.startswith(f"{w.dist_info}/"):
             continue
         new_path = _rename(path, renames)
         if path == f"{w.dist_info}/METADATA":
-            row = _Row(_digest_field(hashlib.new(row.digest.partition("=")[0], metadata)), str(len(metadata)))
+            row = Row(digest_field(hashlib.new(row.digest.partition("=")[0], metadata)), str(len(metadata)))
         writer.writerow([new_path, row.digest, row.size])
     return out.getvalue().encode()
 
@@ -108,44 +106,53 @@ def retag(
     With ``verify``, members are checked against RECORD by ``jobs`` threads (default: the cores available)
     while this one copies their raw bytes; the output is the same bytes whatever ``jobs`` is.
     """
-    name = _parse_filename(src)
+    return retag_with_directory(src, label, out_dir, relabel=relabel, verify=verify, jobs=jobs)[0]
+
+
+def retag_with_directory(
+    src: Path, label: Label, out_dir: Path, *, relabel: bool = False, verify: bool = True, jobs: int | None = None
+) -> tuple[Path, zipraw.Directory | None]:
+    """:func:`retag`, and the central directory it wrote (``None`` where it wrote none: already labelled),
+    so that a reader of the new wheel need not parse it again (:func:`~librarian.wheel.wheelfile.open_wheel`)."""
+    name = parse_filename(src)
     out_dir.mkdir(parents=True, exist_ok=True)
     if name.label == label:
-        return _already(src, out_dir, verify, jobs)
+        return _already(src, out_dir, verify, jobs), None
     if name.version.local is not None and not relabel:
         _refuse_relabel(src, name, label)
     new_name = name.with_label(label)
     dest = out_dir / str(new_name)
-    with _open(src) as w:
+    with open_wheel(src) as w:
         metadata, headers = w.headers("METADATA")
-        if _version(headers.get("Version", [""])[0]) != name.version:
+        if version_of(headers.get("Version", [""])[0]) != name.version:
             raise w.bad(
                 f"{w.dist_info}/METADATA: Version {headers.get('Version')} does not match the filename"
             )
-        w.read_record()
+        record = Record(w)
         metadata_info = w.member("METADATA")
-        w.expected(metadata_info.orig_filename)
+        record.expected(metadata_info.orig_filename)
         if verify:
-            w.check(metadata_info)
+            record.check(metadata_info)
         new_stem = f"{w.data_dir.rpartition('-')[0]}-{new_name.version}"
         renames = {w.dist_info: f"{new_stem}.dist-info", w.data_dir: f"{new_stem}.data"}
         new_metadata = _rewrite_version(w, metadata, str(new_name.version))
         replaced = {
             metadata_info.orig_filename: new_metadata,
-            f"{w.dist_info}/RECORD": _new_record(w, renames, new_metadata),
+            f"{w.dist_info}/RECORD": _new_record(w, record.rows, renames, new_metadata),
         }
         size = src.stat().st_size
         with _atomic_output(dest) as out, progress.task(f"retag {src.name}", total=size) as bar:
-            if verify and _jobs(jobs) > 1:
-                with Pipeline(_jobs(jobs), "record") as pipeline:
-                    checks = _Checks(w, pipeline)
+            writer = zipwriter.RawZipWriter(out)
+            if verify and jobs_for(jobs) > 1:
+                with Pipeline(jobs_for(jobs), "record") as pipeline:
+                    checks = Checks(record, pipeline)
                     try:
-                        _write(w, zipraw.RawZipWriter(out), renames, replaced, checks, bar)
+                        _write(record, writer, renames, replaced, checks, bar)
                     finally:
                         pipeline.drain()  # an earlier member's failure is the one to report
             else:
-                _write(w, zipraw.RawZipWriter(out), renames, replaced, verify, bar)
-    return dest
+                _write(record, writer, renames, replaced, verify, bar)
+    return dest, writer.directory()
 
 
 def _counted(chunks: Iterable[bytes], bar: progress.Task) -> Iterator[bytes]:
@@ -155,35 +162,40 @@ def _counted(chunks: Iterable[bytes], bar: progress.Task) -> Iterator[bytes]:
 
 
 def _write(
-    w: _Wheel, writer: zipraw.RawZipWriter, renames: dict[str, str], replaced: dict[str, bytes],
-    verify: bool | _Checks, bar: progress.Task,
+    record: Record, writer: zipwriter.RawZipWriter, renames: dict[str, str], replaced: dict[str, bytes],
+    verify: bool | Checks, bar: progress.Task,
 ) -> None:
-    """Every member of ``w`` in order, renamed; ``replaced`` ones rewritten, the rest copied raw.
+    """Every member of the wheel in order, renamed; ``replaced`` ones rewritten, the rest copied raw.
 
-    ``verify``: check RECORD on the way (``True``: in this thread; a :class:`_Checks`: on its threads).
+    ``verify``: check RECORD on the way (``True``: in this thread; a :class:`Checks`: on its threads).
     """
+    w = record.w
     for info in w.infos:
         member = info.orig_filename
         new_member = _rename(member, renames)
         if member in replaced:
             writer.add_bytes(info, replaced[member], name=new_member)
             bar.advance(info.compress_size)
-        elif member.startswith(f"{w.dist_info}/") and member.rpartition("/")[2] in _SIGNATURES:
+        elif member.startswith(f"{w.dist_info}/") and member.rpartition("/")[2] in SIGNATURES:
             log.warning("%s: dropping %s, which signs the old RECORD", w.path, member)
-        elif isinstance(verify, _Checks) and not _unrecorded(member, w.dist_info):
-            verify.add(info)
-            if info.compress_size <= zipraw.CHUNK:  # one pread, no generator: 70,000 small members add up
-                writer.add_raw(info, [w.raw_whole(info)], name=new_member)
-                bar.advance(info.compress_size)
+        elif verify and not unrecorded(member, w.dist_info) and small(info):
+            raw = w.raw_whole(info)  # one pread, no generator: 70,000 small members add up
+            if isinstance(verify, Checks):
+                verify.add(info, raw)  # the same bytes are checked and copied
             else:
-                writer.add_raw(info, _counted(w.raw(info), bar), name=new_member)
-        elif verify and not _unrecorded(member, w.dist_info):
-            writer.add_raw(info, _counted(w.checked_raw(info), bar), name=new_member)
-        else:
-            if not _unrecorded(member, w.dist_info):
-                w.expected(member)
+                record.check_small(info, raw)
+            writer.add_raw(info, [raw], name=new_member)
+            bar.advance(info.compress_size)
+        elif isinstance(verify, Checks) and not unrecorded(member, w.dist_info):
+            verify.add(info)
             writer.add_raw(info, _counted(w.raw(info), bar), name=new_member)
-    if isinstance(verify, _Checks):
+        elif verify and not unrecorded(member, w.dist_info):
+            writer.add_raw(info, _counted(record.checked_raw(info), bar), name=new_member)
+        else:
+            if not unrecorded(member, w.dist_info):
+                record.expected(member)
+            writer.add_raw(info, _counted(w.raw(info), bar), name=new_member)
+    if isinstance(verify, Checks):
         verify.flush()
     writer.close()
 

@@ -1,23 +1,17 @@
-"""Reading a wheel: open it safely, read METADATA / WHEEL / RECORD, check RECORD, check what it claims.
+"""Reading a wheel: open it safely (names, layout, local headers), read METADATA and WHEEL, check what it claims.
 
 Every member is streamed in bounded chunks (:mod:`librarian.wheel.zipraw`), so memory does not grow with the
-wheel. Rewriting one is :mod:`librarian.wheel.retag`.
+wheel. Checking RECORD is :mod:`librarian.wheel.record`; rewriting a wheel is :mod:`librarian.wheel.retag`.
 Wheel format: https://packaging.python.org/en/latest/specifications/binary-distribution-format/
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import csv
-import functools
-import hashlib
-import io
 import logging
-import os
 import struct
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
@@ -31,7 +25,6 @@ from librarian import safeio
 from librarian.coords import WheelName
 from librarian.errors import BadInput, BadWheel
 from librarian.index import IndexEntry, entry_problems
-from librarian.pool import Pipeline, default_jobs
 from librarian.safeio import open_regular
 from librarian.wheel import zipraw
 
@@ -43,13 +36,8 @@ log = logging.getLogger(__name__)
 _SMALL_LIMITS = {"METADATA": 8 << 20, "WHEEL": 1 << 20, "RECORD": 32 << 20}
 _SMALL_LIMIT = 8 << 20  # any other file read whole
 # RECORD.jws / RECORD.p7s sign the old RECORD: carried over they would be stale, so retag drops them.
-_SIGNATURES = ("RECORD.jws", "RECORD.p7s")
-# PEP 376 / the wheel spec allow sha256 or stronger; md5 and sha1 are refused.
-_HASHES = ("sha256", "sha384", "sha512")
-_S_IFLNK = 0o120000
-_BATCH = 4 << 20  # compressed bytes of small members checked as one piece of work on a thread
-_BATCH_MEMBERS = 256
-_INLINE = 16 << 10  # compressed bytes under which a member is checked in the calling thread  # a member's unix file type (external_attr >> 16) for a symbolic link
+SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+_S_IFLNK = 0o120000  # a member's unix file type (external_attr >> 16) for a symbolic link
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +79,7 @@ class WheelInfo:
         problems = []
         if canonicalize_name(self.metadata_name) != canonicalize_name(self.name):
             problems.append(f"METADATA Name: {self.metadata_name}, filename says {self.name}")
-        if _version(self.metadata_version) != self.version:
+        if version_of(self.metadata_version) != self.version:
             problems.append(f"METADATA Version: {self.metadata_version}, filename says {self.version}")
         wheel: set[str] = set()
         for text in self.wheel_tags:
@@ -104,7 +92,7 @@ class WheelInfo:
         return tuple(problems)
 
 
-def _version(text: str) -> Version | None:
+def version_of(text: str) -> Version | None:
     try:
         return Version(text)
     except InvalidVersion:
@@ -116,31 +104,20 @@ def sha256_file(path: Path) -> str:
     return safeio.sha256_file(path, zipraw.CHUNK)
 
 
-def _digest_field(h: hashlib._Hash) -> str:
-    """A RECORD hash field: ``sha256=<urlsafe base64, no padding>``."""
-    return f"{h.name}={base64.urlsafe_b64encode(h.digest()).rstrip(b'=').decode()}"
-
-
-@dataclass(frozen=True, slots=True)
-class _Row:
-    """One RECORD line: the hash field (``algo=b64`` or empty) and the size field (or empty)."""
-
-    digest: str
-    size: str
-
-
-class _Wheel:
+class OpenWheel:
     """An open wheel whose structure has been checked: names, one matching dist-info, local headers."""
 
-    def __init__(self, path: Path, f: BinaryIO, zf: zipfile.ZipFile, name: WheelName | None = None) -> None:
-        self.path, self.f, self.zf = path, f, zf
-        self.name = _parse_filename(path) if name is None else name
-        self.infos = zf.infolist()
+    def __init__(
+        self, path: Path, f: BinaryIO, infos: list[zipfile.ZipInfo], name: WheelName | None = None,
+        offsets: dict[str, int] | None = None,
+    ) -> None:
+        self.path, self.f = path, f
+        self.name = parse_filename(path) if name is None else name
+        self.infos = infos
         self.dist_info = _check_layout(self.name, self.infos)
         self.data_dir = self.dist_info.removesuffix(".dist-info") + ".data"
         self.by_name = {i.orig_filename: i for i in self.infos}
-        self.offsets = zipraw.data_offsets(f, self.infos)
-        self.rows: dict[str, _Row] = {}
+        self.offsets = zipraw.data_offsets(f, self.infos) if offsets is None else offsets
 
     def bad(self, problem: str) -> BadWheel:
         """A one-line BadWheel naming this file."""
@@ -177,29 +154,6 @@ class _Wheel:
             raise self.bad(f"{self.dist_info}/{leaf}: not UTF-8 ({e})") from e
         return data, {k: [str(v) for v in msg.get_all(k, [])] for k in msg}
 
-    def read_record(self) -> dict[str, _Row]:
-        """RECORD as path -> row, kept for :meth:`expected`; BadWheel on malformed, duplicate or dangling rows."""
-        text = self.read_small(self.member("RECORD")).decode("utf-8", errors="replace")
-        for fields in csv.reader(io.StringIO(text, newline="")):
-            if len(fields) != 3 and fields:
-                raise self.bad(f"RECORD: malformed line {','.join(fields)!r}")
-            if fields and fields[0] in self.rows:
-                raise self.bad(f"RECORD: lists {fields[0]} twice")
-            if fields and fields[0] not in self.by_name:
-                raise self.bad(f"{fields[0]}: listed in RECORD but not in the wheel")
-            if fields:
-                self.rows[fields[0]] = _Row(fields[1], fields[2])
-        return self.rows
-
-    def expected(self, member: str) -> _Row:
-        """The member's RECORD row; BadWheel if it has none or no usable hash."""
-        row = self.rows.get(member)
-        if row is None:
-            raise self.bad(f"{member}: not listed in RECORD")
-        if row.digest.partition("=")[0] not in _HASHES:
-            raise self.bad(f"{member}: RECORD hash {row.digest or '(none)'!r} is not sha256 or stronger")
-        return row
-
     def raw_whole(self, info: zipfile.ZipInfo) -> bytes:
         """A small member's compressed bytes in one ``pread``."""
         return zipraw.read_at(self.f.fileno(), self.offsets[info.orig_filename], info.compress_size)
@@ -208,85 +162,7 @@ class _Wheel:
         """As :meth:`raw`, read by ``pread``: safe from a worker thread while this thread reads on."""
         return zipraw.iter_raw_at(self.f.fileno(), self.offsets[info.orig_filename], info.compress_size)
 
-    def checked_raw(self, info: zipfile.ZipInfo, raws: Iterable[bytes] | None = None) -> Iterator[bytes]:
-        """The member's raw bytes (``raws``, default :meth:`raw`), passed through while their plain form is
-        hashed and checked on the way."""
-        row = self.expected(info.orig_filename)
-        h = hashlib.new(row.digest.partition("=")[0])
-        inflater = zipraw.Inflater(info)
-        for raw in self.raw(info) if raws is None else raws:
-            for plain in inflater.feed(raw):
-                h.update(plain)
-            yield raw
-        for plain in inflater.finish():
-            h.update(plain)
-        self._compare(info, row, h)
-
-    def _compare(self, info: zipfile.ZipInfo, row: _Row, h: hashlib._Hash) -> None:
-        if (got := _digest_field(h)) != row.digest or row.size not in ("", str(info.file_size)):
-            raise self.bad(
-                f"{info.orig_filename}: RECORD says {row.digest} ({row.size or '?'} bytes), "
-                f"member is {got} ({info.file_size} bytes)"
-            )
-
-    def _check_small(self, info: zipfile.ZipInfo) -> None:
-        """:meth:`check` of a member of at most :data:`zipraw.CHUNK` bytes, raw and plain, read whole by pread."""
-        row = self.expected(info.orig_filename)
-        plain = zipraw.inflate_whole(info, self.raw_whole(info))
-        self._compare(info, row, hashlib.new(row.digest.partition("=")[0], plain))
-
-    def check(self, info: zipfile.ZipInfo) -> None:
-        """Check one member against RECORD, streaming."""
-        for _ in self.checked_raw(info):
-            pass
-
-    def check_batch(self, infos: list[zipfile.ZipInfo]) -> None:
-        """Check members against RECORD from a worker thread (``pread``: this object's file position is untouched)."""
-        for info in infos:
-            if info.compress_size <= zipraw.CHUNK and info.file_size <= zipraw.CHUNK:
-                self._check_small(info)
-            else:
-                for _ in self.checked_raw(info, self.raw_at(info)):
-                    pass
-
-
-class _Checks:
-    """RECORD checks handed to a :class:`~librarian.pool.Pipeline` a batch of members at a time.
-
-    Members go in batches (up to :data:`_BATCH` compressed bytes or :data:`_BATCH_MEMBERS` members), so a
-    wheel of 16,000 cubins costs a few hundred submissions, not 16,000. Tiny members (under :data:`_INLINE`
-    compressed bytes) are checked at once in the calling thread: their cost is Python's, under the GIL,
-    and handing them to a thread would only add to it (70,000 of them ran slower on two threads than one).
-    """
-
-    def __init__(self, w: _Wheel, pipeline: Pipeline) -> None:
-        self.w, self.pipeline = w, pipeline
-        self.batch: list[zipfile.ZipInfo] = []
-        self.size = 0
-
-    def add(self, info: zipfile.ZipInfo) -> None:
-        """Check ``info`` (its RECORD row is looked up now, so a missing row raises in member order)."""
-        self.w.expected(info.orig_filename)
-        if info.compress_size < _INLINE:
-            try:
-                self.w.check_batch([info])
-            except (BadWheel, zipraw.ZipError):
-                self.w.check_batch(self.batch)  # a member before it, not yet handed over, is the one to report
-                raise
-            return
-        self.batch.append(info)
-        self.size += info.compress_size
-        if self.size >= _BATCH or len(self.batch) >= _BATCH_MEMBERS:
-            self.flush()
-
-    def flush(self) -> None:
-        """Hand the batch so far to the pipeline."""
-        if self.batch:
-            batch, self.batch, self.size = self.batch, [], 0
-            self.pipeline.submit(functools.partial(self.w.check_batch, batch))
-
-
-def _parse_filename(path: Path) -> WheelName:
+def parse_filename(path: Path) -> WheelName:
     try:
         return WheelName.parse(path.name)
     except BadInput as e:
@@ -306,8 +182,9 @@ def _check_names(infos: list[zipfile.ZipInfo]) -> set[str]:
         if info.flag_bits & 0x1 or info.compress_type not in zipraw.SUPPORTED_METHODS:
             raise BadWheel(f"{member}: encrypted or compressed with method {info.compress_type}")
         seen.add(member)
-        if "/" in member:
-            tops.add(member.split("/", 1)[0])
+        top, sep, _ = member.partition("/")
+        if sep:
+            tops.add(top)
     return tops
 
 
@@ -319,7 +196,7 @@ def _check_layout(name: WheelName, infos: list[zipfile.ZipInfo]) -> str:
         raise BadWheel(f"expected one .dist-info folder, found {len(dist_infos) or 'none'}")
     stem = dist_infos[0].removesuffix(".dist-info")
     dist, _, version = stem.rpartition("-")
-    if canonicalize_name(dist) != canonicalize_name(name.distribution) or _version(version) != name.version:
+    if canonicalize_name(dist) != canonicalize_name(name.distribution) or version_of(version) != name.version:
         raise BadWheel(f"{dist_infos[0]} does not match the filename's {name.distribution} {name.version}")
     for top in tops:
         if top.endswith(".data") and top != f"{stem}.data":
@@ -333,17 +210,28 @@ _ZIP_FAILURES = (zipfile.BadZipFile, EOFError, struct.error, ValueError, OSError
 
 
 @contextlib.contextmanager
-def _open(path: Path, name: WheelName | None = None) -> Iterator[_Wheel]:
+def open_wheel(
+    path: Path, name: WheelName | None = None, directory: zipraw.Directory | None = None
+) -> Iterator[OpenWheel]:
     """Open ``path`` as a checked wheel (named ``name``, default its filename); every failure to read it
-    becomes a one-line BadWheel naming it."""
+    becomes a one-line BadWheel naming it.
+
+    ``directory``: its members and data offsets as the code that has just written the file knows them
+    (:meth:`~librarian.wheel.zipwriter.RawZipWriter.directory`: retag's output in publish's staging folder),
+    taken as they are, not read back (70,000 members: half a second); names and layout are still checked.
+    """
     try:
         f = open_regular(path)
     except OSError as e:
         raise BadWheel(f"{path}: cannot read ({e.strerror or e})") from e
+    zf: zipfile.ZipFile | None = None
     with f:
         try:
-            zf = zipfile.ZipFile(f)
-            w = _Wheel(path, f, zf, name)
+            if directory is None:
+                zf = zipfile.ZipFile(f)
+                w = OpenWheel(path, f, zf.infolist(), name)
+            else:
+                w = OpenWheel(path, f, directory.infos, name, directory.offsets)
         except BadWheel as e:
             raise e if str(e).startswith(f"{path}:") else BadWheel(f"{path}: {e}") from e
         except zipraw.ZipError as e:
@@ -353,22 +241,24 @@ def _open(path: Path, name: WheelName | None = None) -> Iterator[_Wheel]:
             # "version needed" it does not know (NotImplementedError), names that are not UTF-8.
             detail = "" if str(e) == "File is not a zip file" else f" ({e})"
             raise BadWheel(f"{path}: not a zip file{detail}") from e
-        with zf:
-            try:
-                yield w
-            except zipraw.ZipError as e:
-                raise BadWheel(f"{path}: {e}") from e
+        try:
+            yield w
+        except zipraw.ZipError as e:
+            raise BadWheel(f"{path}: {e}") from e
+        finally:
+            if zf is not None:
+                zf.close()
 
 
 def read_wheel_info(path: Path, name: WheelName | None = None) -> WheelInfo:
     """Open ``path`` safely and read its names, METADATA, WHEEL tags and members (payload not inflated).
 
     ``name`` is the wheel's filename when the file has another (a download's temp name)."""
-    with _open(path, name) as w:
-        return _info(w)
+    with open_wheel(path, name) as w:
+        return info_of(w)
 
 
-def _info(w: _Wheel) -> WheelInfo:
+def info_of(w: OpenWheel) -> WheelInfo:
     """What :func:`read_wheel_info` returns, from an open wheel."""
     meta_bytes, meta = w.headers("METADATA")
     _, wheel = w.headers("WHEEL")
@@ -386,64 +276,13 @@ def _info(w: _Wheel) -> WheelInfo:
     )
 
 
-def _unrecorded(member: str, dist_info: str) -> bool:
-    """Members RECORD does not hash: itself, its signatures, folder entries."""
-    return member.endswith("/") or member in {f"{dist_info}/{leaf}" for leaf in ("RECORD", *_SIGNATURES)}
-
-
-def _jobs(jobs: int | None) -> int:
-    """Threads for RECORD checks: ``jobs``, default the cores; one where there is no ``os.pread``."""
-    return (jobs or default_jobs()) if hasattr(os, "pread") else 1
-
-
-def verify_record(path: Path, *, jobs: int | None = None) -> None:
-    """Check every member's sha256 and size against RECORD, streaming; BadWheel names the first liar.
-
-    Members are inflated and hashed by ``jobs`` threads (default: the cores available); the first bad
-    member in member order raises, as with one.
-    """
-    with _open(path) as w:
-        _verify(w, jobs)
-
-
-def _verify(w: _Wheel, jobs: int | None) -> None:
-    w.read_record()
-    recorded = [i for i in w.infos if not _unrecorded(i.orig_filename, w.dist_info)]
-    if _jobs(jobs) <= 1:
-        for info in recorded:
-            w.check(info)
-        return
-    with Pipeline(_jobs(jobs), "record") as pipeline:
-        checks = _Checks(w, pipeline)
-        try:
-            for info in recorded:
-                checks.add(info)
-            checks.flush()
-        finally:
-            pipeline.drain()  # an earlier member's failure is the one to report
-
-
-def wheel_problems(path: Path, name: WheelName | None = None, *, jobs: int | None = None) -> tuple[list[str], str | None]:
-    """:func:`metadata_problems`, and the first member RECORD lies about (:func:`verify_record`; ``None``:
-    none), from one opening of the wheel; lines without the ``path: `` prefix. BadWheel if it cannot be read."""
-    with _open(path, name) as w:
-        problems = _metadata_problems(_info(w))
-        try:
-            _verify(w, jobs)
-        except BadWheel as e:
-            return problems, str(e).removeprefix(f"{path}: ")
-        except zipraw.ZipError as e:
-            return problems, str(e)
-        return problems, None
-
-
 def metadata_problems(path: Path, name: WheelName | None = None) -> list[str]:
     """Each way METADATA, WHEEL and the ``.dist-info`` name contradict the filename (``name``, default
     the file's own); a wheel that cannot be read at all (no WHEEL, say) raises BadWheel."""
-    return _metadata_problems(read_wheel_info(path, name))
+    return metadata_problems_of(read_wheel_info(path, name))
 
 
-def _metadata_problems(info: WheelInfo) -> list[str]:
+def metadata_problems_of(info: WheelInfo) -> list[str]:
     name = info.filename
     problems = list(info.mismatches())
     expected = f"{name.distribution}-{name.version}.dist-info"
@@ -458,8 +297,12 @@ def check_publishable(path: Path) -> WheelInfo:
     Publish runs the very checks verify runs, so that nothing is stored that verify then rejects.
     Returns what was read (:func:`read_wheel_info`), so the caller need not open the wheel again.
     """
-    info = read_wheel_info(path)
-    problems = _metadata_problems(info)
+    return refuse_unpublishable(path, read_wheel_info(path))
+
+
+def refuse_unpublishable(path: Path, info: WheelInfo) -> WheelInfo:
+    """:func:`check_publishable` of what was read from ``path``: ``info``, returned."""
+    problems = metadata_problems_of(info)
     if problems:
         raise BadWheel(f"{path}: {problems[0]}")
     if links := [m.path for m in info.members if m.link]:
