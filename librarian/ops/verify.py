@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,8 +79,8 @@ class _Reader:
     the GIL); :meth:`read` then hands each path its blob, in the caller's order.
     """
 
-    def __init__(self, store: Store, deep: bool, tmp: Path, jobs: int | None = None) -> None:
-        self.store, self.deep, self.tmp = store, deep, tmp
+    def __init__(self, store: Store, deep: bool, jobs: int | None = None) -> None:
+        self.store, self.deep = store, deep
         self.jobs = jobs or default_jobs()
         self.blobs: dict[tuple[str, object], _Blob] = {}
         self.keys: dict[str, tuple[str, object]] = {}
@@ -203,9 +202,8 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False, jobs: in
     wheels = [f for f in listing.files if f.path.endswith(".whl") and not is_generated(f.path)]
     pending = _pending(listing.files)
     staged: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="librarian-verify-") as tmp, \
-            progress.task(f"verify {store.location}", total=len(wheels), unit=progress.WHEELS) as bar:
-        reader = _Reader(store, deep, Path(tmp), jobs)
+    with progress.task(f"verify {store.location}", total=len(wheels), unit=progress.WHEELS) as bar:
+        reader = _Reader(store, deep, jobs)
         placement = {f.path: check_placement(index.layout, f.path) for f in wheels}
         reader.load([f for f in wheels if not placement[f.path]], bar)
         for f in wheels:

@@ -7,23 +7,20 @@ renamed into place at the end.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import hashlib
 import io
 import logging
-import os
 import re
-import secrets
 import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 from librarian import progress
 from librarian.coords import Label, WheelName
 from librarian.errors import Refused
 from librarian.pool import Pipeline
+from librarian.safeio import atomic_output
 from librarian.wheel import zipraw, zipwriter
 from librarian.wheel.record import (
     Checks,
@@ -69,26 +66,6 @@ def _new_record(w: OpenWheel, rows: dict[str, Row], renames: dict[str, str], met
             row = Row(digest_field(hashlib.new(row.digest.partition("=")[0], metadata)), str(len(metadata)))
         writer.writerow([new_path, row.digest, row.size])
     return out.getvalue().encode()
-
-
-@contextlib.contextmanager
-def _atomic_output(dest: Path) -> Iterator[BinaryIO]:
-    """A temp file beside ``dest``, renamed onto it on success and removed on any error."""
-    while True:
-        tmp = dest.with_name(f".{dest.name}.{secrets.token_hex(4)}.part")
-        try:
-            # os.open with a mode lets the umask decide the final permissions, as for any new file.
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            break
-        except FileExistsError:
-            continue
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _refuse_relabel(src: Path, name: WheelName, label: Label) -> None:
@@ -141,7 +118,7 @@ def retag_with_directory(
             f"{w.dist_info}/RECORD": _new_record(w, record.rows, renames, new_metadata),
         }
         size = src.stat().st_size
-        with _atomic_output(dest) as out, progress.task(f"retag {src.name}", total=size) as bar:
+        with atomic_output(dest) as out, progress.task(f"retag {src.name}", total=size) as bar:
             writer = zipwriter.RawZipWriter(out)
             if verify and jobs_for(jobs) > 1:
                 with Pipeline(jobs_for(jobs), "record") as pipeline:
@@ -207,6 +184,6 @@ def _already(src: Path, out_dir: Path, verify: bool, jobs: int | None) -> Path:
         return src
     if verify:
         verify_record(src, jobs=jobs)
-    with _atomic_output(dest) as out, src.open("rb") as f:
+    with atomic_output(dest) as out, src.open("rb") as f:
         shutil.copyfileobj(f, out, zipraw.CHUNK)
     return dest
