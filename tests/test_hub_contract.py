@@ -121,9 +121,8 @@ def test_a_hub_that_never_answers_is_exit_3_within_the_time_out(run: Run, silent
 
 
 def test_a_trickling_answer_is_cut(run: Run, hub: LoopHub, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The other requests must still be answered within the time-out on a busy machine: 0.5 s, not less.
-    monkeypatch.setenv("LIBRARIAN_HUB_TIMEOUT", "0.5")
-    monkeypatch.setenv("LIBRARIAN_HUB_RETRY_BUDGET", "1")
+    monkeypatch.setenv("LIBRARIAN_HUB_TIMEOUT", "1")
+    monkeypatch.setenv("LIBRARIAN_HUB_RETRY_BUDGET", "2")
     hub.trickle("resolve", 0.2, times=100, path_contains="index.json")
     start = time.monotonic()
     result = run("ls", "--repo", REPO)
