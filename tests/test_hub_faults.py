@@ -128,7 +128,7 @@ def test_the_token_never_appears_in_output(run: Run, repo: LoopHub, tmp_path: Pa
     assert repo.token_leaks == []
 
 
-def test_eight_concurrent_publishers_all_land(repo: LoopHub, tmp_path: Path) -> None:
+def test_eight_concurrent_publishers_all_land(run: Run, repo: LoopHub, tmp_path: Path) -> None:
     env = {**os.environ, "LIBRARIAN_HUB_ATTEMPTS": "40"}
     procs = []
     for n in range(8):
@@ -143,5 +143,5 @@ def test_eight_concurrent_publishers_all_land(repo: LoopHub, tmp_path: Path) -> 
         assert "5 file(s) written" in out
     stored, listed = consistent(repo)
     assert stored == listed and len(stored) == 41
-    result = subprocess.run([sys.executable, "-m", "librarian", "verify", "--repo", REPO], check=False, env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = run("verify", "--repo", REPO)  # in-process: the check, not the racing, needs no process of its own
+    assert result.code == 0, result.out + result.err
