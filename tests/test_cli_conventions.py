@@ -200,7 +200,7 @@ def on_pty(argv: list[str], cwd: Path) -> tuple[int, str, bytes]:
 @pytest.mark.slow
 def test_progress_bars_on_a_terminal_only(tmp_path: Path) -> None:
     big = make_wheel(tmp_path / "dist", "bigkern", "0.1.0", "cp311-cp311-linux_x86_64",
-                     {"bigkern/blob.bin": os.urandom(200 << 20)}, compression=zipfile.ZIP_STORED)  # fmt: skip
+                     {"bigkern/blob.bin": bytes(200 << 20)}, compression=zipfile.ZIP_STORED)  # fmt: skip
     code, out, err = on_pty(["retag", str(big), *LABEL, "-o", "out"], tmp_path)
     assert code == 0 and out.strip().endswith("+cu130torch2.9-cp311-cp311-linux_x86_64.whl")
     assert b"retag bigkern" in err and b"/209.7 MB" in err and "━".encode() in err
@@ -220,7 +220,7 @@ def test_progress_bars_on_a_terminal_only(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_hub_transfers_show_our_bars(loophub: LoopHub, tmp_path: Path) -> None:
     big = make_wheel(tmp_path / "dist", "bigkern", "0.1.0", "cp311-cp311-linux_x86_64",
-                     {"bigkern/blob.bin": os.urandom(40 << 20)}, compression=zipfile.ZIP_STORED)  # fmt: skip
+                     {"bigkern/blob.bin": bytes(40 << 20)}, compression=zipfile.ZIP_STORED)  # fmt: skip
     repo = ("--repo", "hf://datasets/team/wheels")
     code, _, err = on_pty(["publish", str(big), "--torch", "2.8", "--cuda", "12.8", "--sm", "89", *repo, "--create"],
                             tmp_path)  # fmt: skip

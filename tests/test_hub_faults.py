@@ -128,18 +128,20 @@ def test_the_token_never_appears_in_output(run: Run, repo: LoopHub, tmp_path: Pa
     assert repo.token_leaks == []
 
 
-def test_eight_concurrent_publishers_all_land(repo: LoopHub, tmp_path: Path) -> None:
+def test_eight_concurrent_publishers_all_land(run: Run, repo: LoopHub, tmp_path: Path) -> None:
     env = {**os.environ, "LIBRARIAN_HUB_ATTEMPTS": "40"}
     procs = []
     for n in range(8):
-        batch = wheels(tmp_path / f"w{n}", 20, prefix=f"p{n}x")
+        # 5 wheels each (20 before): the publishers still race for the commit (re-planning on conflicts) and
+        # the hub serves a quarter of the uploads, which was most of this test's time besides the start-ups
+        batch = wheels(tmp_path / f"w{n}", 5, prefix=f"p{n}x")
         cmd = [sys.executable, "-m", "librarian", "publish", *map(str, batch), *FLAGS]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     for proc in procs:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
-        assert "20 file(s) written" in out
+        assert "5 file(s) written" in out
     stored, listed = consistent(repo)
-    assert stored == listed and len(stored) == 161
-    result = subprocess.run([sys.executable, "-m", "librarian", "verify", "--repo", REPO], check=False, env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert stored == listed and len(stored) == 41
+    result = run("verify", "--repo", REPO)  # in-process: the check, not the racing, needs no process of its own
+    assert result.code == 0, result.out + result.err

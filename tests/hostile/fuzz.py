@@ -56,6 +56,7 @@ class Stats:
     accepted_then_rejected: list[str] = field(default_factory=list)
     slowest: float = 0.0
     peak_rss_mb: float = 0.0
+    kinds: Counter[str] = field(default_factory=Counter)  # how the mutants were made, for coverage checks
 
     def failures(self) -> list[str]:
         """Everything that breaks the contract."""
@@ -142,6 +143,7 @@ def fuzz(seed: int, count: int, workdir: Path, limit: int = 20) -> Stats:
     seeds = [v for v in SEEDS.values() if v]
     for i in range(count):
         data, how = mutants.mutate(rng.choice(seeds), rng)
+        stats.kinds[how.split("(")[0]] += 1
         if rng.random() < 0.3:  # stack a second mutation now and then
             data, how2 = mutants.mutate(data, rng) if data else (data, "")
             how = f"{how}+{how2}"
@@ -185,23 +187,26 @@ def _paths(node: object, prefix: tuple[object, ...] = ()) -> list[tuple[object, 
     return found
 
 
-def mutate_json(data: object, rng: random.Random) -> object:
-    """``data`` (parsed JSON) with one value replaced, one key dropped, or one key added."""
+def mutate_json(data: object, rng: random.Random) -> tuple[object, str]:
+    """``data`` (parsed JSON) with one value replaced, one key dropped, or one key added; and which."""
     data = json.loads(json.dumps(data))
     path = rng.choice(_paths(data)[1:] or [()])
     if not path:
-        return rng.choice(HOSTILE_VALUES)
+        return rng.choice(HOSTILE_VALUES), "replace"
     parent: object = data
     for step in path[:-1]:
         parent = parent[step]  # type: ignore[index]
     how = rng.random()
     if how < 0.7:
         parent[path[-1]] = rng.choice(HOSTILE_VALUES)  # type: ignore[index]
-    elif how < 0.85:
+        return data, "replace"
+    if how < 0.85:
         del parent[path[-1]]  # type: ignore[attr-defined]
-    elif isinstance(parent, dict):
+        return data, "drop"
+    if isinstance(parent, dict):
         parent[rng.choice(["extra", "facts", "cell", "size"])] = rng.choice(HOSTILE_VALUES)
-    return data
+        return data, "add"
+    return data, "none"  # an "add" under a list: the index is left as it was
 
 
 def fuzz_index(seed: int, count: int, store: Path, stats: Stats, limit: int = 20) -> None:
@@ -219,9 +224,10 @@ def fuzz_index(seed: int, count: int, store: Path, stats: Stats, limit: int = 20
     ]  # fmt: skip
     for i in range(count):
         target = rng.choice(sorted(files))
-        mutant = mutate_json(json.loads(files[target]), rng)
+        mutant, how = mutate_json(json.loads(files[target]), rng)
         target.write_text(json.dumps(mutant))
         stats.mutants += 1
+        stats.kinds[f"{target.name}:{how}"] += 1
         for argv in commands:
             run_command(argv, stats, f"index seed {seed} mutant {i} ({target.name})", limit)
         shutil.rmtree(store)

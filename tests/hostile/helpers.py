@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from librarian.cli import main
 from tests.builders import make_wheel
 
 FLAGS = ("--sm", "89", "--torch", "2.8", "--cuda", "12.8")
@@ -24,6 +28,31 @@ def build(directory: Path, package: str = "tinykern", version: str = "0.1.0", **
     """An unlabelled pure wheel (``--sm`` says its cell)."""
     files = {f"{package}/__init__.py": f"NAME = {package!r}\n".encode()}
     return make_wheel(directory, package, version, TAGS, files, **kwargs)  # type: ignore[arg-type]
+
+
+def publish_once(root: Path, packages: tuple[str, ...]) -> Path:
+    """``packages`` 0.1.0 built into ``root/dist`` and published into ``root/wheelhouse``, in-process: a
+    module's template store, which :func:`copy_store` gives each test (the same bytes as publishing there)."""
+    for package in packages:
+        assert _main("publish", str(build(root / "dist", package)), *FLAGS, "--repo", str(root / "wheelhouse")) == 0
+    assert _main("verify", "--deep", "--repo", str(root / "wheelhouse")) == 0
+    return root
+
+
+def copy_store(template: Path, tmp_path: Path) -> Path:
+    """A fresh copy of :func:`publish_once`'s wheels and store in ``tmp_path``: its ``wheelhouse``."""
+    shutil.copytree(template / "dist", tmp_path / "dist")
+    shutil.copytree(template / "wheelhouse", tmp_path / "wheelhouse")
+    return tmp_path / "wheelhouse"
+
+
+def _main(*argv: str) -> int:
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            main(list(argv))
+    except SystemExit as e:
+        return int(e.code or 0)
+    return 0
 
 
 def cli(*argv: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:

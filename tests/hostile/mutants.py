@@ -127,10 +127,13 @@ def _offsets(data: bytes, sig: bytes) -> list[int]:
     return found
 
 
+KINDS = ("flip", "record_field", "truncate", "splice", "member", "zero_run", "repeat")
+
+
 def mutate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
-    """One mutant of ``data`` and a word for how it was made."""
+    """One mutant of ``data`` and a word for how it was made (one of :data:`KINDS`, maybe with a note)."""
     out = bytearray(data)
-    how = rng.choice(["flip", "record_field", "truncate", "splice", "member", "zero_run", "repeat"])
+    how = rng.choice(KINDS)
     if how == "flip":
         for _ in range(rng.randint(1, 8)):
             out[rng.randrange(len(out))] = rng.randrange(256)

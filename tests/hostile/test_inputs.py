@@ -11,15 +11,20 @@ import pytest
 
 from tests.conftest import Run
 from tests.hostile import mutants
-from tests.hostile.helpers import FLAGS, assert_one_line, build, cli_rss
+from tests.hostile.helpers import FLAGS, assert_one_line, cli_rss, copy_store, publish_once
 
 WHEEL = f"tinykern-0.1.0-{mutants.TAGS}.whl"
 
 
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return publish_once(tmp_path_factory.mktemp("published"), ("tinykern",))
+
+
 @pytest.fixture
-def store(run: Run, tmp_path: Path) -> Path:
-    assert run("publish", str(build(tmp_path / "dist")), *FLAGS).code == 0
-    return tmp_path / "wheelhouse"
+def store(run: Run, tmp_path: Path, published: Path) -> Path:
+    """tinykern 0.1.0 in ./wheelhouse (published once per module, copied for each test)."""
+    return copy_store(published, tmp_path)
 
 
 def _entry_text(store: Path, **raw: str) -> str:

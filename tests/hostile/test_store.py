@@ -11,18 +11,29 @@ import pytest
 
 from librarian.stores import local as local_store
 from tests.conftest import Run
-from tests.hostile.helpers import CELL, FLAGS, assert_one_line, build, cli, shard, wheel_name
+from tests.hostile.helpers import (
+    CELL,
+    FLAGS,
+    assert_one_line,
+    build,
+    cli,
+    copy_store,
+    publish_once,
+    shard,
+    wheel_name,
+)
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return publish_once(tmp_path_factory.mktemp("published"), ("tinykern", "evilpkg"))
 
 
 @pytest.fixture
-def store(run: Run, tmp_path: Path) -> Path:
-    """A store with tinykern 0.1.0 and evilpkg 0.1.0, both in sm89 torch 2.8 cu128."""
-    for package in ("tinykern", "evilpkg"):
-        wheel = build(tmp_path / "dist", package)
-        result = run("publish", str(wheel), *FLAGS)
-        assert result.code == 0, result.err
-    assert run("verify", "--deep").code == 0
-    return tmp_path / "wheelhouse"
+def store(run: Run, tmp_path: Path, published: Path) -> Path:
+    """A store with tinykern 0.1.0 and evilpkg 0.1.0, both in sm89 torch 2.8 cu128 (published once per
+    module, copied for each test) in ./wheelhouse; their wheels in ./dist."""
+    return copy_store(published, tmp_path)
 
 
 def _point_tinykern_at_evilpkg(store: Path) -> None:

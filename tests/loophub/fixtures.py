@@ -15,6 +15,7 @@ Only ``HF_TOKEN`` is read afresh on every call. The default HTTP client has no t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ PAGE_SIZE = 10  # small, so listings in tests cross pages and exercise the Link 
 ETAG_TIMEOUT = 3  # HEAD of hf_hub_download (the retry after a failed HEAD uses a fixed 60 s)
 DOWNLOAD_TIMEOUT = 5  # GET of hf_hub_download
 LOOPHUB_CLIENT_TIMEOUT = 10.0  # every other call (the library default is none at all)
+QUICK_RETRY_S = 0.01  # huggingface_hub's waits between retries, capped (its own are 1 s and more)
 
 
 def point_client_at(
@@ -54,8 +56,9 @@ def point_client_at(
         "HF_HUB_ETAG_TIMEOUT": str(ETAG_TIMEOUT),
         "HF_HUB_DOWNLOAD_TIMEOUT": str(DOWNLOAD_TIMEOUT),
         "HF_TOKEN_PATH": str(home / "token"),
-        # librarian's own retries of Hub reads: quick waits, so that tests of bursts stay fast
-        "LIBRARIAN_HUB_BACKOFF": "0.05",
+        # librarian's own retries of Hub reads: quick waits (10, 20, 40, 80 ms), so that tests of bursts
+        # stay fast; how many tries and what is retried is the same as with the real waits
+        "LIBRARIAN_HUB_BACKOFF": "0.01",
         "LIBRARIAN_HUB_TIMEOUT": str(client_timeout),
     }
     for key, value in env.items():
@@ -86,6 +89,9 @@ def point_client_at(
     for name, value in patches.items():
         monkeypatch.setattr(constants, name, value)
     monkeypatch.setattr(hf_api.api, "endpoint", url)
+    # huggingface_hub's own retries (preupload, LFS batch and upload, tree pages) wait 1, 2, 4, 8 s, or a
+    # 429's Retry-After + 1 s: this process waits at most QUICK_RETRY_S instead; what is retried is unchanged.
+    monkeypatch.setattr(_http, "time", _QuickSleep)
 
     def factory() -> httpx2.Client:
         return httpx2.Client(
@@ -95,6 +101,14 @@ def point_client_at(
         )
 
     _http.set_client_factory(factory)  # also closes the shared client, and its pooled sockets
+
+
+class _QuickSleep:
+    """Stands in for the ``time`` module in ``huggingface_hub.utils._http``, which uses only its ``sleep``."""
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        time.sleep(min(seconds, QUICK_RETRY_S))
 
 
 def restore_client() -> None:

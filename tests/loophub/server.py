@@ -24,6 +24,7 @@ from .transfer import LoopHubApi
 
 logger = logging.getLogger(__name__)
 MAX_BODY = 1 << 31  # refuse absurd Content-Length values rather than allocating them
+POLL_S = 0.01  # seconds between the serving loop's checks for shutdown
 
 
 class _Server(ThreadingHTTPServer):
@@ -294,8 +295,10 @@ class LoopHub:
         return f"http://{self._host}:{self._httpd.server_address[1]}"
 
     def start(self) -> LoopHub:
+        # The poll interval is how long stop() waits for the serving loop to notice: 10 ms, as many tests
+        # each start and stop a hub.
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, args=(0.05,), name="loophub", daemon=True
+            target=self._httpd.serve_forever, args=(POLL_S,), name="loophub", daemon=True
         )
         self._thread.start()
         return self
