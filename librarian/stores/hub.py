@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 MARKER = "librarian-change-id"
 MAX_ATTEMPTS = int(os.environ.get("LIBRARIAN_HUB_ATTEMPTS", "12"))
-COMMIT_BACKOFF = 0.25  # seconds before the first re-plan of a commit; doubles, with jitter
 
 
 class HubStore(HubReader):
@@ -150,17 +149,17 @@ class HubStore(HubReader):
                 return step(attempt, notes)
             except Conflict:
                 notes.append(f"attempt {attempt}: the repo moved on; planning again")
-                wait = backoff(attempt, COMMIT_BACKOFF)
+                wait = backoff(attempt, self.policy.commit_backoff)
             except Transient as e:
                 notes.append(f"attempt {attempt}: {e}")
-                wait = backoff(attempt, COMMIT_BACKOFF)
+                wait = backoff(attempt, self.policy.commit_backoff)
             except RateLimited as e:
                 if not e.commits:
                     raise
                 if e.wait is None or e.wait > self.policy.max_wait:
                     raise commits_refused(self.location, e) from e
                 notes.append(f"attempt {attempt}: the Hub limits commits; waiting {say_wait(e.wait)} as it asks")
-                wait = e.wait + random.random()
+                wait = e.wait + random.random() * 4 * self.policy.commit_backoff
             log.info("%s", notes[-1])
             time.sleep(wait)
         raise Unreachable(f"{self.location}: could not commit after {MAX_ATTEMPTS} attempts ({notes[-1] if notes else ''})")

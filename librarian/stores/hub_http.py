@@ -7,7 +7,8 @@ the connect and read time-outs of every request, one cuts a response whose body 
 ``MIN_RATE`` once the read time-out has passed. :func:`retrying` retries an idempotent read on 408, 429,
 5xx, time-outs and network errors, bounded in count and in total time. Settings come from the environment
 (``LIBRARIAN_HUB_TIMEOUT``, ``LIBRARIAN_HUB_CONNECT_TIMEOUT``, ``LIBRARIAN_HUB_RETRIES``,
-``LIBRARIAN_HUB_RETRY_BUDGET``, ``LIBRARIAN_HUB_BACKOFF``, ``LIBRARIAN_HUB_MAX_WAIT``, ``LIBRARIAN_HUB_COMMIT_OPS``).
+``LIBRARIAN_HUB_RETRY_BUDGET``, ``LIBRARIAN_HUB_BACKOFF``, ``LIBRARIAN_HUB_MAX_WAIT``, ``LIBRARIAN_HUB_COMMIT_OPS``,
+``LIBRARIAN_HUB_COMMIT_BACKOFF``).
 
 huggingface.co limits commits, not bytes: past 128 commits per hour on a repo it answers 429 with
 ``Retry-After`` and "You can retry this action in 43 minutes". :func:`rate_limit_wait` reads that wait;
@@ -49,6 +50,9 @@ class NetPolicy:
     backoff: float = 0.5  # first wait between tries; doubles, with jitter, up to 8 s
     max_wait: float = 60.0  # a 429's Retry-After up to this is waited out; a longer one ends the command
     commit_ops: int = 100  # files per commit; a bigger change is split (wheels first, index last)
+    # Seconds before the first re-plan of a commit; doubles, with jitter. A commit rate limit's own wait
+    # gets up to 4x this on top, so that jobs the limit held do not all commit again in step.
+    commit_backoff: float = 0.25
 
     @classmethod
     def from_env(cls) -> NetPolicy:
@@ -62,6 +66,7 @@ class NetPolicy:
             backoff=_env_float("LIBRARIAN_HUB_BACKOFF", default.backoff, minimum=0),
             max_wait=_env_float("LIBRARIAN_HUB_MAX_WAIT", default.max_wait, minimum=0),
             commit_ops=int(_env_float("LIBRARIAN_HUB_COMMIT_OPS", default.commit_ops, minimum=2)),
+            commit_backoff=_env_float("LIBRARIAN_HUB_COMMIT_BACKOFF", default.commit_backoff, minimum=0),
         )
 
     def wait(self, attempt: int) -> float:

@@ -59,6 +59,8 @@ def point_client_at(
         # librarian's own retries of Hub reads: quick waits (10, 20, 40, 80 ms), so that tests of bursts
         # stay fast; how many tries and what is retried is the same as with the real waits
         "LIBRARIAN_HUB_BACKOFF": "0.01",
+        # and of commits (re-plans after a 412, a transient failure, the jitter after a rate limit's wait)
+        "LIBRARIAN_HUB_COMMIT_BACKOFF": "0.01",
         "LIBRARIAN_HUB_TIMEOUT": str(client_timeout),
     }
     for key, value in env.items():
