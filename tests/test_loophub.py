@@ -408,7 +408,7 @@ def test_runs_as_a_module(tmp_path: Path) -> None:
         assert RemoteControl(url).add_fault("delay", delay_s=0.0)["kind"] == "delay"
     finally:
         proc.send_signal(signal.SIGINT)  # the way a person stops it: Ctrl-C, then a clean stop()
-        assert proc.wait(timeout=10) == 0
+        assert proc.wait(timeout=60) == 0  # generous: a stop joins every handler thread, slow on a loaded machine
 
 
 def test_commit_limit_answers_429_in_the_hubs_words_and_preuploaded_blobs_stay(api: HfApi, loophub: LoopHub) -> None:
