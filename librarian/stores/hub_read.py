@@ -77,6 +77,7 @@ class HubReader:
         token = self.api.token if isinstance(self.api.token, str) else get_token()
         register_secret(token)
         self._cache = ReadCache(repo_id)
+        self._listings: dict[str, Listing] = {}  # the tree at each commit this run listed
         self._sha: str | None = None  # the commit every read of this run is pinned to
 
     @property
@@ -186,6 +187,10 @@ class HubReader:
         if sha is None:
             return Listing(())
 
+        held = self._listings.get(sha)
+        if held is not None:  # a commit's tree never changes: a planner and the store's rebuild share one listing
+            return held
+
         def listing() -> list[StoredFile]:
             return [
                 StoredFile(item.path, item.size, item.lfs.sha256 if item.lfs else None)
@@ -193,7 +198,8 @@ class HubReader:
                 if isinstance(item, RepoFile)
             ]
 
-        return Listing(tuple(sorted(self._read("tree listing", listing), key=lambda f: f.path)))
+        found = self._listings[sha] = Listing(tuple(sorted(self._read("tree listing", listing), key=lambda f: f.path)))
+        return found
 
     def fetch(self, path: str, dest: Path) -> Path:
         """Stream the file straight to ``dest`` (temp file, then rename): one copy, none in the HF cache."""
