@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -33,6 +34,7 @@ from librarian.index import MAX_INDEX_BYTES, PENDING_DIR, ROOT, SHARD_DIR, Index
 from librarian.layout import Layout, check_store_path
 from librarian.safeio import (
     TMP_PREFIX,
+    atomic_output,
     atomic_path,
     atomic_write,
     kind,
@@ -46,7 +48,6 @@ log = logging.getLogger(__name__)
 
 LOCK_NAME = ".librarian.lock"
 JOURNAL_NAME = ".librarian-journal.json"
-_TMP_PREFIX = TMP_PREFIX
 
 
 def _link_atomic(existing: Path, target: Path) -> bool:
@@ -160,7 +161,7 @@ class LocalStore:
                     continue
                 rel = prefix + name
                 st = (here / name).lstat()
-                if name.startswith(_TMP_PREFIX):
+                if name.startswith(TMP_PREFIX):
                     strays.append((rel, "a temp file left by an interrupted change (the next change removes it)"))
                 elif name == JOURNAL_NAME:
                     strays.append((rel, "an interrupted change left its journal (reindex, or the next publish or gc, finishes it)"))
@@ -189,8 +190,8 @@ class LocalStore:
 
     def fetch(self, path: str, dest: Path) -> Path:
         """Copy a stored file to ``dest``."""
-        with self.open(path):  # refuses a link, a FIFO, a device, a missing file
-            atomic_write(dest, source=self._resolve(path))
+        with self.open(path) as stored, atomic_output(dest, 0o644, durable=True) as out:  # open refuses links, FIFOs
+            shutil.copyfileobj(stored, out, 1 << 20)
         return dest
 
     def url_for(self, path: str) -> str:
@@ -201,13 +202,13 @@ class LocalStore:
         """Plan under the lock and apply: journal, wheels, catalogue with the root last, removals, journal gone."""
         self._exists()
         with _locked(self.root):
-            recovered = self._recover(default_layout)
+            self._recover(default_layout)  # leaves the generated files rebuilt for the index it finishes
             self._sweep_temp_files(self.root, deep=False)  # a kill while writing the journal leaves one here
             old = read_index(self, default_layout)
             changes, result = plan(old)
             # A root out of step with the shards it was read from (a kill between them, by an older
             # librarian) is rebuilt by any change, even one that changes no wheel.
-            rebuild = changes.rebuild or recovered or self._root_is_stale(old)
+            rebuild = changes.rebuild or self._root_is_stale(old)
             if changes.empty and changes.index == old and not rebuild:
                 return Applied(changes, result, str(self.root))
             self._apply(old, changes, rebuild=rebuild)
@@ -337,13 +338,13 @@ class LocalStore:
             target.unlink(missing_ok=True)
             self._prune_empty_dirs(target.parent)
 
-    def _recover(self, default_layout: Layout) -> bool:
-        """Finish a change killed half-way (its journal is here) and sweep stale temp files; True if any."""
+    def _recover(self, default_layout: Layout) -> None:
+        """Finish a change killed half-way (its journal is here) and sweep stale temp files."""
         journal = self.root / JOURNAL_NAME
         try:
             raw = read_regular(journal, MAX_INDEX_BYTES, follow=False)
         except FileNotFoundError:
-            return False
+            return
         except OSError as e:
             raise StoreError(f"{journal}: cannot read ({e.strerror or e})") from e
         added, unlisted, deletes = self._parse_journal(raw, journal)
@@ -358,7 +359,6 @@ class LocalStore:
         journal.unlink(missing_ok=True)
         log.warning("%s: finished a change that was interrupted (%d entries kept, %d removed)",
                     self.root, len(present), len(unlisted))  # fmt: skip
-        return True
 
     @staticmethod
     def _parse_journal(raw: bytes, journal: Path) -> tuple[list[IndexEntry], list[str], list[str]]:
@@ -393,7 +393,7 @@ class LocalStore:
         for dirpath, dirnames, filenames in os.walk(top or self.root):
             dirnames[:] = [d for d in dirnames if deep and not (Path(dirpath) / d).is_symlink()]
             for name in filenames:
-                if name.startswith(_TMP_PREFIX):
+                if name.startswith(TMP_PREFIX):
                     (Path(dirpath) / name).unlink(missing_ok=True)
 
     def _prune_empty_dirs(self, directory: Path) -> None:
