@@ -78,12 +78,17 @@ def read_regular(path: Path, limit: int, *, follow: bool = True) -> bytes:
 
 def sha256_file(path: Path, chunk: int = 1 << 20, on_chunk: Callable[[int], object] | None = None) -> str:
     """The sha256 of a regular file as hex, read in chunks (``on_chunk`` hears each chunk's size: a bar)."""
-    h = hashlib.sha256()
     with open_regular(path) as f:
-        while data := f.read(chunk):
-            h.update(data)
-            if on_chunk is not None:
-                on_chunk(len(data))
+        return sha256_stream(f, chunk, on_chunk)
+
+
+def sha256_stream(f: BinaryIO, chunk: int = 1 << 20, on_chunk: Callable[[int], object] | None = None) -> str:
+    """The sha256 of what is left to read in ``f``, as hex, read in chunks."""
+    h = hashlib.sha256()
+    while data := f.read(chunk):
+        h.update(data)
+        if on_chunk is not None:
+            on_chunk(len(data))
     return h.hexdigest()
 
 

@@ -221,8 +221,7 @@ def gc(
 
     A plan that leaves a package without any wheel is refused on ``act`` unless ``allow_empty``.
     """
-    listing = store.list_files()
-    if act and not listing.complete:
+    if act and not store.list_files().complete:  # a dry run lists nothing
         raise StoreError(f"{store.location}: the file listing came back incomplete; gc refuses to act on it")
     if not act:
         index = read_index(store, default_layout)

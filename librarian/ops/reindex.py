@@ -237,26 +237,30 @@ def missing_metadata(index: Index, files: Iterable[StoredFile]) -> list[IndexEnt
 
 
 def _restore_metadata(store: Store, index: Index, files: Sequence[StoredFile], tmp: Path) -> list[Upload]:
-    """The METADATA files the index names and the tree lacks (a kill, a hand), re-read from their wheels.
+    """The METADATA files the index names and the tree lacks (removed by hand: a local store finishing a
+    killed change drops the promise instead), re-read from their wheels into ``tmp``.
 
     A wheel whose METADATA no longer has the recorded sha256 is left alone: verify names that wheel.
+    A file already in ``tmp`` (an earlier plan of this run: the Hub re-plans on a conflict) is not read again.
     """
     uploads = []
     for entry in missing_metadata(index, files):
         path = entry.metadata_path
-        assert path is not None  # missing_metadata returns only entries that name one
+        assert path is not None and entry.metadata_sha256 is not None  # missing_metadata: only entries naming one
+        source = tmp / f"{entry.metadata_sha256}.metadata"
+        if source.is_file():
+            uploads.append(Upload(path, source, entry.metadata_sha256, source.stat().st_size))
+            continue
         try:
             with store.open(entry.path) as wheel:
                 data = read_wheel_info(Path(wheel.name)).metadata
         except LibrarianError as e:
             log.warning("%s: cannot restore its METADATA file (%s)", entry.path, e)
             continue
-        sha = hashlib.sha256(data).hexdigest()
-        if sha != entry.metadata_sha256:
+        if hashlib.sha256(data).hexdigest() != entry.metadata_sha256:
             continue
-        source = tmp / f"{sha}.metadata"
         source.write_bytes(data)
-        uploads.append(Upload(path, source, sha, len(data)))
+        uploads.append(Upload(path, source, entry.metadata_sha256, len(data)))
     return uploads
 
 

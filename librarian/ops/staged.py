@@ -51,9 +51,9 @@ def expand_manifests(paths: Sequence[Path]) -> list[Path]:
     return files
 
 
-def read_manifests(paths: Sequence[Path], store: Store) -> tuple[tuple[IndexEntry, ...], dict[str, str]]:
+def read_manifests(paths: Sequence[Path], store: Store) -> tuple[tuple[IndexEntry, ...], dict[str, str], int]:
     """Every entry of the manifests at ``paths`` (a folder: every ``*.json`` under it), each checked to be for
-    ``store``; and the METADATA texts they carry, by sha256."""
+    ``store``; the METADATA texts they carry, by sha256; and how many manifests were read."""
     loaded: list[tuple[str, Manifest]] = []
     for path in expand_manifests(paths):
         try:
@@ -64,7 +64,7 @@ def read_manifests(paths: Sequence[Path], store: Store) -> tuple[tuple[IndexEntr
         if manifest.repo != store.location:
             raise BadInput(f"{path}: staged for {manifest.repo}, not {store.location}")
         loaded.append((str(path), manifest))
-    return merge_manifests(loaded), merge_metadata([m for _, m in loaded])
+    return merge_manifests(loaded), merge_metadata([m for _, m in loaded]), len(loaded)
 
 
 def plan_manifests(
@@ -104,7 +104,7 @@ def reindex_manifests(
 
     A wheel whose bytes the store does not hold is dropped and reported (a finding); the rest land.
     """
-    entries, texts = read_manifests(paths, store)
+    entries, texts, count = read_manifests(paths, store)
     if not options.allow_unknown_combo:
         matrix = load_matrix()
         for entry in entries:
@@ -126,7 +126,7 @@ def reindex_manifests(
         def planner(index: Index) -> tuple[Changes, list[IndexEntry]]:
             return plan_manifests(index, present, options, files)
 
-        report = ReindexReport(store.location, dropped=dropped, manifests=len(expand_manifests(paths)))
+        report = ReindexReport(store.location, dropped=dropped, manifests=count)
         if dry_run:
             return _with(report, planner(read_index(store, default_layout))[1])
         applied = store.update(planner, default_layout)

@@ -9,7 +9,6 @@ rendered once, by :func:`librarian.generated.plan_generated`, and the store appl
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import BinaryIO, Generic, Protocol, TypeVar
 from librarian.errors import StoreError
 from librarian.index import ROOT, Index, IndexEntry, parse_root, parse_shard
 from librarian.layout import Layout
+from librarian.safeio import sha256_stream
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,8 +180,5 @@ def read_index(store: Store, default_layout: Layout, packages: Iterable[str] | N
 
 def sha256_stored(store: Store, path: str) -> str:
     """The sha256 of a stored file, read through :meth:`Store.open` (on the Hub: downloaded, then dropped)."""
-    h = hashlib.sha256()
     with store.open(path) as f:
-        while data := f.read(1 << 20):
-            h.update(data)
-    return h.hexdigest()
+        return sha256_stream(f)

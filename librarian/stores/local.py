@@ -30,7 +30,7 @@ from typing import BinaryIO
 from librarian.catalogue import PAGES_DIR, catalogue_paths
 from librarian.errors import StoreError
 from librarian.generated import Generated, plan_generated, root_is_stale
-from librarian.index import MAX_INDEX_BYTES, PENDING_DIR, ROOT, SHARD_DIR, Index, IndexEntry
+from librarian.index import MAX_INDEX_BYTES, PENDING_DIR, ROOT, SHARD_DIR, Index, IndexEntry, metadata_path
 from librarian.layout import Layout, check_store_path
 from librarian.safeio import (
     TMP_PREFIX,
@@ -377,8 +377,8 @@ class LocalStore:
 
     def _holds_metadata(self, entry: IndexEntry) -> bool:
         """Whether the entry's PEP 658 METADATA file, if it names one, is in place and whole."""
-        path = entry.metadata_path
-        return path is None or self._holds_file(path, entry.metadata_sha256 or "", None)
+        sha = entry.metadata_sha256
+        return not sha or self._holds_file(metadata_path(entry.path), sha, None)
 
     def _holds_file(self, path: str, sha256: str, size: int | None) -> bool:
         try:
