@@ -79,7 +79,3 @@ class RichReporter:
         if not self.progress.tasks:
             self.progress.stop()
 
-
-def wants_bars(quiet: bool, as_json: bool) -> bool:
-    """Bars only for a person at a terminal: stderr is a TTY, and neither ``-q`` nor ``--json``."""
-    return not quiet and not as_json and sys.stderr.isatty()

@@ -64,7 +64,7 @@ def check(need: CudaNeed, machine: Machine) -> Verdict:
     """Judge the CUDA demand against torch's CUDA line and the driver."""
     torch_cuda, driver = machine.cuda.value, machine.driver_cuda.value
     load = loading(need.code, torch_cuda or need.label_line)
-    loaded_cudarts = {m.cudart for m in (*load.loaded, *(m for c in load.undecided for m in c.members)) if m.cudart}
+    loaded_cudarts = {m.cudart for m in load.may_load if m.cudart}
     cudarts = sorted(loaded_cudarts | set(need.host_cudarts))
     if need.label is None and not cudarts and need.code.empty:
         has = f"torch CUDA {format_version(torch_cuda)}" if torch_cuda else "no CUDA torch"

@@ -126,23 +126,27 @@ def check(need: GpuNeed, machine: Machine) -> Verdict:
         reason = machine.gpus.reason if not machine.gpus.known else f"no GPU {machine.selected}; pass --gpu"
         return unknown(Demand.GPU, need.text, reason)
     line = machine.cuda.value or need.label_cuda
-    return _judge(need, gpu.capability, machine.driver_cuda.value, line, _gpu_text(machine))
+    return _judge(need, gpu.capability, machine.driver_cuda.value, line, _gpu_text(machine))[0]
 
 
 def _judge(
     need: GpuNeed, capability: MajorMinor, driver: MajorMinor | None, line: MajorMinor | None, has: str
-) -> Verdict:
+) -> tuple[Verdict, GpuMatch | None]:
+    """The verdict, and how the wheel serves the GPU: the worst match of any member that serves it
+    (``None`` where it does not run). One pass over the members gives both."""
     load = loading(need.code, line)
     units: list[tuple[str, list[Member]]] = [(m.path, [m]) for m in load.loaded]
     units += [(c.describe(), list(c.members)) for c in load.undecided]
     if not units:
         why = load.missing_text(line) or "no device-code member loads"
-        return Verdict(Demand.GPU, False, need.text, has, why, NO_KERNEL_IMAGE, not_loaded=names(load.not_loaded))
+        return Verdict(Demand.GPU, False, need.text, has, why, NO_KERNEL_IMAGE, not_loaded=names(load.not_loaded)), None
     served: list[tuple[str, _Served]] = []
     lacking: list[str] = []
     blocked: list[tuple[str, Member, _Served]] = []
+    matches: list[GpuMatch] = []  # every member's that serves the GPU, alternatives included
     for label, members in units:
         results = [(m, _serve(m, capability, driver, need.label_cuda)) for m in members]
+        matches += [r.match for _, r in results if r.match is not None]
         best = min((r for _, r in results if r.match is not None), key=lambda r: r.match or 0, default=None)
         if best is not None:
             served.append((label, best))
@@ -152,7 +156,8 @@ def _judge(
     lacking += load.missing_text(line).split("; ") if load.missing else []
     not_loaded = names(load.not_loaded)
     if not served:
-        return _fail(need, capability, driver, has, units, blocked, not_loaded)
+        return _fail(need, capability, driver, has, units, blocked, not_loaded), None
+    fit = max(matches)
     worst = max(r.match or GpuMatch.EXACT for _, r in served)
     how = "; ".join(sorted({_how(r, driver) for _, r in served}))
     if load.undecided:
@@ -161,8 +166,8 @@ def _judge(
         reason = f"runs, partly: {', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no code for " \
                  f"{GpuArch(*capability)} (calls into {'it' if len(lacking) == 1 else 'them'} fail); {how}"  # fmt: skip
         return Verdict(Demand.GPU, True, need.text, has, reason, partly=tuple(lacking), not_loaded=not_loaded,
-                       exact=worst is GpuMatch.EXACT)  # fmt: skip
-    return Verdict(Demand.GPU, True, need.text, has, how, not_loaded=not_loaded, exact=worst is GpuMatch.EXACT)
+                       exact=worst is GpuMatch.EXACT), fit  # fmt: skip
+    return Verdict(Demand.GPU, True, need.text, has, how, not_loaded=not_loaded, exact=worst is GpuMatch.EXACT), fit
 
 
 def _how(r: _Served, driver: MajorMinor | None) -> str:
@@ -216,7 +221,7 @@ def coverage(need: GpuNeed, line: MajorMinor | None, cpus: frozenset[str] = froz
     These are its cells: ``sm_86`` SASS serves sm86 and sm89; ``sm_90a`` only sm90; PTX alone none.
     """
     load = loading(need.code, line)
-    members = [*load.loaded, *(m for c in load.undecided for m in c.members)]
+    members = load.may_load
     found = []
     for gpu in known_gpus():
         if not gpu.ships_with(cpus):
@@ -229,19 +234,7 @@ def coverage(need: GpuNeed, line: MajorMinor | None, cpus: frozenset[str] = froz
     return tuple(found)
 
 
-def serves_natively(need: GpuNeed, sm: GpuArch, line: MajorMinor | None) -> bool:
-    """Whether a loaded member has SASS that runs on GPU ``sm`` (what a cell for ``sm`` promises)."""
-    load = loading(need.code, line)
-    members = [*load.loaded, *(m for c in load.undecided for m in c.members)]
-    return any(gpu_match(m.sass, sm.capability) for m in members)
-
-
 def fit(need: GpuNeed, capability: MajorMinor, driver: MajorMinor | None, line: MajorMinor | None) -> GpuMatch | None:
     """How a wheel serves a GPU, worst over the members that serve it; ``None`` if it does not run there."""
-    v = _judge(need, capability, driver, line, str(GpuArch(*capability)))
-    if v.ok is not True:
-        return None
-    load = loading(need.code, line)
-    members = [*load.loaded, *(m for c in load.undecided for m in c.members)]
-    matches = [r.match for m in members if (r := _serve(m, capability, driver, need.label_cuda)).match is not None]
-    return max(matches) if matches else None
+    verdict, match = _judge(need, capability, driver, line, str(GpuArch(*capability)))
+    return match if verdict.ok is True else None

@@ -133,6 +133,11 @@ class Loading:
     not_loaded: tuple[Member, ...]
     missing: tuple[Choice, ...]  # alternatives with no member for this line: none of them loads
 
+    @property
+    def may_load(self) -> tuple[Member, ...]:
+        """The members that load, or may: those loaded, and every alternative of an undecided choice."""
+        return (*self.loaded, *(m for c in self.undecided for m in c.members))
+
     def missing_text(self, line: MajorMinor | None) -> str:
         """``none of a.so, b.so is for CUDA 12.9``, for messages."""
         where = format_version(line) if line else "this CUDA line"
