@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -212,13 +212,20 @@ class Checkup:
 
 def checkup(wheels: Sequence[Path], machine: Machine, *, show_machine: bool = False) -> Checkup:
     """Judge each wheel against ``machine`` (none: the checkup shows the machine alone)."""
-    return Checkup(machine, tuple(doctor(path, machine) for path in wheels), show_machine)
+    return Checkup(machine, tuple(_each(wheels, machine)), show_machine)
+
+
+def _each(wheels: Sequence[Path], machine: Machine) -> Iterator[DoctorReport]:
+    """Each wheel's report; torch's exports, once a wheel has made them read, serve the wheels after it."""
+    for path in wheels:
+        report = doctor(path, machine)
+        machine = report.machine
+        yield report
 
 
 def check_runs(files: Sequence[Path], machine: Machine, *, force: bool = False) -> None:
     """Refuse to install a wheel whose verdicts say it will not run on ``machine`` (unless ``force``)."""
-    for path in files:
-        report = doctor(path, machine)
+    for path, report in zip(files, _each(files, machine), strict=True):
         if report.runs is False and not force:
             first = report.failures[0]
             raise Refused(f"{path.name}: will not run here ({first}); pass --force to install it anyway")
