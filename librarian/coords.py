@@ -174,6 +174,11 @@ class LabelClaim:
     torch: MajorMinor | None
     cxx11abi: bool | None = None
 
+    @property
+    def cuda_line(self) -> MajorMinor | None:
+        """The full CUDA line the claim gives, ``None`` where it gives only the major."""
+        return (self.cuda_major, self.cuda_minor) if self.cuda_minor is not None else None
+
     def to_label(self, cuda: MajorMinor | None = None, torch: MajorMinor | None = None) -> Label:
         """Complete this claim into a :class:`Label`, filling gaps from ``cuda``/``torch``; conflicts raise."""
         if cuda is not None and (
@@ -182,7 +187,7 @@ class LabelClaim:
             raise BadInput(f"{self}: says CUDA {self.cuda_text}, not {format_version(cuda)}")
         if torch is not None and self.torch is not None and torch != self.torch:
             raise BadInput(f"{self}: says torch {format_version(self.torch)}, not {format_version(torch)}")
-        full_cuda = cuda or ((self.cuda_major, self.cuda_minor) if self.cuda_minor is not None else None)
+        full_cuda = cuda or self.cuda_line
         full_torch = torch or self.torch
         if full_cuda is None:
             raise BadInput(f"{self}: gives only CUDA {self.cuda_major}; pass --cuda {self.cuda_major}.X")

@@ -106,7 +106,8 @@ def parse_python(text: str) -> MajorMinor:
     raise BadInput(f"{text}: not a Python version (expected e.g. 3.12)")
 
 
-_LEGACY_MANYLINUX = {(2, 17): "manylinux2014", (2, 12): "manylinux2010", (2, 5): "manylinux1"}
+# The manylinux names older than PEP 600, by the glibc they promise.
+LEGACY_MANYLINUX = {(2, 17): "manylinux2014", (2, 12): "manylinux2010", (2, 5): "manylinux1"}
 
 
 def linux_platforms(glibc: MajorMinor | None, cpu: str) -> tuple[str, ...]:
@@ -117,7 +118,7 @@ def linux_platforms(glibc: MajorMinor | None, cpu: str) -> tuple[str, ...]:
         floor = 5 if cpu in ("x86_64", "i686") else 17
         for minor in range(glibc[1], floor - 1, -1):
             platforms.append(f"manylinux_2_{minor}_{cpu}")
-            if legacy := _LEGACY_MANYLINUX.get((2, minor)):
+            if legacy := LEGACY_MANYLINUX.get((2, minor)):
                 platforms.append(f"{legacy}_{cpu}")
     platforms.append(f"linux_{cpu}")
     return tuple(platforms)

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from librarian.coords import format_dotted
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
-from librarian.machine import Machine, format_glibcxx
+from librarian.machine import LEGACY_MANYLINUX, Machine, format_glibcxx
 
-_LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+_LEGACY = {name: glibc for glibc, name in LEGACY_MANYLINUX.items()}  # name -> the glibc it promises
 
 
 @dataclass(frozen=True, slots=True)

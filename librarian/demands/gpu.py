@@ -91,7 +91,7 @@ class GpuNeed:
 def needs(wheel: Wheel) -> GpuNeed:
     """The GPU code of a wheel: from its facts, else the cell it is filed in, else none."""
     claim = wheel.name.label_claim
-    label_cuda = (claim.cuda_major, claim.cuda_minor) if claim and claim.cuda_minor is not None else None
+    label_cuda = claim.cuda_line if claim else None
     if wheel.facts is not None:
         return GpuNeed(device_code(wheel.facts), label_cuda)
     if wheel.filed_for is not None:

@@ -24,9 +24,15 @@ def detect_glibc() -> Probed[MajorMinor]:
         text = os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (ValueError, OSError, AttributeError):
         text = ""
-    if m := re.fullmatch(r"glibc (\d+)\.(\d+).*", text):
-        return Probed.found((int(m[1]), int(m[2])), "confstr")
+    if (version := parse_glibc_version(text)) is not None:
+        return Probed.found(version, "confstr")
     return Probed.unknown("no glibc here (musl, macOS or Windows?); pass --glibc")
+
+
+def parse_glibc_version(text: str) -> MajorMinor | None:
+    """``glibc 2.35`` (what ``confstr("CS_GNU_LIBC_VERSION")`` says) as ``(2, 35)``; ``None`` for anything else."""
+    m = re.fullmatch(r"glibc (\d+)\.(\d+).*", text)
+    return (int(m[1]), int(m[2])) if m else None
 
 
 _LIB_DIRS = (

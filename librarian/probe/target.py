@@ -20,6 +20,7 @@ from pathlib import Path
 from packaging.tags import Tag, parse_tag
 
 from librarian.errors import BadInput
+from librarian.probe.libc import parse_glibc_version
 
 PROBE_TIMEOUT = 60  # seconds: a cold interpreter on a slow network file system still starts well within it
 
@@ -39,7 +40,7 @@ try:
 except (AttributeError, ValueError, OSError):
     libc = None
 print(json.dumps({"version": list(sys.version_info[:3]), "implementation": sys.implementation.name,
-                  "executable": sys.executable, "prefix": sys.prefix, "path": sys.path, "tags": tags,
+                  "executable": sys.executable, "path": sys.path, "tags": tags,
                   "machine": platform.machine(), "platform": sys.platform, "libc": libc}))
 """
 
@@ -107,7 +108,6 @@ class TargetFacts:
     version: tuple[int, int, int]
     implementation: str
     executable: str
-    prefix: str
     path: tuple[str, ...]  # its sys.path: where its torch is found
     tags: tuple[Tag, ...] | None  # None: neither packaging nor pip is installed there
     machine: str
@@ -121,12 +121,10 @@ def parse_probe(text: str, where: str) -> TargetFacts:
         data = json.loads(text.strip().splitlines()[-1])
         version = tuple(int(x) for x in data["version"])
         tags = None if data.get("tags") is None else tuple(t for s in data["tags"] for t in parse_tag(s))
-        libc = data.get("libc") or ""
-        m = re.fullmatch(r"glibc (\d+)\.(\d+).*", libc)
         return TargetFacts(
             (version[0], version[1], version[2]), str(data["implementation"]), str(data["executable"]),
-            str(data["prefix"]), tuple(str(p) for p in data["path"]), tags, str(data["machine"]),
-            str(data["platform"]), (int(m[1]), int(m[2])) if m else None,
+            tuple(str(p) for p in data["path"]), tags, str(data["machine"]), str(data["platform"]),
+            parse_glibc_version(str(data.get("libc") or "")),
         )  # fmt: skip
     except (ValueError, KeyError, TypeError, IndexError) as e:
         raise BadInput(f"{where}: did not answer librarian's probe as a Python interpreter ({e})") from e
