@@ -23,6 +23,11 @@ class BinaryFormat(enum.Enum):
     CUDA = "cuda"  # a loose device-code member (.cubin, .fatbin, .ptx): loaded by the driver, any host OS
     UNKNOWN = "unknown"
 
+    @property
+    def is_host(self) -> bool:
+        """Whether a member of this format is host code, loaded by an OS on a CPU (ELF, PE, Mach-O)."""
+        return self in (BinaryFormat.ELF, BinaryFormat.PE, BinaryFormat.MACHO)
+
 
 @dataclass(frozen=True, slots=True)
 class FatbinEntry:

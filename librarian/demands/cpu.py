@@ -6,10 +6,9 @@ from dataclasses import dataclass
 
 from librarian.coords import canonical_cpu
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
-from librarian.facts import BinaryFormat, WheelFacts
+from librarian.facts import WheelFacts
 from librarian.machine import Machine
 
-_HOST_FORMATS = (BinaryFormat.ELF, BinaryFormat.PE, BinaryFormat.MACHO)
 UNIVERSAL2 = "universal2"  # a macOS fat binary: x86_64 and arm64 in one file
 
 
@@ -37,7 +36,7 @@ def platform_cpu(platform: str) -> str | None:
 
 def binary_cpus(facts: WheelFacts) -> frozenset[str]:
     """The CPUs of the host-native members (loose device code runs on the GPU, not the CPU)."""
-    return frozenset(canonical_cpu(b.cpu) for b in facts.binaries if b.cpu and b.format in _HOST_FORMATS)
+    return frozenset(canonical_cpu(b.cpu) for b in facts.binaries if b.cpu and b.format.is_host)
 
 
 def needs(wheel: Wheel) -> CpuNeed:
@@ -79,6 +78,6 @@ def claims(wheel: Wheel) -> list[str]:
         if want is None or want == UNIVERSAL2:
             continue
         for b in wheel.facts.binaries:
-            if b.cpu and b.format in _HOST_FORMATS and canonical_cpu(b.cpu) not in (want, UNIVERSAL2):
+            if b.cpu and b.format.is_host and canonical_cpu(b.cpu) not in (want, UNIVERSAL2):
                 problems.append(f"platform {plat}, but {b.path} is {canonical_cpu(b.cpu)}")
     return problems

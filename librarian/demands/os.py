@@ -42,7 +42,7 @@ def platform_format(platform: str) -> BinaryFormat | None:
 def needs(wheel: Wheel) -> OsNeed:
     """From the native members' bytes, else from the platform tags."""
     if wheel.facts is not None:
-        found = tuple((b.path, b.format) for b in wheel.facts.binaries if b.format in _A_FORMAT)
+        found = tuple((b.path, b.format) for b in wheel.facts.binaries if b.format.is_host)
         return OsNeed(found)
     formats = {platform_format(p) for p in wheel.name.platform_tag.split(".")}
     return OsNeed(tuple(("(its platform tag)", f) for f in sorted((f for f in formats if f), key=lambda f: f.value)))
@@ -68,8 +68,8 @@ def claims(wheel: Wheel) -> list[str]:
     if wheel.facts is None:
         return []
     problems = []
+    host = [b for b in wheel.facts.binaries if b.format.is_host]
     for plat in wheel.name.platform_tag.split("."):
-        host = [b for b in wheel.facts.binaries if b.format in _A_FORMAT]
         if plat == "any":
             problems += [f"platform any, but {b.path} is a native binary" for b in host]
             continue
