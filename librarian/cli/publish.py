@@ -62,6 +62,8 @@ def publish(
     if force:
         deprecated_force("publish", EVERY_ALLOW)
         relabel = trust_sm = allow_glibc_mismatch = allow_cuda_mismatch = allow_platform_mismatch = True
+    if manifest is not None and not stage:  # before the store is opened or a target interpreter probed
+        raise BadInput("--manifest: goes with --stage (publish --stage --manifest FILE)")
     store, layout = store_and_layout(repo, create=create, publishing=True)
     # Flags always make a label; without them only unlabelled wheels need one (from the installed torch).
     flagged = cuda is not None or torch is not None
@@ -78,8 +80,6 @@ def publish(
         layout=layout,
         jobs=jobs,
     )
-    if manifest is not None and not stage:
-        raise BadInput("--manifest: goes with --stage (publish --stage --manifest FILE)")
     plan = publish_wheels(store, wheels, options, dry_run=dry_run, stage=stage, manifest=manifest)
     if as_json:
         ui.emit_json(plan.to_json(store.location, dry_run=dry_run, stage=stage, manifest=manifest))
