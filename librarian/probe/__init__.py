@@ -14,12 +14,13 @@ import os
 import platform
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TypeVar
 
 from packaging.tags import Tag, sys_tags
 
 from librarian.coords import MajorMinor, canonical_cpu
-from librarian.machine import Gpu, Machine, Probed, TorchInfo, interpreter_tags, linux_platforms
+from librarian.machine import Machine, Probed, TorchInfo, interpreter_tags, linux_platforms
 from librarian.probe.gpus import NO_DRIVER, NO_GPU, Loader, detect_gpus
 from librarian.probe.libc import detect_glibc, detect_glibcxx
 from librarian.probe.target import Target, TargetFacts, probe_target
@@ -58,29 +59,30 @@ def detect_machine(
         gpus, driver = detect_gpus(loader, os.environ.get("CUDA_VISIBLE_DEVICES"))
     except Exception as e:  # noqa: BLE001 - see _safely
         gpus, driver = Probed.unknown(f"{NO_GPU} ({e})"), Probed.unknown(NO_DRIVER)
-    first = (gpus.value or (Gpu(0, "", (0, 0)),))[0].index
-    if target is not None and not target.own:
-        return _target_machine(target, probe_target(target), gpus, first, driver)
-    torch, cuda = _torch_safely(torch_path)
-    return Machine(
+    # The machine's own parts, whichever interpreter looks at it.
+    hardware = Machine(
         gpus=gpus,
-        selected=first,
+        selected=gpus.value[0].index if gpus.value else 0,
         driver_cuda=driver,
+        glibcxx=_safely("libstdc++", detect_glibcxx),
+    )
+    if target is not None and not target.own:
+        return _target_machine(hardware, target, probe_target(target))
+    torch, cuda = _torch_safely(torch_path)
+    return replace(
+        hardware,
         torch=torch,
         cuda=cuda,
         python_tags=_safely("interpreter tags", lambda: Probed.found(tuple(sys_tags()), "packaging.tags")),
         python=Probed.found(tuple(sys.version_info[:3]), "sys.version_info"),
         interpreter=Probed.found(sys.executable, target.how if target else "librarian's own interpreter"),
         glibc=_safely("glibc", detect_glibc),
-        glibcxx=_safely("libstdc++", detect_glibcxx),
         cpu=_safely("CPU", lambda: Probed.found(platform.machine(), "platform.machine()")),
         os=Probed.found(sys.platform, "sys.platform"),
     )
 
 
-def _target_machine(
-    target: Target, facts: TargetFacts, gpus: Probed[tuple[Gpu, ...]], first: int, driver: Probed[MajorMinor]
-) -> Machine:
+def _target_machine(hardware: Machine, target: Target, facts: TargetFacts) -> Machine:
     """The machine as another interpreter sees it, from its probe's answer."""
     where = str(target.executable)
     torch, cuda = _torch_safely(list(facts.path))
@@ -93,17 +95,14 @@ def _target_machine(
         tags = Probed.found(interpreter_tags(facts.version[:2], platforms), f"{where}: computed (no packaging there)")
     else:
         tags = Probed.unknown(f"{where} has neither packaging nor pip to list its tags; pass --python X.Y --platform")
-    return Machine(
-        gpus=gpus,
-        selected=first,
-        driver_cuda=driver,
+    return replace(
+        hardware,
         torch=torch,
         cuda=cuda,
         python_tags=tags,
         python=Probed.found(facts.version, f"{where}: sys.version_info"),
         interpreter=Probed.found(facts.executable, target.how),
         glibc=glibc,
-        glibcxx=_safely("libstdc++", detect_glibcxx),
         cpu=Probed.found(facts.machine, f"{where}: platform.machine()"),
         os=Probed.found(facts.platform, f"{where}: sys.platform"),
     )
