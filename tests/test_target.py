@@ -113,6 +113,12 @@ def test_retag_takes_the_label_from_the_targets_torch(run: Run, monkeypatch: pyt
     assert result.out.strip().endswith("tinykern-0.1.0+cu128torch2.8-cp310-cp310-linux_x86_64.whl")
 
 
+def test_retag_refuses_a_python_version_it_cannot_take_a_torch_from(run: Run) -> None:
+    result = run("retag", str(min(SAMPLES.glob("*.whl"))), "--python", "3.12", "-o", "out")
+    assert result.code == 2
+    assert "--python 3.12: retag takes an interpreter or venv path (whose torch gives the label)" in result.err
+
+
 def test_pull_install_goes_into_the_active_venv(run: Run, store: Path, monkeypatch: pytest.MonkeyPatch,
                                                 tmp_path: Path) -> None:  # fmt: skip
     python = make_venv(tmp_path / "work")

@@ -11,7 +11,6 @@ import typer
 
 from librarian.config import load_layout, load_settings
 from librarian.coords import Label, parse_cuda, parse_torch
-from librarian.errors import BadInput
 from librarian.layout import Layout
 from librarian.machine import Machine
 from librarian.ops.labels import label_from_flags
@@ -54,8 +53,6 @@ def store_and_layout(repo: str | None, *, create: bool = False, publishing: bool
 
 def label_of(cuda: str | None, torch: str | None, python: str | None = None) -> Label | None:
     """The label ``--cuda``/``--torch`` ask for, else the installed torch's (of ``--python``'s interpreter)."""
-    if python is not None and is_version(python):
-        raise BadInput(f"--python {python}: retag takes an interpreter or venv path (whose torch gives the label)")
     return label_from_flags(maybe(parse_cuda, cuda), maybe(parse_torch, torch), find_target(python))
 
 

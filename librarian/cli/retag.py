@@ -19,7 +19,9 @@ from librarian.cli.options import (
     deprecated_force,
     label_of,
 )
+from librarian.errors import BadInput
 from librarian.ops.retag import retag_each
+from librarian.probe.target import is_version
 
 app = typer.Typer(rich_markup_mode=None)
 
@@ -41,6 +43,8 @@ def retag(
         deprecated_force("retag", "--relabel")
         relabel = True
     written = []
+    if python is not None and is_version(python):
+        raise BadInput(f"--python {python}: retag takes an interpreter or venv path (whose torch gives the label)")
     for done in retag_each(wheels, label_of(cuda, torch, python), out, relabel=relabel, jobs=jobs):
         written.append(done.to_json())
         if not as_json:
