@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -245,8 +246,12 @@ def render_index(index: Index) -> dict[str, bytes]:
     """The index files to write: every shard and the root (``index.json``), by store path."""
     files: dict[str, bytes] = {}
     packages: dict[str, Any] = {}
-    for package in index.packages():
-        entries = sorted(index.for_package(package), key=lambda e: e.path)
+    # Grouped in one pass: asking each package for its entries would scan the whole index per package.
+    by_package: dict[str, list[IndexEntry]] = defaultdict(list)
+    for entry in index.entries:
+        by_package[entry.cell.package].append(entry)
+    for package in sorted(by_package):
+        entries = sorted(by_package[package], key=lambda e: e.path)
         shard = {"schema": SCHEMA, "package": package, "wheels": [e.to_json() for e in entries]}
         body = _dump(shard)
         path = shard_path(package)
