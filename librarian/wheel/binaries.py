@@ -20,16 +20,15 @@ import tempfile
 import threading
 import zipfile
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO, TypeVar
+from typing import BinaryIO
 
 from librarian import progress
 from librarian.coords import ArchKind, GpuArch
 from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry, WheelFacts
-from librarian.pool import AHEAD, bounded_map, default_jobs
+from librarian.pool import jobs_for, ordered_map
 from librarian.wheel import elf as elfmod
 from librarian.wheel import zipraw
 from librarian.wheel.fatbin import read_device_code, read_fatbin, scan_fatbins
@@ -39,8 +38,6 @@ log = logging.getLogger(__name__)
 FATBIN_SECTIONS = {".nv_fatbin": False, "__nv_relfatbin": True}  # name -> relocatable
 WHOLE_FILE = "(whole file)"  # where a fatbin of an ELF file without section headers was found
 SMALL_MEMBER = 8 << 20  # members up to this size are inflated into memory; bigger ones are spooled
-T = TypeVar("T")
-R = TypeVar("R")
 _NATIVE = re.compile(r"\.(?:so(?:\.\d+)*|pyd|dylib|dll)$", re.IGNORECASE)
 _DEVICE_CODE = re.compile(r"\.(?:cubin|fatbin|ptx)$", re.IGNORECASE)
 _INSPECTED = re.compile(r"\.(?:so(?:\.\d+)*|pyd|dylib|dll|cubin|fatbin|ptx)$", re.IGNORECASE)  # either of the two
@@ -163,7 +160,7 @@ def inspect_members(
 ) -> WheelFacts:
     """:func:`inspect_wheel` of the open zip ``f``: ``infos`` (:func:`inspected`, past :func:`refuse_bombs`),
     their data at ``offsets``; errors name ``wheel!member``."""
-    pread = hasattr(os, "pread")  # threads read by pread; without it, one reads by seek and read
+    pread = hasattr(os, "pread")  # threads read by pread; without it, one reads by seek and read (jobs_for: 1)
 
     def inspect_one(info: zipfile.ZipInfo, bar: progress.Task) -> BinaryFacts:
         start = offsets[info.orig_filename]
@@ -172,14 +169,9 @@ def inspect_members(
         with collected(info, _inflated(_counted(raws, bar), where), wheel) as plain:
             return inspect_member(info, plain, wheel)
 
-    workers = min(jobs or default_jobs(), len(infos)) if pread else 1
     with progress.task(f"inspect {wheel}", total=sum(i.file_size for i in infos)) as bar:
         work = functools.partial(inspect_one, bar=bar)
-        if workers <= 1:
-            binaries = [work(info) for info in infos]
-        else:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="inspect") as pool:
-                binaries = list(bounded_map(pool, work, infos, AHEAD * workers))
+        binaries = list(ordered_map(work, infos, min(jobs_for(jobs), len(infos)), "inspect"))
     return WheelFacts(filename=wheel, binaries=tuple(binaries))
 
 

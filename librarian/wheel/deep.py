@@ -18,10 +18,10 @@ from pathlib import Path
 from librarian.coords import WheelName
 from librarian.errors import BadWheel, LibrarianError
 from librarian.facts import BinaryFacts, WheelFacts
-from librarian.pool import Pipeline
+from librarian.pool import Pipeline, jobs_for
 from librarian.wheel import zipraw
 from librarian.wheel.binaries import bomb_problem, collected, inspect_member, inspect_members, inspected
-from librarian.wheel.record import Checks, Record, check_all, jobs_for, unrecorded
+from librarian.wheel.record import Checks, Record, check_all, unrecorded
 from librarian.wheel.wheelfile import (
     OpenWheel,
     WheelInfo,

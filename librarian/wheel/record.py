@@ -12,14 +12,13 @@ import csv
 import functools
 import hashlib
 import io
-import os
 import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 from librarian.errors import BadWheel
-from librarian.pool import Pipeline, default_jobs
+from librarian.pool import Pipeline, jobs_for
 from librarian.wheel import zipraw
 from librarian.wheel.wheelfile import SIGNATURES, OpenWheel, open_wheel
 
@@ -192,11 +191,6 @@ def unrecorded(member: str, dist_info: str) -> bool:
 @functools.lru_cache(maxsize=16)
 def _unhashed(dist_info: str) -> frozenset[str]:
     return frozenset(f"{dist_info}/{leaf}" for leaf in ("RECORD", *SIGNATURES))
-
-
-def jobs_for(jobs: int | None) -> int:
-    """Threads for RECORD checks: ``jobs``, default the cores; one where there is no ``os.pread``."""
-    return (jobs or default_jobs()) if hasattr(os, "pread") else 1
 
 
 def verify_record(path: Path, *, jobs: int | None = None) -> None:

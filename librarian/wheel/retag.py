@@ -19,7 +19,7 @@ from pathlib import Path
 from librarian import progress
 from librarian.coords import Label, WheelName
 from librarian.errors import Refused
-from librarian.pool import Pipeline
+from librarian.pool import Pipeline, jobs_for
 from librarian.safeio import atomic_output
 from librarian.wheel import zipraw, zipwriter
 from librarian.wheel.record import (
@@ -27,7 +27,6 @@ from librarian.wheel.record import (
     Record,
     Row,
     digest_field,
-    jobs_for,
     small,
     unrecorded,
     verify_record,
