@@ -11,7 +11,7 @@ from librarian.demands import Wheel, claims, cpu, gpu
 from librarian.demands.members import device_code, loading
 from librarian.errors import BadInput
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
-from librarian.wheel.binaries import inspect_path
+from librarian.wheel.binaries import inspect_path, inspect_wheel
 from librarian.wheel.wheelfile import check_archive
 
 
@@ -30,8 +30,10 @@ def inspect_file(path: Path, *, jobs: int | None = None) -> Inspection:
     if not path.is_file():
         raise BadInput(f"{path}: no such file")
     if path.suffix == ".whl":
-        check_archive(path)  # a crafted zip is refused in one line before zipfile-based readers see it
-    facts = inspect_path(path, jobs=jobs)
+        # A crafted zip is refused in one line before zipfile-based readers see it; its directory is read once.
+        facts = inspect_wheel(path, jobs=jobs, directory=check_archive(path))
+    else:
+        facts = inspect_path(path, jobs=jobs)
     name = WheelName.parse(path.name) if path.suffix == ".whl" else None
     mismatches = tuple(claims(Wheel(name, facts))) if name else ()
     return Inspection(path, name, facts, mismatches)

@@ -29,6 +29,7 @@ from librarian.coords import ArchKind, GpuArch
 from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry, WheelFacts
 from librarian.pool import jobs_for, ordered_map
+from librarian.safeio import open_regular
 from librarian.wheel import elf as elfmod
 from librarian.wheel import zipraw
 from librarian.wheel.fatbin import read_device_code, read_fatbin, scan_fatbins
@@ -128,7 +129,7 @@ def inspected(info: zipfile.ZipInfo) -> bool:
     return _INSPECTED.search(info.filename) is not None and not info.is_dir()
 
 
-def inspect_wheel(path: Path, *, jobs: int | None = None) -> WheelFacts:
+def inspect_wheel(path: Path, *, jobs: int | None = None, directory: zipraw.Directory | None = None) -> WheelFacts:
     """What every native and device-code member of a wheel demands; errors name ``wheel.whl!member``.
 
     A member of up to :data:`SMALL_MEMBER` bytes is inflated into memory (flashinfer-cubin has 16,000
@@ -136,12 +137,18 @@ def inspect_wheel(path: Path, *, jobs: int | None = None) -> WheelFacts:
     Members are read by ``jobs`` threads (default: the cores available): inflating, hashing and the
     zstd/LZ4 of fatbins release the GIL. Memory stays bounded by the ``jobs`` members being read, and the
     facts come back in member order, the first bad member (in that order) raising, as with one thread.
+    ``directory``: the members and data offsets a caller has just read and checked
+    (:func:`~librarian.wheel.wheelfile.check_archive`), taken as they are, not read again.
     """
     try:
-        f = path.open("rb")
+        f = open_regular(path)  # a FIFO or a device would hang the read
     except OSError as e:
         raise BadWheel(f"{path.name}: not a readable zip ({e})") from e
     with f:
+        if directory is not None:
+            infos = [i for i in directory.infos if inspected(i)]
+            refuse_bombs(infos, path.name)
+            return inspect_members(f, infos, directory.offsets, path.name, jobs=jobs)
         try:
             with zipfile.ZipFile(f) as zf:
                 infos = [i for i in zf.infolist() if inspected(i)]

@@ -311,11 +311,12 @@ def refuse_unpublishable(path: Path, info: WheelInfo) -> WheelInfo:
     return info
 
 
-def check_archive(path: Path) -> None:
+def check_archive(path: Path) -> zipraw.Directory:
     """Open ``path`` as a zip with every structural check (names, local headers, overlaps); BadWheel if not.
 
     For readers built on :mod:`zipfile` alone (inspect, doctor): run first, it turns a crafted archive
-    into one line, which names the file as those readers do (``wheel.whl: ...``).
+    into one line, which names the file as those readers do (``wheel.whl: ...``). Returns the members
+    and data offsets it read, for the reader to take (:func:`~librarian.wheel.binaries.inspect_wheel`).
     """
     label = path.name
     try:
@@ -327,7 +328,7 @@ def check_archive(path: Path) -> None:
             with zipfile.ZipFile(f) as zf:
                 infos = zf.infolist()
                 _check_names(infos)
-                zipraw.data_offsets(f, infos)
+                return zipraw.Directory(infos, zipraw.data_offsets(f, infos))
         except BadWheel as e:
             raise BadWheel(f"{label}: {e}") from e
         except _ZIP_FAILURES as e:
