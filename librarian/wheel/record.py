@@ -78,30 +78,29 @@ class Record:
     def checked_plain(self, info: zipfile.ZipInfo, raws: Iterable[bytes] | None = None) -> Iterator[bytes]:
         """The member's plain bytes in bounded chunks from ``raws`` (default: read by ``pread``), hashed on the
         way; after the last one, BadWheel if RECORD disagrees."""
-        row = self.expected(info.orig_filename)
-        h = hashlib.new(row.digest.partition("=")[0])
-        inflater = zipraw.Inflater(info)
-        for raw in self.w.raw_at(info) if raws is None else raws:
-            for plain in inflater.feed(raw):
-                h.update(plain)
-                yield plain
-        for plain in inflater.finish():
-            h.update(plain)
-            yield plain
-        self._compare(info, row, h)
+        return self._checked(info, self.w.raw_at(info) if raws is None else raws, plain=True)
 
     def checked_raw(self, info: zipfile.ZipInfo, raws: Iterable[bytes] | None = None) -> Iterator[bytes]:
         """The member's raw bytes (``raws``, default :meth:`OpenWheel.raw`), passed through while their plain form
         is hashed and checked on the way."""
+        return self._checked(info, self.w.raw(info) if raws is None else raws, plain=False)
+
+    def _checked(self, info: zipfile.ZipInfo, raws: Iterable[bytes], *, plain: bool) -> Iterator[bytes]:
+        """``raws`` inflated and hashed; yields the plain chunks (``plain``) or the raw ones; then compares."""
         row = self.expected(info.orig_filename)
         h = hashlib.new(row.digest.partition("=")[0])
         inflater = zipraw.Inflater(info)
-        for raw in self.w.raw(info) if raws is None else raws:
-            for plain in inflater.feed(raw):
-                h.update(plain)
-            yield raw
-        for plain in inflater.finish():
-            h.update(plain)
+        for raw in raws:
+            for chunk in inflater.feed(raw):
+                h.update(chunk)
+                if plain:
+                    yield chunk
+            if not plain:
+                yield raw
+        for chunk in inflater.finish():
+            h.update(chunk)
+            if plain:
+                yield chunk
         self._compare(info, row, h)
 
     def _compare(self, info: zipfile.ZipInfo, row: Row, h: hashlib._Hash) -> None:
@@ -118,9 +117,9 @@ class Record:
         algo = row.digest.partition("=")[0]
         self._compare(info, row, hashlib.sha256(plain) if algo == "sha256" else hashlib.new(algo, plain))
 
-    def check(self, info: zipfile.ZipInfo) -> None:
-        """Check one member against RECORD, streaming."""
-        for _ in self.checked_raw(info):
+    def check(self, info: zipfile.ZipInfo, raws: Iterable[bytes] | None = None) -> None:
+        """Check one member against RECORD, streaming its raw bytes from ``raws`` (default :meth:`OpenWheel.raw`)."""
+        for _ in self.checked_raw(info, raws):
             pass
 
     def check_batch(self, infos: list[zipfile.ZipInfo]) -> None:
@@ -129,8 +128,7 @@ class Record:
             if small(info):
                 self.check_small(info, self.w.raw_whole(info))
             else:
-                for _ in self.checked_raw(info, self.w.raw_at(info)):
-                    pass
+                self.check(info, self.w.raw_at(info))
 
 
 def small(info: zipfile.ZipInfo) -> bool:
