@@ -18,10 +18,9 @@ from pathlib import Path
 from librarian.coords import WheelName
 from librarian.errors import BadWheel, LibrarianError
 from librarian.facts import BinaryFacts, WheelFacts
-from librarian.pool import Pipeline, jobs_for
 from librarian.wheel import zipraw
 from librarian.wheel.binaries import bomb_problem, collected, inspect_member, inspect_members, inspected
-from librarian.wheel.record import Checks, Record, check_all, unrecorded
+from librarian.wheel.record import Record, check_all
 from librarian.wheel.wheelfile import (
     OpenWheel,
     WheelInfo,
@@ -100,7 +99,8 @@ def _binaries(
         if bomb is not None:  # a bomb is not inflated whole; RECORD is still checked, streaming
             check_all(rec, jobs)
         else:
-            _check_and_inspect(rec, {i.orig_filename for i in natives}, outcomes, jobs)
+            inspect = functools.partial(_inspect_checked, rec, outcomes=outcomes)
+            check_all(rec, jobs, {i.orig_filename for i in natives}, inspect)
     except BadWheel as e:
         return str(e).removeprefix(f"{w.path}: "), None, bomb
     except zipraw.ZipError as e:
@@ -142,29 +142,3 @@ def _inspect_checked(rec: Record, info: zipfile.ZipInfo, outcomes: dict[str, Bin
         if source.error is not None:
             raise source.error from None
         outcomes[info.orig_filename] = e
-
-
-def _check_and_inspect(rec: Record, natives: set[str], outcomes: dict[str, BinaryFacts | LibrarianError],
-                       jobs: int | None) -> None:  # fmt: skip
-    """Every recorded member checked, the native ones inspected on the way; the first liar in member order raises."""
-    w: OpenWheel = rec.w
-    recorded = [i for i in w.infos if not unrecorded(i.orig_filename, w.dist_info)]
-    if jobs_for(jobs) <= 1:
-        for info in recorded:
-            if info.orig_filename in natives:
-                _inspect_checked(rec, info, outcomes)
-            else:
-                rec.check(info)
-        return
-    with Pipeline(jobs_for(jobs), "deep") as pipeline:
-        checks = Checks(rec, pipeline)
-        try:
-            for info in recorded:
-                if info.orig_filename in natives:
-                    rec.expected(info.orig_filename)  # a missing row raises in member order
-                    checks.submit(functools.partial(_inspect_checked, rec, info, outcomes))
-                else:
-                    checks.add(info)
-            checks.flush()
-        finally:
-            pipeline.drain()  # an earlier member's failure is the one to report

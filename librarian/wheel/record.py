@@ -13,7 +13,7 @@ import functools
 import hashlib
 import io
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -201,19 +201,33 @@ def verify_record(path: Path, *, jobs: int | None = None) -> None:
         check_all(Record(w), jobs)
 
 
-def check_all(record: Record, jobs: int | None) -> None:
-    """Check every recorded member of ``record``'s wheel; the first liar in member order raises."""
+def check_all(
+    record: Record, jobs: int | None, natives: Collection[str] = (),
+    inspect: Callable[[zipfile.ZipInfo], None] | None = None,
+) -> None:
+    """Check every recorded member of ``record``'s wheel; the first liar in member order raises.
+
+    ``inspect``: what checks (and reads) each member named in ``natives`` instead, on the same threads
+    (a deep read inspects them as it hashes them); the member's RECORD row is looked up first, in order.
+    """
     w = record.w
     recorded = [i for i in w.infos if not unrecorded(i.orig_filename, w.dist_info)]
     if jobs_for(jobs) <= 1:
         for info in recorded:
-            record.check(info)
+            if inspect is not None and info.orig_filename in natives:
+                inspect(info)
+            else:
+                record.check(info)
         return
     with Pipeline(jobs_for(jobs), "record") as pipeline:
         checks = Checks(record, pipeline)
         try:
             for info in recorded:
-                checks.add(info)
+                if inspect is not None and info.orig_filename in natives:
+                    record.expected(info.orig_filename)  # a missing row raises in member order
+                    checks.submit(functools.partial(inspect, info))
+                else:
+                    checks.add(info)
             checks.flush()
         finally:
             pipeline.drain()  # an earlier member's failure is the one to report
