@@ -21,7 +21,7 @@ import threading
 import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import BinaryIO
 
 from librarian import progress
@@ -184,15 +184,21 @@ def inspect_members(
 
 def refuse_bombs(infos: Iterable[zipfile.ZipInfo], wheel: str) -> None:
     """BadWheel for the first member with an unsafe name or past the zip-bomb policy, before any is inflated."""
+    if (bomb := first_bomb(infos, wheel)) is not None:
+        raise bomb
+
+
+def first_bomb(infos: Iterable[zipfile.ZipInfo], wheel: str) -> BadWheel | None:
+    """The BadWheel :func:`refuse_bombs` raises (``wheel!member: why``), or None: every member may be inflated."""
     for info in infos:
         if problem := bomb_problem(info):
-            raise BadWheel(f"{wheel}!{info.filename}: {problem}")
+            return BadWheel(f"{wheel}!{info.filename}: {problem}")
+    return None
 
 
 def bomb_problem(info: zipfile.ZipInfo) -> str | None:
     """Why inspection refuses to inflate a member (an unsafe name, :func:`zipraw.bomb_problem`), or None."""
-    parts = PurePosixPath(info.filename.replace("\\", "/")).parts
-    if info.filename.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+    if zipraw.unsafe_name(info.orig_filename):
         return "unsafe member name"
     return zipraw.bomb_problem(info)
 

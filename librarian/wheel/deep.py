@@ -19,7 +19,7 @@ from librarian.coords import WheelName
 from librarian.errors import BadWheel, LibrarianError
 from librarian.facts import BinaryFacts, WheelFacts
 from librarian.wheel import zipraw
-from librarian.wheel.binaries import bomb_problem, collected, inspect_member, inspect_members, inspected
+from librarian.wheel.binaries import collected, first_bomb, inspect_member, inspect_members, inspected
 from librarian.wheel.record import Record, check_all
 from librarian.wheel.wheelfile import (
     OpenWheel,
@@ -77,8 +77,7 @@ def read_deep(
             unreadable = BadWheel(f"{path}: {e}")
         problems = tuple(metadata_problems_of(info)) if info is not None else ()
         natives = [i for i in w.infos if inspected(i)]
-        bomb = next((BadWheel(f"{path.name}!{i.filename}: {why}") for i in natives if (why := bomb_problem(i))), None)
-        liar, facts, failure = _binaries(w, natives, bomb, record, jobs)
+        liar, facts, failure = _binaries(w, natives, first_bomb(natives, path.name), record, jobs)
         return DeepRead(path, info, unreadable, problems, liar, facts, failure)
 
 
