@@ -70,10 +70,12 @@ def inspect_binary(fileobj: BinaryIO, path: str) -> BinaryFacts:
 
 
 def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
-    fmt, cpu = elfmod.identify(fileobj)
-    if fmt is not BinaryFormat.ELF:
+    fileobj.seek(0)
+    if fileobj.read(len(elfmod.ELF_MAGIC)) != elfmod.ELF_MAGIC:  # identify would parse an ELF file whole
+        fmt, cpu = elfmod.identify(fileobj)
         return BinaryFacts(path=path, format=fmt, cpu=cpu)
     elf = elfmod.read_elf(fileobj)
+    fmt, cpu = BinaryFormat.ELF, elf.cpu  # what identify says of an ELF file
     entries: list[FatbinEntry] = []
     for sec in elf.sections:
         if sec.name in FATBIN_SECTIONS and sec.type != elfmod.SHT_NOBITS:
@@ -83,7 +85,7 @@ def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
             entries += scan_fatbins(fileobj, sec.offset, sec.size, section=sec.name)
     if not elf.sections:  # no section headers (sstrip): the magic scan is all there is
         entries += scan_fatbins(fileobj, section=WHOLE_FILE)
-    _defined, undefined = elfmod.dynamic_symbols(fileobj)
+    _defined, undefined = elfmod.dynamic_symbols(fileobj, elf)  # its headers not read a second time
     return replace(
         _device_facts(path, fmt, cpu, entries),
         glibc=elfmod.glibc_floor(elf),
