@@ -6,6 +6,7 @@ planning is pure and runs against the store's current index, so the Hub store ca
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import tempfile
 from collections.abc import Sequence
@@ -50,6 +51,7 @@ class PreparedWheel:
     requires_python: str | None = None
     metadata: Path | None = None  # its METADATA as a file, to serve beside it (PEP 658)
     metadata_sha256: str = ""
+    metadata_size: int | None = None  # its METADATA's length (None: not known, read from the file)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,9 +197,10 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
                 except InvalidSpecifier as e:
                     raise BadWheel(f"{path.name}: METADATA Requires-Python {info.requires_python!r} is not valid") from e
             metadata = staging / f"{staged.name}.metadata"
-            metadata.write_bytes(info.metadata)
+            metadata.write_bytes(info.metadata)  # hashed and measured from the bytes, not read back
             prepared.append(PreparedWheel(path, staged, staged_name, sha256_file(staged), staged.stat().st_size, sms,
-                                          facts, info.requires_python, metadata, sha256_file(metadata)))  # fmt: skip
+                                          facts, info.requires_python, metadata,
+                                          hashlib.sha256(info.metadata).hexdigest(), len(info.metadata)))  # fmt: skip
             bar.advance()
     return prepared
 
@@ -232,7 +235,7 @@ def plan_publish(index: Index, wheels: Sequence[PreparedWheel], options: Publish
                                       wheel.requires_python, wheel.metadata_sha256 or None))  # fmt: skip
             uploads.append(Upload(path, wheel.staged, wheel.sha256, wheel.size))
             if wheel.metadata is not None:
-                size = wheel.metadata.stat().st_size
+                size = wheel.metadata.stat().st_size if wheel.metadata_size is None else wheel.metadata_size
                 uploads.append(Upload(metadata_path(path), wheel.metadata, wheel.metadata_sha256, size))
     count = len(entries)
     names = sorted({f.wheel.name.package for f in filings if f.action != "skip"})
