@@ -28,11 +28,10 @@ from librarian.layout import Layout
 from librarian.manifest import Manifest, metadata_text, render_manifest
 from librarian.ops.labels import choose_label
 from librarian.pytorch.matrix import Matrix, load_matrix
-from librarian.safeio import atomic_write
+from librarian.safeio import atomic_write, sha256_file
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
 from librarian.wheel.deep import read_deep
 from librarian.wheel.retag import retag_with_directory
-from librarian.wheel.wheelfile import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -269,13 +268,9 @@ def stage_to_manifest(store: Store, plan: PublishPlan, manifest: Path) -> Manife
     hub = "://" in store.location
     revision = store.location.rsplit("@", 1)[1] if hub and "@" in store.location else ("main" if hub else "")
     staged = Manifest(store.location, revision, head or None, now, entries, metadata)
-    _write(manifest, render_manifest(staged))
+    atomic_write(manifest, render_manifest(staged))
     log.info("staged %d wheel file(s) in %s; manifest %s", len(entries), store.location, manifest)
     return staged
-
-
-def _write(target: Path, data: bytes) -> None:
-    atomic_write(target, data)
 
 
 def publish(

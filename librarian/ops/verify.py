@@ -59,11 +59,6 @@ class VerifyReport:
                 "problems": problems, "staged": list(self.staged)}  # fmt: skip
 
 
-def check_metadata(local: Path, name: WheelName) -> list[str]:
-    """The problems of a wheel's METADATA and ``.dist-info`` against its filename."""
-    return metadata_problems(local, name)
-
-
 @dataclass(slots=True)
 class _Blob:
     """What one stored blob's bytes say, read once however many paths it is filed under (hard links, LFS)."""
@@ -144,7 +139,7 @@ class _Reader:
             return blob
         try:
             if not self.deep:
-                blob.problems.extend(check_metadata(local, name))
+                blob.problems.extend(metadata_problems(local, name))
             else:  # metadata, RECORD and binaries from one pass over the wheel, each member inflated once
                 found = read_deep(local, name, jobs=jobs)
                 if found.unreadable is not None:

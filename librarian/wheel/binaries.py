@@ -175,7 +175,7 @@ def inspect_members(
         start = offsets[info.orig_filename]
         raws = zipraw.iter_plain_at(f.fileno(), info, start) if pread else zipraw.iter_plain(f, info, start)
         where = f"{wheel}!{info.filename}"
-        with collected(info, _inflated(_counted(raws, bar), where), wheel) as plain:
+        with collected(info, _inflated(progress.counted(raws, bar), where), wheel) as plain:
             return inspect_member(info, plain, wheel)
 
     with progress.task(f"inspect {wheel}", total=sum(i.file_size for i in infos)) as bar:
@@ -233,12 +233,6 @@ def _inflated(chunks: Iterable[bytes], where: str) -> Iterator[bytes]:
     except zipraw.ZipError as e:
         detail = str(e).removeprefix(f"{where.partition('!')[2]}: ")
         raise BadWheel(f"{where}: cannot inflate ({detail})") from e
-
-
-def _counted(chunks: Iterable[bytes], bar: progress.Task) -> Iterator[bytes]:
-    for chunk in chunks:
-        bar.advance(len(chunk))
-        yield chunk
 
 
 def _spool(chunks: Iterable[bytes], out: BinaryIO, size: int, where: str) -> None:
