@@ -30,6 +30,12 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def jobs_for(jobs: int | None) -> int:
+    """Threads reading one open file's members: ``jobs``, default the cores; one where there is no ``os.pread``
+    (without it the threads would share one file position)."""
+    return (jobs or default_jobs()) if hasattr(os, "pread") else 1
+
+
 def bounded_map(pool: ThreadPoolExecutor, work: Callable[[T], R], items: Iterable[T], window: int) -> Iterator[R]:
     """``pool.map`` with at most ``window`` items in flight; unstarted work is cancelled if the caller stops."""
     pending: collections.deque[Future[R]] = collections.deque()

@@ -9,7 +9,7 @@ nor ``--json`` was given, so tests, pipes and CI logs see nothing.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 BYTES = "bytes"
@@ -63,3 +63,10 @@ def task(description: str, total: int | None = None, unit: str = BYTES) -> Itera
         yield handle
     finally:
         current.stop(handle)
+
+
+def counted(chunks: Iterable[bytes], task: Task) -> Iterator[bytes]:
+    """``chunks`` passed through, ``task`` advanced by each one's length."""
+    for chunk in chunks:
+        task.advance(len(chunk))
+        yield chunk

@@ -57,8 +57,8 @@ def diagnose(facts: WheelFacts, machine: Machine) -> DoctorReport:
 def doctor(wheel: Path, machine: Machine, *, facts: WheelFacts | None = None) -> DoctorReport:
     """Read ``wheel``'s facts from its bytes (unless given) and judge them against ``machine``."""
     if facts is None:
-        check_archive(wheel)  # a crafted zip is refused in one line before zipfile-based readers see it
-        facts = inspect_wheel(wheel)
+        # A crafted zip is refused in one line before zipfile-based readers see it; its directory is read once.
+        facts = inspect_wheel(wheel, directory=check_archive(wheel))
     return diagnose(facts, machine)
 
 

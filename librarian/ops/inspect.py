@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from librarian.coords import MajorMinor, WheelName, format_cuda, format_dotted, format_version
+from librarian.coords import WheelName, format_cuda, format_dotted, format_version
 from librarian.demands import Wheel, claims, cpu, gpu
 from librarian.demands.members import device_code, loading
 from librarian.errors import BadInput
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
-from librarian.wheel.binaries import inspect_path
+from librarian.wheel.binaries import inspect_path, inspect_wheel
 from librarian.wheel.wheelfile import check_archive
 
 
@@ -30,8 +30,10 @@ def inspect_file(path: Path, *, jobs: int | None = None) -> Inspection:
     if not path.is_file():
         raise BadInput(f"{path}: no such file")
     if path.suffix == ".whl":
-        check_archive(path)  # a crafted zip is refused in one line before zipfile-based readers see it
-    facts = inspect_path(path, jobs=jobs)
+        # A crafted zip is refused in one line before zipfile-based readers see it; its directory is read once.
+        facts = inspect_wheel(path, jobs=jobs, directory=check_archive(path))
+    else:
+        facts = inspect_path(path, jobs=jobs)
     name = WheelName.parse(path.name) if path.suffix == ".whl" else None
     mismatches = tuple(claims(Wheel(name, facts))) if name else ()
     return Inspection(path, name, facts, mismatches)
@@ -44,26 +46,25 @@ def _archs(values: tuple[Any, ...]) -> str:
 _OS_NAMES = {"elf": "linux (elf)", "pe": "windows (pe)", "macho": "macos (macho)"}
 
 
-def _label_line(name: WheelName | None) -> MajorMinor | None:
-    claim = name.label_claim if name else None
-    return (claim.cuda_major, claim.cuda_minor) if claim and claim.cuda_minor is not None else None
+def _gpu_need(item: Inspection) -> gpu.GpuNeed:
+    """The wheel's GPU code and its label's CUDA line (none for a bare binary)."""
+    return gpu.needs(Wheel(item.name, item.facts)) if item.name else gpu.GpuNeed(device_code(item.facts))
 
 
 def gpu_coverage(item: Inspection) -> tuple[gpu.Coverage, ...]:
     """Pure: the real GPUs the wheel serves natively (its cells), with the members each one lacks."""
-    wheel = Wheel(item.name, item.facts) if item.name else None
-    need = gpu.needs(wheel) if wheel else gpu.GpuNeed(device_code(item.facts))
-    cpus = cpu.binary_cpus(item.facts)
-    return gpu.coverage(need, _label_line(item.name), cpus)
+    need = _gpu_need(item)
+    return gpu.coverage(need, need.label_cuda, cpu.binary_cpus(item.facts))
 
 
-def _gpu_row(item: Inspection) -> str:
-    code = device_code(item.facts)
+def _gpu_row(item: Inspection, coverage: tuple[gpu.Coverage, ...] | None) -> str:
+    need = _gpu_need(item)
+    code = need.code
     if code.empty:
         return "no GPU code"
     parts: list[str] = []
     groups: list[tuple[tuple[str, ...], list[str]]] = []
-    for c in gpu_coverage(item):  # cells with the same lacking members read as one group
+    for c in gpu_coverage(item) if coverage is None else coverage:  # cells lacking the same members: one group
         if groups and groups[-1][0] == c.lacking:
             groups[-1][1].append(f"sm{c.sm.sm}")
         else:
@@ -77,10 +78,11 @@ def _gpu_row(item: Inspection) -> str:
     if ptx:
         parts.append(f"PTX {_archs(tuple(ptx))} (JIT-compiled on newer GPUs)")
     if code.choices:
-        line = _label_line(item.name)
+        line = need.label_cuda
         load = loading(code, line)
         if line and load.loaded:
-            chosen = [m.name for m in load.loaded if m in {m for c in code.choices for m in c.members}]
+            in_choices = {m for c in code.choices for m in c.members}
+            chosen = [m.name for m in load.loaded if m in in_choices]
             parts.append(f"CUDA {format_version(line)} loads {', '.join(chosen) or 'none of its CUDA-line builds'}")
         else:
             parts.append("torch's CUDA line picks one of " + "; ".join(c.describe() for c in code.choices))
@@ -90,8 +92,10 @@ def _gpu_row(item: Inspection) -> str:
     return "; ".join(parts)
 
 
-def demands(item: Inspection) -> list[tuple[str, str]]:
-    """Pure: (demand, what the wheel needs) rows, in the order DESIGN.md lists the seven demands."""
+def demands(item: Inspection, coverage: tuple[gpu.Coverage, ...] | None = None) -> list[tuple[str, str]]:
+    """Pure: (demand, what the wheel needs) rows, in the order DESIGN.md lists the seven demands.
+
+    ``coverage``: :func:`gpu_coverage` of ``item``, where the caller has it already."""
     f, name = item.facts, item.name
     label = name.label if name else None
     claim = name.label_claim if name else None
@@ -114,7 +118,7 @@ def demands(item: Inspection) -> list[tuple[str, str]]:
     if glibcxx:
         glibc += f", GLIBCXX_{'.'.join(map(str, glibcxx))}"
     return [
-        ("GPU arch", _gpu_row(item)),
+        ("GPU arch", _gpu_row(item, coverage)),
         ("torch", torch),
         ("CUDA", "; ".join(cuda_parts) or "-"),
         ("Python", python),
@@ -156,10 +160,11 @@ def render_inspection(item: Inspection, verbose: bool = False) -> str:
 
 def inspection_json(item: Inspection) -> dict[str, Any]:
     """One file's demands, facts and mismatches as JSON."""
+    coverage = gpu_coverage(item)
     return {
         "file": str(item.path),
-        "demands": dict(demands(item)),
+        "demands": dict(demands(item, coverage)),
         "mismatches": list(item.mismatches),
-        "gpus": [{"sm": f"sm{c.sm.sm}", "partly": list(c.lacking)} for c in gpu_coverage(item)],
+        "gpus": [{"sm": f"sm{c.sm.sm}", "partly": list(c.lacking)} for c in coverage],
         "facts": facts_to_json(item.facts),
     }

@@ -6,6 +6,7 @@ planning is pure and runs against the store's current index, so the Hub store ca
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import tempfile
 from collections.abc import Sequence
@@ -27,11 +28,10 @@ from librarian.layout import Layout
 from librarian.manifest import Manifest, metadata_text, render_manifest
 from librarian.ops.labels import choose_label
 from librarian.pytorch.matrix import Matrix, load_matrix
-from librarian.safeio import atomic_write
+from librarian.safeio import atomic_write, sha256_file
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
 from librarian.wheel.deep import read_deep
 from librarian.wheel.retag import retag_with_directory
-from librarian.wheel.wheelfile import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ class PreparedWheel:
     requires_python: str | None = None
     metadata: Path | None = None  # its METADATA as a file, to serve beside it (PEP 658)
     metadata_sha256: str = ""
+    metadata_size: int | None = None  # its METADATA's length (None: not known, read from the file)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,9 +196,10 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
                 except InvalidSpecifier as e:
                     raise BadWheel(f"{path.name}: METADATA Requires-Python {info.requires_python!r} is not valid") from e
             metadata = staging / f"{staged.name}.metadata"
-            metadata.write_bytes(info.metadata)
+            metadata.write_bytes(info.metadata)  # hashed and measured from the bytes, not read back
             prepared.append(PreparedWheel(path, staged, staged_name, sha256_file(staged), staged.stat().st_size, sms,
-                                          facts, info.requires_python, metadata, sha256_file(metadata)))  # fmt: skip
+                                          facts, info.requires_python, metadata,
+                                          hashlib.sha256(info.metadata).hexdigest(), len(info.metadata)))  # fmt: skip
             bar.advance()
     return prepared
 
@@ -232,7 +234,7 @@ def plan_publish(index: Index, wheels: Sequence[PreparedWheel], options: Publish
                                       wheel.requires_python, wheel.metadata_sha256 or None))  # fmt: skip
             uploads.append(Upload(path, wheel.staged, wheel.sha256, wheel.size))
             if wheel.metadata is not None:
-                size = wheel.metadata.stat().st_size
+                size = wheel.metadata.stat().st_size if wheel.metadata_size is None else wheel.metadata_size
                 uploads.append(Upload(metadata_path(path), wheel.metadata, wheel.metadata_sha256, size))
     count = len(entries)
     names = sorted({f.wheel.name.package for f in filings if f.action != "skip"})
@@ -266,13 +268,9 @@ def stage_to_manifest(store: Store, plan: PublishPlan, manifest: Path) -> Manife
     hub = "://" in store.location
     revision = store.location.rsplit("@", 1)[1] if hub and "@" in store.location else ("main" if hub else "")
     staged = Manifest(store.location, revision, head or None, now, entries, metadata)
-    _write(manifest, render_manifest(staged))
+    atomic_write(manifest, render_manifest(staged))
     log.info("staged %d wheel file(s) in %s; manifest %s", len(entries), store.location, manifest)
     return staged
-
-
-def _write(target: Path, data: bytes) -> None:
-    atomic_write(target, data)
 
 
 def publish(

@@ -7,11 +7,12 @@ Shallow checks read only the tree listing, the index and (for a local store) eac
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from librarian import progress
 from librarian.catalogue import is_generated, render_catalogue
@@ -19,13 +20,14 @@ from librarian.coords import Cell, WheelName
 from librarian.demands import Wheel, claims, gpu
 from librarian.errors import LibrarianError
 from librarian.facts import WheelFacts
-from librarian.index import Index, IndexEntry, entry_problems, parse_pending_path
+from librarian.index import Index, IndexEntry, entry_problems, metadata_path, parse_pending_path
 from librarian.layout import Layout
 from librarian.ops.placement import Problem, check_placement
+from librarian.ops.reindex import missing_metadata
 from librarian.pool import default_jobs, ordered_map
 from librarian.stores.base import Store, StoredFile, read_index, sha256_stored
 from librarian.wheel.deep import read_deep
-from librarian.wheel.wheelfile import metadata_problems, sha256_file
+from librarian.wheel.wheelfile import metadata_problems
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +57,6 @@ class VerifyReport:
                     for p in self.problems]  # fmt: skip
         return {"schema": 1, "repo": self.location, "wheels": self.wheels, "ok": not self.problems,
                 "problems": problems, "staged": list(self.staged)}  # fmt: skip
-
-
-def check_metadata(local: Path, name: WheelName) -> list[str]:
-    """The problems of a wheel's METADATA and ``.dist-info`` against its filename."""
-    return metadata_problems(local, name)
 
 
 @dataclass(slots=True)
@@ -128,22 +125,21 @@ class _Reader:
 
     def _read(self, f: StoredFile, name: WheelName, jobs: int) -> _Blob:
         if not (self.deep or self.store.is_local):  # a shallow check downloads nothing
-            return self._judge(f, name, None, jobs)
+            return self._judge(name, None, f.sha256, jobs)
         with contextlib.ExitStack() as stack:  # a download is removed once read: disk holds the blobs in flight
             try:
                 file = stack.enter_context(self.store.open(f.path))
             except LibrarianError as e:
                 return _Blob(f.sha256, [str(e).split(": ", 1)[-1]], None)
-            return self._judge(f, name, Path(file.name), jobs)
+            return self._judge(name, Path(file.name), f.sha256 or _sha256_open(file), jobs)
 
-    def _judge(self, f: StoredFile, name: WheelName, local: Path | None, jobs: int) -> _Blob:
-        sha = f.sha256 or (sha256_file(local) if local is not None else None)
+    def _judge(self, name: WheelName, local: Path | None, sha: str | None, jobs: int) -> _Blob:
         blob = _Blob(sha, [], None)
         if local is None:
             return blob
         try:
             if not self.deep:
-                blob.problems.extend(check_metadata(local, name))
+                blob.problems.extend(metadata_problems(local, name))
             else:  # metadata, RECORD and binaries from one pass over the wheel, each member inflated once
                 found = read_deep(local, name, jobs=jobs)
                 if found.unreadable is not None:
@@ -160,6 +156,14 @@ class _Reader:
         except LibrarianError as e:
             blob.problems.append(str(e).removeprefix(f"{local}: "))
         return blob
+
+
+def _sha256_open(file: BinaryIO) -> str:
+    """The sha256 of a file the store has just opened (the bytes checked, not a path opened again)."""
+    h = hashlib.sha256()
+    while data := file.read(1 << 20):
+        h.update(data)
+    return h.hexdigest()
 
 
 def _check_wheel(f: StoredFile, entry: IndexEntry | None, blob: _Blob, layout: Layout) -> list[str]:
@@ -207,19 +211,21 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False, jobs: in
         placement = {f.path: check_placement(index.layout, f.path) for f in wheels}
         reader.load([f for f in wheels if not placement[f.path]], bar)
         for f in wheels:
-            found = placement[f.path]
-            if found:
-                pass
-            elif (staging := _staged(store, f, by_path.get(f.path), pending.get(f.path))) is not None:
+            if misplaced := placement[f.path]:
+                problems.extend(Problem(f.path, p) for p in misplaced)
+                bar.advance()  # misplaced: never loaded
+                continue
+            blob = reader.read(f)
+            # A local blob's sha256 was computed as it was read: _staged need not hash the wheel again.
+            sha = f.sha256 or (blob.sha256 if store.is_local else None)
+            if (staging := _staged(f, by_path.get(f.path), pending.get(f.path), sha)) is not None:
                 # Staged (maybe over an indexed wheel): judged as a wheel of its own until reindex merges it.
                 staged.append(f.path)
-                checked = _check_wheel(f, None, reader.read(f), index.layout)
+                checked = _check_wheel(f, None, blob, index.layout)
                 found = [p for p in checked if p != "not in the index"] + staging
             else:
-                found = _check_wheel(f, by_path.get(f.path), reader.read(f), index.layout)
+                found = _check_wheel(f, by_path.get(f.path), blob, index.layout)
             problems.extend(Problem(f.path, p) for p in found)
-            if placement[f.path]:
-                bar.advance()  # misplaced: never loaded
     for blob in reader.blobs.values():  # what the bytes say: once, naming every path they are filed under
         first, *rest = sorted(blob.paths)
         problems.extend(Problem(first, p, tuple(rest)) for p in dict.fromkeys(blob.problems))
@@ -238,14 +244,12 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False, jobs: in
 
 def _check_metadata_files(store: Store, index: Index, files: dict[str, StoredFile]) -> list[Problem]:
     """PEP 658 files travel with their wheel: each indexed one present with its bytes, none left orphaned."""
-    problems = []
+    problems = [Problem(metadata_path(e.path), "the wheel's METADATA file (PEP 658) is missing (reindex restores it)")
+                for e in missing_metadata(index, files.values())]  # fmt: skip
     for entry in index.entries:
         path = entry.metadata_path
-        if path is None or entry.path not in files:
-            continue
-        stored = files.get(path)
-        if stored is None:
-            problems.append(Problem(path, "the wheel's METADATA file (PEP 658) is missing (reindex restores it)"))
+        stored = files.get(path) if path is not None and entry.path in files else None
+        if path is None or stored is None:
             continue
         sha = stored.sha256 or (sha256_stored(store, path) if store.is_local else None)
         if sha is not None and sha != entry.metadata_sha256:
@@ -266,11 +270,13 @@ def _pending(files: tuple[StoredFile, ...]) -> dict[str, frozenset[str]]:
     return {path: frozenset(shas) for path, shas in found.items()}
 
 
-def _staged(store: Store, f: StoredFile, entry: IndexEntry | None, prefixes: frozenset[str] | None) -> list[str] | None:
-    """``None`` if ``f`` is not awaiting reindex; else its problems against its pending entries."""
+def _staged(
+    f: StoredFile, entry: IndexEntry | None, prefixes: frozenset[str] | None, sha: str | None
+) -> list[str] | None:
+    """``None`` if ``f`` (its bytes' ``sha``, where known) is not awaiting reindex; else its problems against
+    its pending entries."""
     if not prefixes:
         return None
-    sha = f.sha256 or (sha256_stored(store, f.path) if store.is_local else None)
     if entry is not None and entry.size == f.size and sha in (None, entry.sha256):
         return None  # the index already describes these bytes; the pending file is a harmless repeat
     if sha is not None and not any(sha.startswith(prefix) for prefix in prefixes):

@@ -20,16 +20,16 @@ import tempfile
 import threading
 import zipfile
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path, PurePosixPath
-from typing import BinaryIO, TypeVar
+from pathlib import Path
+from typing import BinaryIO
 
 from librarian import progress
 from librarian.coords import ArchKind, GpuArch
 from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry, WheelFacts
-from librarian.pool import AHEAD, bounded_map, default_jobs
+from librarian.pool import jobs_for, ordered_map
+from librarian.safeio import open_regular
 from librarian.wheel import elf as elfmod
 from librarian.wheel import zipraw
 from librarian.wheel.fatbin import read_device_code, read_fatbin, scan_fatbins
@@ -39,8 +39,6 @@ log = logging.getLogger(__name__)
 FATBIN_SECTIONS = {".nv_fatbin": False, "__nv_relfatbin": True}  # name -> relocatable
 WHOLE_FILE = "(whole file)"  # where a fatbin of an ELF file without section headers was found
 SMALL_MEMBER = 8 << 20  # members up to this size are inflated into memory; bigger ones are spooled
-T = TypeVar("T")
-R = TypeVar("R")
 _NATIVE = re.compile(r"\.(?:so(?:\.\d+)*|pyd|dylib|dll)$", re.IGNORECASE)
 _DEVICE_CODE = re.compile(r"\.(?:cubin|fatbin|ptx)$", re.IGNORECASE)
 _INSPECTED = re.compile(r"\.(?:so(?:\.\d+)*|pyd|dylib|dll|cubin|fatbin|ptx)$", re.IGNORECASE)  # either of the two
@@ -72,10 +70,12 @@ def inspect_binary(fileobj: BinaryIO, path: str) -> BinaryFacts:
 
 
 def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
-    fmt, cpu = elfmod.identify(fileobj)
-    if fmt is not BinaryFormat.ELF:
+    fileobj.seek(0)
+    if fileobj.read(len(elfmod.ELF_MAGIC)) != elfmod.ELF_MAGIC:  # identify would parse an ELF file whole
+        fmt, cpu = elfmod.identify(fileobj)
         return BinaryFacts(path=path, format=fmt, cpu=cpu)
     elf = elfmod.read_elf(fileobj)
+    fmt, cpu = BinaryFormat.ELF, elf.cpu  # what identify says of an ELF file
     entries: list[FatbinEntry] = []
     for sec in elf.sections:
         if sec.name in FATBIN_SECTIONS and sec.type != elfmod.SHT_NOBITS:
@@ -85,7 +85,7 @@ def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
             entries += scan_fatbins(fileobj, sec.offset, sec.size, section=sec.name)
     if not elf.sections:  # no section headers (sstrip): the magic scan is all there is
         entries += scan_fatbins(fileobj, section=WHOLE_FILE)
-    _defined, undefined = elfmod.dynamic_symbols(fileobj)
+    _defined, undefined = elfmod.dynamic_symbols(fileobj, elf)  # its headers not read a second time
     return replace(
         _device_facts(path, fmt, cpu, entries),
         glibc=elfmod.glibc_floor(elf),
@@ -131,7 +131,7 @@ def inspected(info: zipfile.ZipInfo) -> bool:
     return _INSPECTED.search(info.filename) is not None and not info.is_dir()
 
 
-def inspect_wheel(path: Path, *, jobs: int | None = None) -> WheelFacts:
+def inspect_wheel(path: Path, *, jobs: int | None = None, directory: zipraw.Directory | None = None) -> WheelFacts:
     """What every native and device-code member of a wheel demands; errors name ``wheel.whl!member``.
 
     A member of up to :data:`SMALL_MEMBER` bytes is inflated into memory (flashinfer-cubin has 16,000
@@ -139,12 +139,18 @@ def inspect_wheel(path: Path, *, jobs: int | None = None) -> WheelFacts:
     Members are read by ``jobs`` threads (default: the cores available): inflating, hashing and the
     zstd/LZ4 of fatbins release the GIL. Memory stays bounded by the ``jobs`` members being read, and the
     facts come back in member order, the first bad member (in that order) raising, as with one thread.
+    ``directory``: the members and data offsets a caller has just read and checked
+    (:func:`~librarian.wheel.wheelfile.check_archive`), taken as they are, not read again.
     """
     try:
-        f = path.open("rb")
+        f = open_regular(path)  # a FIFO or a device would hang the read
     except OSError as e:
         raise BadWheel(f"{path.name}: not a readable zip ({e})") from e
     with f:
+        if directory is not None:
+            infos = [i for i in directory.infos if inspected(i)]
+            refuse_bombs(infos, path.name)
+            return inspect_members(f, infos, directory.offsets, path.name, jobs=jobs)
         try:
             with zipfile.ZipFile(f) as zf:
                 infos = [i for i in zf.infolist() if inspected(i)]
@@ -163,37 +169,38 @@ def inspect_members(
 ) -> WheelFacts:
     """:func:`inspect_wheel` of the open zip ``f``: ``infos`` (:func:`inspected`, past :func:`refuse_bombs`),
     their data at ``offsets``; errors name ``wheel!member``."""
-    pread = hasattr(os, "pread")  # threads read by pread; without it, one reads by seek and read
+    pread = hasattr(os, "pread")  # threads read by pread; without it, one reads by seek and read (jobs_for: 1)
 
     def inspect_one(info: zipfile.ZipInfo, bar: progress.Task) -> BinaryFacts:
         start = offsets[info.orig_filename]
         raws = zipraw.iter_plain_at(f.fileno(), info, start) if pread else zipraw.iter_plain(f, info, start)
         where = f"{wheel}!{info.filename}"
-        with collected(info, _inflated(_counted(raws, bar), where), wheel) as plain:
+        with collected(info, _inflated(progress.counted(raws, bar), where), wheel) as plain:
             return inspect_member(info, plain, wheel)
 
-    workers = min(jobs or default_jobs(), len(infos)) if pread else 1
     with progress.task(f"inspect {wheel}", total=sum(i.file_size for i in infos)) as bar:
         work = functools.partial(inspect_one, bar=bar)
-        if workers <= 1:
-            binaries = [work(info) for info in infos]
-        else:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="inspect") as pool:
-                binaries = list(bounded_map(pool, work, infos, AHEAD * workers))
+        binaries = list(ordered_map(work, infos, min(jobs_for(jobs), len(infos)), "inspect"))
     return WheelFacts(filename=wheel, binaries=tuple(binaries))
 
 
 def refuse_bombs(infos: Iterable[zipfile.ZipInfo], wheel: str) -> None:
     """BadWheel for the first member with an unsafe name or past the zip-bomb policy, before any is inflated."""
+    if (bomb := first_bomb(infos, wheel)) is not None:
+        raise bomb
+
+
+def first_bomb(infos: Iterable[zipfile.ZipInfo], wheel: str) -> BadWheel | None:
+    """The BadWheel :func:`refuse_bombs` raises (``wheel!member: why``), or None: every member may be inflated."""
     for info in infos:
         if problem := bomb_problem(info):
-            raise BadWheel(f"{wheel}!{info.filename}: {problem}")
+            return BadWheel(f"{wheel}!{info.filename}: {problem}")
+    return None
 
 
 def bomb_problem(info: zipfile.ZipInfo) -> str | None:
     """Why inspection refuses to inflate a member (an unsafe name, :func:`zipraw.bomb_problem`), or None."""
-    parts = PurePosixPath(info.filename.replace("\\", "/")).parts
-    if info.filename.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+    if zipraw.unsafe_name(info.orig_filename):
         return "unsafe member name"
     return zipraw.bomb_problem(info)
 
@@ -226,12 +233,6 @@ def _inflated(chunks: Iterable[bytes], where: str) -> Iterator[bytes]:
     except zipraw.ZipError as e:
         detail = str(e).removeprefix(f"{where.partition('!')[2]}: ")
         raise BadWheel(f"{where}: cannot inflate ({detail})") from e
-
-
-def _counted(chunks: Iterable[bytes], bar: progress.Task) -> Iterator[bytes]:
-    for chunk in chunks:
-        bar.advance(len(chunk))
-        yield chunk
 
 
 def _spool(chunks: Iterable[bytes], out: BinaryIO, size: int, where: str) -> None:

@@ -18,10 +18,9 @@ from pathlib import Path
 from librarian.coords import WheelName
 from librarian.errors import BadWheel, LibrarianError
 from librarian.facts import BinaryFacts, WheelFacts
-from librarian.pool import Pipeline
 from librarian.wheel import zipraw
-from librarian.wheel.binaries import bomb_problem, collected, inspect_member, inspect_members, inspected
-from librarian.wheel.record import Checks, Record, check_all, jobs_for, unrecorded
+from librarian.wheel.binaries import collected, first_bomb, inspect_member, inspect_members, inspected
+from librarian.wheel.record import Record, check_all
 from librarian.wheel.wheelfile import (
     OpenWheel,
     WheelInfo,
@@ -78,8 +77,7 @@ def read_deep(
             unreadable = BadWheel(f"{path}: {e}")
         problems = tuple(metadata_problems_of(info)) if info is not None else ()
         natives = [i for i in w.infos if inspected(i)]
-        bomb = next((BadWheel(f"{path.name}!{i.filename}: {why}") for i in natives if (why := bomb_problem(i))), None)
-        liar, facts, failure = _binaries(w, natives, bomb, record, jobs)
+        liar, facts, failure = _binaries(w, natives, first_bomb(natives, path.name), record, jobs)
         return DeepRead(path, info, unreadable, problems, liar, facts, failure)
 
 
@@ -100,7 +98,8 @@ def _binaries(
         if bomb is not None:  # a bomb is not inflated whole; RECORD is still checked, streaming
             check_all(rec, jobs)
         else:
-            _check_and_inspect(rec, {i.orig_filename for i in natives}, outcomes, jobs)
+            inspect = functools.partial(_inspect_checked, rec, outcomes=outcomes)
+            check_all(rec, jobs, {i.orig_filename for i in natives}, inspect)
     except BadWheel as e:
         return str(e).removeprefix(f"{w.path}: "), None, bomb
     except zipraw.ZipError as e:
@@ -142,29 +141,3 @@ def _inspect_checked(rec: Record, info: zipfile.ZipInfo, outcomes: dict[str, Bin
         if source.error is not None:
             raise source.error from None
         outcomes[info.orig_filename] = e
-
-
-def _check_and_inspect(rec: Record, natives: set[str], outcomes: dict[str, BinaryFacts | LibrarianError],
-                       jobs: int | None) -> None:  # fmt: skip
-    """Every recorded member checked, the native ones inspected on the way; the first liar in member order raises."""
-    w: OpenWheel = rec.w
-    recorded = [i for i in w.infos if not unrecorded(i.orig_filename, w.dist_info)]
-    if jobs_for(jobs) <= 1:
-        for info in recorded:
-            if info.orig_filename in natives:
-                _inspect_checked(rec, info, outcomes)
-            else:
-                rec.check(info)
-        return
-    with Pipeline(jobs_for(jobs), "deep") as pipeline:
-        checks = Checks(rec, pipeline)
-        try:
-            for info in recorded:
-                if info.orig_filename in natives:
-                    rec.expected(info.orig_filename)  # a missing row raises in member order
-                    checks.submit(functools.partial(_inspect_checked, rec, info, outcomes))
-                else:
-                    checks.add(info)
-            checks.flush()
-        finally:
-            pipeline.drain()  # an earlier member's failure is the one to report

@@ -325,10 +325,12 @@ def version_definitions(f: BinaryIO | bytes) -> tuple[str, ...]:
     return tuple(names)
 
 
-def dynamic_symbols(f: BinaryIO | bytes) -> tuple[frozenset[str], frozenset[str]]:
-    """The dynamic symbols of an ELF file: (defined and exported, undefined)."""
+def dynamic_symbols(f: BinaryIO | bytes, elf: ElfFile | None = None) -> tuple[frozenset[str], frozenset[str]]:
+    """The dynamic symbols of an ELF file: (defined and exported, undefined); ``elf``: its headers, where
+    :func:`read_elf` has read them already (not read again)."""
     src = Source(f)
-    elf = _read(src)
+    if elf is None:
+        elf = _read(src)
     sec = next((s for s in elf.sections if s.type == SHT_DYNSYM), None)
     if sec is None or not 0 < sec.link < len(elf.sections):
         return frozenset(), frozenset()

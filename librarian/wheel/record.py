@@ -12,14 +12,13 @@ import csv
 import functools
 import hashlib
 import io
-import os
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 from librarian.errors import BadWheel
-from librarian.pool import Pipeline, default_jobs
+from librarian.pool import Pipeline, jobs_for
 from librarian.wheel import zipraw
 from librarian.wheel.wheelfile import SIGNATURES, OpenWheel, open_wheel
 
@@ -79,30 +78,29 @@ class Record:
     def checked_plain(self, info: zipfile.ZipInfo, raws: Iterable[bytes] | None = None) -> Iterator[bytes]:
         """The member's plain bytes in bounded chunks from ``raws`` (default: read by ``pread``), hashed on the
         way; after the last one, BadWheel if RECORD disagrees."""
-        row = self.expected(info.orig_filename)
-        h = hashlib.new(row.digest.partition("=")[0])
-        inflater = zipraw.Inflater(info)
-        for raw in self.w.raw_at(info) if raws is None else raws:
-            for plain in inflater.feed(raw):
-                h.update(plain)
-                yield plain
-        for plain in inflater.finish():
-            h.update(plain)
-            yield plain
-        self._compare(info, row, h)
+        return self._checked(info, self.w.raw_at(info) if raws is None else raws, plain=True)
 
     def checked_raw(self, info: zipfile.ZipInfo, raws: Iterable[bytes] | None = None) -> Iterator[bytes]:
         """The member's raw bytes (``raws``, default :meth:`OpenWheel.raw`), passed through while their plain form
         is hashed and checked on the way."""
+        return self._checked(info, self.w.raw(info) if raws is None else raws, plain=False)
+
+    def _checked(self, info: zipfile.ZipInfo, raws: Iterable[bytes], *, plain: bool) -> Iterator[bytes]:
+        """``raws`` inflated and hashed; yields the plain chunks (``plain``) or the raw ones; then compares."""
         row = self.expected(info.orig_filename)
         h = hashlib.new(row.digest.partition("=")[0])
         inflater = zipraw.Inflater(info)
-        for raw in self.w.raw(info) if raws is None else raws:
-            for plain in inflater.feed(raw):
-                h.update(plain)
-            yield raw
-        for plain in inflater.finish():
-            h.update(plain)
+        for raw in raws:
+            for chunk in inflater.feed(raw):
+                h.update(chunk)
+                if plain:
+                    yield chunk
+            if not plain:
+                yield raw
+        for chunk in inflater.finish():
+            h.update(chunk)
+            if plain:
+                yield chunk
         self._compare(info, row, h)
 
     def _compare(self, info: zipfile.ZipInfo, row: Row, h: hashlib._Hash) -> None:
@@ -119,9 +117,9 @@ class Record:
         algo = row.digest.partition("=")[0]
         self._compare(info, row, hashlib.sha256(plain) if algo == "sha256" else hashlib.new(algo, plain))
 
-    def check(self, info: zipfile.ZipInfo) -> None:
-        """Check one member against RECORD, streaming."""
-        for _ in self.checked_raw(info):
+    def check(self, info: zipfile.ZipInfo, raws: Iterable[bytes] | None = None) -> None:
+        """Check one member against RECORD, streaming its raw bytes from ``raws`` (default :meth:`OpenWheel.raw`)."""
+        for _ in self.checked_raw(info, raws):
             pass
 
     def check_batch(self, infos: list[zipfile.ZipInfo]) -> None:
@@ -130,8 +128,7 @@ class Record:
             if small(info):
                 self.check_small(info, self.w.raw_whole(info))
             else:
-                for _ in self.checked_raw(info, self.w.raw_at(info)):
-                    pass
+                self.check(info, self.w.raw_at(info))
 
 
 def small(info: zipfile.ZipInfo) -> bool:
@@ -194,11 +191,6 @@ def _unhashed(dist_info: str) -> frozenset[str]:
     return frozenset(f"{dist_info}/{leaf}" for leaf in ("RECORD", *SIGNATURES))
 
 
-def jobs_for(jobs: int | None) -> int:
-    """Threads for RECORD checks: ``jobs``, default the cores; one where there is no ``os.pread``."""
-    return (jobs or default_jobs()) if hasattr(os, "pread") else 1
-
-
 def verify_record(path: Path, *, jobs: int | None = None) -> None:
     """Check every member's sha256 and size against RECORD, streaming; BadWheel names the first liar.
 
@@ -209,19 +201,33 @@ def verify_record(path: Path, *, jobs: int | None = None) -> None:
         check_all(Record(w), jobs)
 
 
-def check_all(record: Record, jobs: int | None) -> None:
-    """Check every recorded member of ``record``'s wheel; the first liar in member order raises."""
+def check_all(
+    record: Record, jobs: int | None, natives: Collection[str] = (),
+    inspect: Callable[[zipfile.ZipInfo], None] | None = None,
+) -> None:
+    """Check every recorded member of ``record``'s wheel; the first liar in member order raises.
+
+    ``inspect``: what checks (and reads) each member named in ``natives`` instead, on the same threads
+    (a deep read inspects them as it hashes them); the member's RECORD row is looked up first, in order.
+    """
     w = record.w
     recorded = [i for i in w.infos if not unrecorded(i.orig_filename, w.dist_info)]
     if jobs_for(jobs) <= 1:
         for info in recorded:
-            record.check(info)
+            if inspect is not None and info.orig_filename in natives:
+                inspect(info)
+            else:
+                record.check(info)
         return
     with Pipeline(jobs_for(jobs), "record") as pipeline:
         checks = Checks(record, pipeline)
         try:
             for info in recorded:
-                checks.add(info)
+                if inspect is not None and info.orig_filename in natives:
+                    record.expected(info.orig_filename)  # a missing row raises in member order
+                    checks.submit(functools.partial(inspect, info))
+                else:
+                    checks.add(info)
             checks.flush()
         finally:
             pipeline.drain()  # an earlier member's failure is the one to report

@@ -13,13 +13,12 @@ import io
 import logging
 import re
 import shutil
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from librarian import progress
 from librarian.coords import Label, WheelName
 from librarian.errors import Refused
-from librarian.pool import Pipeline
+from librarian.pool import Pipeline, jobs_for
 from librarian.safeio import atomic_output
 from librarian.wheel import zipraw, zipwriter
 from librarian.wheel.record import (
@@ -27,7 +26,6 @@ from librarian.wheel.record import (
     Record,
     Row,
     digest_field,
-    jobs_for,
     small,
     unrecorded,
     verify_record,
@@ -132,12 +130,6 @@ def retag_with_directory(
     return dest, writer.directory()
 
 
-def _counted(chunks: Iterable[bytes], bar: progress.Task) -> Iterator[bytes]:
-    for chunk in chunks:
-        bar.advance(len(chunk))
-        yield chunk
-
-
 def _write(
     record: Record, writer: zipwriter.RawZipWriter, renames: dict[str, str], replaced: dict[str, bytes],
     verify: bool | Checks, bar: progress.Task,
@@ -155,7 +147,9 @@ def _write(
             bar.advance(info.compress_size)
         elif member.startswith(f"{w.dist_info}/") and member.rpartition("/")[2] in SIGNATURES:
             log.warning("%s: dropping %s, which signs the old RECORD", w.path, member)
-        elif verify and not unrecorded(member, w.dist_info) and small(info):
+        elif unrecorded(member, w.dist_info):
+            writer.add_raw(info, progress.counted(w.raw(info), bar), name=new_member)
+        elif verify and small(info):
             raw = w.raw_whole(info)  # one pread, no generator: 70,000 small members add up
             if isinstance(verify, Checks):
                 verify.add(info, raw)  # the same bytes are checked and copied
@@ -163,15 +157,14 @@ def _write(
                 record.check_small(info, raw)
             writer.add_raw(info, [raw], name=new_member)
             bar.advance(info.compress_size)
-        elif isinstance(verify, Checks) and not unrecorded(member, w.dist_info):
+        elif isinstance(verify, Checks):
             verify.add(info)
-            writer.add_raw(info, _counted(w.raw(info), bar), name=new_member)
-        elif verify and not unrecorded(member, w.dist_info):
-            writer.add_raw(info, _counted(record.checked_raw(info), bar), name=new_member)
+            writer.add_raw(info, progress.counted(w.raw(info), bar), name=new_member)
+        elif verify:
+            writer.add_raw(info, progress.counted(record.checked_raw(info), bar), name=new_member)
         else:
-            if not unrecorded(member, w.dist_info):
-                record.expected(member)
-            writer.add_raw(info, _counted(w.raw(info), bar), name=new_member)
+            record.expected(member)
+            writer.add_raw(info, progress.counted(w.raw(info), bar), name=new_member)
     if isinstance(verify, Checks):
         verify.flush()
     writer.close()

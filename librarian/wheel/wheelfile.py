@@ -92,16 +92,14 @@ class WheelInfo:
         return tuple(problems)
 
 
+sha256_file = safeio.sha256_file  # the one file hash (1 MiB reads, as zipraw.CHUNK), importable from here too
+
+
 def version_of(text: str) -> Version | None:
     try:
         return Version(text)
     except InvalidVersion:
         return None
-
-
-def sha256_file(path: Path) -> str:
-    """The sha256 of a file as hex, read in chunks."""
-    return safeio.sha256_file(path, zipraw.CHUNK)
 
 
 class OpenWheel:
@@ -291,17 +289,12 @@ def metadata_problems_of(info: WheelInfo) -> list[str]:
     return problems
 
 
-def check_publishable(path: Path) -> WheelInfo:
+def refuse_unpublishable(path: Path, info: WheelInfo) -> WheelInfo:
     """Refuse (BadWheel) a wheel that ``verify`` would flag for its metadata; warn of symlink members.
 
     Publish runs the very checks verify runs, so that nothing is stored that verify then rejects.
-    Returns what was read (:func:`read_wheel_info`), so the caller need not open the wheel again.
+    ``info`` is what was read from ``path``, returned.
     """
-    return refuse_unpublishable(path, read_wheel_info(path))
-
-
-def refuse_unpublishable(path: Path, info: WheelInfo) -> WheelInfo:
-    """:func:`check_publishable` of what was read from ``path``: ``info``, returned."""
     problems = metadata_problems_of(info)
     if problems:
         raise BadWheel(f"{path}: {problems[0]}")
@@ -311,11 +304,12 @@ def refuse_unpublishable(path: Path, info: WheelInfo) -> WheelInfo:
     return info
 
 
-def check_archive(path: Path) -> None:
+def check_archive(path: Path) -> zipraw.Directory:
     """Open ``path`` as a zip with every structural check (names, local headers, overlaps); BadWheel if not.
 
     For readers built on :mod:`zipfile` alone (inspect, doctor): run first, it turns a crafted archive
-    into one line, which names the file as those readers do (``wheel.whl: ...``).
+    into one line, which names the file as those readers do (``wheel.whl: ...``). Returns the members
+    and data offsets it read, for the reader to take (:func:`~librarian.wheel.binaries.inspect_wheel`).
     """
     label = path.name
     try:
@@ -327,7 +321,7 @@ def check_archive(path: Path) -> None:
             with zipfile.ZipFile(f) as zf:
                 infos = zf.infolist()
                 _check_names(infos)
-                zipraw.data_offsets(f, infos)
+                return zipraw.Directory(infos, zipraw.data_offsets(f, infos))
         except BadWheel as e:
             raise BadWheel(f"{label}: {e}") from e
         except _ZIP_FAILURES as e:
