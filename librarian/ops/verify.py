@@ -7,12 +7,11 @@ Shallow checks read only the tree listing, the index and (for a local store) eac
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from librarian import progress
 from librarian.catalogue import is_generated, render_catalogue
@@ -25,6 +24,7 @@ from librarian.layout import Layout
 from librarian.ops.placement import Problem, check_placement
 from librarian.ops.reindex import missing_metadata
 from librarian.pool import default_jobs, ordered_map
+from librarian.safeio import sha256_stream
 from librarian.stores.base import Store, StoredFile, read_index, sha256_stored
 from librarian.wheel.deep import read_deep
 from librarian.wheel.wheelfile import metadata_problems
@@ -131,7 +131,7 @@ class _Reader:
                 file = stack.enter_context(self.store.open(f.path))
             except LibrarianError as e:
                 return _Blob(f.sha256, [str(e).split(": ", 1)[-1]], None)
-            return self._judge(name, Path(file.name), f.sha256 or _sha256_open(file), jobs)
+            return self._judge(name, Path(file.name), f.sha256 or sha256_stream(file), jobs)
 
     def _judge(self, name: WheelName, local: Path | None, sha: str | None, jobs: int) -> _Blob:
         blob = _Blob(sha, [], None)
@@ -156,14 +156,6 @@ class _Reader:
         except LibrarianError as e:
             blob.problems.append(str(e).removeprefix(f"{local}: "))
         return blob
-
-
-def _sha256_open(file: BinaryIO) -> str:
-    """The sha256 of a file the store has just opened (the bytes checked, not a path opened again)."""
-    h = hashlib.sha256()
-    while data := file.read(1 << 20):
-        h.update(data)
-    return h.hexdigest()
 
 
 def _check_wheel(f: StoredFile, entry: IndexEntry | None, blob: _Blob, layout: Layout) -> list[str]:
