@@ -54,12 +54,10 @@ def diagnose(facts: WheelFacts, machine: Machine) -> DoctorReport:
     return DoctorReport(name, facts, machine, judge(Wheel(name, facts), machine))
 
 
-def doctor(wheel: Path, machine: Machine, *, facts: WheelFacts | None = None) -> DoctorReport:
-    """Read ``wheel``'s facts from its bytes (unless given) and judge them against ``machine``."""
-    if facts is None:
-        # A crafted zip is refused in one line before zipfile-based readers see it; its directory is read once.
-        facts = inspect_wheel(wheel, directory=check_archive(wheel))
-    return diagnose(facts, machine)
+def doctor(wheel: Path, machine: Machine) -> DoctorReport:
+    """Read ``wheel``'s facts from its bytes and judge them against ``machine`` (facts in hand: :func:`diagnose`)."""
+    # A crafted zip is refused in one line before zipfile-based readers see it; its directory is read once.
+    return diagnose(inspect_wheel(wheel, directory=check_archive(wheel)), machine)
 
 
 _MARKS = {True: "ok", False: "FAIL", None: "?"}
