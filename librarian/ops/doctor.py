@@ -155,8 +155,7 @@ def _row(what: str, p: Probed[Any], text: str) -> tuple[str, str, str]:
 def render_machine(machine: Machine) -> str:
     """What this machine offers and how each part was found (or why it is unknown)."""
     rows: list[tuple[str, ...]] = []
-    i = machine.interpreter
-    rows.append(("interpreter", i.value or "unknown", f"({i.source})" if i.known else i.reason))
+    rows.append(_row("interpreter", machine.interpreter, machine.interpreter.value or ""))
     for g in machine.gpus.value or ():
         mark = " (selected)" if g.index == machine.selected else ""
         uuid = f" {g.uuid}" if g.uuid else ""
