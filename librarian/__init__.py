@@ -6,7 +6,9 @@ The public API is what ``__all__`` names; each name is imported on first use (PE
     import librarian
     facts = librarian.inspect_wheel(Path("flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl"))
     machine = librarian.detect_machine().with_overrides(sm="90", torch="2.9", cuda="12.8")
-    for verdict in librarian.judge(librarian.Wheel(librarian.WheelName.parse(facts.filename), facts), machine):
+    judgement = librarian.judge(librarian.Wheel(librarian.WheelName.parse(facts.filename), facts), machine)
+    print(judgement.runs.value, judgement.serving)
+    for verdict in judgement.verdicts:
         print(verdict.demand.title, verdict.ok, verdict.reason)
 """
 
@@ -27,7 +29,8 @@ _API = {
     "inspect_wheel": "librarian.wheel.binaries", "retag": "librarian.wheel.retag",
     "detect_machine": "librarian.probe", "find_target": "librarian.probe.target",
     "Wheel": "librarian.demands", "Verdict": "librarian.demands", "Demand": "librarian.demands",
-    "judge": "librarian.demands", "claims": "librarian.demands",
+    "judge": "librarian.demands", "claims": "librarian.demands", "Judgement": "librarian.demands",
+    "cells": "librarian.demands", "Runs": "librarian.demands",
     # stores and what is done to them
     "open_store": "librarian.stores", "load_layout": "librarian.config",
     "publish": "librarian.ops.publish", "PublishOptions": "librarian.ops.publish",
@@ -45,6 +48,7 @@ __all__ = [
     "Demand",
     "GcPolicy",
     "GpuArch",
+    "Judgement",
     "KnownGpu",
     "Label",
     "LibrarianError",
@@ -52,6 +56,7 @@ __all__ = [
     "NotFound",
     "PublishOptions",
     "Refused",
+    "Runs",
     "StoreError",
     "Unreachable",
     "Verdict",
@@ -60,6 +65,7 @@ __all__ = [
     "WheelFacts",
     "WheelName",
     "__version__",
+    "cells",
     "claims",
     "detect_machine",
     "find_target",

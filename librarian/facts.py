@@ -1,7 +1,7 @@
 """Facts: what a wheel's binaries demand, as read from their bytes. Pure values.
 
 Filled in by the inspection code (``librarian.wheel.binaries``), stored in the index, and judged against a
-machine by ``librarian.verdict``.
+machine by :mod:`librarian.demands`.
 """
 
 from __future__ import annotations
@@ -68,6 +68,9 @@ class BinaryFacts:
     # counted as executable (libcufft's ".ldata": it loads them with cuModuleLoadData), or "(whole file)"
     # for an ELF file without section headers.
     embedded: tuple[str, ...] = ()
+    # Whether it is a Python extension module (defines ``PyInit_*``) rather than a library it loads;
+    # None where not read (facts from an older index): the file name decides then.
+    extension: bool | None = None
 
     @property
     def has_device_code(self) -> bool:
@@ -160,6 +163,7 @@ def facts_to_json(facts: WheelFacts) -> dict[str, object]:
                 "needed": list(b.needed),
                 # only where there are any, so the entries of every other binary stay as they were
                 **({"embedded": list(b.embedded)} if b.embedded else {}),
+                **({"extension": b.extension} if b.extension is not None else {}),
             }
             for b in facts.binaries
         ],
@@ -187,6 +191,7 @@ def facts_from_json(filename: str, data: Mapping[str, Any]) -> WheelFacts:
                 cxxabi=_parse_mm(b.get("cxxabi")),
                 needed=tuple(b.get("needed", ())),
                 embedded=tuple(b.get("embedded", ())),
+                extension=b["extension"] if isinstance(b.get("extension"), bool) else None,
             )
         )
     return WheelFacts(filename, tuple(binaries))

@@ -31,7 +31,10 @@ from librarian.errors import BadInput, StoreError
 from librarian.facts import WheelFacts, facts_from_json, facts_to_json
 from librarian.layout import Layout, check_path_part, check_store_path
 
-SCHEMA = 1
+# 2: entries may record ``overrides`` (the publish flags that accepted a claim) and binaries ``extension``.
+# Schema-1 indexes read as they are: an entry without the new fields overrode nothing.
+SCHEMA = 2
+READABLE_SCHEMAS = (1, 2)
 ROOT = "index.json"
 # Limits on what an index file may hold, so hostile content fails in one line instead of exhausting
 # memory or the stack. A shard of 100,000 wheels with facts is some 200 MB.
@@ -56,6 +59,7 @@ class IndexEntry:
     facts: WheelFacts | None = field(default=None, compare=False)  # parsed once, when the shard is read
     requires_python: str | None = None  # METADATA's Requires-Python: pull and the pip pages honour it
     metadata_sha256: str | None = None  # of ``<path>.metadata`` (PEP 658), where publish stored one
+    overrides: tuple[str, ...] = ()  # the publish flags that accepted a check on it (``--allow-glibc-mismatch``)
 
     @property
     def metadata_path(self) -> str | None:
@@ -97,6 +101,8 @@ class IndexEntry:
             data["requires_python"] = self.requires_python
         if self.metadata_sha256:
             data["metadata_sha256"] = self.metadata_sha256
+        if self.overrides:
+            data["overrides"] = list(self.overrides)
         return data
 
     @property
@@ -138,9 +144,12 @@ class IndexEntry:
                 raise TypeError("'requires_python' is not a string")
             if metadata_sha is not None and (not isinstance(metadata_sha, str) or len(metadata_sha) != 64):
                 raise ValueError("'metadata_sha256' is not 64 hex digits")
+            overrides = data.get("overrides", [])
+            if not isinstance(overrides, list) or not all(_is_flag(o) for o in overrides):
+                raise ValueError("'overrides' is not a list of flags")
             entry = cls(path, sha, size, cell, added,
                         facts_from_json(path.rsplit("/", 1)[-1], facts) if facts is not None else None,
-                        requires or None, metadata_sha or None)  # fmt: skip
+                        requires or None, metadata_sha or None, tuple(overrides))  # fmt: skip
             entry.name  # noqa: B018 - the filename must parse
             entry.requires_python_spec  # noqa: B018 - and Requires-Python, if any
         except (KeyError, TypeError, ValueError, AttributeError, RecursionError, InvalidSpecifier) as e:
@@ -180,6 +189,10 @@ class Index:
 def metadata_path(wheel_path: str) -> str:
     """PEP 658: a wheel's METADATA is served at the wheel's URL plus ``.metadata``."""
     return wheel_path + ".metadata"
+def _is_flag(value: object) -> bool:
+    return isinstance(value, str) and value.startswith("--") and len(value) <= 64 and value[2:].replace("-", "").isalnum()
+
+
 def _field(data: Mapping[str, Any], key: str, kind: type) -> Any:
     """``data[key]``, which must be a ``kind`` (a bool is no int); KeyError / ValueError if not."""
     value = data[key]
@@ -294,10 +307,10 @@ def _load_json(text: bytes, source: str) -> dict[str, Any]:
         raise StoreError(f"{source}: not valid JSON ({_short(e)})") from e
     if not isinstance(data, dict):
         raise StoreError(f"{source}: expected a JSON object")
-    if data.get("schema") != SCHEMA:
-        raise StoreError(
-            f"{source}: unsupported index schema {data.get('schema')!r} (this librarian reads {SCHEMA})"
-        )
+    schema = data.get("schema")
+    if isinstance(schema, bool) or schema not in READABLE_SCHEMAS:
+        readable = ", ".join(map(str, READABLE_SCHEMAS))
+        raise StoreError(f"{source}: unsupported index schema {schema!r} (this librarian reads {readable})")
     return data
 
 

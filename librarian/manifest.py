@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from librarian.errors import BadInput, StoreError
-from librarian.index import SCHEMA, IndexEntry
+from librarian.index import READABLE_SCHEMAS, SCHEMA, IndexEntry
 
 KIND = "librarian-stage-manifest"
 
@@ -70,7 +70,7 @@ def parse_manifest(text: bytes, source: str) -> Manifest:
         raise BadInput(f"{source}: not a stage manifest (not valid JSON: {e})") from e
     if not isinstance(data, dict) or data.get("kind") != KIND:
         raise BadInput(f"{source}: not a stage manifest (written by 'publish --stage --manifest')")
-    if data.get("schema") != SCHEMA:
+    if isinstance(data.get("schema"), bool) or data.get("schema") not in READABLE_SCHEMAS:
         raise BadInput(f"{source}: unsupported manifest schema {data.get('schema')!r} (this librarian reads {SCHEMA})")
     wheels = data.get("wheels")
     if not isinstance(wheels, list) or not isinstance(data.get("repo"), str):

@@ -45,6 +45,6 @@ def machine(
 
 
 def verdict_for(demand: Demand, facts: WheelFacts, m: Machine, name: str = NAME) -> Verdict:
-    verdicts = judge(Wheel(WheelName.parse(name), facts), m)
+    verdicts = judge(Wheel(WheelName.parse(name), facts), m).verdicts
     assert [v.demand for v in verdicts] == list(Demand)
     return next(v for v in verdicts if v.demand is demand)

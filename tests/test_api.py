@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import librarian
-from librarian.demands import gpu
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "dist"
 
@@ -33,9 +32,10 @@ def test_judge_a_sample_wheel_as_a_library() -> None:
     facts = librarian.inspect_wheel(wheel_path)
     machine = librarian.Machine().with_overrides(sm="89", torch="2.9", cuda="13.0", python="3.10",
                                                  platform="linux_x86_64")  # fmt: skip
-    verdicts = librarian.judge(librarian.Wheel(librarian.WheelName.parse(wheel_path.name), facts), machine)
-    on_gpu = next(v for v in verdicts if v.demand is librarian.Demand.GPU)
+    wheel = librarian.Wheel(librarian.WheelName.parse(wheel_path.name), facts)
+    judgement = librarian.judge(wheel, machine)
+    on_gpu = judgement.verdict(librarian.Demand.GPU)
     assert on_gpu.ok is True and "sm_89" in on_gpu.reason
+    assert not judgement.failures and judgement.native and str(judgement.serving) == "its own sm_89 SASS"
     # the cells publish files it under: every real x86_64 GPU its sm_80/86/89/90 SASS serves
-    need = gpu.needs(librarian.Wheel(librarian.WheelName.parse(wheel_path.name), facts))
-    assert [f"sm{c.sm.sm}" for c in gpu.coverage(need, (13, 0), frozenset({"x86_64"}))] == ["sm80", "sm86", "sm89", "sm90"]
+    assert [f"sm{c.sm.sm}" for c in librarian.cells(wheel, (13, 0))] == ["sm80", "sm86", "sm89", "sm90"]

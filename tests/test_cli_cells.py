@@ -54,7 +54,10 @@ def test_ptx_alone_files_no_cell(run: Run, sos: dict[str, Path], tmp_path: Path)
     whl = so_wheel(tmp_path / "dist", sos["ptx"], name="pkern", tags=TAGS)
     result = run("publish", str(whl), *LINE)
     assert result.code == 2 and "PTX alone files no cell" in result.err and "--sm" in result.err
-    assert run("publish", str(whl), *LINE, "--sm", "80").code == 0  # compute_80 JITs on 8.0: accepted
+    # compute_80 JITs on 8.0, but a cell is where a wheel runs natively: --sm 80 needs --trust-sm too
+    jit = run("publish", str(whl), *LINE, "--sm", "80")
+    assert jit.code == 2 and "only by JIT-compiling PTX" in jit.err and "--trust-sm" in jit.err
+    assert run("publish", str(whl), *LINE, "--sm", "80", "--trust-sm").code == 0
 
 
 @pytest.mark.parametrize(("sm", "says"), [("86a", "name the GPU"), ("88", "no GPU of compute capability 8.8")])

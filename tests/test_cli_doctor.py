@@ -73,7 +73,7 @@ def test_no_gpu_asks_for_sm_and_the_sample_runs_with_it(run: Run) -> None:
     told = run("doctor", str(SAMPLE), *HERE, "--sm", "89", "--driver", "13.0")
     assert told.code == 0, told
     # No torch in it: the driver alone decides its CUDA demand, so every demand is known and passes.
-    assert told.out.splitlines()[0] == f"{SAMPLE.name}: runs here"
+    assert told.out.splitlines()[0] == f"{SAMPLE.name}: runs here by its own sm_89 SASS"
     assert "runs sm_89 SASS" in gpu_row(told.out)
 
 

@@ -143,8 +143,9 @@ def test_json_has_schema_and_facts(
     facts = first["facts"]
     assert facts["archs"] == ["sm_75", "sm_80", "sm_86", "sm_89", "compute_89"] and facts["toolkit"] == built_by
     # _rdc.so's loadable SASS is sm_80 alone: an sm75 GPU runs _C.so but not it
-    assert first["gpus"] == [{"sm": "sm75", "partly": ["tinykern/_rdc.so"]}] + [
-        {"sm": f"sm{n}", "partly": []} for n in (80, 86, 89)
+    # each cell with what serves it: the arch whose SASS runs there, its own or compatible
+    assert first["gpus"] == [{"sm": "sm75", "partly": ["tinykern/_rdc.so"], "serving": "sm_75", "how": "exact"}] + [
+        {"sm": f"sm{n}", "partly": [], "serving": f"sm_{n}", "how": "exact"} for n in (80, 86, 89)
     ]
     c, rdc = facts["binaries"]
     assert (c["path"], c["format"], c["cpu"]) == ("tinykern/_C.so", "elf", "x86_64")

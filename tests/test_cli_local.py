@@ -141,8 +141,9 @@ def test_pull_exact_and_explained_miss(run: Run, published: Path, tmp_path: Path
     assert not (tmp_path / "out2").exists() or not list((tmp_path / "out2").iterdir())
     py = run("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.12", "--platform", "linux_x86_64", "-o", "out3")
     assert py.code == 1 and "another Python: cp311, this interpreter is cp312" in py.err
-    gpu = run("pull", "tinykern", "--sm", "90", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64")
-    assert gpu.code == 1 and "built for GPU sm89, this GPU is sm90" in gpu.err
+    # It carries no GPU code: filed under sm89 by --sm, it runs on any GPU, and pull says where it was filed.
+    gpu = run("pull", "tinykern", "--sm", "90", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64", "-o", "out4")
+    assert gpu.code == 0 and "filed under sm89; it runs here by no GPU code of its own" in gpu.err, gpu
 
 
 def test_pull_refuses_bytes_that_do_not_match_the_index(run: Run, published: Path, tmp_path: Path) -> None:

@@ -91,12 +91,12 @@ def test_sm_that_the_binaries_do_not_serve_is_refused(
     assert forced.code == 0, forced.err
     assert (tmp_path / "wheelhouse" / stored("ampk", "75")).is_file()
     assert run("verify").code == 0  # the shallow check reads no binaries: only --deep can tell
+    # The entry remembers --trust-sm: verify --deep reports the finding as accepted, not as a problem.
     deep = run("verify", "--deep")
-    assert deep.code == 1
-    assert (
-        f"{stored('ampk', '75')}: its binaries do not run on sm75 (they have sm_80)" in deep.out.splitlines()
-    )
-    assert stored("ampk", "86") not in deep.out
+    assert deep.code == 0, deep.out
+    accepted = f"{stored('ampk', '75')}: accepted at publish (--trust-sm): its binaries do not run on sm75 (they have sm_80)"
+    assert accepted in deep.out.splitlines()
+    assert stored("ampk", "86") not in deep.out and "1 accepted at publish" in deep.out
 
 
 def test_a_wheel_is_filed_for_every_gpu_a_member_serves(run: Run, tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
@@ -146,13 +146,15 @@ def test_a_label_that_contradicts_the_toolkit(run: Run, tmp_path: Path, cuda_sos
     forced = run("publish", str(whl), "--cuda", "12.8", "--torch", "2.8", "--allow-cuda-mismatch")
     assert forced.code == 0, forced.err
     assert run("verify").code == 0
+    # The entry records --allow-cuda-mismatch: verify --deep accepts what it accepted (exit 0, a line each).
     deep = run("verify", "--deep", "--json")
-    assert deep.code == 1
+    assert deep.code == 0, deep.out
     data = json.loads(deep.out)
-    assert data["schema"] == 1 and data["ok"] is False
-    # The same bytes, hard-linked under four cells: read once, reported once with every path.
+    assert data["schema"] == 1 and data["ok"] is True and data["problems"] == []
+    # The same bytes, hard-linked under four cells: read once, reported once.
     paths = [stored("multik", sm, "torch2.8-cu128", "cu128torch2.8") for sm in ("75", "80", "86", "89")]
-    for problem in ("label says CUDA 12.8, device code built by CUDA 13.0",
-                    "label says CUDA 12.8, multik/_C.so links libcudart.so.13"):  # fmt: skip
-        assert {"path": paths[0], "also": paths[1:], "problem": problem} in data["problems"]
-    assert len(data["problems"]) == 2
+    assert data["accepted"] == [
+        {"path": paths[0], "flag": "--allow-cuda-mismatch", "finding": finding}
+        for finding in ("label says CUDA 12.8, device code built by CUDA 13.0",
+                        "label says CUDA 12.8, multik/_C.so links libcudart.so.13")
+    ]  # fmt: skip

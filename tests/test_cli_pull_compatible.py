@@ -2,7 +2,9 @@
 the verdicts that rule a candidate out, end to end on wheels around real nvcc-built ``.so`` files.
 
 publish files a wheel under every GPU its SASS serves (sm_86 -> sm86 and sm89), so these stores are made
-with ``--sm`` to leave the GPU's own cell empty, as a store filed by hand or by an older librarian is."""
+with ``--sm`` to leave the GPU's own cell empty, as a store filed by hand or by an older librarian is. The
+judgement, not the cell, decides: a wheel whose SASS runs natively here is taken exactly, saying where it
+was filed; one that runs only by PTX JIT (or on an older CUDA minor) needs ``--compatible``."""
 
 from __future__ import annotations
 
@@ -44,27 +46,31 @@ def pulled(result: Result) -> list[str]:
     return [line.split(" -> ")[0] for line in result.out.splitlines() if " -> " in line]
 
 
-def test_a_miss_names_the_gpu_and_compatible_takes_it(run: Run, sos: dict[str, Path], tmp_path: Path) -> None:
+def test_native_sass_filed_elsewhere_is_taken_exactly_and_says_where(run: Run, sos: dict[str, Path]) -> None:
     publish(run, sos["sm_86"], "1.0", "--sm", "86")
+    took = run("pull", "kern", "--sm", "89", *WANT, "-o", "out")
+    assert took.code == 0, took
+    assert pulled(took) == [CELLS.format(86, "1.0")]
+    near = CELLS.format(86, "1.0").split("/")[-1]
+    assert took.err == f"librarian: note: kern: took {near}, filed under sm86; it runs here by compatible sm_86 SASS\n"
+
+
+def test_a_miss_names_the_gpu_and_compatible_takes_it(run: Run, sos: dict[str, Path], tmp_path: Path) -> None:
+    publish(run, sos["ptx"], "1.0", "--sm", "86", "--trust-sm")  # compute_80 PTX only
     miss = run("pull", "kern", "--sm", "89", *WANT, "-o", "out")
     assert miss.code == 1, miss
     assert miss.err.startswith(
         "librarian: error: kern: no wheel in wheelhouse for sm89, torch 2.9, cu130, cp311"
     )
     near = CELLS.format(86, "1.0").split("/")[-1]
-    assert f"  {near} (sm86): built for GPU sm86, this GPU is sm89\n" in miss.err
-    assert (
-        "hint: kern: " in miss.err
-        and "runs here by compatible SASS; pass --compatible to take it" in miss.err
-    )
+    assert f"  {near} (sm86): runs on sm_89 only by JIT-compiling its compute_80 PTX\n" in miss.err
+    how = "compute_80 PTX (JIT-compiled at first use) (driver not checked; pass --driver)"
+    assert f"hint: kern: {near} (sm86) runs here by {how}; pass --compatible to take it" in miss.err
     assert not (tmp_path / "out").exists()
     took = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--compatible")
     assert took.code == 0, took
     assert pulled(took) == [CELLS.format(86, "1.0")]
-    assert (
-        took.err
-        == "librarian: note: kern: no sm89 wheel; took the sm86 one, which runs here by compatible SASS\n"
-    )
+    assert took.err == f"librarian: note: kern: no exact match; took {near} (filed under sm86), which runs here by {how}\n"
     assert (tmp_path / "out" / near).is_file()
 
 
@@ -72,15 +78,15 @@ def test_compatible_prefers_sass_over_ptx(run: Run, sos: dict[str, Path]) -> Non
     publish(run, sos["ptx"], "1.1", "--sm", "86", "--trust-sm")  # PTX only: newer, and filed nearer the GPU
     ptx_only = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--compatible", "--driver", "13.0")
     assert ptx_only.code == 0 and pulled(ptx_only) == [CELLS.format(86, "1.1")]
-    assert "runs here by PTX (JIT-compiled at first use)\n" in ptx_only.err
+    assert "runs here by compute_80 PTX (JIT-compiled at first use)\n" in ptx_only.err
     unchecked = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--compatible")
     assert "(driver not checked; pass --driver)" in unchecked.err
     too_old = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--compatible", "--driver", "12.4")
     assert too_old.code == 1 and "hint" not in too_old.err  # nvcc 13 PTX does not JIT on a CUDA 12.4 driver
     publish(run, sos["sm_80"], "1.0", "--sm", "80")
     sass = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--compatible", "--driver", "13.0")
-    assert sass.code == 0 and pulled(sass) == [CELLS.format(80, "1.0")]
-    assert "runs here by compatible SASS" in sass.err
+    assert sass.code == 0 and pulled(sass) == [CELLS.format(80, "1.0")]  # native SASS: exact, before newer PTX
+    assert "it runs here by compatible sm_80 SASS" in sass.err
 
 
 def test_compatible_takes_the_newest_at_the_same_match(run: Run, sos: dict[str, Path]) -> None:
@@ -118,10 +124,10 @@ def test_a_wheel_filed_where_its_code_does_not_run_is_never_picked(
     assert refused.code == 1, refused
     assert "Traceback" not in refused.err and bare == []
     assert "(sm89): its code does not run on sm_89: kern/_C.so has no code for sm_89" in refused.err
-    # No sm90 cell, but --compatible reads the binaries: they are sm_90, so the verdict passes.
-    fits = run("pull", "kern", "--sm", "90", *WANT, "-o", "out2", "--install", "--compatible")
+    # No sm90 cell, but the judgement reads the binaries: they are sm_90, so it runs there natively.
+    fits = run("pull", "kern", "--sm", "90", *WANT, "-o", "out2", "--install")
     assert fits.code == 0, fits
-    assert "took the sm89 one, which runs here by its own SASS" in fits.err
+    assert "filed under sm89; it runs here by its own sm_90 SASS" in fits.err
     assert bare == [[Path("out2") / CELLS.format(89, "1.0").split("/")[-1]]]
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from librarian.coords import WheelName
-from librarian.demands import Demand, Wheel, gpu
+from librarian.demands import Demand, Wheel
+from librarian.demands import cells as judged_cells
 from librarian.demands.gpu import NO_KERNEL_IMAGE, PTX_TOO_NEW, GpuMatch, gpu_match, runs_on
 from librarian.errors import BadInput
 from librarian.facts import BinaryFacts
@@ -183,9 +184,7 @@ def test_gpu_specific_members_none_for_this_gpu() -> None:
 
 
 def cells(*binaries: BinaryFacts, name: str = NAME, line: tuple[int, int] | None = (12, 8)) -> list[str]:
-    need = gpu.needs(Wheel(WheelName.parse(name), wheel(*binaries, name=name)))
-    cpus = frozenset({b.cpu for b in binaries if b.cpu})
-    return [f"sm{c.sm.sm}" for c in gpu.coverage(need, line, cpus)]
+    return [f"sm{c.sm.sm}" for c in judged_cells(Wheel(WheelName.parse(name), wheel(*binaries, name=name)), line)]
 
 
 @pytest.mark.parametrize(
@@ -206,8 +205,7 @@ def test_cells_by_nvidia_rules(sass: str, ptx: str, cpu: str, expected: list[str
 
 
 def test_cells_of_gpu_specific_members_name_what_each_lacks() -> None:
-    need = gpu.needs(Wheel(WheelName.parse(NAME), wheel(*TORCHAO)))
-    found = {f"sm{c.sm.sm}": c.lacking for c in gpu.coverage(need, (12, 8), frozenset({"x86_64"}))}
+    found = {f"sm{c.sm.sm}": c.partly for c in judged_cells(Wheel(WheelName.parse(NAME), wheel(*TORCHAO)), (12, 8))}
     assert found == {"sm90": ("torchao/_C_mxfp8.so",), "sm100": ("torchao/_C_cutlass_90a.so",),
                      "sm103": ("torchao/_C_cutlass_90a.so",)}  # fmt: skip
 

@@ -93,7 +93,7 @@ def test_judge_a_wheel_that_runs() -> None:
     facts = wheel(
         so(sass="sm_80 sm_89", ptx="compute_89", glibc=(2, 28), needed=("libc10.so", "libcudart.so.12"))
     )
-    verdicts = judge(Wheel(WheelName.parse(NAME), facts), machine())
+    verdicts = judge(Wheel(WheelName.parse(NAME), facts), machine()).verdicts
     assert all(v.ok for v in verdicts), [str(v) for v in verdicts if not v.ok]
 
 

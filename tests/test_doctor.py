@@ -32,7 +32,7 @@ def test_a_wheel_that_runs() -> None:
     report = diagnose(facts("sm_89"), machine())
     assert report.runs is True and report.failures == ()
     text = render_doctor(report)
-    assert text.splitlines()[0] == f"{NAME}: runs here"
+    assert text.splitlines()[0] == f"{NAME}: runs here by its own sm_89 SASS"
     assert "GPU arch" in text and "at run time" not in text
 
 

@@ -189,7 +189,7 @@ def test_claims_that_hold(filename: str, facts: WheelFacts) -> None:
 
 
 def claim_mismatches(name: WheelName, facts: WheelFacts) -> list[str]:
-    return claims(Wheel(name, facts))
+    return [str(c) for c in claims(Wheel(name, facts))]
 
 
 def _mutate(rng: random.Random, data: bytearray, hot: list[int]) -> None:

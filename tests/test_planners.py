@@ -16,7 +16,7 @@ import pytest
 
 from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label, WheelName
-from librarian.demands.gpu import GpuMatch
+from librarian.demands import GpuMatch, Wheel
 from librarian.errors import BadInput, Refused
 from librarian.facts import WheelFacts
 from librarian.index import Index, IndexEntry, metadata_path, pending_path
@@ -142,7 +142,7 @@ def test_publish_uploads_the_metadata_beside_the_wheel(tmp_path: Path) -> None:
 def _cells(sass: str, platform: str = X86, label: str = "cu128torch2.8", cpu: str = "x86_64") -> list[str]:
     filename = f"kern-1.0+{label}-cp312-cp312-{platform}.whl"
     f = wheel(so(sass=sass, cpu=cpu), name=filename)
-    return [f"sm{a.sm}" for a in gpu_cells(WheelName.parse(filename), f, (), False, filename)]
+    return [f"sm{a.sm}" for a in gpu_cells(Wheel(WheelName.parse(filename), f), (), False, filename)[0]]
 
 
 @pytest.mark.parametrize(
@@ -167,16 +167,21 @@ def test_cells_count_only_gpus_beside_the_wheels_cpu() -> None:
 def test_cells_ptx_alone_files_nothing_and_sm_is_checked() -> None:
     filename = "kern-1.0+cu128torch2.8-cp312-cp312-linux_x86_64.whl"
     name = WheelName.parse(filename)
+    ptx_only = Wheel(name, wheel(so(ptx="compute_80"), name=filename))
     with pytest.raises(BadInput, match="PTX alone files no cell: pass --sm"):
-        gpu_cells(name, wheel(so(ptx="compute_80"), name=filename), (), False, filename)
+        gpu_cells(ptx_only, (), False, filename)
     with pytest.raises(BadInput, match="no GPU code found in its binaries; pass --sm"):
-        gpu_cells(name, None, (), False, filename)
-    ampere = wheel(so(sass="sm_80"), name=filename)
+        gpu_cells(Wheel(name), (), False, filename)
+    ampere = Wheel(name, wheel(so(sass="sm_80"), name=filename))
     asked = (GpuArch.parse("89"), GpuArch.parse("86"), GpuArch.parse("89"))
-    assert [a.sm for a in gpu_cells(name, ampere, asked, False, filename)] == ["86", "89"]  # sorted, once
+    assert [a.sm for a in gpu_cells(ampere, asked, False, filename)[0]] == ["86", "89"]  # sorted, once
     with pytest.raises(Refused, match=r"have no code for sm75 \(they have sm_80\); pass --trust-sm"):
-        gpu_cells(name, ampere, (GpuArch.parse("75"),), False, filename)
-    assert [a.sm for a in gpu_cells(name, ampere, (GpuArch.parse("75"),), True, filename)] == ["75"]
+        gpu_cells(ampere, (GpuArch.parse("75"),), False, filename)
+    assert gpu_cells(ampere, (GpuArch.parse("75"),), True, filename) == ((GpuArch.parse("75"),), True)
+    # PTX that a GPU only JIT-compiles files no cell either, unless --trust-sm says so (and is recorded)
+    with pytest.raises(Refused, match=r"run on sm89 only by JIT-compiling PTX \(they have compute_80\); pass --trust-sm"):
+        gpu_cells(ptx_only, (GpuArch.parse("89"),), False, filename)
+    assert gpu_cells(ptx_only, (GpuArch.parse("89"),), True, filename)[1] is True
 
 
 # ---- pull ------------------------------------------------------------------------------------------
@@ -195,7 +200,7 @@ def test_resolve_names_every_miss_nearest_first() -> None:
     said = {str(c.entry.cell.sm) + c.entry.name.python_tag: c.differences for c in r.near}
     assert said == {
         "sm_89cp312": ("another torch line: 2.9, not 2.8",),
-        "sm_90cp312": ("built for GPU sm90, this GPU is sm89", ),
+        "sm_90cp312": ("its code does not run on sm_89: kern/_C.so has no code for sm_89",),
         "sm_89cp311": ("another Python: cp311, this interpreter is cp312",),
     }  # fmt: skip
     assert resolve([], "kern", wants()).near == ()  # not in the store at all
@@ -219,11 +224,13 @@ def test_resolve_takes_the_newest_cuda_line_when_torch_does_not_say() -> None:
 def test_judge_candidate_exact_and_compatible() -> None:
     exact = judge_candidate(entry(), wants())
     assert exact.exact and exact.compatible and exact.fit is GpuMatch.EXACT
-    ampere = judge_candidate(entry(sm="86"), wants())  # filed for sm86, and its SASS runs on sm89
-    assert not ampere.exact and ampere.compatible and ampere.fit is GpuMatch.SASS
-    assert ampere.misses == ("built for GPU sm86, this GPU is sm89",) and ampere.blockers == ()
+    # filed (by hand) only under sm86: its SASS runs natively on sm89, so the judgement takes it exactly
+    ampere = judge_candidate(entry(sm="86"), wants())
+    assert ampere.exact and ampere.fit is GpuMatch.SASS and ampere.misses == () and ampere.blockers == ()
     hopper = judge_candidate(entry(sm="90"), wants())  # sm_90 SASS never runs on sm89
     assert not hopper.compatible and hopper.fit is None
+    ptx = judge_candidate(entry(sm="80", sass="", ptx="compute_80"), wants())  # JIT only: compatible, not exact
+    assert ptx.misses == ("runs on sm_89 only by JIT-compiling its compute_80 PTX",) and ptx.compatible
     older_minor = judge_candidate(entry(label="cu126torch2.8"), wants())  # 12.6 runs under 12.8
     assert older_minor.misses == ("another CUDA line: cu126, not cu128",) and older_minor.compatible
     assert older_minor.other_cuda
@@ -248,13 +255,23 @@ def test_best_compatible_prefers_sass_then_the_same_cuda_line_then_newest_then_n
 
 
 def test_resolve_hints_at_compatible_and_takes_it_when_asked() -> None:
-    ampere = entry(sm="86")
-    missed = resolve([ampere], "kern", wants())
+    ptx = entry(sm="80", sass="", ptx="compute_80")
+    missed = resolve([ptx], "kern", wants())
     assert missed.pick is None
-    assert missed.hint == f"kern: {ampere.filename} (sm86) runs here by compatible SASS; pass --compatible to take it"
-    took = resolve([ampere], "kern", wants(), compatible=True)
+    how = "compute_80 PTX (JIT-compiled at first use)"
+    assert missed.hint == f"kern: {ptx.filename} (sm80) runs here by {how}; pass --compatible to take it"
+    took = resolve([ptx], "kern", wants(), compatible=True)
+    assert took.pick == ptx
+    assert took.note == f"kern: no exact match; took {ptx.filename} (filed under sm80), which runs here by {how}"
+
+
+def test_resolve_takes_a_wheel_filed_under_fewer_gpus_than_it_runs_on_and_says_where() -> None:
+    ampere = entry(sm="86")
+    took = resolve([ampere], "kern", wants())
     assert took.pick == ampere
-    assert took.note == "kern: no sm89 wheel; took the sm86 one, which runs here by compatible SASS"
+    assert took.note == f"kern: took {ampere.filename}, filed under sm86; it runs here by compatible sm_86 SASS"
+    same_bytes = [ampere, entry(sm="89", sass="sm_86")]  # the same wheel filed in both cells
+    assert resolve(same_bytes, "kern", wants()).pick == same_bytes[1]  # the copy filed for this very GPU
 
 
 def test_render_requirements_pins_each_wheel_by_hash() -> None:

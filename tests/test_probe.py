@@ -176,8 +176,8 @@ def test_two_gpus_default_to_0_and_select_1(fake_smi: Path) -> None:
     assert m.selected == 0 and m.gpu is not None and m.gpu.capability == (8, 9)
     so = BinaryFacts("k/_C.so", BinaryFormat.ELF, "x86_64", sass=(GpuArch(9, 0),))
     facts = WheelFacts("k-1.0-cp312-cp312-linux_x86_64.whl", (so,))
-    on_0 = judge(Wheel(WheelName.parse(facts.filename), facts), m)[0]
-    on_1 = judge(Wheel(WheelName.parse(facts.filename), facts), m.with_overrides(gpu=1))[0]
+    on_0 = judge(Wheel(WheelName.parse(facts.filename), facts), m).verdicts[0]
+    on_1 = judge(Wheel(WheelName.parse(facts.filename), facts), m.with_overrides(gpu=1)).verdicts[0]
     assert (on_0.ok, on_1.ok) == (False, True)
     with pytest.raises(BadInput, match="--gpu 7"):
         m.with_overrides(gpu=7)

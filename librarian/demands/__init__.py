@@ -1,35 +1,36 @@
-"""The seven demands a compiled wheel makes of a machine, one module each, and :func:`judge` over them.
+"""The seven demands a compiled wheel makes of a machine, and the one judgement over them.
 
-Each module has the same small shape: ``needs(wheel) -> Need`` (read from the bytes' facts, or from the
-filename where no bytes were read) and ``check(need, machine) -> Verdict``. Everything that judges a
-wheel (inspect, doctor, publish's cells, pull's resolver, verify --deep, the filename-claim checks) goes
-through these and nothing else.
+Each demand module has the same small shape: ``needs(wheel) -> Need`` (read from the bytes' facts, or from
+the filename where no bytes were read) and ``check(need, machine) -> Verdict``. :func:`judge` decides which
+members load and runs every demand over them; :func:`claims` compares what a wheel says with its bytes.
+Everything outside this package (inspect, doctor, publish, pull, verify, retag) goes through the names
+below and nothing else: ``tests/test_code_health.py`` holds ``ops/`` to that.
 """
 
 from __future__ import annotations
 
-from librarian.demands import cpu, cuda, glibc, gpu, python, torch
-from librarian.demands import os as os_demand
-from librarian.demands.base import Demand, Verdict, Wheel
-from librarian.machine import Machine
+from librarian.demands.base import Demand, Said, Verdict, Wheel
+from librarian.demands.claims import Claim, ClaimKind, claims, said_claims, tag_set
+from librarian.demands.gpu import GpuMatch, Serving
+from librarian.demands.judgement import CellFit, Judgement, Runs, cell_machine, cells, judge, judge_cell
 
-__all__ = ["Demand", "Verdict", "Wheel", "claims", "judge"]
-
-
-def judge(wheel: Wheel, machine: Machine) -> tuple[Verdict, ...]:
-    """One verdict per demand, in :class:`Demand` order."""
-    return (
-        gpu.check(gpu.needs(wheel), machine),
-        torch.check(torch.needs(wheel), machine),
-        cuda.check(cuda.needs(wheel), machine),
-        python.check(python.needs(wheel), machine),
-        cpu.check(cpu.needs(wheel), machine),
-        os_demand.check(os_demand.needs(wheel), machine),
-        glibc.check(glibc.needs(wheel), machine),
-    )
-
-
-def claims(wheel: Wheel) -> list[str]:
-    """Where the wheel's filename (platform tag, CUDA label) says one thing and its bytes another."""
-    found = [*cpu.claims(wheel), *os_demand.claims(wheel), *glibc.claims(wheel), *cuda.claims(wheel)]
-    return list(dict.fromkeys(found))
+__all__ = [
+    "CellFit",
+    "Claim",
+    "ClaimKind",
+    "Demand",
+    "GpuMatch",
+    "Judgement",
+    "Runs",
+    "Said",
+    "Serving",
+    "Verdict",
+    "Wheel",
+    "cell_machine",
+    "cells",
+    "claims",
+    "judge",
+    "judge_cell",
+    "said_claims",
+    "tag_set",
+]

@@ -46,17 +46,27 @@ _TITLES = {
 
 
 @dataclass(frozen=True, slots=True)
+class Said:
+    """What a wheel's own METADATA and WHEEL files say of it: ``Name``, ``Version`` and the ``Tag`` lines."""
+
+    name: str
+    version: str
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Wheel:
     """What the demands are read from: the filename always; the bytes' facts, METADATA and cell when known.
 
     ``filed_for`` is the GPU of the store cell a wheel sits in: the GPU demand's fallback for an index
-    entry that carries no facts.
+    entry that carries no facts. ``said`` is what its METADATA and WHEEL claim, where they were read.
     """
 
     name: WheelName
     facts: WheelFacts | None = None
     requires_python: SpecifierSet | None = None
     filed_for: GpuArch | None = None
+    said: Said | None = None
 
 
 @dataclass(frozen=True, slots=True)

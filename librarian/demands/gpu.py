@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from librarian.coords import ArchKind, GpuArch, MajorMinor, format_version
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
 from librarian.demands.members import NO_DEVICE_CODE, DeviceCode, Member, device_code, loading, names
-from librarian.gpus import known_gpus
 from librarian.machine import Machine
 
 NO_KERNEL_IMAGE = "CUDA error: no kernel image is available for execution on the device"
@@ -101,6 +100,30 @@ def needs(wheel: Wheel) -> GpuNeed:
 
 
 @dataclass(frozen=True, slots=True)
+class Serving:
+    """What serves the GPU: the arch whose code runs there, and how (its own SASS, compatible SASS, PTX)."""
+
+    arch: GpuArch
+    match: GpuMatch
+
+    @property
+    def native(self) -> bool:
+        """Whether machine code runs (no JIT): the wheel is filed under this GPU."""
+        return self.match is not GpuMatch.PTX
+
+    @property
+    def kind(self) -> str:
+        """``exact`` (its own SASS), ``sass`` (compatible SASS) or ``ptx``, for JSON."""
+        return {GpuMatch.EXACT: "exact", GpuMatch.SASS: "sass", GpuMatch.PTX: "ptx"}[self.match]
+
+    def __str__(self) -> str:
+        """How a sentence says it: ``its own sm_89 SASS``, ``compatible sm_86 SASS``, ``compute_90 PTX (...)``."""
+        if self.match is GpuMatch.PTX:
+            return f"{self.arch} PTX (JIT-compiled at first use)"
+        return f"{'its own' if self.match is GpuMatch.EXACT else 'compatible'} {self.arch} SASS"
+
+
+@dataclass(frozen=True, slots=True)
 class _Served:
     match: GpuMatch | None  # None: no code for the GPU
     arch: GpuArch | None = None
@@ -119,46 +142,69 @@ def _serve(m: Member, capability: MajorMinor, driver: MajorMinor | None, toolkit
 
 def check(need: GpuNeed, machine: Machine) -> Verdict:
     """Judge the GPU demand against the machine's selected GPU (and its driver, for PTX)."""
+    return judge(need, machine)[0]
+
+
+def judge(need: GpuNeed, machine: Machine) -> tuple[Verdict, Serving | None]:
+    """The GPU verdict and what serves the GPU (``None``: no device code, GPU unknown, or it does not run)."""
     if need.code.empty:
-        return Verdict(Demand.GPU, True, "no GPU code", _gpu_text(machine), "the wheel carries no device code")
+        return Verdict(Demand.GPU, True, "no GPU code", _gpu_text(machine), "the wheel carries no device code"), None
     gpu = machine.gpu
     if gpu is None:
         reason = machine.gpus.reason if not machine.gpus.known else f"no GPU {machine.selected}; pass --gpu"
-        return unknown(Demand.GPU, need.text, reason)
+        return unknown(Demand.GPU, need.text, reason), None
     line = machine.cuda.value or need.label_cuda
-    return _judge(need, gpu.capability, machine.driver_cuda.value, line, _gpu_text(machine))[0]
+    return _judge(need, gpu.capability, machine.driver_cuda.value, line, _gpu_text(machine))
+
+
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    """What loads as one: a member, or an undecided choice of CUDA-line alternatives."""
+
+    label: str
+    members: tuple[Member, ...]
+
+    @property
+    def own(self) -> bool:
+        return any(m.own for m in self.members)
 
 
 def _judge(
     need: GpuNeed, capability: MajorMinor, driver: MajorMinor | None, line: MajorMinor | None, has: str
-) -> tuple[Verdict, GpuMatch | None]:
-    """The verdict, and how the wheel serves the GPU: the worst match of any member that serves it
-    (``None`` where it does not run). One pass over the members gives both."""
+) -> tuple[Verdict, Serving | None]:
+    """The verdict, and what serves the GPU: the best arch of the members that serve it. One pass gives both.
+
+    The package's own extension modules decide: when some carry device code and none has code for this
+    GPU, the wheel does not run here, whatever a vendored library carries.
+    """
     load = loading(need.code, line)
-    units: list[tuple[str, list[Member]]] = [(m.path, [m]) for m in load.loaded]
-    units += [(c.describe(), list(c.members)) for c in load.undecided]
+    units = [_Unit(m.path, (m,)) for m in load.loaded]
+    units += [_Unit(c.describe(), c.members) for c in load.undecided]
     if not units:
         why = load.missing_text(line) or "no device-code member loads"
         return Verdict(Demand.GPU, False, need.text, has, why, NO_KERNEL_IMAGE, not_loaded=names(load.not_loaded)), None
-    served: list[tuple[str, _Served]] = []
+    served: list[tuple[_Unit, _Served]] = []
     lacking: list[str] = []
     blocked: list[tuple[str, Member, _Served]] = []
-    matches: list[GpuMatch] = []  # every member's that serves the GPU, alternatives included
-    for label, members in units:
-        results = [(m, _serve(m, capability, driver, need.label_cuda)) for m in members]
-        matches += [r.match for _, r in results if r.match is not None]
+    for unit in units:
+        results = [(m, _serve(m, capability, driver, need.label_cuda)) for m in unit.members]
         best = min((r for _, r in results if r.match is not None), key=lambda r: r.match or 0, default=None)
         if best is not None:
-            served.append((label, best))
+            served.append((unit, best))
             continue
-        lacking.append(label)
-        blocked += [(label, m, r) for m, r in results if r.blocked]
+        lacking.append(unit.label)
+        blocked += [(unit.label, m, r) for m, r in results if r.blocked]
     lacking += load.missing_text(line).split("; ") if load.missing else []
     not_loaded = names(load.not_loaded)
+    own = [u for u in units if u.own]
+    if own and not any(u.own for u, _ in served):
+        return _fail(need, capability, driver, has, own, blocked, not_loaded, vendored=bool(served)), None
     if not served:
         return _fail(need, capability, driver, has, units, blocked, not_loaded), None
-    fit = max(matches)
     worst = max(r.match or GpuMatch.EXACT for _, r in served)
+    top = min(served, key=lambda s: (s[1].match or 0, -(s[1].arch.number if s[1].arch else 0)))[1]
+    assert top.match is not None and top.arch is not None
+    serving = Serving(top.arch, top.match)
     how = "; ".join(sorted({_how(r, driver) for _, r in served}))
     if load.undecided:
         how += " (which member loads depends on torch's CUDA line; pass --cuda)"
@@ -166,8 +212,8 @@ def _judge(
         reason = f"runs, partly: {', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no code for " \
                  f"{GpuArch(*capability)} (calls into {'it' if len(lacking) == 1 else 'them'} fail); {how}"  # fmt: skip
         return Verdict(Demand.GPU, True, need.text, has, reason, partly=tuple(lacking), not_loaded=not_loaded,
-                       exact=worst is GpuMatch.EXACT), fit  # fmt: skip
-    return Verdict(Demand.GPU, True, need.text, has, how, not_loaded=not_loaded, exact=worst is GpuMatch.EXACT), fit
+                       exact=worst is GpuMatch.EXACT), serving  # fmt: skip
+    return Verdict(Demand.GPU, True, need.text, has, how, not_loaded=not_loaded, exact=worst is GpuMatch.EXACT), serving
 
 
 def _how(r: _Served, driver: MajorMinor | None) -> str:
@@ -181,60 +227,32 @@ def _fail(
     capability: MajorMinor,
     driver: MajorMinor | None,
     has: str,
-    units: Sequence[tuple[str, list[Member]]],
+    units: Sequence[_Unit],
     blocked: Sequence[tuple[str, Member, _Served]],
     not_loaded: tuple[str, ...],
+    *,
+    vendored: bool = False,
 ) -> Verdict:
-    if blocked:
+    if blocked and not vendored:
         _, m, r = blocked[0]
         tk = m.toolkit or need.label_cuda
         assert tk is not None and driver is not None  # blocked only when both are known
         reason = (f"{m.path}: {r.arch} PTX from CUDA {format_version(tk)} needs a driver for CUDA "
                   f"{format_version(tk)}+, the driver is for CUDA {format_version(driver)}")  # fmt: skip
         return Verdict(Demand.GPU, False, need.text, has, reason, PTX_TOO_NEW, not_loaded=not_loaded)
-    members = [m for _, ms in units for m in ms]
+    members = [m for u in units for m in u.members]
+    arch = GpuArch(*capability)
     if all(m.relocatable_only for m in members):
         reason = f"{members[0].path} has only relocatable / LTO device code, nothing the driver loads"
     elif len(units) == 1:
-        reason = f"{units[0][0]} has no code for {GpuArch(*capability)}"
+        reason = f"{units[0].label} has no code for {arch}"
     else:
-        reason = f"none of {', '.join(u for u, _ in units)} has code for {GpuArch(*capability)}"
+        reason = f"none of {', '.join(u.label for u in units)} has code for {arch}"
+    if vendored:
+        reason += " (only libraries it vendors do; its own extension modules decide)"
     return Verdict(Demand.GPU, False, need.text, has, reason, NO_KERNEL_IMAGE, not_loaded=not_loaded)
 
 
 def _gpu_text(machine: Machine) -> str:
     gpu = machine.gpu
     return str(gpu.arch) if gpu else "no GPU"
-
-
-@dataclass(frozen=True, slots=True)
-class Coverage:
-    """One real GPU a wheel serves by SASS, and the loaded members that have no code for it."""
-
-    sm: GpuArch
-    lacking: tuple[str, ...] = ()
-
-
-def coverage(need: GpuNeed, line: MajorMinor | None, cpus: frozenset[str] = frozenset()) -> tuple[Coverage, ...]:
-    """Every real GPU (shipping with these CPUs) the wheel's loaded members serve natively, by SASS.
-
-    These are its cells: ``sm_86`` SASS serves sm86 and sm89; ``sm_90a`` only sm90; PTX alone none.
-    """
-    load = loading(need.code, line)
-    members = load.may_load
-    found = []
-    for gpu in known_gpus():
-        if not gpu.ships_with(cpus):
-            continue
-        having = [m for m in members if gpu_match(m.sass, gpu.capability)]
-        if having:
-            # Lacking it: loaded members with neither SASS nor PTX for it (PTX JIT still serves a member).
-            units = [m.path for m in load.loaded if m not in having and not gpu_match(m.ptx, gpu.capability)]
-            found.append(Coverage(gpu.arch, tuple(units)))
-    return tuple(found)
-
-
-def fit(need: GpuNeed, capability: MajorMinor, driver: MajorMinor | None, line: MajorMinor | None) -> GpuMatch | None:
-    """How a wheel serves a GPU, worst over the members that serve it; ``None`` if it does not run there."""
-    verdict, match = _judge(need, capability, driver, line, str(GpuArch(*capability)))
-    return match if verdict.ok is True else None

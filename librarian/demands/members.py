@@ -1,9 +1,12 @@
-"""Which device-code members of a wheel load on a machine: CUDA-line alternatives are chosen by the line.
+"""Which members of a wheel load on an NVIDIA machine: the loading rules every demand counts by.
 
 Real wheels are not one library. bitsandbytes ships ``libbitsandbytes_cuda118.so`` ... ``_cuda132.so`` and
 loads the one that matches torch's CUDA; some wheels ship one member per ``libcudart`` major. Members whose
 names differ only by a CUDA version token, or that link different ``libcudart`` majors, are alternatives:
-the machine's CUDA line picks one and the others never load. Pure.
+the machine's CUDA line picks one and the others never load. Members for other vendors' GPUs (Intel XPU,
+AMD ROCm) and the CPU-only fallback of a CUDA library never load on an NVIDIA machine
+(:func:`never_loaded`). A package's own extension modules (``PyInit_*``) are told from the libraries it
+vendors (:func:`is_own`): the GPU demand asks the own modules first. Pure.
 """
 
 from __future__ import annotations
@@ -15,10 +18,49 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from librarian.coords import GpuArch, MajorMinor, format_version
-from librarian.facts import BinaryFacts, WheelFacts
+from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
 
 # A CUDA version token in a member's file name: _cuda118, -cu128, .cuda13 (not inside a longer word).
 _TOKEN = re.compile(r"(?<![a-z0-9])(cuda|cu)(\d{2,3})(?![0-9])", re.IGNORECASE)
+# Another vendor's GPU in a member's name (libbitsandbytes_xpu2025.so, _rocm62, libfoo_hip.so) or in the
+# libraries it needs: such a member is never loaded where the GPU is NVIDIA's.
+_VENDOR_TOKEN = re.compile(r"(?<![a-z])(xpu|sycl|rocm|hip)(?![a-z])", re.IGNORECASE)
+_VENDOR_NAMES = {"xpu": "Intel XPU", "sycl": "Intel XPU", "rocm": "AMD ROCm", "hip": "AMD ROCm"}
+_VENDOR_LIBS = (("libsycl", "Intel XPU"), ("libze_loader", "Intel XPU"), ("libamdhip64", "AMD ROCm"),
+                ("libhsa-runtime64", "AMD ROCm"), ("librocblas", "AMD ROCm"))  # fmt: skip
+# The CPU-only build beside CUDA builds of the same library: libbitsandbytes_cpu.so.
+_CPU_TOKEN = re.compile(r"(?<![a-z0-9])cpu(?![a-z0-9])", re.IGNORECASE)
+# An extension module by its file name, where the facts do not say (an older index): no ``lib`` prefix,
+# a module name, an optional ABI tag, ``.so``/``.pyd`` (``_C.abi3.so``, ``ops.cpython-312-x86_64-linux-gnu.so``).
+_MODULE_NAME = re.compile(r"(?!lib)[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)?\.(?:so|pyd)", re.IGNORECASE)
+
+
+def never_loaded(facts: WheelFacts) -> dict[str, str]:
+    """Members that never load on an NVIDIA machine, and why: another vendor's GPU, or a CPU-only fallback."""
+    found: dict[str, str] = {}
+    cuda_stems = {
+        (posixpath.dirname(b.path), _TOKEN.sub("{x}", posixpath.basename(b.path)))
+        for b in facts.binaries
+        if _TOKEN.search(posixpath.basename(b.path))
+    }
+    for b in facts.binaries:
+        if b.has_device_code:
+            continue  # NVIDIA device code: this member is for NVIDIA GPUs, whatever its name says
+        base = posixpath.basename(b.path)
+        vendor = _VENDOR_TOKEN.search(base)
+        lib = next((who for prefix, who in _VENDOR_LIBS if any(n.startswith(prefix) for n in b.needed)), None)
+        if vendor or lib:
+            found[b.path] = f"for {_VENDOR_NAMES[vendor[1].lower()] if vendor else lib} GPUs"
+        elif _CPU_TOKEN.search(base) and (posixpath.dirname(b.path), _CPU_TOKEN.sub("{x}", base)) in cuda_stems:
+            found[b.path] = "the CPU-only build of a CUDA library"
+    return found
+
+
+def is_own(b: BinaryFacts) -> bool:
+    """Whether a member is one of the package's own extension modules, not a library it vendors."""
+    if b.extension is not None:
+        return b.extension
+    return b.format is not BinaryFormat.CUDA and _MODULE_NAME.fullmatch(posixpath.basename(b.path)) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +74,13 @@ class Member:
     relocatable_only: bool = False  # only -rdc / LTO code: nothing the driver loads
     cuda_token: MajorMinor | None = None  # from the name: libbitsandbytes_cuda128.so -> 12.8
     cudart: int | None = None  # the libcudart major it links
+    own: bool = False  # one of the package's own extension modules (not a vendored library)
 
     @classmethod
     def from_binary(cls, b: BinaryFacts) -> Member:
         """The member a native or loose device-code binary is."""
         token = _token(b.path)
-        return cls(b.path, b.sass, b.ptx, b.toolkit, not (b.sass or b.ptx), token, b.cudart_major)
+        return cls(b.path, b.sass, b.ptx, b.toolkit, not (b.sass or b.ptx), token, b.cudart_major, is_own(b))
 
     @property
     def name(self) -> str:
@@ -103,7 +146,8 @@ NO_DEVICE_CODE = DeviceCode((), ())
 
 def device_code(facts: WheelFacts) -> DeviceCode:
     """Group a wheel's device-code members into fixed ones and CUDA-line alternatives."""
-    members = [Member.from_binary(b) for b in facts.binaries if b.has_device_code]
+    never = never_loaded(facts)
+    members = [Member.from_binary(b) for b in facts.binaries if b.has_device_code and b.path not in never]
     groups: dict[tuple[str, str], list[Member]] = defaultdict(list)
     for m in members:
         if m.cuda_token is not None:

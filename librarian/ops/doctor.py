@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from librarian.coords import WheelName, format_dotted, format_version
-from librarian.demands import Verdict, Wheel, judge
+from librarian.demands import Judgement, Runs, Said, Verdict, Wheel, judge
 from librarian.errors import Refused
 from librarian.facts import WheelFacts
 from librarian.machine import Machine, Probed, format_glibcxx
@@ -21,37 +21,40 @@ SCHEMA = 1
 
 @dataclass(frozen=True, slots=True)
 class DoctorReport:
-    """A wheel judged against a machine."""
+    """A wheel judged against a machine: the one judgement, rendered."""
 
     name: WheelName
     facts: WheelFacts
     machine: Machine
-    verdicts: tuple[Verdict, ...]
+    judgement: Judgement
+
+    @property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        """One verdict per demand."""
+        return self.judgement.verdicts
 
     @property
     def runs(self) -> bool | None:
         """False if any demand fails, None if none fails but some are unknown, True if all pass."""
-        if any(v.ok is False for v in self.verdicts):
-            return False
-        return None if any(v.ok is None for v in self.verdicts) else True
+        return {Runs.NO: False, Runs.UNKNOWN: None}.get(self.judgement.runs, True)
 
     @property
     def partly(self) -> tuple[str, ...]:
         """Members that load but have no code for this GPU (the wheel runs, calls into them fail)."""
-        return tuple(p for v in self.verdicts for p in v.partly)
+        return self.judgement.partly
 
     @property
     def failures(self) -> tuple[Verdict, ...]:
         """The demands that rule the wheel out."""
-        return tuple(v for v in self.verdicts if v.ok is False)
+        return self.judgement.failures
 
 
-def diagnose(facts: WheelFacts, machine: Machine) -> DoctorReport:
+def diagnose(facts: WheelFacts, machine: Machine, said: Said | None = None) -> DoctorReport:
     """Judge already-read facts; reads the installed torch's exports only if the wheel needs torch symbols."""
     if any(b.torch_symbols for b in facts.binaries):
         machine = with_torch_exports(machine)
     name = WheelName.parse(facts.filename)
-    return DoctorReport(name, facts, machine, judge(Wheel(name, facts), machine))
+    return DoctorReport(name, facts, machine, judge(Wheel(name, facts, said=said), machine))
 
 
 def doctor(wheel: Path, machine: Machine) -> DoctorReport:
@@ -75,6 +78,9 @@ def render_doctor(report: DoctorReport) -> str:
     for v in report.verdicts:
         rows.append((v.demand.title, _MARKS[v.ok], v.wheel_needs, v.machine_has, v.reason))
     headline = verdict[report.runs]
+    serving = report.judgement.serving
+    if report.runs is not False and serving is not None:
+        headline += f" by {serving}"
     if report.runs is not False and report.partly:
         headline += f", partly ({', '.join(report.partly)} cannot run on this GPU)"
     lines = [f"{report.name}: {headline}", *_table(rows)]
@@ -100,10 +106,16 @@ def _verdict_json(v: Verdict) -> dict[str, Any]:
 
 def doctor_json(report: DoctorReport) -> dict[str, Any]:
     """The report for ``--json``."""
+    serving = report.judgement.serving
     return {
         "schema": SCHEMA,
         "wheel": str(report.name),
         "runs": report.runs,
+        "judgement": report.judgement.runs.value,
+        "native": report.judgement.native,
+        "serving": {"arch": str(serving.arch), "how": serving.kind} if serving else None,
+        "loads": list(report.judgement.loads),
+        "never_loaded": [{"member": m, "why": why} for m, why in report.judgement.skipped],
         "partly": list(report.partly),
         "verdicts": [_verdict_json(v) for v in report.verdicts],
         "machine": machine_json(report.machine),

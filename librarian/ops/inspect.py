@@ -7,36 +7,61 @@ from pathlib import Path
 from typing import Any
 
 from librarian.coords import WheelName, format_cuda, format_dotted, format_version
-from librarian.demands import Wheel, claims, cpu, gpu
-from librarian.demands.members import device_code, loading
-from librarian.errors import BadInput
+from librarian.demands import CellFit, Claim, ClaimKind, Judgement, Said, Wheel, cells, claims, judge
+from librarian.errors import BadInput, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
+from librarian.machine import Machine
 from librarian.wheel.binaries import inspect_path, inspect_wheel
-from librarian.wheel.wheelfile import check_archive
+from librarian.wheel.wheelfile import check_archive, read_wheel_info, said_of
 
 
 @dataclass(frozen=True, slots=True)
 class Inspection:
-    """One inspected file: its name (when it is a wheel), facts, and where the name and bytes disagree."""
+    """One inspected file: its name (when it is a wheel), facts, the judgement on no machine in particular
+    (what loads, what the wheel needs), its cells, and every contradiction between what it says and its bytes."""
 
     path: Path
     name: WheelName | None
     facts: WheelFacts
-    mismatches: tuple[str, ...]
+    judgement: Judgement
+    cells: tuple[CellFit, ...]
+    claims: tuple[Claim, ...] = ()
+
+    @property
+    def mismatches(self) -> tuple[str, ...]:
+        """The contradictions, as lines."""
+        return tuple(str(c) for c in self.claims)
+
+
+# A bare binary has no filename tags: it is judged under a neutral name, and no claim is read from it.
+_BARE = WheelName.parse("bare-0-py3-none-any.whl")
 
 
 def inspect_file(path: Path, *, jobs: int | None = None) -> Inspection:
     """Read one wheel or native binary (its members by ``jobs`` threads; default: the cores available)."""
     if not path.is_file():
         raise BadInput(f"{path}: no such file")
-    if path.suffix == ".whl":
-        # A crafted zip is refused in one line before zipfile-based readers see it; its directory is read once.
-        facts = inspect_wheel(path, jobs=jobs, directory=check_archive(path))
-    else:
+    if path.suffix != ".whl":
         facts = inspect_path(path, jobs=jobs)
-    name = WheelName.parse(path.name) if path.suffix == ".whl" else None
-    mismatches = tuple(claims(Wheel(name, facts))) if name else ()
-    return Inspection(path, name, facts, mismatches)
+        wheel = Wheel(_BARE, facts)
+        return Inspection(path, None, facts, judge(wheel, Machine()), cells(wheel))
+    # A crafted zip is refused in one line before zipfile-based readers see it; its directory is read once.
+    facts = inspect_wheel(path, jobs=jobs, directory=check_archive(path))
+    name = WheelName.parse(path.name)
+    said, unreadable = _said(path)
+    wheel = Wheel(name, facts, said=said)
+    found = claims(wheel)
+    if unreadable:
+        found = (*found, unreadable)
+    return Inspection(path, name, facts, judge(wheel, Machine()), cells(wheel), found)
+
+
+def _said(path: Path) -> tuple[Said | None, Claim | None]:
+    """What METADATA and WHEEL say; a wheel whose dist-info cannot be read is still inspected, and says so."""
+    try:
+        return said_of(read_wheel_info(path)), None
+    except BadWheel as e:
+        return None, Claim(ClaimKind.DIST_INFO, str(e).removeprefix(f"{path}: "))
 
 
 def _archs(values: tuple[Any, ...]) -> str:
@@ -46,57 +71,53 @@ def _archs(values: tuple[Any, ...]) -> str:
 _OS_NAMES = {"elf": "linux (elf)", "pe": "windows (pe)", "macho": "macos (macho)"}
 
 
-def _gpu_need(item: Inspection) -> gpu.GpuNeed:
-    """The wheel's GPU code and its label's CUDA line (none for a bare binary)."""
-    return gpu.needs(Wheel(item.name, item.facts)) if item.name else gpu.GpuNeed(device_code(item.facts))
+def _loaded(item: Inspection) -> tuple[BinaryFacts, ...]:
+    """The members that load on an NVIDIA machine (by the label's CUDA line, where it has one)."""
+    loads = set(item.judgement.loads)
+    return tuple(b for b in item.facts.binaries if b.path in loads)
 
 
-def gpu_coverage(item: Inspection) -> tuple[gpu.Coverage, ...]:
-    """Pure: the real GPUs the wheel serves natively (its cells), with the members each one lacks."""
-    need = _gpu_need(item)
-    return gpu.coverage(need, need.label_cuda, cpu.binary_cpus(item.facts))
-
-
-def _gpu_row(item: Inspection, coverage: tuple[gpu.Coverage, ...] | None) -> str:
-    need = _gpu_need(item)
-    code = need.code
-    if code.empty:
+def _gpu_row(item: Inspection) -> str:
+    loaded = [b for b in _loaded(item) if b.has_device_code]
+    if not any(b.has_device_code for b in item.facts.binaries):
         return "no GPU code"
     parts: list[str] = []
     groups: list[tuple[tuple[str, ...], list[str]]] = []
-    for c in gpu_coverage(item) if coverage is None else coverage:  # cells lacking the same members: one group
-        if groups and groups[-1][0] == c.lacking:
+    for c in item.cells:  # cells lacking the same members: one group
+        if groups and groups[-1][0] == c.partly:
             groups[-1][1].append(f"sm{c.sm.sm}")
         else:
-            groups.append((c.lacking, [f"sm{c.sm.sm}"]))
+            groups.append((c.partly, [f"sm{c.sm.sm}"]))
     if groups:
         shown = [" ".join(sms) + (f" (partly: not {', '.join(lacking)})" if lacking else "") for lacking, sms in groups]
         parts.append("runs natively on " + "; ".join(shown))
     else:
         parts.append("its SASS runs natively on no GPU that exists")
-    ptx = sorted({a for m in code.all_members for a in m.ptx})
+    ptx = sorted({a for b in loaded for a in b.ptx})
     if ptx:
         parts.append(f"PTX {_archs(tuple(ptx))} (JIT-compiled on newer GPUs)")
-    if code.choices:
-        line = need.label_cuda
-        load = loading(code, line)
-        if line and load.loaded:
-            in_choices = {m for c in code.choices for m in c.members}
-            chosen = [m.name for m in load.loaded if m in in_choices]
-            parts.append(f"CUDA {format_version(line)} loads {', '.join(chosen) or 'none of its CUDA-line builds'}")
-        else:
-            parts.append("torch's CUDA line picks one of " + "; ".join(c.describe() for c in code.choices))
-    lto = sorted({str(a) for b in item.facts.binaries for a in b.lto})
+    j = item.judgement
+    line = item.name.label.cuda if item.name and item.name.label else None
+    if j.picked and line:
+        names = ", ".join(p.rsplit("/", 1)[-1] for p in j.picked)
+        parts.append(f"CUDA {format_version(line)} loads {names}")
+    elif j.undecided:
+        parts.append("torch's CUDA line picks one of " + "; ".join(j.undecided))
+    elif line and any(why == "another CUDA line's build" for _, why in j.skipped):
+        parts.append(f"CUDA {format_version(line)} loads none of its CUDA-line builds")
+    lto = sorted({str(a) for b in loaded for a in b.lto})
     if lto:
         parts.append(f"LTO-IR {' '.join(lto)} (opaque, for the device linker)")
     return "; ".join(parts)
 
 
-def demands(item: Inspection, coverage: tuple[gpu.Coverage, ...] | None = None) -> list[tuple[str, str]]:
+def demands(item: Inspection) -> list[tuple[str, str]]:
     """Pure: (demand, what the wheel needs) rows, in the order DESIGN.md lists the seven demands.
 
-    ``coverage``: :func:`gpu_coverage` of ``item``, where the caller has it already."""
-    f, name = item.facts, item.name
+    Rows count the members that load on an NVIDIA machine (the judgement's); those that never load are
+    listed after the table."""
+    name = item.name
+    f = WheelFacts(item.facts.filename, _loaded(item))
     label = name.label if name else None
     claim = name.label_claim if name else None
     links = sorted({lib for b in f.binaries for lib in b.needed if lib.startswith(("libc10", "libtorch"))})
@@ -109,7 +130,8 @@ def demands(item: Inspection, coverage: tuple[gpu.Coverage, ...] | None = None) 
         cuda_parts.append(f"built by CUDA {format_version(f.toolkit)}")
     cuda_parts += cudarts
     python = name.tag_text.rsplit("-", 1)[0] if name else "-"
-    cpu_text = " ".join(sorted(cpu.binary_cpus(f))) or "-"
+    cpus = sorted({b.cpu for b in f.binaries if b.cpu and b.format.is_host})
+    cpu_text = " ".join(cpus) or "-"
     if name:
         cpu_text += f" (tag {name.platform_tag})"
     formats = sorted({_OS_NAMES[b.format.value] for b in f.binaries if b.format.value in _OS_NAMES})
@@ -118,7 +140,7 @@ def demands(item: Inspection, coverage: tuple[gpu.Coverage, ...] | None = None) 
     if glibcxx:
         glibc += f", GLIBCXX_{'.'.join(map(str, glibcxx))}"
     return [
-        ("GPU arch", _gpu_row(item, coverage)),
+        ("GPU arch", _gpu_row(item)),
         ("torch", torch),
         ("CUDA", "; ".join(cuda_parts) or "-"),
         ("Python", python),
@@ -150,6 +172,9 @@ def render_inspection(item: Inspection, verbose: bool = False) -> str:
     rows = demands(item)
     width = max(len(k) for k, _ in rows)
     lines += [f"  {k.ljust(width)}  {v}" for k, v in rows]
+    for path, why in item.judgement.skipped:
+        lines.append(f"  - {path}: never loads on an NVIDIA machine ({why})"
+                     if why != "another CUDA line's build" else f"  - {path}: not loaded ({why})")  # fmt: skip
     for m in item.mismatches:
         lines.append(f"  ! {m}")
     if verbose:
@@ -160,11 +185,15 @@ def render_inspection(item: Inspection, verbose: bool = False) -> str:
 
 def inspection_json(item: Inspection) -> dict[str, Any]:
     """One file's demands, facts and mismatches as JSON."""
-    coverage = gpu_coverage(item)
     return {
         "file": str(item.path),
-        "demands": dict(demands(item, coverage)),
+        "demands": dict(demands(item)),
         "mismatches": list(item.mismatches),
-        "gpus": [{"sm": f"sm{c.sm.sm}", "partly": list(c.lacking)} for c in coverage],
+        "claims": [{"kind": c.kind.value, "text": c.text, "flag": c.flag or None} for c in item.claims],
+        "gpus": [
+            {"sm": f"sm{c.sm.sm}", "partly": list(c.partly), "serving": str(c.serving.arch), "how": c.serving.kind}
+            for c in item.cells
+        ],
+        "never_loaded": [{"member": m, "why": why} for m, why in item.judgement.skipped],
         "facts": facts_to_json(item.facts),
     }

@@ -27,8 +27,22 @@ class Problem:
         return (self.path, *self.also)
 
     def __str__(self) -> str:
-        where = f"{self.path} (also filed at {', '.join(self.also)})" if self.also else self.path
+        # A count, not the paths: a wheel filed in 40 cells would make a line of kilobytes (--json lists them).
+        n = len(self.also)
+        where = f"{self.path} (and {n} other path{'s' if n != 1 else ''} with the same bytes)" if n else self.path
         return f"{where}: {self.problem}"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Accepted:
+    """A check a publish overrode, by the flag its index entry records: reported, not a problem."""
+
+    path: str
+    flag: str
+    finding: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: accepted at publish ({self.flag}): {self.finding}"
 
 
 def check_placement(layout: Layout, path: str) -> list[str]:

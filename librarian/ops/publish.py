@@ -19,9 +19,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from librarian import progress
 from librarian.coords import Cell, GpuArch, Label, WheelName
-from librarian.demands import Wheel, cpu, cuda, glibc, gpu
-from librarian.demands import os as os_demand
-from librarian.errors import BadInput, BadWheel, Refused
+from librarian.demands import ClaimKind, Demand, Wheel, cells, claims, judge_cell, said_claims
+from librarian.errors import BadInput, BadWheel, LibrarianError, Refused
 from librarian.facts import WheelFacts
 from librarian.index import Index, IndexEntry, metadata_path, pending_path, render_pending
 from librarian.layout import Layout
@@ -30,8 +29,9 @@ from librarian.ops.labels import choose_label
 from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import atomic_write, sha256_file
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
-from librarian.wheel.deep import read_deep
+from librarian.wheel.deep import DeepRead, read_deep
 from librarian.wheel.retag import retag_with_directory
+from librarian.wheel.wheelfile import WheelInfo, read_wheel_info, said_of
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,7 @@ class PreparedWheel:
     metadata: Path | None = None  # its METADATA as a file, to serve beside it (PEP 658)
     metadata_sha256: str = ""
     metadata_size: int | None = None  # its METADATA's length (None: not known, read from the file)
+    overrides: tuple[str, ...] = ()  # the flags whose checks this wheel needed overridden (kept in its entry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,31 +118,39 @@ class PublishOptions:
 
 
 def gpu_cells(
-    name: WheelName, facts: WheelFacts | None, requested: Sequence[GpuArch], trust_sm: bool, source: str
-) -> tuple[GpuArch, ...]:
-    """The GPUs a wheel is filed for: ``--sm`` (checked against the binaries), else every real GPU its SASS serves.
+    wheel: Wheel, requested: Sequence[GpuArch], trust_sm: bool, source: str
+) -> tuple[tuple[GpuArch, ...], bool]:
+    """The GPUs a wheel is filed for, and whether ``--trust-sm`` was needed for them.
 
-    By NVIDIA's rules: ``sm_86`` SASS files it under sm86 and sm89, ``sm_90a`` under sm90 only, PTX alone
-    under nothing (``pull --compatible`` finds such wheels). Only GPUs that ship beside the wheel's CPU count.
+    ``--sm`` GPUs are checked against the judgement (each must run the wheel natively, by SASS), else
+    every real GPU the judgement says it runs natively: ``sm_86`` SASS files it under sm86 and sm89,
+    ``sm_90a`` under sm90 only, PTX alone under nothing (``pull --compatible`` finds such wheels).
     """
-    wheel = Wheel(name, facts)
-    need = gpu.needs(wheel)
-    line = name.label.cuda if name.label else None
+    label = wheel.name.label
+    assert label is not None  # publish labels before it files
+    has_code = wheel.facts is not None and any(b.has_device_code for b in wheel.facts.binaries)
     if requested:
-        if facts is not None and not need.code.empty and not trust_sm:
-            unserved = [sm for sm in requested if gpu.fit(need, sm.capability, None, line) is None]
-            if unserved:
-                bad = ", ".join(f"sm{a.sm}" for a in unserved)
-                raise Refused(f"{source}: its binaries have no code for {bad} (they have {need.text}); "
-                              "pass --trust-sm to file it there anyway")  # fmt: skip
-        return tuple(sorted(set(requested)))
-    if facts is None or need.code.empty:
+        if not has_code:
+            return tuple(sorted(set(requested))), False
+        judged = [(sm, judge_cell(wheel, Cell(wheel.name.package, sm, label))) for sm in requested]
+        failing = [sm for sm, j in judged if j.verdict(Demand.GPU).ok is not True]
+        jit = [sm for sm, j in judged if j.verdict(Demand.GPU).ok is True and not j.native]
+        if (failing or jit) and not trust_sm:
+            offered = judged[0][1].verdict(Demand.GPU).wheel_needs
+            if failing:
+                what = f"have no code for {', '.join(f'sm{a.sm}' for a in failing)}"
+            else:
+                what = f"run on {', '.join(f'sm{a.sm}' for a in jit)} only by JIT-compiling PTX"
+            raise Refused(f"{source}: its binaries {what} (they have {offered}); pass --trust-sm to file it there anyway")
+        return tuple(sorted(set(requested))), bool(failing or jit)
+    if not has_code:
         raise BadInput(f"{source}: no GPU code found in its binaries; pass --sm to say which GPUs it is for")
-    cells = gpu.coverage(need, line, cpu.needs(wheel).cpus)
-    if not cells:
-        raise BadInput(f"{source}: its SASS runs natively on no GPU that exists ({need.text}); PTX alone files "
+    found = cells(wheel, label.cuda)
+    if not found:
+        offered = ", ".join(str(a) for a in wheel.facts.archs) if wheel.facts else ""
+        raise BadInput(f"{source}: its SASS runs natively on no GPU that exists ({offered}); PTX alone files "
                        "no cell: pass --sm to choose (pull --compatible finds it there)")  # fmt: skip
-    return tuple(c.sm for c in cells)
+    return tuple(c.sm for c in found), False
 
 
 def check_combo(label: Label, name: str, matrix: Matrix) -> None:
@@ -154,18 +163,49 @@ def check_combo(label: Label, name: str, matrix: Matrix) -> None:
         )
 
 
-def check_claims(wheel: Wheel, options: PublishOptions, source: str) -> None:
-    """Refuse a filename that its bytes contradict, naming the one flag that accepts each kind of claim."""
-    kinds = (
-        (cpu.claims, options.allow_platform_mismatch, "--allow-platform-mismatch"),
-        (os_demand.claims, options.allow_platform_mismatch, "--allow-platform-mismatch"),
-        (glibc.claims, options.allow_glibc_mismatch, "--allow-glibc-mismatch"),
-        (cuda.claims, options.allow_cuda_mismatch, "--allow-cuda-mismatch"),
-    )
-    for claims, allowed, flag in kinds:
-        lies = claims(wheel)
-        if lies and not allowed:
-            raise Refused(f"{source}: {lies[0]}; pass {flag} to publish it anyway")
+_ALLOWED = {
+    ClaimKind.PLATFORM: "allow_platform_mismatch",
+    ClaimKind.GLIBC: "allow_glibc_mismatch",
+    ClaimKind.CUDA: "allow_cuda_mismatch",
+}
+
+
+def check_claims(wheel: Wheel, options: PublishOptions, source: str) -> tuple[str, ...]:
+    """Refuse a wheel whose bytes contradict its name, naming the one flag that accepts the first such claim;
+    return the flags that did accept one (the entry records them, and verify reports them as accepted)."""
+    used: list[str] = []
+    for claim in claims(wheel):
+        attribute = _ALLOWED.get(claim.kind)
+        if attribute is None:  # METADATA and WHEEL were checked (and WHEEL repaired) before relabelling
+            raise BadWheel(f"{source}: {claim}")
+        if not getattr(options, attribute):
+            raise Refused(f"{source}: {claim}; pass {claim.flag} to publish it anyway")
+        used.append(claim.flag)
+    return tuple(dict.fromkeys(used))
+
+
+def check_said(path: Path, info: WheelInfo) -> bool:
+    """Refuse a wheel whose METADATA or ``.dist-info`` contradicts its filename (no flag accepts that);
+    return whether WHEEL's ``Tag:`` lines disagree, which publish repairs while it rewrites the dist-info."""
+    name = info.filename
+    expected = f"{name.distribution}-{name.version}.dist-info"
+    if info.dist_info != expected:
+        raise BadWheel(f"{path}: its .dist-info is {info.dist_info}, expected {expected}")
+    found = said_claims(name, said_of(info))
+    if wrong := [c for c in found if c.kind is not ClaimKind.TAGS]:
+        raise BadWheel(f"{path}: {wrong[0]}")
+    return bool(found)
+
+
+def _publishable(read: DeepRead, source: Path) -> tuple[WheelInfo, WheelFacts]:
+    """What publish needs of the staged copy; a failure names the user's file, never the staged copy."""
+    try:
+        return read.publishable()
+    except LibrarianError as e:
+        if read.path == source:
+            raise
+        text = str(e).replace(str(read.path), str(source)).replace(read.path.name, source.name)
+        raise type(e)(text) from e
 
 
 def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> list[PreparedWheel]:
@@ -178,18 +218,26 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
             label = choose_label(name, options.label, relabel=options.relabel)
             if matrix is not None:
                 check_combo(label, path.name, matrix)
+            # METADATA and WHEEL (small members) are checked before anything is relabelled or inflated.
+            repair = check_said(path, read_wheel_info(path, name))
             # One pass over the wheel to be stored: verify's metadata checks (publish stores nothing verify
             # rejects), RECORD (unless retag has just checked it) and the binaries.
-            if name.label == label:
+            if name.label == label and not repair:
                 staged = path
                 read = read_deep(path, record=True, jobs=options.jobs)
             else:
-                staged, directory = retag_with_directory(path, label, staging, relabel=True, jobs=options.jobs)
+                staged, directory = retag_with_directory(path, label, staging, relabel=True, jobs=options.jobs,
+                                                         repair_tags=repair)  # fmt: skip
                 read = read_deep(staged, record=False, jobs=options.jobs, directory=directory)
-            info, facts = read.publishable()
+            if repair:
+                log.warning("%s: WHEEL's Tag lines disagree with its filename; publish wrote the filename's", path)
+            info, facts = _publishable(read, path)
             staged_name = WheelName.parse(staged.name)
-            check_claims(Wheel(staged_name, facts), options, path.name)
-            sms = gpu_cells(staged_name, facts, options.sms, options.trust_sm, path.name)
+            wheel = Wheel(staged_name, facts, said=said_of(info))
+            overrides = check_claims(wheel, options, path.name)
+            sms, trusted = gpu_cells(wheel, options.sms, options.trust_sm, path.name)
+            if trusted:
+                overrides += ("--trust-sm",)
             if info.requires_python:
                 try:
                     SpecifierSet(info.requires_python)
@@ -199,7 +247,8 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
             metadata.write_bytes(info.metadata)  # hashed and measured from the bytes, not read back
             prepared.append(PreparedWheel(path, staged, staged_name, sha256_file(staged), staged.stat().st_size, sms,
                                           facts, info.requires_python, metadata,
-                                          hashlib.sha256(info.metadata).hexdigest(), len(info.metadata)))  # fmt: skip
+                                          hashlib.sha256(info.metadata).hexdigest(), len(info.metadata),
+                                          overrides))  # fmt: skip
             bar.advance()
     return prepared
 
@@ -231,7 +280,8 @@ def plan_publish(index: Index, wheels: Sequence[PreparedWheel], options: Publish
                 )
             filings.append(Filing(path, wheel, "replace" if old else "add"))
             entries.append(IndexEntry(path, wheel.sha256, wheel.size, cell, options.now, wheel.facts,
-                                      wheel.requires_python, wheel.metadata_sha256 or None))  # fmt: skip
+                                      wheel.requires_python, wheel.metadata_sha256 or None,
+                                      wheel.overrides))  # fmt: skip
             uploads.append(Upload(path, wheel.staged, wheel.sha256, wheel.size))
             if wheel.metadata is not None:
                 size = wheel.metadata.stat().st_size if wheel.metadata_size is None else wheel.metadata_size

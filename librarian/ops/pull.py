@@ -20,8 +20,7 @@ from packaging.tags import Tag
 
 from librarian import progress
 from librarian.coords import GpuArch, MajorMinor, format_cuda, format_version, package_key
-from librarian.demands import Demand, Verdict, Wheel, cuda, gpu, python, torch
-from librarian.demands.gpu import GpuMatch
+from librarian.demands import Demand, GpuMatch, Judgement, Verdict, Wheel, judge
 from librarian.errors import BadInput, LibrarianError, NotFound, StoreError
 from librarian.index import IndexEntry
 from librarian.layout import Layout
@@ -71,27 +70,41 @@ class Wants:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One stored wheel judged for the machine: its verdicts, and each way it misses.
+    """One stored wheel and its judgement on the machine, with each way it misses.
 
-    ``blockers`` rule it out in every mode (another torch line, Python, platform, Requires-Python, code
-    that does not run on this GPU); ``misses`` only in exact mode (another cell's GPU, another CUDA minor).
+    ``blockers`` rule it out in every mode (a demand fails: the GPU, torch line, CUDA line, Python, CPU,
+    OS, glibc); ``misses`` only in exact mode (the GPU served only by PTX, another CUDA minor that still runs).
     """
 
     entry: IndexEntry
-    verdicts: tuple[Verdict, ...]
+    judgement: Judgement
     blockers: tuple[str, ...]
     misses: tuple[str, ...]
-    fit: GpuMatch | None  # how it serves this GPU; None: it does not run here
-    other_cuda: bool = False  # labelled for another CUDA line than torch's (an older minor still runs)
+
+    @property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        """One verdict per demand."""
+        return self.judgement.verdicts
+
+    @property
+    def fit(self) -> GpuMatch | None:
+        """How it serves this GPU (its own SASS, compatible SASS, PTX); ``None``: it does not run here."""
+        serving = self.judgement.serving
+        return serving.match if serving is not None and self.judgement.verdict(Demand.GPU).ok else None
+
+    @property
+    def other_cuda(self) -> bool:
+        """Built for another CUDA line than torch's, which still runs (an older minor)."""
+        return not self.judgement.verdict(Demand.CUDA).exact
 
     @property
     def exact(self) -> bool:
-        """Filed for this very GPU and combo, and every demand met."""
+        """Every demand met, natively and on the very CUDA line."""
         return not self.blockers and not self.misses
 
     @property
     def compatible(self) -> bool:
-        """Runs here by NVIDIA's rules (and every other demand met), though filed for another cell."""
+        """Runs here by NVIDIA's rules and minor-version compatibility, every other demand met."""
         return not self.blockers and self.fit is not None
 
     @property
@@ -126,41 +139,34 @@ def _tag_rank(entry: IndexEntry, tags: tuple[Tag, ...]) -> int:
 
 
 def judge_candidate(entry: IndexEntry, wants: Wants) -> Candidate:
-    """Pure: the GPU, torch, CUDA and Python verdicts of one stored wheel for ``wants``, and its misses.
-
-    The CPU, OS and glibc demands travel in the platform tags, which the Python verdict matches as pip does.
-    """
+    """Pure: one stored wheel's judgement on the machine, every demand, and the ways it misses."""
     wheel = Wheel(entry.name, entry.facts, entry.requires_python_spec, entry.cell.sm)
-    machine = wants.machine
-    gpu_need = gpu.needs(wheel)
-    verdicts = (
-        gpu.check(gpu_need, machine),
-        torch.check(torch.needs(wheel), machine),
-        cuda.check(cuda.needs(wheel), machine),
-        python.check(python.needs(wheel), machine),
-    )
-    cell = entry.cell
-    blockers: list[str] = []
+    judgement = judge(wheel, wants.machine)
+    label = entry.cell.label
+    blockers = [_blocker(v, entry, wants) for v in judgement.failures]
     misses: list[str] = []
-    if cell.sm != wants.sm:
-        misses.append(f"built for GPU sm{cell.sm.sm}, this GPU is sm{wants.sm.sm}")
-    line = wants.cuda or cell.label.cuda
-    fit = gpu.fit(gpu_need, wants.sm.capability, wants.driver, line)
-    other_cuda = wants.cuda is not None and cell.label.cuda != wants.cuda
-    for v in verdicts:
-        if v.demand is Demand.GPU and v.failed and cell.sm == wants.sm:
-            blockers.append(f"its code does not run on sm_{wants.sm.sm}: {v.reason}")
-        elif v.demand is Demand.TORCH and v.failed:
-            blockers.append(f"another torch line: {format_version(cell.label.torch)}, not {format_version(wants.torch)}")
-        elif v.demand is Demand.PYTHON and v.failed:
-            blockers.append(_python_text(entry, v, wants))
-    cuda_verdict = verdicts[2]
-    if other_cuda or cuda_verdict.failed:
-        wanted = wants.cuda or cell.label.cuda
-        text = f"another CUDA line: cu{format_cuda(cell.label.cuda)}, not cu{format_cuda(wanted)}"
+    serving = judgement.serving
+    if serving is not None and judgement.verdict(Demand.GPU).ok and not serving.native:
+        misses.append(f"runs on sm_{wants.sm.sm} only by JIT-compiling its {serving.arch} PTX")
+    cuda_verdict = judgement.verdict(Demand.CUDA)
+    if cuda_verdict.ok is not False and not cuda_verdict.exact:
         # An older minor of the same major runs (minor-version compatibility): only exact mode misses it.
-        (blockers if cuda_verdict.failed else misses).append(text)
-    return Candidate(entry, verdicts, tuple(blockers), tuple(misses), fit, other_cuda)
+        misses.append(f"another CUDA line: cu{format_cuda(label.cuda)}, not cu{format_cuda(wants.cuda or label.cuda)}")
+    return Candidate(entry, judgement, tuple(blockers), tuple(misses))
+
+
+def _blocker(v: Verdict, entry: IndexEntry, wants: Wants) -> str:
+    """How a failed demand reads in pull's list of near misses."""
+    label = entry.cell.label
+    if v.demand is Demand.GPU:
+        return f"its code does not run on sm_{wants.sm.sm}: {v.reason}"
+    if v.demand is Demand.TORCH and entry.name.label is not None and label.torch != wants.torch:
+        return f"another torch line: {format_version(label.torch)}, not {format_version(wants.torch)}"
+    if v.demand is Demand.CUDA and wants.cuda is not None and label.cuda != wants.cuda:
+        return f"another CUDA line: cu{format_cuda(label.cuda)}, not cu{format_cuda(wants.cuda)}"
+    if v.demand is Demand.PYTHON:
+        return _python_text(entry, v, wants)
+    return f"{v.demand.title}: {v.reason or str(v)}"
 
 
 def _python_text(entry: IndexEntry, v: Verdict, wants: Wants) -> str:
@@ -173,16 +179,12 @@ def _python_text(entry: IndexEntry, v: Verdict, wants: Wants) -> str:
     return f"tags {name.tag_text} do not fit this platform ({here})"
 
 
-_HOW = {
-    GpuMatch.EXACT: "its own SASS",
-    GpuMatch.SASS: "compatible SASS",
-    GpuMatch.PTX: "PTX (JIT-compiled at first use)",
-}
-
-
-def _how(fit: GpuMatch, wants: Wants) -> str:
-    unchecked = fit is GpuMatch.PTX and wants.driver is None
-    return _HOW[fit] + (" (driver not checked; pass --driver)" if unchecked else "")
+def _how(c: Candidate, wants: Wants) -> str:
+    serving = c.judgement.serving
+    if serving is None:  # it runs here and carries no device code: any GPU serves it
+        return "no GPU code of its own (any GPU runs it)"
+    unchecked = serving.match is GpuMatch.PTX and wants.driver is None
+    return f"{serving}" + (" (driver not checked; pass --driver)" if unchecked else "")
 
 
 def best_compatible(candidates: Sequence[Candidate], wants: Wants) -> Candidate | None:
@@ -197,7 +199,10 @@ def best_compatible(candidates: Sequence[Candidate], wants: Wants) -> Candidate 
 
 
 def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants, *, compatible: bool = False) -> Resolution:
-    """Pure: the newest wheel every verdict accepts for ``wants``; or the nearest candidates and why they miss."""
+    """Pure: the newest wheel the judgement takes exactly for ``wants``; or the nearest candidates and why they miss.
+
+    The same bytes are often filed in several cells: the copy filed for this very GPU is taken first.
+    """
     candidates = [judge_candidate(e, wants) for e in entries]
     exact = [c for c in candidates if c.exact]
     note = ""
@@ -208,20 +213,24 @@ def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants, *, compat
             listed = ", ".join("cu" + format_cuda(c) for c in sorted(cudas))
             note = f"{package}: several CUDA lines fit ({listed}); took cu{format_cuda(newest)} (pass --cuda to choose)"
             exact = [c for c in exact if c.entry.cell.label.cuda == newest]
-        best = max(exact, key=lambda c: (c.entry.name.version, -_tag_rank(c.entry, wants.tags)))
+        best = max(exact, key=lambda c: (c.entry.name.version, -_tag_rank(c.entry, wants.tags),
+                                         c.entry.cell.sm == wants.sm, c.entry.cell.sm.number))  # fmt: skip
+        if best.entry.cell.sm != wants.sm:  # filed by hand under fewer GPUs than its code runs on natively
+            where = f"took {best.entry.filename}, filed under sm{best.entry.cell.sm.sm}"
+            note = "; ".join(filter(None, (note, f"{package}: {where}; it runs here by {_how(best, wants)}")))
         return Resolution(package, best.entry, note=note)
     alt = best_compatible(candidates, wants)
     if compatible and alt is not None:
-        assert alt.fit is not None
-        how = _how(alt.fit, wants)
-        note = f"{package}: no sm{wants.sm.sm} wheel; took the sm{alt.entry.cell.sm.sm} one, which runs here by {how}"
+        what = f"{alt.entry.filename} (filed under sm{alt.entry.cell.sm.sm})"
+        note = f"{package}: no exact match; took {what}, which runs here by {_how(alt, wants)}"
+        if alt.other_cuda:
+            note += f", built for CUDA {format_version(alt.entry.cell.label.cuda)} (minor-version compatibility)"
         return Resolution(package, alt.entry, note=note)
     near = sorted(candidates, key=lambda c: (len(c.differences), c.entry.path))
     hint = ""
     if not compatible and alt is not None:
-        assert alt.fit is not None
         where = f"{alt.entry.filename} (sm{alt.entry.cell.sm.sm})"
-        hint = f"{package}: {where} runs here by {_how(alt.fit, wants)}; pass --compatible to take it"
+        hint = f"{package}: {where} runs here by {_how(alt, wants)}; pass --compatible to take it"
     return Resolution(package, None, tuple(near[:5]), hint=hint)
 
 

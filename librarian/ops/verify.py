@@ -16,12 +16,12 @@ from typing import Any
 from librarian import progress
 from librarian.catalogue import is_generated, render_catalogue
 from librarian.coords import Cell, WheelName
-from librarian.demands import Wheel, claims, gpu
+from librarian.demands import Claim, Demand, Wheel, claims, judge_cell
 from librarian.errors import LibrarianError
 from librarian.facts import WheelFacts
 from librarian.index import Index, IndexEntry, entry_problems, metadata_path, parse_pending_path
 from librarian.layout import Layout
-from librarian.ops.placement import Problem, check_placement
+from librarian.ops.placement import Accepted, Problem, check_placement
 from librarian.ops.reindex import missing_metadata
 from librarian.pool import default_jobs, ordered_map
 from librarian.safeio import sha256_stream
@@ -41,11 +41,15 @@ class VerifyReport:
     problems: tuple[Problem, ...]
     staged: tuple[str, ...] = ()  # wheels staged by ``publish --stage``, awaiting ``reindex``: not a problem
     deep: bool = False
+    accepted: tuple[Accepted, ...] = ()  # findings a publish overrode, by the flag its entry records
 
     def render(self) -> str:
-        """Every problem, one line each, then what was checked and the state."""
+        """Every problem, one line each, then what was accepted, what was checked and the state."""
         lines = [str(p) for p in self.problems] + [f"{path}: staged, awaiting reindex" for path in self.staged]
+        lines += [str(a) for a in self.accepted]
         state = f"{len(self.problems)} problem(s)" if self.problems else "all consistent"
+        if self.accepted:
+            state += f"; {len(self.accepted)} accepted at publish"
         if self.staged:
             state += f"; {len(self.staged)} staged, awaiting 'librarian reindex'"
         lines.append(f"checked {self.wheels} wheel(s) in {self.location}{' (deep)' if self.deep else ''}: {state}")
@@ -55,8 +59,9 @@ class VerifyReport:
         """The report for ``--json``; a problem's ``also`` lists the other paths of the same bytes, where any."""
         problems = [{"path": p.path, "problem": p.problem, **({"also": list(p.also)} if p.also else {})}
                     for p in self.problems]  # fmt: skip
+        accepted = [{"path": a.path, "flag": a.flag, "finding": a.finding} for a in self.accepted]
         return {"schema": 1, "repo": self.location, "wheels": self.wheels, "ok": not self.problems,
-                "problems": problems, "staged": list(self.staged)}  # fmt: skip
+                "problems": problems, "staged": list(self.staged), "accepted": accepted}  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -67,6 +72,7 @@ class _Blob:
     problems: list[str]
     facts: WheelFacts | None
     paths: list[str] = field(default_factory=list)
+    claims: tuple[Claim, ...] = ()  # where its name and its bytes disagree: a problem unless an override accepted it
 
 
 class _Reader:
@@ -152,14 +158,15 @@ class _Reader:
                     raise found.failure
                 assert found.facts is not None
                 blob.facts = found.facts
-                blob.problems.extend(claims(Wheel(name, blob.facts)))
+                blob.claims = claims(Wheel(name, blob.facts))  # METADATA and WHEEL: in found.problems
         except LibrarianError as e:
             blob.problems.append(str(e).removeprefix(f"{local}: "))
         return blob
 
 
-def _check_wheel(f: StoredFile, entry: IndexEntry | None, blob: _Blob, layout: Layout) -> list[str]:
-    """The problems of one stored path: against the index, and its bytes against its cell."""
+def _check_wheel(f: StoredFile, entry: IndexEntry | None, blob: _Blob, layout: Layout) -> tuple[list[str], list[str]]:
+    """The problems of one stored path (against the index, and its bytes against its cell), and the findings
+    its entry's overrides accept."""
     problems: list[str] = []
     if entry is None:
         problems.append("not in the index")
@@ -168,21 +175,26 @@ def _check_wheel(f: StoredFile, entry: IndexEntry | None, blob: _Blob, layout: L
     problems += entry_problems(entry, layout) if entry is not None else []
     if entry is not None and blob.sha256 is not None and blob.sha256 != entry.sha256:
         problems.append(f"sha256 {blob.sha256[:12]}… but the index says {entry.sha256[:12]}…")
-    if blob.facts is not None:
-        parsed = layout.parse_path(f.path)
-        problems.extend(_check_binaries(WheelName.parse(f.path.rsplit("/", 1)[-1]), blob.facts,
-                                        parsed[0] if parsed else None))  # fmt: skip
-    return problems
+    accepted: list[str] = []
+    if blob.facts is not None and (parsed := layout.parse_path(f.path)) is not None:
+        # The path, not the index entry, says where it is filed: a wheel moved by hand has no entry.
+        found = _check_binaries(WheelName.parse(f.path.rsplit("/", 1)[-1]), blob.facts, parsed[0])
+        if entry is not None and "--trust-sm" in entry.overrides:
+            accepted += found
+        else:
+            problems += found
+    return problems, accepted
 
 
-def _check_binaries(name: WheelName, facts: WheelFacts, cell: Cell | None) -> list[str]:
-    """The binaries against the cell they are filed in: do they run on its GPU?"""
-    wheel = Wheel(name, facts)
-    # The path, not the index entry, says where it is filed: a wheel moved by hand has no entry.
-    need = gpu.needs(wheel)
-    if cell is not None and not need.code.empty and gpu.fit(need, cell.sm.capability, None, cell.label.cuda) is None:
-        return [f"its binaries do not run on sm{cell.sm.sm} (they have {need.text})"]
-    return []
+def _check_binaries(name: WheelName, facts: WheelFacts, cell: Cell) -> list[str]:
+    """The binaries against the cell they are filed in: does the judgement say they run there natively?"""
+    judgement = judge_cell(Wheel(name, facts), cell)
+    gpu = judgement.verdict(Demand.GPU)
+    if not any(b.has_device_code for b in facts.binaries) or judgement.native:
+        return []
+    if gpu.ok is not True:
+        return [f"its binaries do not run on sm{cell.sm.sm} (they have {gpu.wheel_needs})"]
+    return [f"its binaries run on sm{cell.sm.sm} only by JIT-compiling PTX (they have {gpu.wheel_needs})"]
 
 
 def verify(store: Store, default_layout: Layout, *, deep: bool = False, jobs: int | None = None) -> VerifyReport:
@@ -198,6 +210,7 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False, jobs: in
     wheels = [f for f in listing.files if f.path.endswith(".whl") and not is_generated(f.path)]
     pending = _pending(listing.files)
     staged: list[str] = []
+    accepted: list[Accepted] = []
     with progress.task(f"verify {store.location}", total=len(wheels), unit=progress.WHEELS) as bar:
         reader = _Reader(store, deep, jobs)
         placement = {f.path: check_placement(index.layout, f.path) for f in wheels}
@@ -213,14 +226,22 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False, jobs: in
             if (staging := _staged(f, by_path.get(f.path), pending.get(f.path), sha)) is not None:
                 # Staged (maybe over an indexed wheel): judged as a wheel of its own until reindex merges it.
                 staged.append(f.path)
-                checked = _check_wheel(f, None, blob, index.layout)
+                checked, _ = _check_wheel(f, None, blob, index.layout)
                 found = [p for p in checked if p != "not in the index"] + staging
             else:
-                found = _check_wheel(f, by_path.get(f.path), blob, index.layout)
+                entry = by_path.get(f.path)
+                found, ok = _check_wheel(f, entry, blob, index.layout)
+                accepted += [Accepted(f.path, "--trust-sm", a) for a in ok]
             problems.extend(Problem(f.path, p) for p in found)
     for blob in reader.blobs.values():  # what the bytes say: once, naming every path they are filed under
         first, *rest = sorted(blob.paths)
         problems.extend(Problem(first, p, tuple(rest)) for p in dict.fromkeys(blob.problems))
+        overrides = by_path[first].overrides if first in by_path else ()
+        for claim in blob.claims:
+            if claim.flag and claim.flag in overrides:
+                accepted.append(Accepted(first, claim.flag, claim.text))
+            else:
+                problems.append(Problem(first, claim.text, tuple(rest)))
     for path in sorted(set(pending) - set(files)):
         problems.append(Problem(path, "staged, but its wheel is not in the store (reindex will drop the entry)"))
     unindexed = {f.path.rsplit("/", 1)[-1]: f.path for f in wheels if f.path not in by_path}
@@ -231,7 +252,8 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False, jobs: in
     problems.extend(_check_metadata_files(store, index, files))
     problems.extend(_check_catalogue(store, index, files))
     problems.extend(Problem(path, why) for path, why in listing.strays)  # links, FIFOs, temp files, journal
-    return VerifyReport(store.location, len(wheels), tuple(sorted(problems)), tuple(staged), deep)
+    return VerifyReport(store.location, len(wheels), tuple(sorted(problems)), tuple(staged), deep,
+                        tuple(sorted(dict.fromkeys(accepted))))  # fmt: skip
 
 
 def _check_metadata_files(store: Store, index: Index, files: dict[str, StoredFile]) -> list[Problem]:

@@ -85,7 +85,7 @@ def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
             entries += scan_fatbins(fileobj, sec.offset, sec.size, section=sec.name)
     if not elf.sections:  # no section headers (sstrip): the magic scan is all there is
         entries += scan_fatbins(fileobj, section=WHOLE_FILE)
-    _defined, undefined = elfmod.dynamic_symbols(fileobj, elf)  # its headers not read a second time
+    defined, undefined = elfmod.dynamic_symbols(fileobj, elf)  # its headers not read a second time
     return replace(
         _device_facts(path, fmt, cpu, entries),
         glibc=elfmod.glibc_floor(elf),
@@ -96,6 +96,7 @@ def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
         rpath=elf.rpath + elf.runpath,
         torch_symbols=tuple(sorted(s for s in undefined if _TORCH_SYMBOL.match(s))),
         embedded=tuple(dict.fromkeys(e.section for e in entries if e.section not in FATBIN_SECTIONS)),
+        extension=any(s.startswith("PyInit_") for s in defined),
     )
 
 

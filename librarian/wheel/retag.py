@@ -47,21 +47,29 @@ def _rewrite_version(w: OpenWheel, metadata: bytes, version: str) -> bytes:
     return head + metadata[end:]
 
 
+def _rewrite_tags(wheel: bytes, name: WheelName) -> bytes:
+    """WHEEL with its ``Tag:`` lines replaced by the filename's tags (one a line, as bdist_wheel writes them)."""
+    lines = [line for line in wheel.decode("utf-8").splitlines() if not line.lower().startswith("tag:")]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return ("\n".join(lines + [f"Tag: {t}" for t in sorted(str(t) for t in name.tags)]) + "\n").encode("utf-8")
+
+
 def _rename(member: str, renames: dict[str, str]) -> str:
     top, sep, rest = member.partition("/")
     return renames.get(top, top) + sep + rest
 
 
-def _new_record(w: OpenWheel, rows: dict[str, Row], renames: dict[str, str], metadata: bytes) -> bytes:
-    """RECORD for the renamed members, with METADATA's new hash and size; RECORD's own line stays empty."""
+def _new_record(w: OpenWheel, rows: dict[str, Row], renames: dict[str, str], rewritten: dict[str, bytes]) -> bytes:
+    """RECORD for the renamed members, with the rewritten ones' new hashes and sizes; RECORD's own line stays empty."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     for path, row in rows.items():
         if path.rpartition("/")[2] in SIGNATURES and path.startswith(f"{w.dist_info}/"):
             continue
         new_path = _rename(path, renames)
-        if path == f"{w.dist_info}/METADATA":
-            row = Row(digest_field(hashlib.new(row.digest.partition("=")[0], metadata)), str(len(metadata)))
+        if (data := rewritten.get(path)) is not None:
+            row = Row(digest_field(hashlib.new(row.digest.partition("=")[0] or "sha256", data)), str(len(data)))
         writer.writerow([new_path, row.digest, row.size])
     return out.getvalue().encode()
 
@@ -85,15 +93,19 @@ def retag(
 
 
 def retag_with_directory(
-    src: Path, label: Label, out_dir: Path, *, relabel: bool = False, verify: bool = True, jobs: int | None = None
-) -> tuple[Path, zipraw.Directory | None]:
+    src: Path, label: Label, out_dir: Path, *, relabel: bool = False, verify: bool = True, jobs: int | None = None,
+    repair_tags: bool = False,
+) -> tuple[Path, zipraw.Directory | None]:  # fmt: skip
     """:func:`retag`, and the central directory it wrote (``None`` where it wrote none: already labelled),
-    so that a reader of the new wheel need not parse it again (:func:`~librarian.wheel.wheelfile.open_wheel`)."""
+    so that a reader of the new wheel need not parse it again (:func:`~librarian.wheel.wheelfile.open_wheel`).
+
+    ``repair_tags``: WHEEL's ``Tag:`` lines are rewritten to the filename's (the wheel is rewritten even
+    when it carries the label already)."""
     name = parse_filename(src)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if name.label == label:
+    if name.label == label and not repair_tags:
         return _already(src, out_dir, verify, jobs), None
-    if name.version.local is not None and not relabel:
+    if name.version.local is not None and not relabel and name.label != label:
         _refuse_relabel(src, name, label)
     new_name = name.with_label(label)
     dest = out_dir / str(new_name)
@@ -111,10 +123,14 @@ def retag_with_directory(
         new_stem = f"{w.data_dir.rpartition('-')[0]}-{new_name.version}"
         renames = {w.dist_info: f"{new_stem}.dist-info", w.data_dir: f"{new_stem}.data"}
         new_metadata = _rewrite_version(w, metadata, str(new_name.version))
-        replaced = {
-            metadata_info.orig_filename: new_metadata,
-            f"{w.dist_info}/RECORD": _new_record(w, record.rows, renames, new_metadata),
-        }
+        rewritten = {metadata_info.orig_filename: new_metadata}
+        if repair_tags:
+            wheel_info = w.member("WHEEL")
+            record.expected(wheel_info.orig_filename)
+            if verify:
+                record.check(wheel_info)
+            rewritten[wheel_info.orig_filename] = _rewrite_tags(w.read_small(wheel_info), new_name)
+        replaced = {**rewritten, f"{w.dist_info}/RECORD": _new_record(w, record.rows, renames, rewritten)}
         size = src.stat().st_size
         with atomic_output(dest) as out, progress.task(f"retag {src.name}", total=size) as bar:
             writer = zipwriter.RawZipWriter(out)

@@ -17,12 +17,12 @@ from email.parser import HeaderParser
 from pathlib import Path
 from typing import BinaryIO
 
-from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from librarian import safeio
 from librarian.coords import WheelName
+from librarian.demands import Said, said_claims
 from librarian.errors import BadInput, BadWheel
 from librarian.index import IndexEntry, entry_problems
 from librarian.safeio import open_regular
@@ -76,20 +76,12 @@ class WheelInfo:
 
     def mismatches(self) -> tuple[str, ...]:
         """Each way METADATA or WHEEL disagrees with the filename, as ``<what>: <problem>`` lines."""
-        problems = []
-        if canonicalize_name(self.metadata_name) != canonicalize_name(self.name):
-            problems.append(f"METADATA Name: {self.metadata_name}, filename says {self.name}")
-        if version_of(self.metadata_version) != self.version:
-            problems.append(f"METADATA Version: {self.metadata_version}, filename says {self.version}")
-        wheel: set[str] = set()
-        for text in self.wheel_tags:
-            try:
-                wheel.update(str(t) for t in parse_tag(text))
-            except ValueError:
-                wheel.add(text)
-        if wheel != {str(t) for t in self.filename.tags}:
-            problems.append(f"WHEEL Tag: {', '.join(sorted(wheel))}, filename says {self.filename.tag_text}")
-        return tuple(problems)
+        return tuple(str(c) for c in said_claims(self.filename, said_of(self)))
+
+
+def said_of(info: WheelInfo) -> Said:
+    """What a wheel's METADATA and WHEEL say of it, for the claims."""
+    return Said(info.metadata_name, info.metadata_version, info.wheel_tags)
 
 
 sha256_file = safeio.sha256_file  # the one file hash (1 MiB reads, as zipraw.CHUNK), importable from here too

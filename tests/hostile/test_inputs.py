@@ -108,8 +108,28 @@ def test_item8_huge_metadata_is_refused_in_bounded_memory(tmp_path: Path, comman
 LIARS = {
     "metadata_name_of_another_project": ({"metadata_name": "evilpkg"}, "METADATA Name: evilpkg"),
     "dist_info_case_differs": ({"dist_info": "TinyKern-0.1.0.dist-info"}, "its .dist-info is TinyKern-0.1.0"),
-    "wheel_tag_contradicts_the_filename": ({"wheel_tags": "cp39-cp39-win_amd64"}, "WHEEL Tag: cp39-cp39-win_amd64"),
 }
+
+
+@pytest.mark.parametrize("labelled", [False, True])
+def test_publish_repairs_a_wheel_tag_that_only_wheel_gets_wrong(run: Run, tmp_path: Path, labelled: bool) -> None:
+    # cupy and sgl-kernel ship WHEEL files that name another platform tag than their filenames (pip installs
+    # them): publish rewrites the dist-info anyway, so it writes the filename's tags and says so.
+    version = "0.1.0+cu128torch2.8" if labelled else "0.1.0"
+    members = mutants.standard_members(version=version, wheel_tags="cp39-cp39-win_amd64")
+    wheel = mutants.raw_wheel(tmp_path / "dist", WHEEL.replace("0.1.0", version), members)  # type: ignore[arg-type]
+    plain = run("inspect", str(wheel))
+    assert plain.code == 0 and f"  ! WHEEL Tag: cp39-cp39-win_amd64, filename says {mutants.TAGS}" in plain.out
+    result = run("publish", str(wheel), *FLAGS)
+    assert result.code == 0, result.err
+    assert "WHEEL's Tag lines disagree with its filename; publish wrote the filename's" in result.err
+    stored = next((tmp_path / "wheelhouse").rglob("*.whl"))
+    with zipfile.ZipFile(stored) as zf:
+        tags = [line for line in zf.read("tinykern-0.1.0+cu128torch2.8.dist-info/WHEEL").decode().splitlines()
+                if line.startswith("Tag:")]  # fmt: skip
+    assert tags == [f"Tag: {mutants.TAGS}"]
+    deep = run("verify", "--deep")
+    assert deep.code == 0, deep.out
 
 
 @pytest.mark.parametrize("liar", sorted(LIARS))

@@ -1,0 +1,118 @@
+"""What a wheel claims against what its bytes say, in one place: filename, METADATA, WHEEL tags and label.
+
+Every contradiction is a :class:`Claim` naming the one publish flag that accepts it (``""`` where none
+does: the wheel itself must be fixed, or, for WHEEL's ``Tag:`` lines, publish repairs them). inspect
+lists them all, publish refuses on them (or records the override), verify reports them, retag warns.
+Byte claims count the members an NVIDIA machine can load (:mod:`librarian.demands.members`); the CUDA
+claim counts those the label's CUDA line loads. Pure.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+from packaging.tags import parse_tag
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from librarian.coords import WheelName
+from librarian.demands import cpu, cuda, glibc
+from librarian.demands import os as os_demand
+from librarian.demands.base import Said, Wheel
+from librarian.demands.members import device_code, loading, never_loaded
+from librarian.facts import WheelFacts
+
+
+class ClaimKind(enum.Enum):
+    """What a claim is about; each kind has at most one flag that accepts it."""
+
+    NAME = "name"  # METADATA Name against the filename
+    VERSION = "version"  # METADATA Version against the filename
+    TAGS = "tags"  # WHEEL Tag lines against the filename
+    DIST_INFO = "dist-info"  # the .dist-info folder misnamed, or METADATA / WHEEL unreadable
+    PLATFORM = "platform"  # a platform tag naming another CPU or OS than the binaries
+    GLIBC = "glibc"  # a manylinux tag older than the glibc the binaries need
+    CUDA = "cuda"  # a label's CUDA line the device code or libcudart contradicts
+
+    @property
+    def flag(self) -> str:
+        """The publish flag that accepts a claim of this kind ("" if none does)."""
+        return _FLAGS.get(self, "")
+
+
+_FLAGS = {
+    ClaimKind.PLATFORM: "--allow-platform-mismatch",
+    ClaimKind.GLIBC: "--allow-glibc-mismatch",
+    ClaimKind.CUDA: "--allow-cuda-mismatch",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One contradiction between what a wheel says and what its bytes (or its own files) say."""
+
+    kind: ClaimKind
+    text: str
+
+    @property
+    def flag(self) -> str:
+        """The one flag that accepts it ("" if none)."""
+        return self.kind.flag
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def said_claims(name: WheelName, said: Said) -> list[Claim]:
+    """Where METADATA's Name and Version, or WHEEL's Tag lines, disagree with the filename."""
+    found = []
+    if canonicalize_name(said.name) != canonicalize_name(name.distribution):
+        found.append(Claim(ClaimKind.NAME, f"METADATA Name: {said.name}, filename says {name.distribution}"))
+    if _version(said.version) != name.version:
+        found.append(Claim(ClaimKind.VERSION, f"METADATA Version: {said.version}, filename says {name.version}"))
+    if tag_set(said.tags) != {str(t) for t in name.tags}:
+        found.append(Claim(ClaimKind.TAGS, f"WHEEL Tag: {', '.join(sorted(tag_set(said.tags)))}, "
+                                           f"filename says {name.tag_text}"))  # fmt: skip
+    return found
+
+
+def tag_set(lines: tuple[str, ...]) -> set[str]:
+    """Every tag WHEEL's ``Tag:`` lines name, compressed sets expanded (unparsable lines as written)."""
+    tags: set[str] = set()
+    for text in lines:
+        try:
+            tags.update(str(t) for t in parse_tag(text))
+        except ValueError:
+            tags.add(text)
+    return tags
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def byte_claims(wheel: Wheel) -> list[Claim]:
+    """Where the filename's platform tags and label contradict the members an NVIDIA machine can load."""
+    if wheel.facts is None:
+        return []
+    never = never_loaded(wheel.facts)
+    facts = WheelFacts(wheel.facts.filename, tuple(b for b in wheel.facts.binaries if b.path not in never))
+    nvidia = replace(wheel, facts=facts)
+    found = [Claim(ClaimKind.PLATFORM, t) for t in dict.fromkeys([*cpu.claims(nvidia), *os_demand.claims(nvidia)])]
+    found += [Claim(ClaimKind.GLIBC, t) for t in glibc.claims(nvidia)]
+    claim = wheel.name.label_claim
+    if claim is not None:  # the label's CUDA line: only the members that line loads count
+        out = {m.path for m in loading(device_code(facts), (claim.cuda_major, claim.cuda_minor or 0)).not_loaded}
+        line = WheelFacts(facts.filename, tuple(b for b in facts.binaries if b.path not in out))
+        found += [Claim(ClaimKind.CUDA, t) for t in cuda.claims(replace(wheel, facts=line))]
+    return found
+
+
+def claims(wheel: Wheel) -> tuple[Claim, ...]:
+    """Every contradiction: METADATA and WHEEL against the filename (where read), then the bytes."""
+    said = said_claims(wheel.name, wheel.said) if wheel.said is not None else []
+    return tuple(dict.fromkeys([*said, *byte_claims(wheel)]))

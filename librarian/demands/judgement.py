@@ -1,0 +1,175 @@
+"""One judgement of a wheel against a machine, or against a store cell: what every command renders or acts on.
+
+:func:`judge` decides which members load there (the loading rules of :mod:`librarian.demands.members`),
+judges each of the seven demands over those members, and says what serves the GPU (which arch; SASS or
+PTX). inspect, doctor, publish (cells and claims), verify, pull and retag only render or act on the
+:class:`Judgement`; none of them decides a demand itself. A new demand is one module and one row in
+:func:`judge`. Pure.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+from librarian.coords import Cell, GpuArch, MajorMinor, format_version
+from librarian.demands import cpu, cuda, glibc, gpu, python, torch
+from librarian.demands import os as os_demand
+from librarian.demands.base import Demand, Verdict, Wheel
+from librarian.demands.gpu import GpuMatch, Serving
+from librarian.demands.members import device_code, loading, never_loaded
+from librarian.facts import WheelFacts
+from librarian.gpus import known_gpus
+from librarian.machine import Gpu, Machine, Probed, TorchInfo
+
+
+class Runs(enum.Enum):
+    """The overall answer, worst first."""
+
+    NO = "does not run"
+    UNKNOWN = "may run (some parts unknown)"
+    PARTLY = "runs, partly"
+    RUNS = "runs"
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """A wheel judged against one machine: per demand the verdict, which members load, what serves the GPU."""
+
+    verdicts: tuple[Verdict, ...]  # one per demand, in :class:`Demand` order
+    serving: Serving | None  # None: no device code, the GPU unknown, or the wheel does not run on it
+    loads: tuple[str, ...]  # the native and device-code members that load there (or may: line unknown)
+    skipped: tuple[tuple[str, str], ...]  # (member, why it never loads there)
+    picked: tuple[str, ...] = ()  # the CUDA-line alternatives torch's CUDA line loads
+    undecided: tuple[str, ...] = ()  # sets of alternatives no line picks yet (torch's CUDA unknown), described
+
+    def verdict(self, demand: Demand) -> Verdict:
+        """The verdict on one demand."""
+        return next(v for v in self.verdicts if v.demand is demand)
+
+    @property
+    def failures(self) -> tuple[Verdict, ...]:
+        """The demands that rule the wheel out."""
+        return tuple(v for v in self.verdicts if v.ok is False)
+
+    @property
+    def partly(self) -> tuple[str, ...]:
+        """Members that load but have no code for this GPU (the wheel runs; calls into them fail)."""
+        return tuple(p for v in self.verdicts for p in v.partly)
+
+    @property
+    def runs(self) -> Runs:
+        """Does not run if any demand fails; may run if any is unknown; runs, partly; runs."""
+        if self.failures:
+            return Runs.NO
+        if any(v.ok is None for v in self.verdicts):
+            return Runs.UNKNOWN
+        return Runs.PARTLY if self.partly else Runs.RUNS
+
+    @property
+    def native(self) -> bool:
+        """Whether machine code (SASS) serves the GPU: what files a wheel under it and what pull takes exactly."""
+        return self.serving is not None and self.serving.native and self.verdict(Demand.GPU).ok is True
+
+    @property
+    def exact(self) -> bool:
+        """Every demand met, natively on the GPU and on the very CUDA line (no compatibility rule needed)."""
+        cuda_ok = self.verdict(Demand.CUDA)
+        return not self.failures and self.native and cuda_ok.exact
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """A wheel as an NVIDIA machine sees it, and as one CUDA line loads it."""
+
+    nvidia: Wheel  # other vendors' members and CPU-only fallbacks gone
+    loaded: Wheel  # and the alternatives this line does not pick
+    picked: tuple[str, ...]  # the CUDA-line alternatives this line loads
+    undecided: tuple[str, ...]  # alternatives no line picks yet (the line is unknown), described
+    skipped: tuple[tuple[str, str], ...]  # (member, why it never loads)
+
+    @property
+    def loads(self) -> tuple[str, ...]:
+        """The members that load (or may)."""
+        return tuple(b.path for b in self.loaded.facts.binaries) if self.loaded.facts else ()
+
+
+def _seen(wheel: Wheel, line: MajorMinor | None) -> _Seen:
+    facts = wheel.facts
+    if facts is None:
+        return _Seen(wheel, wheel, (), (), ())
+    never = never_loaded(facts)
+    nvidia = WheelFacts(facts.filename, tuple(b for b in facts.binaries if b.path not in never))
+    code = device_code(nvidia)
+    load = loading(code, line)
+    out = {m.path for m in load.not_loaded}
+    loaded = WheelFacts(facts.filename, tuple(b for b in nvidia.binaries if b.path not in out))
+    in_choices = {m.path for c in code.choices for m in c.members}
+    picked = tuple(m.path for m in load.loaded if m.path in in_choices)
+    skipped = tuple(sorted(never.items())) + tuple((m.path, "another CUDA line's build") for m in load.not_loaded)
+    return _Seen(replace(wheel, facts=nvidia), replace(wheel, facts=loaded), picked,
+                 tuple(c.describe() for c in load.undecided), skipped)  # fmt: skip
+
+
+def judge(wheel: Wheel, machine: Machine) -> Judgement:
+    """The one judgement of ``wheel`` on ``machine``: every demand over the members that load there."""
+    seen = _seen(wheel, machine.cuda.value or gpu.needs(wheel).label_cuda)
+    gpu_verdict, serving = gpu.judge(gpu.needs(seen.nvidia), machine)
+    verdicts = (
+        gpu_verdict,
+        torch.check(torch.needs(seen.loaded), machine),
+        cuda.check(cuda.needs(seen.nvidia), machine),
+        python.check(python.needs(wheel), machine),
+        cpu.check(cpu.needs(seen.loaded), machine),
+        os_demand.check(os_demand.needs(seen.loaded), machine),
+        glibc.check(glibc.needs(seen.loaded), machine),
+    )
+    return Judgement(verdicts, serving, seen.loads, seen.skipped, seen.picked, seen.undecided)
+
+
+def cell_machine(cell: Cell) -> Machine:
+    """The machine a store cell describes: its GPU, its torch line and that torch's CUDA line; the rest unknown."""
+    arch = cell.sm
+    gpus: Probed[tuple[Gpu, ...]] = Probed.found((Gpu(0, f"sm{arch.sm}", arch.capability),), "its cell")
+    torch_info = TorchInfo(format_version(cell.label.torch), cell.label.cuda)
+    return Machine(gpus=gpus, torch=Probed.found(torch_info, "its cell"),
+                   cuda=Probed.found(cell.label.cuda, "its cell"))  # fmt: skip
+
+
+def judge_cell(wheel: Wheel, cell: Cell) -> Judgement:
+    """The judgement of ``wheel`` in the store cell ``cell``: what verify holds a filed wheel to."""
+    return judge(wheel, cell_machine(cell))
+
+
+@dataclass(frozen=True, slots=True)
+class CellFit:
+    """One real GPU a wheel serves natively (one of its cells), and the loaded members that lack code for it."""
+
+    sm: GpuArch
+    serving: Serving
+    partly: tuple[str, ...] = ()
+
+
+def cells(wheel: Wheel, line: MajorMinor | None = None) -> tuple[CellFit, ...]:
+    """Every real GPU, shipping beside the wheel's CPUs, that the judgement says the wheel runs on natively.
+
+    These are its cells: ``sm_86`` SASS serves sm86 and sm89; ``sm_90a`` only sm90; PTX alone none.
+    ``line``: the CUDA line that picks among alternatives (default: the label's).
+    """
+    seen = _seen(wheel, line or gpu.needs(wheel).label_cuda)
+    need = gpu.needs(seen.nvidia)
+    if need.code.empty:
+        return ()
+    cpus = cpu.needs(seen.loaded).cpus
+    found = []
+    for real in known_gpus():
+        if not real.ships_with(cpus):
+            continue
+        gpus: Probed[tuple[Gpu, ...]] = Probed.found((Gpu(0, f"sm{real.arch.sm}", real.capability),), "cells")
+        machine = Machine(gpus=gpus)
+        if line is not None:
+            machine = replace(machine, cuda=Probed.found(line, "cells"))
+        verdict, serving = gpu.judge(need, machine)
+        if verdict.ok and serving is not None and serving.match is not GpuMatch.PTX:
+            found.append(CellFit(real.arch, serving, verdict.partly))
+    return tuple(found)
