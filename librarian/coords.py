@@ -84,6 +84,18 @@ class ArchKind(enum.Enum):
     LTO = "lto"
 
 
+# The SM numbers a compiler emits: sm_10 (the first CUDA GPU) up to the 19.x family. A number outside is
+# a corrupt arch field (a flipped byte made ``sm_2197815386``), never a GPU. Well-formed numbers that no
+# GPU has (``sm_101``) are kept: the readers and the index share this one rule (``GpuArch`` checks it).
+SM_NUMBERS = range(10, 200)
+ARCH_SUFFIXES = ("", "a", "f")
+
+
+def is_sm_number(number: int) -> bool:
+    """Whether ``number`` is an SM number a compiler can emit (:data:`SM_NUMBERS`)."""
+    return number in SM_NUMBERS
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class GpuArch:
     """``sm_89``, ``sm_90a``, ``sm_100f``, ``compute_80``: one target of device code.
@@ -98,6 +110,11 @@ class GpuArch:
     kind: ArchKind = ArchKind.SASS
 
     _PATTERN = re.compile(r"(?:(sm|compute|lto)_?)?(\d{2,3})([af]?)")
+
+    def __post_init__(self) -> None:
+        # Every arch that exists is made here, from bytes, the index or a flag: an impossible one stops here.
+        if not (0 <= self.minor <= 9 and is_sm_number(self.major * 10 + self.minor)) or self.suffix not in ARCH_SUFFIXES:
+            raise BadInput(f"{self.kind.value}_{self.major * 10 + self.minor}{self.suffix}: no compiler emits this GPU arch")
 
     @classmethod
     def parse(cls, text: str) -> GpuArch:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -158,11 +159,29 @@ class IndexEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class BadEntry:
+    """A shard entry that failed its checks. It poisons only itself: the package's other entries stay
+    listable and pullable, verify names it, ``reindex`` re-reads its wheel and writes it anew, and every
+    other write keeps it as it was read (nothing is dropped behind the user's back)."""
+
+    package: str
+    path: str | None  # the store path it names, when that much is a string
+    problem: str
+    raw: Any = field(default=None, compare=False)  # the JSON as read, written back until it is repaired
+
+    @property
+    def where(self) -> str:
+        """Its path, or its shard where it names none."""
+        return self.path or shard_path(self.package)
+
+
+@dataclass(frozen=True, slots=True)
 class Index:
     """The whole catalogue of a store (or the part of it that was read)."""
 
     layout: Layout
     entries: tuple[IndexEntry, ...] = ()
+    bad: tuple[BadEntry, ...] = ()  # entries that failed their checks (see BadEntry)
 
     def by_path(self) -> dict[str, IndexEntry]:
         """Entries keyed by store path."""
@@ -170,7 +189,7 @@ class Index:
 
     def packages(self) -> list[str]:
         """The packages present, sorted."""
-        return sorted({e.cell.package for e in self.entries})
+        return sorted({e.cell.package for e in self.entries} | {b.package for b in self.bad})
 
     def for_package(self, package: str) -> tuple[IndexEntry, ...]:
         """The entries of one package (by pip's name matching)."""
@@ -179,11 +198,14 @@ class Index:
     def with_entries(self, added: Iterable[IndexEntry] = (), removed: Iterable[str] = ()) -> Index:
         """A new index with ``added`` entries (replacing any at the same path) and ``removed`` paths gone."""
         kept = self.by_path()
+        added, removed = list(added), list(removed)
         for path in removed:
             kept.pop(path, None)
         for entry in added:
             kept[entry.path] = entry
-        return replace(self, entries=tuple(sorted(kept.values(), key=lambda e: e.path)))
+        gone = {*removed, *(e.path for e in added)}  # a bad entry written anew, or removed, is settled
+        bad = tuple(b for b in self.bad if b.path not in gone)
+        return replace(self, entries=tuple(sorted(kept.values(), key=lambda e: e.path)), bad=bad)
 
 
 def metadata_path(wheel_path: str) -> str:
@@ -252,7 +274,7 @@ def shard_path(package: str) -> str:
 
 
 def _dump(data: Any) -> bytes:
-    return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+    return (json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
 
 
 def render_index(index: Index) -> dict[str, bytes]:
@@ -261,17 +283,21 @@ def render_index(index: Index) -> dict[str, bytes]:
     packages: dict[str, Any] = {}
     # Grouped in one pass: asking each package for its entries would scan the whole index per package.
     by_package: dict[str, list[IndexEntry]] = defaultdict(list)
+    bad_by_package: dict[str, list[BadEntry]] = defaultdict(list)
     for entry in index.entries:
         by_package[entry.cell.package].append(entry)
-    for package in sorted(by_package):
+    for bad in index.bad:
+        bad_by_package[bad.package].append(bad)
+    for package in sorted(by_package.keys() | bad_by_package.keys()):
         entries = sorted(by_package[package], key=lambda e: e.path)
-        shard = {"schema": SCHEMA, "package": package, "wheels": [e.to_json() for e in entries]}
+        wheels = [e.to_json() for e in entries] + [b.raw for b in bad_by_package[package]]
+        shard = {"schema": SCHEMA, "package": package, "wheels": wheels}
         body = _dump(shard)
         path = shard_path(package)
         files[path] = body
         packages[package] = {
             "shard": path,
-            "wheels": len(entries),
+            "wheels": len(wheels),
             "sha256": hashlib.sha256(body).hexdigest(),
         }
     root = {
@@ -341,14 +367,50 @@ def parse_root(text: bytes, source: str = ROOT) -> RootIndex:
     return RootIndex(layout, shards, sums)
 
 
-def parse_shard(text: bytes, source: str) -> tuple[IndexEntry, ...]:
-    """Parse one package shard."""
+def parse_shard(text: bytes, source: str, package: str) -> tuple[tuple[IndexEntry, ...], tuple[BadEntry, ...]]:
+    """Parse one package shard: its entries, and those that fail their checks (each poisons only itself).
+
+    A shard that is not JSON, or has no list of wheels, is refused whole. An entry that names another
+    package's wheel is bad here too: a shard speaks for its own package only.
+    """
     data = _load_json(text, source)
     wheels = data.get("wheels")
     if not isinstance(wheels, list):
         raise StoreError(f"{source}: malformed shard (no wheels list)")
-    return tuple(IndexEntry.from_json(w, f"{source}: wheels[{i}]" if not isinstance(w, dict) else source)
-                 for i, w in enumerate(wheels))  # fmt: skip
+    entries: list[IndexEntry] = []
+    bad: list[BadEntry] = []
+    for i, w in enumerate(wheels):
+        try:
+            entry = IndexEntry.from_json(w, f"{source}: wheels[{i}]" if not isinstance(w, dict) else source)
+            if entry.cell.package != package:
+                raise StoreError(f"{source}: index entry of package {entry.cell.package} in the shard of {package}")
+        except StoreError as e:
+            path = w.get("path") if isinstance(w, dict) else None
+            named = path if isinstance(path, str) and _safe_path(path) else None
+            bad.append(BadEntry(package, named, str(e).removeprefix(f"{source}: "), _finite(w)))
+            continue
+        entries.append(entry)
+    return tuple(entries), tuple(bad)
+
+
+def _finite(value: Any) -> Any:
+    """The JSON value with every number JSON cannot write (``1e400`` read as infinity) made its text: a bad
+    entry is written back as it was read, and no index file librarian writes is one its reader refuses."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
+
+
+def _safe_path(path: str) -> bool:
+    try:
+        check_store_path(path)
+    except BadInput:
+        return False
+    return len(path) <= 1024
 
 
 def pending_path(entry: IndexEntry) -> str:

@@ -28,7 +28,7 @@ def test_round_trip_through_shards() -> None:
     assert set(files) == {"index.json", "index/flash_attn.json", "index/natten.json"}
     root = parse_root(files["index.json"])
     assert dict(root.shards) == {"flash_attn": "index/flash_attn.json", "natten": "index/natten.json"}
-    back = [e for p in sorted(root.shards.values()) for e in parse_shard(files[p], p)]
+    back = [e for k, p in sorted(root.shards.items()) for e in parse_shard(files[p], p, k)[0]]
     assert tuple(sorted(back, key=lambda e: e.path)) == index.entries
     assert back[0].facts == index.entries[0].facts and back[0].facts is not None
     assert back[0].facts.binaries[0].sass == (GpuArch.parse("sm_89"),)
@@ -65,8 +65,33 @@ def test_bad_root(text: bytes, problem: str) -> None:
 
 def test_bad_shard_entry_named() -> None:
     text = json.dumps({"schema": 1, "wheels": [{"path": "../evil.whl", "sha256": "x", "size": 1, "cell": {}}]}).encode()
-    with pytest.raises(StoreError, match="index/x.json: malformed index entry '../evil.whl'"):
-        parse_shard(text, "index/x.json")
+    entries, bad = parse_shard(text, "index/x.json", "x")
+    assert entries == () and len(bad) == 1
+    assert bad[0].problem.startswith("malformed index entry '../evil.whl'") and bad[0].path is None  # unsafe: not kept
+    assert bad[0].where == "index/x.json"
+
+
+def test_a_bad_entry_poisons_only_itself_and_survives_writes_until_settled() -> None:
+    good, other = entry(), entry(sm="80")
+    data = json.loads(render_index(Index(load_layout()).with_entries([good, other]))["index/flash_attn.json"])
+    assert data["wheels"][0]["path"] == other.path  # shards sort by path: sm80 first
+    data["wheels"][0]["facts"]["binaries"][0]["sass"] = ["sm_2197815386"]  # a corrupt arch field
+    entries, bad = parse_shard(json.dumps(data).encode(), "index/flash_attn.json", "flash_attn")
+    assert [e.path for e in entries] == [good.path]
+    assert [b.path for b in bad] == [other.path] and "sm_2197815386: not a GPU arch" in bad[0].problem
+    index = Index(load_layout(), entries, bad)
+    # another wheel published meanwhile: the bad entry is written back as it was read, never dropped quietly
+    more = index.with_entries([entry(version="2.9.0")])
+    shard = json.loads(render_index(more)["index/flash_attn.json"])
+    assert data["wheels"][0] in shard["wheels"] and len(shard["wheels"]) == 3
+    # written anew (reindex re-read its bytes), it is settled
+    assert index.with_entries([other]).bad == () and index.with_entries(removed=[other.path]).bad == ()
+
+
+def test_an_entry_of_another_package_is_bad_in_this_shard() -> None:
+    text = render_index(Index(load_layout()).with_entries([entry("natten")]))["index/natten.json"]
+    entries, bad = parse_shard(text, "index/flash_attn.json", "flash_attn")
+    assert entries == () and "index entry of package natten in the shard of flash_attn" in bad[0].problem
 
 
 def test_pip_pages_never_mix_combos() -> None:

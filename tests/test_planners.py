@@ -23,8 +23,9 @@ from librarian.index import Index, IndexEntry, metadata_path, pending_path
 from librarian.ops.gc import GcPolicy, emptied_packages, freed_bytes, freed_files, plan_gc
 from librarian.ops.publish import PreparedWheel, PublishOptions, gpu_cells, plan_publish
 from librarian.ops.pull import Wants, best_compatible, judge_candidate, render_requirements, resolve
-from librarian.ops.reindex import entries_from_tree, plan_reindex
+from librarian.ops.reindex import plan_reindex
 from librarian.ops.staged import ManifestOptions, plan_manifests
+from librarian.ops.tree import entries_from_tree
 from librarian.stores.base import StoredFile, Upload
 from tests.demand_builders import machine, so, wheel
 

@@ -91,6 +91,7 @@ def publish(
 def reindex(
     repo: RepoOpt = None,
     adopt: Annotated[bool, typer.Option("--adopt", help="Also index wheels in the tree that have no entry, from their paths.")] = False,
+    refresh: Annotated[bool, typer.Option("--refresh", help="Re-read every indexed wheel's bytes and write its entry anew (stores from older versions).")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be merged; change nothing.")] = False,
     manifest: Annotated[list[Path] | None, typer.Option("--manifest", help="Merge the wheels these 'publish --stage --manifest' files (or folders of them) staged, in one commit (repeatable).")] = None,
     replace: Annotated[bool, typer.Option("--replace", help="With --manifest: overwrite a different wheel at the same path.")] = False,
@@ -98,14 +99,15 @@ def reindex(
     as_json: JsonOpt = False,
 ) -> None:
     """Fan-in: merge every staged entry (publish --stage) into the index, in one commit. Exit 1 if any was dropped."""
-    if manifest and adopt:
-        raise BadInput("--adopt: not with --manifest (run 'reindex --adopt' on its own)")
+    if manifest and (adopt or refresh):
+        flag = "--adopt" if adopt else "--refresh"
+        raise BadInput(f"{flag}: not with --manifest (run 'reindex {flag}' on its own)")
     store, layout = store_and_layout(repo)
     if manifest:
         options = ManifestOptions(replace=replace, allow_unknown_combo=allow_unknown_combo)
         report = reindex_manifests(store, layout, manifest, options, dry_run=dry_run)
     else:
-        report = reindex_store(store, layout, adopt=adopt, dry_run=dry_run)
+        report = reindex_store(store, layout, adopt=adopt, dry_run=dry_run, refresh=refresh)
     if as_json:
         ui.emit_json({"schema": 1, "dry_run": dry_run, **reindex_json(report)})
     else:

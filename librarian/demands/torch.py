@@ -62,6 +62,6 @@ def check(need: TorchNeed, machine: Machine) -> Verdict:
             return Verdict(Demand.TORCH, False, need.text, has, reason, f"undefined symbol: {missing[0]}")
         if need.minor is None:
             return Verdict(Demand.TORCH, True, need.text, has, f"all {len(need.symbols)} torch symbols found")
-    if need.minor is None:
-        return unknown(Demand.TORCH, need.text, "the wheel's label names no torch version; retag it with --torch")
+    if need.minor is None:  # the machine's torch is known; it is the wheel's line that is not
+        return Verdict(Demand.TORCH, None, need.text, has, "the wheel's label names no torch version; retag it with --torch")
     return Verdict(Demand.TORCH, True, need.text, has)

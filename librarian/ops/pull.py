@@ -25,7 +25,7 @@ from librarian.errors import BadInput, LibrarianError, NotFound, StoreError
 from librarian.index import IndexEntry
 from librarian.layout import Layout
 from librarian.machine import Machine
-from librarian.ops.reindex import read_index_or_tree
+from librarian.ops.tree import read_index_or_tree
 from librarian.safeio import atomic_path, atomic_write, sha256_file
 from librarian.stores.base import Store
 from librarian.wheel.wheelfile import check_wheel_identity

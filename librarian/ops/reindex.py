@@ -15,18 +15,19 @@ import hashlib
 import logging
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from librarian.catalogue import is_generated
 from librarian.errors import LibrarianError
-from librarian.index import ROOT, Index, IndexEntry, parse_pending, parse_pending_path
+from librarian.index import Index, IndexEntry, parse_pending, parse_pending_path
 from librarian.layout import Layout
-from librarian.ops.placement import Problem, check_placement
-from librarian.stores.base import Changes, Store, StoredFile, Upload, read_index, sha256_stored
+from librarian.ops.placement import Problem
+from librarian.ops.refresh import Known, refresh_entries
+from librarian.ops.tree import entries_from_tree, hasher, is_wheel
+from librarian.stores.base import Changes, Store, StoredFile, Upload, read_index
 from librarian.wheel.wheelfile import read_wheel_info
 
 log = logging.getLogger(__name__)
@@ -47,18 +48,22 @@ class ReindexReport:
     cleared: int = 0  # pending files deleted
     restored: tuple[str, ...] = ()  # PEP 658 METADATA files the index names and the tree lacked, rewritten
     manifests: int = 0  # stage manifests read (reindex --manifest)
+    refreshed: tuple[IndexEntry, ...] = ()  # entries written anew from their bytes (--refresh, or repaired)
+    repaired: tuple[str, ...] = ()  # of those, the paths whose entries had failed their checks
+    settled: tuple[Problem, ...] = ()  # bad entries dropped: no wheel of theirs is in the tree
+    stale: tuple[Problem, ...] = ()  # entries whose bytes could not be re-read (left as they were)
     where: str = ""
     commit: str = ""  # the commit's web URL, where the store makes commits (the Hub)
 
     @property
     def changed(self) -> bool:
         """Whether the store changed (or would)."""
-        return bool(self.merged or self.adopted or self.cleared or self.restored)
+        return bool(self.merged or self.adopted or self.cleared or self.restored or self.refreshed or self.settled)
 
     @property
     def findings(self) -> tuple[Problem, ...]:
         """What a CI job should fail on: staged wheels that did not make it, files the index lacks."""
-        return (*self.dropped, *self.unindexed, *self.unreadable)
+        return (*self.dropped, *self.unindexed, *self.unreadable, *self.stale)
 
 
 def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
@@ -66,6 +71,10 @@ def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
     lines = [f"{'would merge' if dry_run else 'merged':>11}  {e.path}" for e in report.merged]
     lines += [f"{'would adopt' if dry_run else 'adopted':>11}  {e.path}" for e in report.adopted]
     lines += [f"{'would restore' if dry_run else 'restored':>11}  {p}" for p in report.restored]
+    repaired = set(report.repaired)
+    lines += [f"{('would repair' if dry_run else 'repaired') if e.path in repaired else ('would refresh' if dry_run else 'refreshed'):>11}"
+              f"  {e.path}" for e in report.refreshed]  # fmt: skip
+    lines += [f"{'would drop' if dry_run else 'dropped':>11}  {p}" for p in report.settled]
     lines += [str(p) for p in report.findings]
     if not report.changed:
         return "\n".join([*lines, f"nothing to reindex in {report.location}"])
@@ -76,6 +85,7 @@ def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
         summary += f"cleared {report.cleared} pending file(s) in {report.location}"
     summary += f" ({len(report.adopted)} adopted)" if report.adopted else ""
     summary += f" ({len(report.restored)} METADATA file(s) restored)" if report.restored else ""
+    summary += f" ({len(report.refreshed)} entr{'y' if len(report.refreshed) == 1 else 'ies'} re-read from their bytes)" if report.refreshed else ""
     commit = [f"commit {report.commit}"] if report.commit else []
     return "\n".join([*lines, summary + (" (dry run: nothing changed)" if dry_run else ""), *commit])
 
@@ -90,6 +100,9 @@ def reindex_json(report: ReindexReport) -> dict[str, Any]:
         "cleared": report.cleared,
         "restored": list(report.restored),
         "manifests": report.manifests,
+        "refreshed": [e.path for e in report.refreshed if e.path not in report.repaired],
+        "repaired": list(report.repaired),
+        "settled": [{"path": p.path, "problem": p.problem} for p in report.settled],
         "commit": report.commit or None,
         "problems": [{"path": p.path, "problem": p.problem} for p in report.findings],
     }
@@ -113,8 +126,11 @@ def plan_reindex(
     files: Sequence[StoredFile],
     pending: Mapping[str, IndexEntry],
     adopt: Sequence[IndexEntry] = (),
+    fresh: Sequence[IndexEntry] = (),
 ) -> tuple[Changes, ReindexReport]:
-    """Pure: merge ``pending`` (pending path -> entry) into ``index`` against the tree ``files``."""
+    """Pure: merge ``pending`` (pending path -> entry) into ``index`` against the tree ``files``; ``fresh``
+    entries (re-read from their bytes) replace the ones at their paths, and every bad entry is settled:
+    written anew when it is among them, dropped when no wheel of its is in the tree."""
     tree = {f.path: f for f in files}
     current = index.by_path()
     by_target: dict[str, list[tuple[str, IndexEntry]]] = defaultdict(list)
@@ -130,53 +146,33 @@ def plan_reindex(
         old = current.get(path)
         if pick is not None and (old is None or old.sha256 != pick.sha256 or old.size != pick.size):
             merged.append(pick)
-    adopted = [e for e in adopt if e.path not in current and e.path not in by_target]
-    known = set(current) | set(by_target) | {e.path for e in adopted}
+    renewed = {e.path for e in fresh}
+    adopted = [e for e in adopt if e.path not in current and e.path not in by_target and e.path not in renewed]
+    refreshed = [e for e in fresh if e.path not in by_target and (e.path not in current or _differs(current[e.path], e))]
+    settled = [Problem(b.where, f"index entry dropped ({b.problem}); no wheel of it to re-read")
+               for b in index.bad if b.path not in renewed]  # fmt: skip
+    known = set(current) | set(by_target) | {e.path for e in adopted} | renewed
     unindexed = [
         Problem(f.path, "not in the index and not staged (reindex --adopt files it from its path)")
         for f in files
-        if _is_wheel(f.path) and f.path not in known
+        if is_wheel(f.path) and f.path not in known
     ]
-    new_index = index.with_entries(added=[*merged, *adopted])
+    new_index = replace(index.with_entries(added=[*merged, *adopted, *refreshed]), bad=())
     message = f"librarian reindex: {len(merged)} staged wheel(s) merged, {len(pending)} pending file(s) cleared"
     if adopted:
         message += f", {len(adopted)} adopted from the tree"
+    if refreshed or settled:
+        message += f", {len(refreshed)} entr{'y' if len(refreshed) == 1 else 'ies'} re-read, {len(settled)} dropped"
     # rebuild: every generated file is rewritten from the index where it differs (a killed change's repair).
     changes = Changes(new_index, (), tuple(sorted(pending)), message, rebuild=True)
-    report = ReindexReport("", tuple(merged), tuple(adopted), tuple(dropped), tuple(unindexed), (), len(pending))
+    repaired = tuple(b.path for b in index.bad if b.path in renewed)
+    report = ReindexReport("", tuple(merged), tuple(adopted), tuple(dropped), tuple(unindexed), (), len(pending),
+                           refreshed=tuple(refreshed), repaired=repaired, settled=tuple(settled))  # fmt: skip
     return changes, report
 
 
-def _is_wheel(path: str) -> bool:
-    return path.endswith(".whl") and not is_generated(path)
-
-
-def entries_from_tree(
-    layout: Layout, files: Iterable[StoredFile], sha_of: Callable[[StoredFile], str], packages: Collection[str] | None = None
-) -> list[IndexEntry]:
-    """Index entries for the wheels whose paths the layout parses (and whose filenames agree with them).
-
-    ``sha_of`` supplies the hash the listing lacks. Facts are unknown without reading the bytes.
-    """
-    entries = []
-    for f in files:
-        if not _is_wheel(f.path):
-            continue
-        parsed = layout.parse_path(f.path)
-        if parsed is None or (packages is not None and parsed[0].package not in packages):
-            continue
-        if check_placement(layout, f.path):
-            continue  # a misfiled wheel is verify's finding, not a candidate
-        entries.append(IndexEntry(f.path, f.sha256 or sha_of(f), f.size, parsed[0]))
-    return entries
-
-
-def _hasher(store: Store) -> Callable[[StoredFile], str]:
-    def sha_of(f: StoredFile) -> str:
-        # A directory's listing has no sha256, nor has a Hub file stored inline (not LFS): read the bytes.
-        return sha256_stored(store, f.path)
-
-    return sha_of
+def _differs(old: IndexEntry, new: IndexEntry) -> bool:
+    return old.to_json() != new.to_json()
 
 
 def read_pending(store: Store, files: Iterable[StoredFile]) -> tuple[dict[str, IndexEntry], list[Problem]]:
@@ -198,13 +194,18 @@ def read_pending(store: Store, files: Iterable[StoredFile]) -> tuple[dict[str, I
     return entries, [r for r in results if isinstance(r, Problem)]
 
 
-def reindex(store: Store, default_layout: Layout, *, adopt: bool = False, dry_run: bool = False) -> ReindexReport:
+def reindex(
+    store: Store, default_layout: Layout, *, adopt: bool = False, dry_run: bool = False, refresh: bool = False
+) -> ReindexReport:
     """Merge every staged entry into the index in one change; with ``adopt``, also file unindexed wheels.
 
-    METADATA files (PEP 658) the index names and the tree lacks are restored from their wheels.
+    METADATA files (PEP 658) the index names and the tree lacks are restored from their wheels. Entries
+    that failed their checks are written anew from their wheels' bytes; with ``refresh``, every entry is
+    (stores written by older versions gain what newer ones record).
     """
     cache: dict[str, IndexEntry] = {}
-    sha_of = _hasher(store)
+    reread: dict[tuple[str, str | None, int], IndexEntry | Problem] = {}
+    sha_of = hasher(store)
     with tempfile.TemporaryDirectory(prefix="librarian-reindex-") as tmp:
 
         def planner(index: Index) -> tuple[Changes, ReindexReport]:
@@ -216,7 +217,14 @@ def reindex(store: Store, default_layout: Layout, *, adopt: bool = False, dry_ru
             pending = {p: e for p, e in cache.items() if p in paths}
             files = _hash_where_sizes_cannot_tell(listed, pending, sha_of)
             candidates = entries_from_tree(index.layout, _unindexed(files, index, pending), sha_of) if adopt else []
-            changes, report = plan_reindex(index, files, pending, candidates)
+            tree = {f.path: f for f in files}
+            targets = {b.path: Known(raw=b.raw) for b in index.bad if b.path in tree}
+            if refresh:
+                targets.update({e.path: Known(e) for e in index.entries if e.path in tree})
+            read = refresh_entries(store, index.layout, tree, targets, reread)
+            fresh = [r for r in read if isinstance(r, IndexEntry)]
+            changes, report = plan_reindex(index, files, pending, candidates, fresh)
+            report = replace(report, stale=tuple(r for r in read if isinstance(r, Problem)))
             restores = _restore_metadata(store, changes.index, listed, Path(tmp))
             changes = replace(changes, uploads=(*changes.uploads, *restores))
             restored = tuple(u.path for u in restores)
@@ -266,7 +274,7 @@ def _restore_metadata(store: Store, index: Index, files: Sequence[StoredFile], t
 
 def _unindexed(files: Sequence[StoredFile], index: Index, pending: Mapping[str, IndexEntry]) -> list[StoredFile]:
     known = set(index.by_path()) | {e.path for e in pending.values()}
-    return [f for f in files if _is_wheel(f.path) and f.path not in known]
+    return [f for f in files if is_wheel(f.path) and f.path not in known]
 
 
 def _hash_where_sizes_cannot_tell(
@@ -281,16 +289,3 @@ def _hash_where_sizes_cannot_tell(
         same_size = {sha for sha, size in claims.get(f.path, ()) if size == f.size}
         out.append(replace(f, sha256=sha_of(f)) if f.sha256 is None and len(same_size) > 1 else f)
     return out
-
-
-def read_index_or_tree(store: Store, default_layout: Layout, packages: Collection[str]) -> tuple[Index, str]:
-    """The index of ``packages``; with no ``index.json``, entries made from the tree's paths and a note.
-
-    The fallback lists the whole tree (what the index exists to avoid), so it says so.
-    """
-    if store.read_file(ROOT) is not None:
-        return read_index(store, default_layout, packages), ""
-    listing = store.list_files()
-    entries = entries_from_tree(default_layout, listing.files, _hasher(store), set(packages))
-    index = Index(default_layout, tuple(sorted(entries, key=lambda e: e.path)))
-    return index, f"{store.location}: no index; listed the tree"

@@ -211,6 +211,7 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False, jobs: in
     pending = _pending(listing.files)
     staged: list[str] = []
     accepted: list[Accepted] = []
+    bad_paths = {b.path for b in index.bad}
     with progress.task(f"verify {store.location}", total=len(wheels), unit=progress.WHEELS) as bar:
         reader = _Reader(store, deep, jobs)
         placement = {f.path: check_placement(index.layout, f.path) for f in wheels}
@@ -231,6 +232,8 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False, jobs: in
             else:
                 entry = by_path.get(f.path)
                 found, ok = _check_wheel(f, entry, blob, index.layout)
+                if entry is None and f.path in bad_paths:
+                    found = [p for p in found if p != "not in the index"]  # its bad entry is named once
                 accepted += [Accepted(f.path, "--trust-sm", a) for a in ok]
             problems.extend(Problem(f.path, p) for p in found)
     for blob in reader.blobs.values():  # what the bytes say: once, naming every path they are filed under
@@ -244,6 +247,9 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False, jobs: in
                 problems.append(Problem(first, claim.text, tuple(rest)))
     for path in sorted(set(pending) - set(files)):
         problems.append(Problem(path, "staged, but its wheel is not in the store (reindex will drop the entry)"))
+    for bad in index.bad:  # each poisons only itself: named here, repaired by reindex
+        problems.append(Problem(bad.where, f"index entry fails its checks ({bad.problem}); 'librarian reindex' "
+                                           "re-reads its wheel and writes it anew"))  # fmt: skip
     unindexed = {f.path.rsplit("/", 1)[-1]: f.path for f in wheels if f.path not in by_path}
     for path in sorted(set(by_path) - set(files)):
         moved = unindexed.get(path.rsplit("/", 1)[-1])

@@ -9,6 +9,7 @@ rendered once, by :func:`librarian.generated.plan_generated`, and the store appl
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -16,9 +17,11 @@ from pathlib import Path
 from typing import BinaryIO, Generic, Protocol, TypeVar
 
 from librarian.errors import StoreError
-from librarian.index import ROOT, Index, IndexEntry, parse_root, parse_shard
+from librarian.index import ROOT, BadEntry, Index, IndexEntry, parse_root, parse_shard
 from librarian.layout import Layout
 from librarian.safeio import sha256_stream
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,13 +172,18 @@ def read_index(store: Store, default_layout: Layout, packages: Iterable[str] | N
     root = parse_root(root_bytes, f"{store.location}/{ROOT}")
     wanted = root.shards.keys() if packages is None else [p for p in packages if p in root.shards]
     entries: list[IndexEntry] = []
+    bad: list[BadEntry] = []
     for package in sorted(wanted):
         path = root.shards[package]
         shard = store.read_file(path)
         if shard is None:
             raise StoreError(f"{store.location}/{path}: shard listed in {ROOT} is missing")
-        entries.extend(parse_shard(shard, f"{store.location}/{path}"))
-    return Index(root.layout, tuple(sorted(entries, key=lambda e: e.path)))
+        good, broken = parse_shard(shard, f"{store.location}/{path}", package)
+        entries.extend(good)
+        bad.extend(broken)
+    for b in bad:
+        log.warning("%s/%s: skipped an index entry (%s); 'librarian reindex' repairs it", store.location, b.where, b.problem)
+    return Index(root.layout, tuple(sorted(entries, key=lambda e: e.path)), tuple(bad))
 
 
 def sha256_stored(store: Store, path: str) -> str:

@@ -12,7 +12,7 @@ import struct
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from librarian.coords import ArchKind, GpuArch, MajorMinor
+from librarian.coords import ArchKind, GpuArch, MajorMinor, is_sm_number
 from librarian.errors import BadBinary
 from librarian.facts import FatbinEntry
 from librarian.wheel.elf import ELF_MAGIC, ElfFile, Source, parse_notes, read_elf, section_bytes
@@ -61,8 +61,8 @@ def cubin_arch(elf: ElfFile, src: Source) -> GpuArch:
     else:  # ABI 7, and the older ABIs that share its layout: sm | 0x500 | sm << 16, plus 0x800 for `a`
         sm = elf.flags & 0xFF
         specific = bool(elf.flags & ABI7_ARCH_SPECIFIC)
-    if sm < 10:
-        raise BadBinary(f"cubin e_flags {elf.flags:#x} (ELF OS/ABI {elf.osabi:#x}) name no SM")
+    if not is_sm_number(sm):
+        raise BadBinary(f"cubin e_flags {elf.flags:#x} (ELF OS/ABI {elf.osabi:#x}) name no SM a compiler emits")
     return GpuArch.from_number(sm, "a" if specific else "", ArchKind.SASS)
 
 
@@ -133,6 +133,8 @@ def read_ptx(head: bytes, size: int | None = None) -> FatbinEntry:
         missing = ".version" if version is None else ".target sm_NN"
         raise BadBinary(f"no PTX {missing} directive in its first {PTX_HEAD} bytes")
     isa = int(version[1]), int(version[2])
+    if not is_sm_number(int(target[1])):
+        raise BadBinary(f".target sm_{int(target[1])} names no SM a compiler emits")
     arch = GpuArch.from_number(int(target[1]), target[2].decode(), ArchKind.PTX)
     size = len(head) if size is None else size
     return FatbinEntry(arch, False, "none", isa, ptx_toolkit(isa), payload_size=size, uncompressed_size=size)

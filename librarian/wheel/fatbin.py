@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from librarian.coords import ArchKind, GpuArch, MajorMinor
+from librarian.coords import ArchKind, GpuArch, MajorMinor, is_sm_number
 from librarian.errors import BadBinary
 from librarian.facts import FatbinEntry
 from librarian.wheel.cubin import PTX_HEAD, cubin_toolkit, ptx_toolkit, read_cubin, read_ptx
@@ -269,6 +269,8 @@ def _entries(src: Source, pos: int, end: int, section: str) -> tuple[EntryHeader
             raise BadBinary(
                 f"{section}: entry at {pos:#x} has compressed_size {csize:#x} > payload {psize:#x}"
             )
+        if kind in _KINDS and not is_sm_number(arch):
+            raise BadBinary(f"{section}: entry at {pos:#x} names arch {arch}, which no compiler emits (a corrupt field)")
         out.append(EntryHeader(pos, kind, hsz, psize, csize, minor, major, arch, flags, usize))
         pos += hsz + psize  # hsz >= 0x40, so every step moves forward: no entry can loop
     return tuple(out)

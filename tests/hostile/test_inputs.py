@@ -39,20 +39,13 @@ def _entry_text(store: Path, **raw: str) -> str:
     return text
 
 
+# A shard that is no JSON at all is refused whole, by every command, in one line.
 @pytest.mark.parametrize(
     ("shard", "needle"),
     [
-        (lambda s: _entry_text(s, size="1e400"), "'size' is a JSON float"),
-        (lambda s: '{"schema": 1, "package": "tinykern", "wheels": [7]}', "wheels[0]: malformed index entry"),
         (lambda s: '{"schema": 1, "wheels": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
-        (lambda s: _entry_text(s, facts='"x"'), "'facts' is a JSON str"),
-        (lambda s: _entry_text(s, facts='{"binaries": [{"sass": "x"}]}'), "malformed index entry"),
-        (lambda s: _entry_text(s, facts='{"binaries": [{"path": "a", "format": "zzz"}]}'), "malformed index entry"),
-        (lambda s: _entry_text(s, size="-1"), "out of range"),
-        (lambda s: _entry_text(s, sha256='"abc"'), "not 64 hex digits"),
         (lambda s: _entry_text(s, size="1" * 5000), "not valid JSON"),
         (lambda s: _entry_text(s, size="NaN"), "not valid JSON"),
-        (lambda s: _entry_text(s, cell="[]"), "'cell' is a JSON list"),
     ],
 )
 @pytest.mark.parametrize("command", [("verify",), ("ls",), ("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11"), ("gc", "--drop-torch", "2.4", "--yes")])
@@ -61,6 +54,40 @@ def test_item6_hostile_index_content_is_one_line(run: Run, store: Path, shard, n
     result = run(*command)
     assert result.code == 2
     assert_one_line(result.err, "index/tinykern.json", needle)
+
+
+# One entry that fails its checks poisons only itself: no command fails on it, verify names it, reindex
+# re-reads its wheel and writes it anew (an entry naming no path is dropped; --adopt files its wheel).
+BAD_ENTRIES = [
+    (lambda s: _entry_text(s, size="1e400"), "'size' is a JSON float"),
+    (lambda s: '{"schema": 1, "package": "tinykern", "wheels": [7]}', "wheels[0]: malformed index entry"),
+    (lambda s: _entry_text(s, facts='"x"'), "'facts' is a JSON str"),
+    (lambda s: _entry_text(s, facts='{"binaries": [{"sass": "x"}]}'), "malformed index entry"),
+    (lambda s: _entry_text(s, facts='{"binaries": [{"path": "a", "format": "zzz"}]}'), "malformed index entry"),
+    (lambda s: _entry_text(s, facts='{"binaries": [{"path": "a", "sass": ["sm_2197815386"]}]}'), "not a GPU arch"),
+    (lambda s: _entry_text(s, size="-1"), "out of range"),
+    (lambda s: _entry_text(s, sha256='"abc"'), "not 64 hex digits"),
+    (lambda s: _entry_text(s, cell="[]"), "'cell' is a JSON list"),
+]
+
+
+@pytest.mark.parametrize(("shard", "needle"), BAD_ENTRIES)
+def test_item6_a_bad_entry_poisons_only_itself_and_reindex_repairs_it(run: Run, store: Path, shard, needle: str) -> None:  # type: ignore[no-untyped-def]
+    (store / "index/tinykern.json").write_text(shard(store))
+    found = run("verify")
+    assert found.code == 1 and "Traceback" not in found.err
+    line = next(line for line in found.out.splitlines() if needle in line)
+    assert "'librarian reindex' re-reads its wheel" in line
+    for command in (("ls",), ("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11"),
+                    ("gc", "--drop-torch", "2.4", "--yes")):  # fmt: skip
+        result = run(*command)
+        assert result.code in (0, 1) and "Traceback" not in result.err, result
+        assert "skipped an index entry" in result.err and "'librarian reindex' repairs it" in result.err
+    repaired = run("reindex", "--adopt")
+    assert repaired.code == 0, repaired
+    assert ("repaired" in repaired.out) != ("adopted" in repaired.out)  # re-read, or (no path) dropped and adopted
+    assert run("verify", "--deep").code == 0
+    assert run("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "-o", "out").code == 0
 
 
 @pytest.mark.parametrize(
