@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from librarian import demands
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,3 +30,47 @@ def test_ruff_is_clean() -> None:
 def test_mypy_strict_is_clean() -> None:
     result = subprocess.run([tool("mypy"), "--no-error-summary"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- one judgement: nothing outside librarian/demands decides a demand itself ---------------------------------
+
+
+def _demand_imports(source: str) -> list[tuple[int, str, tuple[str, ...]]]:
+    """Every import of ``librarian.demands`` or a module inside it: (line, module, names imported)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("librarian.demands"):
+            found.append((node.lineno, node.module, tuple(a.name for a in node.names)))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, ()) for a in node.names if a.name.startswith("librarian.demands")]
+    return found
+
+
+def judgement_bypasses(root: Path) -> list[str]:
+    """Where a module outside ``librarian/demands`` reaches past the judgement's public API (``__all__``)."""
+    public = set(demands.__all__)
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        if "demands" in path.relative_to(root).parts:
+            continue
+        for line, module, names in _demand_imports(path.read_text()):
+            where = f"{path.relative_to(root.parent)}:{line}"
+            if module != "librarian.demands":
+                bad.append(f"{where}: imports {module} (use librarian.demands' public names)")
+            else:
+                bad += [f"{where}: imports librarian.demands.{n} (not in its __all__)" for n in names if n not in public]
+    return bad
+
+
+def test_commands_reach_the_demands_only_through_the_judgement() -> None:
+    assert judgement_bypasses(ROOT / "librarian") == []
+
+
+def test_the_judgement_check_fails_on_a_bypass(tmp_path: Path) -> None:
+    ops = tmp_path / "librarian" / "ops"
+    ops.mkdir(parents=True)
+    (ops / "sneaky.py").write_text("from librarian.demands import gpu\nfrom librarian.demands.glibc import check\n")
+    assert judgement_bypasses(tmp_path / "librarian") == [
+        "librarian/ops/sneaky.py:1: imports librarian.demands.gpu (not in its __all__)",
+        "librarian/ops/sneaky.py:2: imports librarian.demands.glibc (use librarian.demands' public names)",
+    ]
