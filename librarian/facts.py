@@ -42,6 +42,7 @@ class FatbinEntry:
     payload_size: int = 0
     uncompressed_size: int = 0
     section: str = ""  # the ELF section it was read from (".nv_fatbin", ".ldata"); "" for a loose file
+    kernels: bool | None = None  # a cubin: whether it holds any code (a .text.* section); None: not read
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +72,19 @@ class BinaryFacts:
     # Whether it is a Python extension module (defines ``PyInit_*``) rather than a library it loads;
     # None where not read (facts from an older index): the file name decides then.
     extension: bool | None = None
+    # Device code that holds no kernel at all (libcufftw's one 872-byte cubin): it serves no GPU and
+    # blocks none. Read only where a member's device code is tiny (see librarian.wheel.fatbin).
+    no_kernels: bool = False
 
     @property
     def has_device_code(self) -> bool:
         """Whether this member carries any GPU code at all."""
         return bool(self.sass or self.ptx or self.relocatable_sass or self.relocatable_ptx or self.lto)
+
+    @property
+    def has_kernels(self) -> bool:
+        """Whether its device code can serve a GPU: there is some, and it is not a stub without kernels."""
+        return self.has_device_code and not self.no_kernels
 
     @property
     def cudart_major(self) -> int | None:
@@ -164,6 +173,7 @@ def facts_to_json(facts: WheelFacts) -> dict[str, object]:
                 # only where there are any, so the entries of every other binary stay as they were
                 **({"embedded": list(b.embedded)} if b.embedded else {}),
                 **({"extension": b.extension} if b.extension is not None else {}),
+                **({"no_kernels": True} if b.no_kernels else {}),
             }
             for b in facts.binaries
         ],
@@ -192,6 +202,7 @@ def facts_from_json(filename: str, data: Mapping[str, Any]) -> WheelFacts:
                 needed=tuple(b.get("needed", ())),
                 embedded=tuple(b.get("embedded", ())),
                 extension=b["extension"] if isinstance(b.get("extension"), bool) else None,
+                no_kernels=b.get("no_kernels") is True,
             )
         )
     return WheelFacts(filename, tuple(binaries))

@@ -325,8 +325,12 @@ def cubin_bytes(
     arch_specific: str = "",
     e_version: int = 1,
     etype: int = 2,
+    kernels: bool = True,
 ) -> bytes:
     """A cubin (EM_CUDA ELF) for ``sm`` whose ``.nv.info`` says ``api`` and/or tkinfo says ``release``.
+
+    ``kernels``: it holds one kernel's code (a ``.text._Z1kPi`` section, as nvcc names it); without, it is
+    a stub that serves no GPU (libcufftw's 872-byte cubin).
 
     ``abi`` 7 or 8 picks the ``e_flags`` layout (reference section 4). ``arch_specific`` says how the
     cubin marks ``sm_NNa``: ``"flags"`` (ABI 7 0x800; ptxas 12.9's ABI 8 0x8) or ``"compat"`` (CUDA 13's
@@ -349,6 +353,8 @@ def cubin_bytes(
     if abi == 8:  # as CUDA 13 writes it: u8 format 2, u8 attribute, u16 value records
         compat = struct.pack("<BBH", 2, 9, arch_specific == "compat") + struct.pack("<BBH", 2, 2, 1)
         sections.append((".nv.compat", 0x70000086, compat))
+    if kernels:
+        sections.append((".text._Z1kPi", 1, bytes(64)))  # SHT_PROGBITS: the kernel's SASS
     return _assemble("<", 64, 190, etype, osabi, eflags, [(n, t, d, 0, 0) for n, t, d in sections],
                      version=e_version)  # fmt: skip
 

@@ -47,7 +47,7 @@ def needs(wheel: Wheel) -> CudaNeed:
 
 
 def _from_facts(label: tuple[int, int | None] | None, facts: WheelFacts) -> CudaNeed:
-    host = tuple(sorted({b.cudart_major for b in facts.binaries if b.cudart_major and not b.has_device_code}))
+    host = tuple(sorted({b.cudart_major for b in facts.binaries if b.cudart_major and not b.has_kernels}))
     code = device_code(facts)
     toolkit = facts.toolkit
     links = any(b.links_torch or b.torch_symbols for b in facts.binaries)
@@ -124,7 +124,7 @@ def claims(wheel: Wheel) -> list[str]:
         problems.append(f"label says CUDA {claim.cuda_text}, device code built by CUDA {format_version(need.toolkit)}")
     load = loading(need.code, need.label_line or (claim.cuda_major, 0))
     linking = [(m.path, m.cudart) for m in load.loaded if m.cudart]
-    linking += [(b.path, b.cudart_major) for b in wheel.facts.binaries if b.cudart_major and not b.has_device_code]
+    linking += [(b.path, b.cudart_major) for b in wheel.facts.binaries if b.cudart_major and not b.has_kernels]
     for path, major in linking:
         if major != claim.cuda_major:
             problems.append(f"label says CUDA {claim.cuda_text}, {path} links libcudart.so.{major}")

@@ -147,7 +147,8 @@ NO_DEVICE_CODE = DeviceCode((), ())
 def device_code(facts: WheelFacts) -> DeviceCode:
     """Group a wheel's device-code members into fixed ones and CUDA-line alternatives."""
     never = never_loaded(facts)
-    members = [Member.from_binary(b) for b in facts.binaries if b.has_device_code and b.path not in never]
+    # A stub without kernels serves no GPU and blocks none: it is no device-code member at all.
+    members = [Member.from_binary(b) for b in facts.binaries if b.has_kernels and b.path not in never]
     groups: dict[tuple[str, str], list[Member]] = defaultdict(list)
     for m in members:
         if m.cuda_token is not None:

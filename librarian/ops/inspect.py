@@ -78,9 +78,11 @@ def _loaded(item: Inspection) -> tuple[BinaryFacts, ...]:
 
 
 def _gpu_row(item: Inspection) -> str:
-    loaded = [b for b in _loaded(item) if b.has_device_code]
+    loaded = [b for b in _loaded(item) if b.has_kernels]
     if not any(b.has_device_code for b in item.facts.binaries):
         return "no GPU code"
+    if not any(b.has_kernels for b in item.facts.binaries):
+        return "device code without kernels only (serves no GPU, blocks none)"
     parts: list[str] = []
     groups: list[tuple[tuple[str, ...], list[str]]] = []
     for c in item.cells:  # cells lacking the same members: one group
@@ -154,7 +156,7 @@ def _member_rows(b: BinaryFacts) -> list[str]:
     kind = "device code (loaded by the driver)" if b.format is BinaryFormat.CUDA else f"{b.format.value} {b.cpu or '?'}"
     rows = [f"  {b.path}: {kind}"]
     if b.has_device_code:
-        rows.append(f"    SASS {_archs(b.sass)}; PTX {_archs(b.ptx)}")
+        rows.append(f"    SASS {_archs(b.sass)}; PTX {_archs(b.ptx)}" + ("; no kernels (a stub)" if b.no_kernels else ""))
         if b.relocatable_sass or b.relocatable_ptx:
             rows.append(f"    relocatable SASS {_archs(b.relocatable_sass)}; PTX {_archs(b.relocatable_ptx)}")
         if b.toolkit:

@@ -128,7 +128,7 @@ def gpu_cells(
     """
     label = wheel.name.label
     assert label is not None  # publish labels before it files
-    has_code = wheel.facts is not None and any(b.has_device_code for b in wheel.facts.binaries)
+    has_code = wheel.facts is not None and any(b.has_kernels for b in wheel.facts.binaries)
     if requested:
         if not has_code:
             return tuple(sorted(set(requested))), False

@@ -190,7 +190,7 @@ def _check_binaries(name: WheelName, facts: WheelFacts, cell: Cell) -> list[str]
     """The binaries against the cell they are filed in: does the judgement say they run there natively?"""
     judgement = judge_cell(Wheel(name, facts), cell)
     gpu = judgement.verdict(Demand.GPU)
-    if not any(b.has_device_code for b in facts.binaries) or judgement.native:
+    if not any(b.has_kernels for b in facts.binaries) or judgement.native:
         return []
     if gpu.ok is not True:
         return [f"its binaries do not run on sm{cell.sm.sm} (they have {gpu.wheel_needs})"]

@@ -124,6 +124,7 @@ def _device_facts(
         relocatable_ptx=archs(ArchKind.PTX, True),
         lto=tuple(sorted({e.arch for e in entries if e.arch.kind is ArchKind.LTO})),
         toolkit=max((e.toolkit for e in entries if e.toolkit), default=None),
+        no_kernels=bool(entries) and all(e.kernels is False for e in entries),
     )
 
 

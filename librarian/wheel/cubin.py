@@ -47,7 +47,21 @@ def read_cubin(data: BinaryIO | bytes) -> FatbinEntry:
     if elf.machine != EM_CUDA:
         raise BadBinary(f"an ELF file for machine {elf.machine}, not a cubin (EM_CUDA, {EM_CUDA})")
     return FatbinEntry(cubin_arch(elf, src), elf.type == ET_REL, "none", toolkit=_toolkit(elf, src),
-                       payload_size=src.size, uncompressed_size=src.size)  # fmt: skip
+                       payload_size=src.size, uncompressed_size=src.size, kernels=holds_code(elf))  # fmt: skip
+
+
+def holds_code(elf: ElfFile) -> bool:
+    """Whether a cubin holds any code: each kernel and device function is a ``.text.<name>`` section."""
+    return any(s.name.startswith(".text.") and s.size > 0 for s in elf.sections)
+
+
+def cubin_holds_code(cubin: bytes) -> bool | None:
+    """:func:`holds_code` of a cubin's bytes; ``None`` where they are no cubin this reader can parse."""
+    try:
+        elf = read_elf(cubin)
+    except BadBinary:
+        return None
+    return holds_code(elf) if elf.machine == EM_CUDA else None
 
 
 def cubin_arch(elf: ElfFile, src: Source) -> GpuArch:

@@ -22,7 +22,7 @@ from typing import BinaryIO
 from librarian.coords import ArchKind, GpuArch, MajorMinor, is_sm_number
 from librarian.errors import BadBinary
 from librarian.facts import FatbinEntry
-from librarian.wheel.cubin import PTX_HEAD, cubin_toolkit, ptx_toolkit, read_cubin, read_ptx
+from librarian.wheel.cubin import PTX_HEAD, cubin_holds_code, cubin_toolkit, ptx_toolkit, read_cubin, read_ptx
 from librarian.wheel.elf import ELF_MAGIC, Source
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,10 @@ MAX_INFLATE = 256 << 20  # the most we inflate for one cubin; the smallest of a 
 MAX_RATIO = 4096  # a declared ratio above this is a compression bomb, not a cubin
 _CHUNK = 1 << 16
 SCAN_CHUNK = 4 << 20  # magic search: a 300 MB section is read in ~75 pieces
+# Cubins are read for kernels only where a member's whole device code is this small: a stub without
+# kernels is a few KB (libcufftw's is 872 bytes), while a library with kernels is far bigger, so no real
+# library pays for the check.
+STUB_PROBE = 64 << 10
 
 _KINDS = {
     KIND_PTX: ArchKind.PTX,
@@ -89,9 +93,28 @@ def read_fatbin(
     if offset < 0 or size < 0 or offset + size > src.size:
         raise BadBinary(f"{section} at {offset:#x} + {size:#x} runs past the end of the file ({src.size:#x})")
     out: list[FatbinEntry] = []
-    for blob in walk_blobs(src, offset, size, section):
-        out += _blob_entries(blob, blob_toolkit(src, blob), relocatable, section)
+    blobs = walk_blobs(src, offset, size, section)
+    kernels = _kernels(src, blobs)
+    for blob in blobs:
+        out += _blob_entries(blob, blob_toolkit(src, blob), relocatable, section, kernels)
     return tuple(out)
+
+
+def _kernels(src: Source, blobs: list[tuple[EntryHeader, ...]]) -> dict[int, bool]:
+    """Entry offset -> whether its cubin holds code, for tiny device code only (:data:`STUB_PROBE`)."""
+    headers = [h for blob in blobs for h in blob]
+    if not headers or sum(max(h.uncompressed_size, h.payload_size) for h in headers) > STUB_PROBE:
+        return {}
+    found = {}
+    for h in headers:
+        if h.kind == KIND_ELF:
+            try:
+                holds = cubin_holds_code(entry_payload(src, h, STUB_PROBE))
+            except BadBinary:
+                holds = None
+            if holds is not None:
+                found[h.offset] = holds
+    return found
 
 
 def scan_fatbins(data: BinaryIO | bytes, offset: int = 0, size: int | None = None, *,
@@ -119,8 +142,9 @@ def scan_fatbins(data: BinaryIO | bytes, offset: int = 0, size: int | None = Non
 
 
 def _blob_entries(
-    blob: tuple[EntryHeader, ...], toolkit: MajorMinor | None, relocatable: bool, section: str
-) -> list[FatbinEntry]:
+    blob: tuple[EntryHeader, ...], toolkit: MajorMinor | None, relocatable: bool, section: str,
+    kernels: dict[int, bool] | None = None,
+) -> list[FatbinEntry]:  # fmt: skip
     out = []
     for h in blob:
         if h.kind not in _KINDS:
@@ -131,7 +155,8 @@ def _blob_entries(
         isa = (h.major, h.minor) if h.kind == KIND_PTX else None
         tk = ptx_toolkit(isa) if isa else (toolkit if h.kind != KIND_LTO else None)
         out.append(FatbinEntry(h.gpu_arch, relocatable, h.compression, isa, tk, bool(h.flags & FLAG_DEBUG),
-                               h.payload_size, h.uncompressed_size or h.payload_size, section))  # fmt: skip
+                               h.payload_size, h.uncompressed_size or h.payload_size, section,
+                               (kernels or {}).get(h.offset)))  # fmt: skip
     return out
 
 
