@@ -132,6 +132,34 @@ def expand_platform(tag: str) -> tuple[str, ...]:
     return linux_platforms((int(m[1]), int(m[2])), m[3])
 
 
+_PLATFORM_CPUS = ("x86_64", "aarch64", "arm64", "amd64", "i686", "ppc64le", "s390x", "armv7l", "riscv64",
+                  "universal2")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformMachine:
+    """What a platform tag says of the machine it names: CPU, OS and (manylinux) the glibc it has at least."""
+
+    cpu: str | None
+    os: str | None
+    glibc: MajorMinor | None = None
+
+
+def platform_machine(tag: str) -> PlatformMachine:
+    """``manylinux_2_28_aarch64`` -> aarch64, linux, glibc 2.28; ``win_amd64`` -> x86_64, win32; ``macosx_14_0_arm64``."""
+    cpu = next((canonical_cpu(c) for c in _PLATFORM_CPUS if tag.endswith(c)), "i686" if tag == "win32" else None)
+    if tag.startswith("win"):
+        return PlatformMachine(cpu, "win32")
+    if tag.startswith("macosx"):
+        return PlatformMachine(cpu, "darwin")
+    if m := re.fullmatch(r"manylinux_(\d+)_(\d+)_.+", tag):
+        return PlatformMachine(cpu, "linux", (int(m[1]), int(m[2])))
+    legacy = {name: glibc for glibc, name in LEGACY_MANYLINUX.items()}.get(tag.split("_")[0])
+    if legacy is not None or tag.startswith(("linux", "musllinux")):
+        return PlatformMachine(cpu, "linux", legacy)
+    return PlatformMachine(cpu, None)
+
+
 def interpreter_tags(python: MajorMinor, platforms: Iterable[str]) -> tuple[Tag, ...]:
     """The tags CPython ``python`` accepts on ``platforms``, in pip's priority order."""
     plats = list(platforms)
@@ -216,6 +244,16 @@ class Machine:
             m = replace(m, cuda=Probed.found(parse_cuda(cuda), "--cuda"))
         if torch is not None or cuda is not None:
             m = replace(m, torch=_override_torch(m.torch, torch, m.cuda.value))
+        if platform is not None:  # the machine it names: its CPU, OS and glibc floor (--glibc wins)
+            named = platform_machine(platform)
+            if named.cpu is not None:
+                m = replace(m, cpu=Probed.found(named.cpu, "--platform"))
+            if named.os is not None:
+                m = replace(m, os=Probed.found(named.os, "--platform"))
+            if named.glibc is not None:
+                m = replace(m, glibc=Probed.found(named.glibc, "--platform"))
+            elif named.os not in (None, "linux"):
+                m = replace(m, glibc=Probed.unknown(f"no glibc on {named.os}"), glibcxx=Probed.unknown(f"no libstdc++ on {named.os}"))
         if glibc is not None:
             m = replace(m, glibc=Probed.found(parse_major_minor(glibc, "glibc"), "--glibc"))
         if python is not None or platform is not None or glibc is not None:
