@@ -32,10 +32,13 @@ from librarian.errors import BadInput, StoreError
 from librarian.facts import WheelFacts, facts_from_json, facts_to_json
 from librarian.layout import Layout, check_path_part, check_store_path
 
-# 2: entries may record ``overrides`` (the publish flags that accepted a claim) and binaries ``extension``.
-# Schema-1 indexes read as they are: an entry without the new fields overrode nothing.
+# 2: entries may record ``overrides`` (the publish flags that accepted a claim) and binaries ``extension``
+# and ``no_kernels``. Schema-1 indexes read as they are (an entry without the new fields overrode nothing),
+# and a shard is written at 2 only when an entry of it uses them, so an older store stays byte-identical
+# (and verify-clean) until something new is written to it; the root is at the highest of its shards.
 SCHEMA = 2
 READABLE_SCHEMAS = (1, 2)
+_SCHEMA_2_BINARY_FIELDS = ("extension", "no_kernels")
 ROOT = "index.json"
 # Limits on what an index file may hold, so hostile content fails in one line instead of exhausting
 # memory or the stack. A shard of 100,000 wheels with facts is some 200 MB.
@@ -273,6 +276,17 @@ def shard_path(package: str) -> str:
     return f"{SHARD_DIR}/{package}.json"
 
 
+def _schema_of(entry: Any) -> int:
+    """The schema an entry's JSON needs: 2 where it uses a field schema 1 did not have."""
+    if not isinstance(entry, dict):
+        return 1
+    facts = entry.get("facts")
+    binaries = facts.get("binaries") if isinstance(facts, dict) else None
+    rows = binaries if isinstance(binaries, list) else []
+    new = "overrides" in entry or any(isinstance(b, dict) and any(k in b for k in _SCHEMA_2_BINARY_FIELDS) for b in rows)
+    return 2 if new else 1
+
+
 def _dump(data: Any) -> bytes:
     return (json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
 
@@ -281,6 +295,7 @@ def render_index(index: Index) -> dict[str, bytes]:
     """The index files to write: every shard and the root (``index.json``), by store path."""
     files: dict[str, bytes] = {}
     packages: dict[str, Any] = {}
+    schemas: list[int] = []
     # Grouped in one pass: asking each package for its entries would scan the whole index per package.
     by_package: dict[str, list[IndexEntry]] = defaultdict(list)
     bad_by_package: dict[str, list[BadEntry]] = defaultdict(list)
@@ -291,7 +306,9 @@ def render_index(index: Index) -> dict[str, bytes]:
     for package in sorted(by_package.keys() | bad_by_package.keys()):
         entries = sorted(by_package[package], key=lambda e: e.path)
         wheels = [e.to_json() for e in entries] + [b.raw for b in bad_by_package[package]]
-        shard = {"schema": SCHEMA, "package": package, "wheels": wheels}
+        schema = max((_schema_of(w) for w in wheels), default=1)
+        schemas.append(schema)
+        shard = {"schema": schema, "package": package, "wheels": wheels}
         body = _dump(shard)
         path = shard_path(package)
         files[path] = body
@@ -301,7 +318,7 @@ def render_index(index: Index) -> dict[str, bytes]:
             "sha256": hashlib.sha256(body).hexdigest(),
         }
     root = {
-        "schema": SCHEMA,
+        "schema": max(schemas, default=1),
         "layout": {"name": index.layout.name, "path": index.layout.path},
         "packages": packages,
     }
@@ -387,7 +404,10 @@ def parse_shard(text: bytes, source: str, package: str) -> tuple[tuple[IndexEntr
         except StoreError as e:
             path = w.get("path") if isinstance(w, dict) else None
             named = path if isinstance(path, str) and _safe_path(path) else None
-            bad.append(BadEntry(package, named, str(e).removeprefix(f"{source}: "), _finite(w)))
+            problem = str(e).removeprefix(f"{source}: ")
+            if named is not None:  # the path is where the problem is named: not again inside it
+                problem = problem.replace(f" {named[:300]!r}", "", 1)
+            bad.append(BadEntry(package, named, problem, _finite(w)))
             continue
         entries.append(entry)
     return tuple(entries), tuple(bad)
