@@ -18,13 +18,15 @@ from librarian.errors import LibrarianError
 from librarian.redact import clean
 
 
-def fail(message: str, code: int, details: list[str] | None = None) -> NoReturn:
-    """Print ``librarian: error: <message>`` (and its indented details) and exit with ``code``."""
+def fail(message: str, code: int, details: list[str] | None = None, data: dict[str, object] | None = None) -> NoReturn:
+    """Print ``librarian: error: <message>`` (and its indented details) and exit with ``code``.
+
+    ``data``: more fields for the ``--json`` document (pull's candidates and the demands each fails)."""
     # Every error line is made one short line without tokens (server text is untrusted).
     line = clean(message, ERROR_CHARS)
     cleaned = [clean(d, ERROR_CHARS).strip() for d in details or ()]
     if ui.state.json:  # scripts get the failure on stdout too, as the one JSON document they parse
-        ui.emit_json({"schema": 1, "error": line, "exit": code, "details": cleaned})
+        ui.emit_json({"schema": 1, "error": line, "exit": code, "details": cleaned, **(data or {})})
     ui.err(f"librarian: error: {line}")
     for detail in details or ():
         indent = detail[: len(detail) - len(detail.lstrip(" "))]
@@ -60,7 +62,7 @@ def run(args: list[str], *, as_json: bool) -> NoReturn:
         if debug:
             raise
         details = e.details() if hasattr(e, "details") else None
-        fail(str(e), e.exit_code, details)
+        fail(str(e), e.exit_code, details, e.data() if hasattr(e, "data") else None)
     except OSError as e:
         if debug:
             raise

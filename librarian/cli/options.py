@@ -35,6 +35,7 @@ PythonOpt = Annotated[str | None, typer.Option("--python", help="An interpreter 
 PlatformOpt = Annotated[str | None, typer.Option("--platform", help="Platform tag, e.g. manylinux_2_28_x86_64.")]
 GpuOpt = Annotated[int | None, typer.Option("--gpu", help="Which GPU to judge when there are several (default 0).")]
 DriverOpt = Annotated[str | None, typer.Option("--driver", help="The driver's CUDA version, e.g. 12.8 (for PTX JIT).")]
+GlibcOpt = Annotated[str | None, typer.Option("--glibc", help="The machine's glibc, e.g. 2.31 (default: detected).")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the plan; change nothing.")]
 AllowUnknownComboOpt = Annotated[bool, typer.Option("--allow-unknown-combo", help="Accept a torch/CUDA combo PyTorch never shipped.")]
 

@@ -12,6 +12,7 @@ from librarian.cli import ui
 from librarian.cli.options import (
     CudaOpt,
     DriverOpt,
+    GlibcOpt,
     JsonOpt,
     PlatformOpt,
     PythonOpt,
@@ -42,13 +43,14 @@ def pull(
     compatible: Annotated[bool, typer.Option("--compatible", help="With no exact cell, take a wheel that runs on this GPU anyway.")] = False,
     force: Annotated[bool, typer.Option("--force", help="--install even a wheel the verdicts say will not run here.")] = False,
     driver: DriverOpt = None,
+    glibc: GlibcOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fetch the exact wheel for this machine (newest version), sha256-checked."""
     if install and requirements is not None:
         raise BadInput("--install and --requirements: choose one (the file is for installing without librarian)")
     store, layout = store_and_layout(repo)
-    found = machine_of(sm, torch, cuda, python, platform, driver=driver, gpu=gpu)
+    found = machine_of(sm, torch, cuda, python, platform, glibc=glibc, driver=driver, gpu=gpu)
     report = pull_op.pull(store, layout, packages, pull_op.Wants.of(found), out, compatible=compatible, requirements=requirements)
     for note in report.notes:
         ui.note(note)

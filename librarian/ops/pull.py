@@ -355,6 +355,14 @@ class NoMatch(NotFound):
             lines.extend(f"  {what}: {text}" for what, text in (("note", r.note), ("hint", r.hint)) if text)
         return lines
 
+    def data(self) -> dict[str, object]:
+        """For ``--json``: each near candidate, the demands its judgement fails, and every way it misses."""
+        return {"candidates": [
+            {"package": r.package, "path": c.entry.path, "fails": [v.demand.value for v in c.judgement.failures],
+             "differences": list(c.differences)}
+            for r in self.misses for c in r.near
+        ]}  # fmt: skip
+
 
 def install(files: Sequence[Path], interpreter: str) -> None:
     """``pip install --force-reinstall --no-deps`` the pulled wheels into ``interpreter``'s environment.

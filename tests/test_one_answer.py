@@ -1,0 +1,112 @@
+"""The invariant of the one judgement, end to end through the command line, against independent expectations.
+
+A wheel is filed under smX if and only if ``doctor --sm X`` says it runs natively and ``pull --sm X`` finds
+it exactly; and where a demand rules a wheel out, doctor and pull name the same demands. The expected GPUs
+come from the nvcc command lines that built the checked-in fixtures (``tests/data/cuda/MANIFEST.json``,
+each checked against cuobjdump by ``-m oracle``) and NVIDIA's rules written out here, not from librarian's
+readers or its judgement.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from librarian.gpus import known_gpus
+from tests.builders import make_wheel
+from tests.conftest import Run
+from tests.cuda_fixtures import MANIFEST, elf_bytes, real_sos
+
+COMMANDS = json.loads(MANIFEST.read_text())["files"]
+# The GPUs that exist beside an x86_64 CPU: the data of which products there are, not a judgement.
+GPUS = [g for g in known_gpus() if "x86_64" in g.cpus]
+LINE = ("--torch", "2.9", "--cuda", "13.0")  # the fixtures are built by nvcc 13.0: cu130torch2.9
+HERE = (*LINE, "--python", "3.11", "--platform", "manylinux_2_39_x86_64", "--driver", "13.0")
+FIXTURES = ["multi", "special", "torch_list", "sm_80", "sm_86", "sm_90", "sm_90a", "sm75", "two_tu", "debug", "ptx"]
+
+
+def sass_of(command: str) -> list[tuple[int, int, str]]:
+    """The SASS targets an nvcc command line asks for: ``code=[sm_89,compute_89]`` -> (8, 9, "")."""
+    found = []
+    for group in re.findall(r"code=\[?([^\]\s']+)", command):
+        for code in group.split(","):
+            if m := re.fullmatch(r"sm_(\d+)([af]?)", code):
+                found.append((int(m[1]) // 10, int(m[1]) % 10, m[2]))
+    return found
+
+
+def runs_natively(sass: list[tuple[int, int, str]], capability: tuple[int, int]) -> bool:
+    """NVIDIA's rules for machine code: sm_XY on X.Z (Z >= Y); sm_XYa on X.Y only; sm_XYf like sm_XY."""
+    major, minor = capability
+    return any((m, n) == capability if s == "a" else (m == major and n <= minor) for m, n, s in sass)
+
+
+@pytest.fixture(scope="module")
+def sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return real_sos(tmp_path_factory)
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_filed_iff_doctor_says_natively_iff_pull_finds_it_exactly(
+    run: Run, tmp_path: Path, sos: dict[str, Path], fixture: str
+) -> None:
+    sass = sass_of(COMMANDS[f"{fixture}.so"]["command"])
+    expected = {f"sm{g.arch.sm}" for g in GPUS if runs_natively(sass, g.capability)}
+    members = {"kern/__init__.py": b"", "kern/_C.so": sos[fixture].read_bytes()}
+    whl = make_wheel(tmp_path / "dist", "kern", "1.0", "cp311-cp311-linux_x86_64", members)
+    published = run("publish", str(whl), *LINE)
+    if not expected:  # PTX alone: no cell, and publish says so
+        assert published.code == 2 and "PTX alone files no cell" in published.err
+    else:
+        assert published.code == 0, published.err
+    shard = tmp_path / "wheelhouse/index/kern.json"
+    filed = {e["path"].split("/")[1] for e in json.loads(shard.read_text())["wheels"]} if shard.exists() else set()
+    assert filed == expected
+    for gpu in GPUS:
+        sm = gpu.arch.sm
+        report = json.loads(run("doctor", str(whl), "--sm", sm, *HERE, "--json").out)["wheels"][0]
+        pulled = run("pull", "kern", "--sm", sm, *HERE, "-o", "out")
+        assert report["native"] is (f"sm{sm}" in expected), (sm, report["serving"])
+        assert (pulled.code == 0) is (f"sm{sm}" in expected), (sm, pulled)
+
+
+# A helper library needing GLIBC_2.35 and one mangled c10 symbol: bound to its torch line by its bytes.
+HELPER = elf_bytes(needed=("libc10.so",), verneed={"libc.so.6": ("GLIBC_2.35",)},
+                   symbols={"_ZN3c106detail14torchCheckFailEPKcS2_jRKSs": False})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("flags", "demand"),
+    [
+        (("--sm", "90"), "gpu"),  # sm_80 SASS, no PTX: never on a 9.0 GPU
+        (("--torch", "2.8"), "torch"),
+        (("--cuda", "12.8"), "cuda"),  # a CUDA 13 build on a CUDA 12 torch
+        (("--python", "3.12"), "python"),
+        (("--platform", "manylinux_2_39_aarch64"), "cpu"),
+        (("--platform", "win_amd64"), "os"),
+        (("--glibc", "2.31"), "glibc"),
+    ],
+)
+def test_each_refusal_is_the_same_demand_in_doctor_and_pull(
+    run: Run, tmp_path: Path, sos: dict[str, Path], flags: tuple[str, ...], demand: str
+) -> None:
+    members = {"kern/_C.so": sos["two_tu"].read_bytes(), "kern/_helper.so": HELPER}
+    built = make_wheel(tmp_path / "dist", "kern", "1.0", "cp311-cp311-linux_x86_64", members)
+    assert run("publish", str(built), *LINE).code == 0
+    whl = tmp_path / "wheelhouse/kern/sm89/torch2.9-cu130/kern-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl"
+    base = {"--sm": "89", "--torch": "2.9", "--cuda": "13.0", "--python": "3.11",
+            "--platform": "manylinux_2_39_x86_64", "--driver": "13.0"}  # fmt: skip
+    fits = [x for k, v in base.items() for x in (k, v)]
+    assert run("doctor", str(whl), *fits).code == 0 and run("pull", "kern", *fits, "-o", "out").code == 0
+    asked = dict(base, **dict(zip(flags[::2], flags[1::2], strict=True)))
+    machine = [x for k, v in asked.items() for x in (k, v)]
+    doctor = run("doctor", str(whl), *machine, "--json")
+    failing = {v["demand"] for v in json.loads(doctor.out)["wheels"][0]["verdicts"] if v["ok"] is False}
+    assert doctor.code == 1 and demand in failing, doctor.out
+    pulled = run("pull", "kern", *machine, "--json")
+    assert pulled.code == 1, pulled
+    candidates = json.loads(pulled.out)["candidates"]  # the same bytes, filed under sm80, sm86 and sm89
+    assert len(candidates) == 3 and all(set(c["fails"]) == failing for c in candidates), candidates
