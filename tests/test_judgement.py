@@ -250,3 +250,28 @@ def test_reindex_refresh_brings_an_older_store_up_to_date(run: Run, tmp_path: Pa
     assert fresh["schema"] == 2 and fresh["wheels"][0]["facts"]["binaries"][0]["extension"] is True
     assert fresh["wheels"][0]["added"] == shard["wheels"][0]["added"]  # what only the entry knew is kept
     assert "nothing to reindex" in run("reindex", "--refresh").out  # nothing changed since: nothing written
+
+
+def test_retag_warns_where_its_label_contradicts_the_bytes(run: Run, tmp_path: Path) -> None:
+    whl = make_wheel(tmp_path / "dist", "kern", "1.0", "cp312-cp312-linux_x86_64",
+                     {"kern/_C.so": device_so(89, release="13.0", needed=("libcudart.so.13",))})  # fmt: skip
+    result = run("retag", str(whl), "--cuda", "12.8", "--torch", "2.9", "-o", "out", "--json")
+    assert result.code == 0, result.err
+    (done,) = json.loads(result.out)["wheels"]
+    assert [(c["kind"], c["flag"]) for c in done["claims"]] == [("cuda", "--allow-cuda-mismatch")] * 2
+    assert "label says CUDA 12.8, device code built by CUDA 13.0 (publish refuses it without --allow-cuda-mismatch)" in result.err
+    fine = run("retag", str(whl), "--cuda", "13.0", "--torch", "2.9", "-o", "out2")
+    assert fine.code == 0 and fine.err == "", fine.err
+
+
+def test_publish_reads_a_relabelled_wheel_once(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from librarian.ops import publish as publish_op
+
+    def second_read(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the relabel already inspected every native member")
+
+    monkeypatch.setattr(publish_op, "read_deep", second_read)
+    whl = make_wheel(tmp_path / "dist", "kern", "1.0", "cp312-cp312-linux_x86_64", {"kern/_C.so": device_so(89)})
+    result = run("publish", str(whl), *LABEL)
+    assert result.code == 0 and "kern/sm89/torch2.9-cu128/" in result.out, result.err
+    assert run("verify", "--deep").code == 0

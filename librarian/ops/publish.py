@@ -29,9 +29,17 @@ from librarian.ops.labels import choose_label
 from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import atomic_write, sha256_file
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
+from librarian.wheel import zipraw
 from librarian.wheel.deep import DeepRead, read_deep
 from librarian.wheel.retag import retag_with_directory
-from librarian.wheel.wheelfile import WheelInfo, read_wheel_info, said_of
+from librarian.wheel.wheelfile import (
+    WheelInfo,
+    info_of,
+    open_wheel,
+    read_wheel_info,
+    refuse_unpublishable,
+    said_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +205,19 @@ def check_said(path: Path, info: WheelInfo) -> bool:
     return bool(found)
 
 
+def _relabelled_info(staged: Path, directory: zipraw.Directory | None, source: Path) -> WheelInfo:
+    """The relabelled copy's METADATA and WHEEL, held to verify's checks; a failure names the user's file."""
+    try:
+        with open_wheel(staged, None, directory) as w:
+            return refuse_unpublishable(staged, info_of(w))
+    except LibrarianError as e:
+        raise type(e)(_as_source(str(e), staged, source)) from e
+
+
+def _as_source(text: str, staged: Path, source: Path) -> str:
+    return text.replace(str(staged), str(source)).replace(staged.name, source.name)
+
+
 def _publishable(read: DeepRead, source: Path) -> tuple[WheelInfo, WheelFacts]:
     """What publish needs of the staged copy; a failure names the user's file, never the staged copy."""
     try:
@@ -204,8 +225,7 @@ def _publishable(read: DeepRead, source: Path) -> tuple[WheelInfo, WheelFacts]:
     except LibrarianError as e:
         if read.path == source:
             raise
-        text = str(e).replace(str(read.path), str(source)).replace(read.path.name, source.name)
-        raise type(e)(text) from e
+        raise type(e)(_as_source(str(e), read.path, source)) from e
 
 
 def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> list[PreparedWheel]:
@@ -221,17 +241,20 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
             # METADATA and WHEEL (small members) are checked before anything is relabelled or inflated.
             repair = check_said(path, read_wheel_info(path, name))
             # One pass over the wheel to be stored: verify's metadata checks (publish stores nothing verify
-            # rejects), RECORD (unless retag has just checked it) and the binaries.
+            # rejects), RECORD and the binaries. A relabel is that pass: it inspects what it checks.
             if name.label == label and not repair:
                 staged = path
-                read = read_deep(path, record=True, jobs=options.jobs)
+                info, facts = _publishable(read_deep(path, record=True, jobs=options.jobs), path)
             else:
-                staged, directory = retag_with_directory(path, label, staging, relabel=True, jobs=options.jobs,
-                                                         repair_tags=repair)  # fmt: skip
-                read = read_deep(staged, record=False, jobs=options.jobs, directory=directory)
+                out = retag_with_directory(path, label, staging, relabel=True, jobs=options.jobs, repair_tags=repair)
+                staged = out.path
+                if out.facts is None:  # a member too big to inflate whole: the deep read says which
+                    info, facts = _publishable(read_deep(staged, record=False, jobs=options.jobs,
+                                                         directory=out.directory), path)  # fmt: skip
+                else:
+                    info, facts = _relabelled_info(staged, out.directory, path), out.facts
             if repair:
                 log.warning("%s: WHEEL's Tag lines disagree with its filename; publish wrote the filename's", path)
-            info, facts = _publishable(read, path)
             staged_name = WheelName.parse(staged.name)
             wheel = Wheel(staged_name, facts, said=said_of(info))
             overrides = check_claims(wheel, options, path.name)

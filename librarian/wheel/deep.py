@@ -114,6 +114,37 @@ def _binaries(
     return None, facts, None
 
 
+class Inspector:
+    """Inspects a wheel's native and device-code members as their RECORD hashes are checked, so that one
+    inflate gives both: a deep read, and a retag that verifies (the relabelled copy's facts come free).
+
+    Call it on a member (any thread); :meth:`facts` then gives the wheel's facts, raising the first
+    member's inspection failure in member order. ``None`` from :meth:`for_wheel` where a member may not
+    be inflated whole (a bomb): RECORD is still checked, streaming, and the caller inspects nothing.
+    """
+
+    def __init__(self, rec: Record, natives: list[zipfile.ZipInfo]) -> None:
+        self.rec, self.natives = rec, natives
+        self.names = frozenset(i.orig_filename for i in natives)
+        self.outcomes: dict[str, BinaryFacts | LibrarianError] = {}
+
+    @classmethod
+    def for_wheel(cls, rec: Record) -> Inspector | None:
+        """The inspector of ``rec``'s wheel, or ``None`` where a member is a bomb (not to be inflated whole)."""
+        natives = [i for i in rec.w.infos if inspected(i)]
+        return None if first_bomb(natives, rec.w.path.name) is not None else cls(rec, natives)
+
+    def __call__(self, info: zipfile.ZipInfo) -> None:
+        _inspect_checked(self.rec, info, outcomes=self.outcomes)
+
+    def facts(self, filename: str) -> WheelFacts:
+        """The facts of every inspected member, named ``filename``; the first failure (member order) raises."""
+        found = [self.outcomes[i.orig_filename] for i in self.natives]
+        if failure := next((o for o in found if isinstance(o, LibrarianError)), None):
+            raise failure
+        return WheelFacts(filename, tuple(o for o in found if isinstance(o, BinaryFacts)))
+
+
 class _Source:
     """A member's checked plain bytes; remembers a failure of the RECORD check itself (not inspection's)."""
 

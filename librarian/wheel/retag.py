@@ -8,19 +8,23 @@ renamed into place at the end.
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import logging
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from librarian import progress
 from librarian.coords import Label, WheelName
-from librarian.errors import Refused
+from librarian.errors import LibrarianError, Refused
+from librarian.facts import WheelFacts
 from librarian.pool import Pipeline, jobs_for
 from librarian.safeio import atomic_output
 from librarian.wheel import zipraw, zipwriter
+from librarian.wheel.deep import Inspector
 from librarian.wheel.record import (
     Checks,
     Record,
@@ -89,22 +93,35 @@ def retag(
     With ``verify``, members are checked against RECORD by ``jobs`` threads (default: the cores available)
     while this one copies their raw bytes; the output is the same bytes whatever ``jobs`` is.
     """
-    return retag_with_directory(src, label, out_dir, relabel=relabel, verify=verify, jobs=jobs)[0]
+    return retag_with_directory(src, label, out_dir, relabel=relabel, verify=verify, jobs=jobs).path
+
+
+@dataclass(frozen=True, slots=True)
+class Rewritten:
+    """What a retag wrote: the new wheel, its central directory (for a reader not to parse it again), and
+    its binaries' facts, read from the very bytes RECORD was checked on (``None``: not verified, or a
+    member too big to inflate whole)."""
+
+    path: Path
+    directory: zipraw.Directory | None
+    facts: WheelFacts | None
+    unread: LibrarianError | None = None  # why the binaries could not be read, where they could not
 
 
 def retag_with_directory(
     src: Path, label: Label, out_dir: Path, *, relabel: bool = False, verify: bool = True, jobs: int | None = None,
     repair_tags: bool = False,
-) -> tuple[Path, zipraw.Directory | None]:  # fmt: skip
+) -> Rewritten:  # fmt: skip
     """:func:`retag`, and the central directory it wrote (``None`` where it wrote none: already labelled),
-    so that a reader of the new wheel need not parse it again (:func:`~librarian.wheel.wheelfile.open_wheel`).
+    so that a reader of the new wheel need not parse it again (:func:`~librarian.wheel.wheelfile.open_wheel`);
+    with ``verify``, the facts of its binaries too (each inflated once, for RECORD and inspection alike).
 
     ``repair_tags``: WHEEL's ``Tag:`` lines are rewritten to the filename's (the wheel is rewritten even
     when it carries the label already)."""
     name = parse_filename(src)
     out_dir.mkdir(parents=True, exist_ok=True)
     if name.label == label and not repair_tags:
-        return _already(src, out_dir, verify, jobs), None
+        return Rewritten(_already(src, out_dir, verify, jobs), None, None)
     if name.version.local is not None and not relabel and name.label != label:
         _refuse_relabel(src, name, label)
     new_name = name.with_label(label)
@@ -132,33 +149,48 @@ def retag_with_directory(
             rewritten[wheel_info.orig_filename] = _rewrite_tags(w.read_small(wheel_info), new_name)
         replaced = {**rewritten, f"{w.dist_info}/RECORD": _new_record(w, record.rows, renames, rewritten)}
         size = src.stat().st_size
+        inspector = Inspector.for_wheel(record) if verify else None
         with atomic_output(dest) as out, progress.task(f"retag {src.name}", total=size) as bar:
             writer = zipwriter.RawZipWriter(out)
             if verify and jobs_for(jobs) > 1:
                 with Pipeline(jobs_for(jobs), "record") as pipeline:
                     checks = Checks(record, pipeline)
                     try:
-                        _write(record, writer, renames, replaced, checks, bar)
+                        _write(record, writer, renames, replaced, checks, bar, inspector)
                     finally:
                         pipeline.drain()  # an earlier member's failure is the one to report
             else:
-                _write(record, writer, renames, replaced, verify, bar)
-    return dest, writer.directory()
+                _write(record, writer, renames, replaced, verify, bar, inspector)
+            facts, unread = None, None
+            if inspector is not None:
+                try:
+                    facts = inspector.facts(dest.name)
+                except LibrarianError as e:  # a binary the readers refuse: retag's job is done all the same
+                    unread = e
+    return Rewritten(dest, writer.directory(), facts, unread)
 
 
 def _write(
     record: Record, writer: zipwriter.RawZipWriter, renames: dict[str, str], replaced: dict[str, bytes],
-    verify: bool | Checks, bar: progress.Task,
+    verify: bool | Checks, bar: progress.Task, inspector: Inspector | None = None,
 ) -> None:
     """Every member of the wheel in order, renamed; ``replaced`` ones rewritten, the rest copied raw.
 
-    ``verify``: check RECORD on the way (``True``: in this thread; a :class:`Checks`: on its threads).
+    ``verify``: check RECORD on the way (``True``: in this thread; a :class:`Checks`: on its threads);
+    ``inspector``: native members are checked by it instead, which inspects the same plain bytes.
     """
     w = record.w
     for info in w.infos:
         member = info.orig_filename
         new_member = _rename(member, renames)
-        if member in replaced:
+        if inspector is not None and member in inspector.names and member not in replaced:
+            record.expected(member)  # a missing row raises in member order
+            if isinstance(verify, Checks):
+                verify.submit(functools.partial(inspector, info))
+            else:
+                inspector(info)
+            writer.add_raw(info, progress.counted(w.raw(info), bar), name=new_member)
+        elif member in replaced:
             writer.add_bytes(info, replaced[member], name=new_member)
             bar.advance(info.compress_size)
         elif member.startswith(f"{w.dist_info}/") and member.rpartition("/")[2] in SIGNATURES:
