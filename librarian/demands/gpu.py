@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from librarian.coords import ArchKind, GpuArch, MajorMinor, format_version
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
 from librarian.demands.members import NO_DEVICE_CODE, DeviceCode, Member, device_code, loading, names
+from librarian.facts import arch_order
 from librarian.machine import Machine
 
 NO_KERNEL_IMAGE = "CUDA error: no kernel image is available for execution on the device"
@@ -83,7 +84,7 @@ class GpuNeed:
     @property
     def text(self) -> str:
         """``sm_80, sm_86, compute_90``: every arch any member offers."""
-        archs = dict.fromkeys(a for m in self.code.all_members for a in (*m.sass, *m.ptx))
+        archs = sorted({a for m in self.code.all_members for a in (*m.sass, *m.ptx)}, key=arch_order)
         return ", ".join(str(a) for a in archs) or ("no runnable GPU code" if not self.code.empty else "no GPU code")
 
 

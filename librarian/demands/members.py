@@ -15,7 +15,7 @@ import posixpath
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from librarian.coords import GpuArch, MajorMinor, format_version
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
@@ -144,11 +144,21 @@ class DeviceCode:
 NO_DEVICE_CODE = DeviceCode((), ())
 
 
+def own_package(facts: WheelFacts) -> str | None:
+    """The wheel's own import package (``sgl_kernel/`` of sgl_kernel-*.whl), where its members sit in one;
+    extension modules elsewhere (a vendored package's binding, ``_mscclpp.*.so`` at the top) are not its own."""
+    stem = facts.filename.split("-", 1)[0].lower()
+    return stem if any(b.path.lower().startswith(stem + "/") for b in facts.binaries) else None
+
+
 def device_code(facts: WheelFacts) -> DeviceCode:
     """Group a wheel's device-code members into fixed ones and CUDA-line alternatives."""
     never = never_loaded(facts)
+    package = own_package(facts)
     # A stub without kernels serves no GPU and blocks none: it is no device-code member at all.
     members = [Member.from_binary(b) for b in facts.binaries if b.has_kernels and b.path not in never]
+    if package is not None:
+        members = [m if m.path.lower().startswith(package + "/") else replace(m, own=False) for m in members]
     groups: dict[tuple[str, str], list[Member]] = defaultdict(list)
     for m in members:
         if m.cuda_token is not None:

@@ -11,6 +11,7 @@ from librarian.demands import CellFit, Claim, ClaimKind, Judgement, Said, Wheel,
 from librarian.errors import BadInput, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
 from librarian.machine import Machine
+from librarian.wheel import zipraw
 from librarian.wheel.binaries import inspect_path, inspect_wheel
 from librarian.wheel.wheelfile import check_archive, read_wheel_info, said_of
 
@@ -46,9 +47,10 @@ def inspect_file(path: Path, *, jobs: int | None = None) -> Inspection:
         wheel = Wheel(_BARE, facts)
         return Inspection(path, None, facts, judge(wheel, Machine()), cells(wheel))
     # A crafted zip is refused in one line before zipfile-based readers see it; its directory is read once.
-    facts = inspect_wheel(path, jobs=jobs, directory=check_archive(path))
+    directory = check_archive(path)
+    facts = inspect_wheel(path, jobs=jobs, directory=directory)
     name = WheelName.parse(path.name)
-    said, unreadable = _said(path)
+    said, unreadable = _said(path, directory)
     wheel = Wheel(name, facts, said=said)
     found = claims(wheel)
     if unreadable:
@@ -56,10 +58,10 @@ def inspect_file(path: Path, *, jobs: int | None = None) -> Inspection:
     return Inspection(path, name, facts, judge(wheel, Machine()), cells(wheel), found)
 
 
-def _said(path: Path) -> tuple[Said | None, Claim | None]:
+def _said(path: Path, directory: zipraw.Directory) -> tuple[Said | None, Claim | None]:
     """What METADATA and WHEEL say; a wheel whose dist-info cannot be read is still inspected, and says so."""
     try:
-        return said_of(read_wheel_info(path)), None
+        return said_of(read_wheel_info(path, None, directory)), None
     except BadWheel as e:
         return None, Claim(ClaimKind.DIST_INFO, str(e).removeprefix(f"{path}: "))
 

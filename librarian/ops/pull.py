@@ -187,6 +187,14 @@ def _how(c: Candidate, wants: Wants) -> str:
     return f"{serving}" + (" (driver not checked; pass --driver)" if unchecked else "")
 
 
+def _nearness(c: Candidate, wants: Wants) -> tuple[bool, bool, int]:
+    """Which copy of the same wheel to take: the one filed for this GPU, else one filed for a GPU whose
+    code this one runs (same major, not newer), else the nearest."""
+    sm = c.entry.cell.sm
+    below = sm.major == wants.sm.major and sm.number <= wants.sm.number
+    return sm == wants.sm, below, -abs(sm.number - wants.sm.number)
+
+
 def best_compatible(candidates: Sequence[Candidate], wants: Wants) -> Candidate | None:
     """Pure: the best wheel that runs here by NVIDIA's rules: SASS over PTX, the same CUDA line, then newest."""
     scored = [c for c in candidates if c.compatible]
@@ -213,8 +221,7 @@ def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants, *, compat
             listed = ", ".join("cu" + format_cuda(c) for c in sorted(cudas))
             note = f"{package}: several CUDA lines fit ({listed}); took cu{format_cuda(newest)} (pass --cuda to choose)"
             exact = [c for c in exact if c.entry.cell.label.cuda == newest]
-        best = max(exact, key=lambda c: (c.entry.name.version, -_tag_rank(c.entry, wants.tags),
-                                         c.entry.cell.sm == wants.sm, c.entry.cell.sm.number))  # fmt: skip
+        best = max(exact, key=lambda c: (c.entry.name.version, -_tag_rank(c.entry, wants.tags), *_nearness(c, wants)))
         if best.entry.cell.sm != wants.sm:  # filed by hand under fewer GPUs than its code runs on natively
             where = f"took {best.entry.filename}, filed under sm{best.entry.cell.sm.sm}"
             note = "; ".join(filter(None, (note, f"{package}: {where}; it runs here by {_how(best, wants)}")))

@@ -240,11 +240,12 @@ def open_wheel(
                 zf.close()
 
 
-def read_wheel_info(path: Path, name: WheelName | None = None) -> WheelInfo:
+def read_wheel_info(path: Path, name: WheelName | None = None, directory: zipraw.Directory | None = None) -> WheelInfo:
     """Open ``path`` safely and read its names, METADATA, WHEEL tags and members (payload not inflated).
 
-    ``name`` is the wheel's filename when the file has another (a download's temp name)."""
-    with open_wheel(path, name) as w:
+    ``name`` is the wheel's filename when the file has another (a download's temp name); ``directory``
+    as for :func:`open_wheel` (not parsed again)."""
+    with open_wheel(path, name, directory) as w:
         return info_of(w)
 
 
