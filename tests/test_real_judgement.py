@@ -1,0 +1,96 @@
+"""One judgement on the real wheels issue 20 names, from PyPI (opt-in: ``pytest -m network``).
+
+bitsandbytes 0.50.2 (one library per CUDA line, Intel XPU and ROCm libraries), cupy-cuda12x 14.2.0 and
+sgl-kernel (WHEEL says ``linux_*`` where the filename says ``manylinux2014_*``; sgl-kernel's own extension
+modules beside vendored mscclpp), nvidia-cufft-cu12 (libcufftw's stub cubin), xformers 0.0.35 (an
+unlabelled wheel that links torch).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Run
+from tests.test_real_wheels import _download
+
+pytestmark = pytest.mark.network
+
+ARM = ("--python", "3.12", "--platform", "manylinux_2_28_aarch64", "--driver", "12.9")
+X86 = ("--python", "3.12", "--driver", "12.8")
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    where = tmp_path_factory.mktemp("real-judgement")
+    return {
+        "bitsandbytes": _download("bitsandbytes==0.50.2", "manylinux_2_24_x86_64", where / "bnb"),
+        "cupy": _download("cupy-cuda12x==14.2.0", "manylinux2014_x86_64", where / "cupy"),
+        "sgl": _download("sgl-kernel==0.3.21", "manylinux2014_aarch64", where / "sgl"),
+        "cufft": _download("nvidia-cufft-cu12==11.4.1.4", "manylinux2014_x86_64", where / "cufft"),
+        "xformers": _download("xformers==0.0.35", "manylinux_2_28_x86_64", where / "xformers"),
+    }
+
+
+def doctor(run: Run, wheel: Path, *flags: str) -> dict[str, object]:
+    result = run("doctor", str(wheel), *flags, "--json")
+    assert result.code in (0, 1), result.err
+    return json.loads(result.out)["wheels"][0]  # type: ignore[no-any-return]
+
+
+def verdict(report: dict[str, object], demand: str) -> dict[str, object]:
+    return next(v for v in report["verdicts"] if v["demand"] == demand)  # type: ignore[attr-defined,no-any-return]
+
+
+def test_bitsandbytes_one_answer(run: Run, wheels: dict[str, Path]) -> None:
+    whl = wheels["bitsandbytes"]
+    report = doctor(run, whl, "--sm", "89", "--torch", "2.9", "--cuda", "12.8", "--glibc", "2.31", *X86)
+    assert report["runs"] is True, report  # the XPU library's GLIBC_2.32 is not this machine's business
+    never = {n["member"].rsplit("/", 1)[-1]: n["why"] for n in report["never_loaded"]}  # type: ignore[attr-defined]
+    assert never["libbitsandbytes_xpu2025.so"] == "for Intel XPU GPUs"
+    assert never["libbitsandbytes_rocm64.so"] == "for AMD ROCm GPUs"
+    assert never["libbitsandbytes_cpu.so"] == "the CPU-only build of a CUDA library"
+    assert never["libbitsandbytes_cuda132.so"] == "another CUDA line's build"
+    published = run("publish", str(whl), "--torch", "2.9", "--cuda", "12.8")  # the 12.8 build is 12.8's
+    assert published.code == 0, published.err
+    assert run("verify", "--deep").code == 0
+    pulled = run("pull", "bitsandbytes", "--sm", "87", "--torch", "2.9", "--cuda", "12.8", *X86, "-o", "out")
+    assert pulled.code == 0 and "filed under sm86; it runs here by compatible sm_86 SASS" in pulled.err, pulled
+
+
+def test_a_wheel_file_that_disagrees_with_its_filename_is_reported_and_repaired(
+    run: Run, wheels: dict[str, Path]
+) -> None:
+    whl = wheels["cupy"]
+    seen = run("inspect", str(whl))
+    assert "! WHEEL Tag: cp312-cp312-linux_x86_64, filename says cp312-cp312-manylinux2014_x86_64" in seen.out
+    published = run("publish", str(whl), "--torch", "2.9", "--cuda", "12.8")
+    assert published.code == 0, published.err
+    assert "WHEEL's Tag lines disagree with its filename; publish wrote the filename's" in published.err
+    assert run("verify", "--deep").code == 0
+
+
+@pytest.mark.parametrize(("sm", "runs"), [("90", True), ("100", True), ("103", False), ("121", False)])
+def test_sgl_kernel_is_judged_by_its_own_extension_modules(run: Run, wheels: dict[str, Path], sm: str, runs: bool) -> None:
+    report = doctor(run, wheels["sgl"], "--sm", sm, "--torch", "2.9", "--cuda", "12.8", *ARM)
+    gpu = verdict(report, "gpu")
+    assert gpu["ok"] is runs, gpu  # on 10.3 and 12.1 only mscclpp's (vendored) PTX has code
+    if not runs:
+        assert "its own extension modules decide" in str(gpu["reason"])
+    stub = next(n for n in report["loads"] if n.endswith("spatial_ops.abi3.so"))  # type: ignore[attr-defined]
+    assert stub not in gpu["partly"]  # type: ignore[operator]  # cubins with no kernel: serves and blocks nothing
+
+
+def test_libcufftw_s_stub_cubin_does_not_make_cufft_run_partly(run: Run, wheels: dict[str, Path]) -> None:
+    report = doctor(run, wheels["cufft"], "--sm", "90", "--torch", "2.9", "--cuda", "12.8", *X86)
+    assert report["runs"] is True and report["partly"] == [], report["partly"]
+    assert report["native"] is True
+
+
+def test_the_machine_s_torch_is_shown_for_an_unlabelled_wheel_that_links_torch(
+    run: Run, wheels: dict[str, Path]
+) -> None:
+    torch = verdict(doctor(run, wheels["xformers"], "--sm", "89", "--torch", "2.9", "--cuda", "12.8", *X86), "torch")
+    assert torch["ok"] is None and torch["machine_has"] == "torch 2.9"
