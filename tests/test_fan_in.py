@@ -161,3 +161,35 @@ def test_reindex_restores_a_lost_metadata_file(run: Run, store: tuple[str, LoopH
     assert tree(repo, tmp_path, hub)[lost] == original  # the very bytes pip was promised (the index's sha256)
     assert run("verify", "--repo", repo).code == 0
     assert "nothing to reindex" in run("reindex", "--repo", repo).out
+
+
+def _write(repo: str, tmp_path: Path, hub: LoopHub | None, path: str, data: bytes) -> None:
+    if hub is not None:
+        HfApi().upload_file(path_or_fileobj=data, path_in_repo=path, repo_id=REPO_ID, repo_type="dataset")
+    else:
+        (tmp_path / repo / path).write_bytes(data)
+
+
+def test_reindex_repairs_a_bad_entry_and_refresh_rewrites_every_entry(
+    run: Run, store: tuple[str, LoopHub | None], tmp_path: Path
+) -> None:
+    repo, hub = store
+    create = ("--create",) if hub else ()
+    assert run("publish", *job_wheels(tmp_path / "dist", 0), *COMBO, "--repo", repo, *create).code == 0
+    files = tree(repo, tmp_path, hub)
+    shard_path = next(p for p in files if p.startswith("index/") and p.endswith(".json"))
+    shard = json.loads(files[shard_path])
+    bad = shard["wheels"][0]
+    bad["size"] = "many"  # one entry fails its checks; its package's other entry stays usable
+    _write(repo, tmp_path, hub, shard_path, (json.dumps(shard, indent=1, sort_keys=True) + "\n").encode())
+    found = run("verify", "--repo", repo)
+    assert found.code == 1 and f"{bad['path']}: index entry fails its checks" in found.out
+    package = shard["package"]
+    listed = run("ls", package, "--repo", repo, "--json")
+    assert listed.code == 0 and "skipped an index entry" in listed.err
+    repaired = run("reindex", "--repo", repo)
+    assert repaired.code == 0 and f"repaired  {bad['path']}" in repaired.out, repaired.out + repaired.err
+    assert run("verify", "--repo", repo, "--deep").code == 0
+    refreshed = run("reindex", "--refresh", "--repo", repo)
+    assert refreshed.code == 0, refreshed.out + refreshed.err
+    assert run("verify", "--repo", repo, "--deep").code == 0
