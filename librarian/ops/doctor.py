@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from librarian.coords import WheelName, format_dotted, format_version
-from librarian.demands import Judgement, Runs, Said, Verdict, Wheel, judge
+from librarian.demands import Judgement, Runs, Verdict, Wheel, judge
 from librarian.errors import Refused
 from librarian.facts import WheelFacts
 from librarian.machine import Machine, Probed, format_glibcxx
@@ -49,12 +49,12 @@ class DoctorReport:
         return self.judgement.failures
 
 
-def diagnose(facts: WheelFacts, machine: Machine, said: Said | None = None) -> DoctorReport:
+def diagnose(facts: WheelFacts, machine: Machine) -> DoctorReport:
     """Judge already-read facts; reads the installed torch's exports only if the wheel needs torch symbols."""
     if any(b.torch_symbols for b in facts.binaries):
         machine = with_torch_exports(machine)
     name = WheelName.parse(facts.filename)
-    return DoctorReport(name, facts, machine, judge(Wheel(name, facts, said=said), machine))
+    return DoctorReport(name, facts, machine, judge(Wheel(name, facts), machine))
 
 
 def doctor(wheel: Path, machine: Machine) -> DoctorReport:
