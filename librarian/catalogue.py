@@ -1,7 +1,9 @@
 """Everything a store generates from its index: the index files and the per-combo pip pages. Pure.
 
-A pip page lists the wheels of one (sm, torch, CUDA) group only: pip picks the highest version, and a
-page mixing combos would hand a cu130 wheel to a cu128 machine because ``+cu130`` sorts higher.
+A pip page lists the wheels that serve one (sm, torch, CUDA) group only: pip picks the highest version, and
+a page mixing combos would hand a cu130 wheel to a cu128 machine because ``+cu130`` sorts higher. A wheel
+filed for another combo is listed where the judgement says its bytes serve this one (within a version, the
+label of the very combo sorts highest, so pip takes the wheel built for it).
 Links are relative, so the same page works in a local directory (``--find-links wheelhouse/pages/...``)
 and on the Hub (``--find-links https://.../resolve/main/pages/...``).
 """
@@ -13,8 +15,9 @@ import posixpath
 from collections import defaultdict
 from urllib.parse import quote
 
-from librarian.coords import format_version
+from librarian.coords import Label, MajorMinor, format_version
 from librarian.coverage import coverage, render_coverage
+from librarian.demands import Wheel, bound_to_its_torch_line, serves_line
 from librarian.index import ROOT, Index, IndexEntry, render_index, shard_path
 
 PAGES_DIR = "pages"
@@ -25,11 +28,44 @@ def page_path(entry: IndexEntry) -> str:
     return f"{PAGES_DIR}/sm{entry.cell.sm.sm}-{entry.cell.label.combo}.html"
 
 
-def render_pages(index: Index) -> dict[str, bytes]:
-    """One find-links page per (sm, torch, CUDA) group, by store path."""
+def page_entries(index: Index) -> dict[str, list[IndexEntry]]:
+    """Each page's wheels: those filed for its (sm, torch, CUDA) combo, and those of the same GPU filed for
+    another combo whose bytes serve it too (no torch linked, torch's stable ABI, an older CUDA minor, a
+    build per CUDA line), as pull would take them. Pages exist only for the combos the store files."""
     groups: dict[str, list[IndexEntry]] = defaultdict(list)
+    combos: dict[str, set[tuple[MajorMinor, MajorMinor]]] = defaultdict(set)
     for entry in index.entries:
         groups[page_path(entry)].append(entry)
+        combos[entry.cell.sm.sm].add((entry.cell.label.torch, entry.cell.label.cuda))
+    # Within a version, the wheel built for the very combo is the one pip must take: no other is listed beside it.
+    native = {path: {(e.cell.package, e.name.version.public, e.name.tag_text) for e in entries} for path, entries in groups.items()}
+    asked: dict[tuple[str, MajorMinor, MajorMinor], bool] = {}  # the same bytes in many cells: judged once
+    exact: dict[str, bool] = {}
+    for entry in index.entries:
+        own = (entry.cell.label.torch, entry.cell.label.cuda)
+        others = sorted(combos[entry.cell.sm.sm] - {own})
+        if not others:
+            continue
+        wheel = Wheel(entry.name, entry.facts, filed_for=entry.cell.sm)
+        if entry.sha256 not in exact:
+            exact[entry.sha256] = bound_to_its_torch_line(wheel)
+        for torch_line, cuda_line in others:
+            if exact[entry.sha256] and torch_line != own[0]:
+                continue
+            page = f"{PAGES_DIR}/sm{entry.cell.sm.sm}-{Label(cuda_line, torch_line).combo}.html"
+            if (entry.cell.package, entry.name.version.public, entry.name.tag_text) in native[page]:
+                continue
+            key = (entry.sha256, torch_line, cuda_line)
+            if key not in asked:
+                asked[key] = serves_line(wheel, torch_line, cuda_line) is not None
+            if asked[key]:
+                groups[page].append(entry)
+    return groups
+
+
+def render_pages(index: Index) -> dict[str, bytes]:
+    """One find-links page per (sm, torch, CUDA) group, by store path."""
+    groups = page_entries(index)
     pages: dict[str, bytes] = {}
     for path, entries in sorted(groups.items()):
         title = html.escape(posixpath.basename(path).removesuffix(".html"))

@@ -65,6 +65,9 @@ class BinaryFacts:
     soname: str | None = None
     rpath: tuple[str, ...] = ()  # DT_RPATH / DT_RUNPATH entries
     torch_symbols: tuple[str, ...] = ()  # undefined symbols it needs from libtorch / libc10 (mangled)
+    # Whether ``torch_symbols`` is what the bytes import (False: facts from an index written before the
+    # index kept them; a member that links torch then counts as bound to its exact torch line).
+    torch_symbols_read: bool = True
     # Sections outside .nv_fatbin / __nv_relfatbin whose fatbin blobs were found by a magic scan and
     # counted as executable (libcufft's ".ldata": it loads them with cuModuleLoadData), or "(whole file)"
     # for an ELF file without section headers.
@@ -98,7 +101,7 @@ class BinaryFacts:
 
     @property
     def links_torch(self) -> bool:
-        """Whether it links libtorch / libc10 (and so is bound to one torch build)."""
+        """Whether it links libtorch / libc10 (bound to one torch line, or by its stable ABI to later ones too)."""
         return any(lib.startswith(("libc10", "libtorch")) for lib in self.needed)
 
 
@@ -149,6 +152,10 @@ def _archs(values: object) -> tuple[GpuArch, ...]:
     return tuple(GpuArch.parse(str(v)) for v in values)
 
 
+def _links_torch(needed: object) -> bool:
+    return isinstance(needed, list) and any(str(lib).startswith(("libc10", "libtorch")) for lib in needed)
+
+
 def facts_to_json(facts: WheelFacts) -> dict[str, object]:
     """The facts as the index stores them (GPU archs written ``sm_89``, ``compute_80``)."""
     return {
@@ -174,6 +181,9 @@ def facts_to_json(facts: WheelFacts) -> dict[str, object]:
                 **({"embedded": list(b.embedded)} if b.embedded else {}),
                 **({"extension": b.extension} if b.extension is not None else {}),
                 **({"no_kernels": True} if b.no_kernels else {}),
+                # The symbol that binds a member to one torch line, if any (the first: one is proof enough,
+                # and xformers imports thousands): what the torch demand reads back from the index.
+                **({"torch_symbols": list(b.torch_symbols[:1])} if b.links_torch or b.torch_symbols else {}),
             }
             for b in facts.binaries
         ],
@@ -181,7 +191,7 @@ def facts_to_json(facts: WheelFacts) -> dict[str, object]:
 
 
 def facts_from_json(filename: str, data: Mapping[str, Any]) -> WheelFacts:
-    """Facts back from the index (without the torch symbols, which the index does not keep)."""
+    """Facts back from the index (of the torch symbols, the one that binds a member, where it kept it)."""
     binaries = []
     for b in data.get("binaries", []):
         toolkit = _parse_mm(b.get("toolkit"))
@@ -203,6 +213,9 @@ def facts_from_json(filename: str, data: Mapping[str, Any]) -> WheelFacts:
                 embedded=tuple(b.get("embedded", ())),
                 extension=b["extension"] if isinstance(b.get("extension"), bool) else None,
                 no_kernels=b.get("no_kernels") is True,
+                torch_symbols=tuple(str(x) for x in b.get("torch_symbols", ())),
+                # Written for every member that links torch since schema 2: absent there, it was not kept.
+                torch_symbols_read="torch_symbols" in b or not _links_torch(b.get("needed", ())),
             )
         )
     return WheelFacts(filename, tuple(binaries))

@@ -32,13 +32,13 @@ from librarian.errors import BadInput, StoreError
 from librarian.facts import WheelFacts, facts_from_json, facts_to_json
 from librarian.layout import Layout, check_path_part, check_store_path
 
-# 2: entries may record ``overrides`` (the publish flags that accepted a claim) and binaries ``extension``
-# and ``no_kernels``. Schema-1 indexes read as they are (an entry without the new fields overrode nothing),
+# 2: entries may record ``overrides`` (the publish flags that accepted a claim) and binaries ``extension``,
+# ``no_kernels`` and ``torch_symbols`` (the one that binds a member to its torch line). Schema-1 indexes read as they are (an entry without the new fields overrode nothing),
 # and a shard is written at 2 only when an entry of it uses them, so an older store stays byte-identical
 # (and verify-clean) until something new is written to it; the root is at the highest of its shards.
 SCHEMA = 2
 READABLE_SCHEMAS = (1, 2)
-_SCHEMA_2_BINARY_FIELDS = ("extension", "no_kernels")
+_SCHEMA_2_BINARY_FIELDS = ("extension", "no_kernels", "torch_symbols")
 ROOT = "index.json"
 # Limits on what an index file may hold, so hostile content fails in one line instead of exhausting
 # memory or the stack. A shard of 100,000 wheels with facts is some 200 MB.

@@ -82,3 +82,12 @@ class UnseekableSink(io.RawIOBase):
 
     def write(self, b: bytes) -> int:  # type: ignore[override]
         return self.buf.write(b)
+
+
+def torch_extension_so(seed: bytes = b"") -> bytes:
+    """A tiny ELF ``.so`` that links libc10 and imports one mangled c10 symbol: a torch extension bound to
+    the one torch line it was built for (what gc prunes by torch line). ``seed`` makes its bytes differ."""
+    from tests.cuda_fixtures import SHT_PROGBITS, elf_bytes
+
+    return elf_bytes(needed=("libc10.so",), symbols={"_ZN3c106detail14torchCheckFailEPKcS2_jRKSs": False},
+                     sections=((".comment", SHT_PROGBITS, seed),))  # fmt: skip

@@ -134,11 +134,9 @@ def test_pull_exact_and_explained_miss(run: Run, published: Path, tmp_path: Path
     got = run("pull", "TinyKern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64", "-o", "out")
     assert got.code == 0, got.err
     assert (tmp_path / "out" / FILE).read_bytes() == (published / CELL / FILE).read_bytes()
-    miss = run("pull", "tinykern", "--sm", "89", "--torch", "2.9", "--python", "3.11", "--platform", "linux_x86_64", "-o", "out2")
-    assert miss.code == 1
-    assert miss.err.startswith("librarian: error: tinykern: no wheel in wheelhouse for sm89, torch 2.9")
-    assert "another torch line: 2.8, not 2.9" in miss.err
-    assert not (tmp_path / "out2").exists() or not list((tmp_path / "out2").iterdir())
+    # It links no torch (a plain ELF file): torch 2.9 runs it too, and pull says why it took a 2.8 build.
+    later = run("pull", "tinykern", "--sm", "89", "--torch", "2.9", "--python", "3.11", "--platform", "linux_x86_64", "-o", "out2")
+    assert later.code == 0 and "(built for torch 2.8, cu128): the wheel does not link torch" in later.err
     py = run("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.12", "--platform", "linux_x86_64", "-o", "out3")
     assert py.code == 1 and "another Python: cp311, this interpreter is cp312" in py.err
     # It carries no GPU code: filed under sm89 by --sm, it runs on any GPU, and pull says where it was filed.

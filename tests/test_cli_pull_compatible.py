@@ -103,7 +103,8 @@ def test_compatible_takes_the_newest_at_the_same_match(run: Run, sos: dict[str, 
 @pytest.mark.parametrize(
     ("flags", "why"),
     [
-        (("--torch", "2.8", "--cuda", "12.8", "--python", "3.11"), "another torch line: 2.9, not 2.8"),
+        # it links no torch, so no torch line blocks it: its CUDA 13 runtime does, on a CUDA 12.8 torch
+        (("--torch", "2.8", "--cuda", "12.8", "--python", "3.11"), "another CUDA line: cu130, not cu128"),
         ((*LINE, "--python", "3.12"), "another Python: cp311, this interpreter is cp312"),
     ],
 )

@@ -12,16 +12,21 @@ from tests.demand_builders import NAME, machine, so, verdict_for, wheel
 
 # --- CUDA ---------------------------------------------------------------------------------------------------
 
+T = ("libc10.so",)  # a torch extension: built against its torch's CUDA line, the label's
 CUDA_CASES = [
     # wheel label, needed, torch cuda, driver, ok, what the reason or error names
-    ("cu128torch2.8", (), "12.8", "12.8", True, ""),
-    ("cu126torch2.8", (), "12.8", "12.8", True, "minor-version"),
-    ("cu128torch2.8", (), "12.6", "12.8", False, "newer CUDA runtime"),
-    ("cu118torch2.8", (), "12.8", "12.8", False, "libcudart.so.11"),
-    ("cu128torch2.8", ("libcudart.so.11.0",), "12.8", "12.8", False, "links libcudart.so.11,"),
-    ("cu128torch2.8", (), "12.8", "11.8", False, DRIVER_TOO_OLD),
-    ("cu128torch2.8", (), "12.8", "12.0", True, ""),  # minor-version compatibility of the driver
-    ("cu128torch2.8", (), None, "12.8", None, "--cuda"),
+    ("cu128torch2.8", T, "12.8", "12.8", True, ""),
+    ("cu126torch2.8", T, "12.8", "12.8", True, "minor-version"),
+    ("cu128torch2.8", T, "12.6", "12.8", False, "newer CUDA runtime"),
+    ("cu118torch2.8", T, "12.8", "12.8", False, "libcudart.so.11"),
+    ("cu128torch2.8", (*T, "libcudart.so.11.0"), "12.8", "12.8", False, "links libcudart.so.11,"),
+    ("cu128torch2.8", T, "12.8", "11.8", False, DRIVER_TOO_OLD),
+    ("cu128torch2.8", T, "12.8", "12.0", True, ""),  # minor-version compatibility of the driver
+    ("cu128torch2.8", T, None, "12.8", None, "--cuda"),
+    # no torch: its own runtime binds it (one major, from the minor it was built for up), else only the driver
+    ("cu118torch2.8", (), "12.8", "12.8", True, "only the driver runs its code"),
+    ("cu130torch2.9", ("libcudart.so.13",), "12.8", "13.0", False, "links libcudart.so.13"),
+    ("cu126torch2.8", ("libcudart.so.12",), "12.8", "12.8", True, "minor-version"),
 ]
 
 

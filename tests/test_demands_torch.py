@@ -11,6 +11,9 @@ from tests.demand_builders import machine, so, verdict_for, wheel
 # --- torch --------------------------------------------------------------------------------------------------
 
 
+C10 = "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs"  # a mangled c10 symbol: bound to one torch line
+
+
 def test_torch_minor_must_match() -> None:
     facts = wheel(so(sass="sm_89", needed=("libc10.so",), torch_symbols=("_ZN3c104Half3fooEv",)))
     assert verdict_for(Demand.TORCH, facts, machine(torch="2.8")).ok is True
@@ -33,7 +36,7 @@ def test_torch_cxx11_abi_from_a_flash_attn_label() -> None:
     name = "flash_attn-2.8.3+cu12torch2.8cxx11abiFALSE-cp312-cp312-linux_x86_64.whl"
     info = TorchInfo("2.8.0+cu128", (12, 8), True)
     m = replace(machine(), torch=Probed.found(info, "test"))
-    v = verdict_for(Demand.TORCH, wheel(so(needed=("libc10.so",)), name=name), m, name)
+    v = verdict_for(Demand.TORCH, wheel(so(needed=("libc10.so",), torch_symbols=(C10,)), name=name), m, name)
     assert v.ok is False and "cxx11abi" in v.reason
 
 
@@ -42,7 +45,8 @@ def test_torch_unknown_and_not_needed() -> None:
     assert v.ok is None and "--torch" in v.reason
     plain = "kern-1.0-cp312-cp312-linux_x86_64.whl"
     assert verdict_for(Demand.TORCH, wheel(so(), name=plain), machine(torch=None), plain).ok is True
-    unlabelled = verdict_for(Demand.TORCH, wheel(so(needed=("libc10.so",)), name=plain), machine(), plain)
-    assert unlabelled.ok is None and "retag" in unlabelled.reason
+    exact = so(needed=("libc10.so",), torch_symbols=(C10,))
+    unlabelled = verdict_for(Demand.TORCH, wheel(exact, name=plain), machine(), plain)
+    assert unlabelled.ok is None and "retag" in unlabelled.reason and unlabelled.machine_has == "torch 2.8"
 
 

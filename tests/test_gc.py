@@ -9,10 +9,11 @@ from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label
 from librarian.index import Index, IndexEntry
 from librarian.ops.gc import GcPolicy, plan_gc
-from tests.builders import make_wheel
+from tests.builders import make_wheel, torch_extension_so
 from tests.conftest import Run
 
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
+EXT = {"tinykern/__init__.py": b"", "tinykern/_C.so": torch_extension_so()}  # bound to its torch line
 
 
 def entry(torch: str = "2.9", version: str = "1.0", sm: str = "89", py: str = "cp312", added: str = "2026-11-01T00:00:00Z") -> IndexEntry:
@@ -61,7 +62,7 @@ def test_policies_combine() -> None:
 
 def test_scheduled_gc_scenario(run: Run, tmp_path: Path) -> None:
     for torch in ("2.5", "2.6", "2.7", "2.8", "2.9"):
-        wheel = make_wheel(tmp_path / "dist" / torch, "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
+        wheel = make_wheel(tmp_path / "dist" / torch, "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", EXT)
         cuda = "12.4" if torch in ("2.5", "2.6") else "12.8"
         assert run("publish", str(wheel), "--sm", "89", "--torch", torch, "--cuda", cuda).code == 0
     house = tmp_path / "wheelhouse"
@@ -91,7 +92,7 @@ def test_keep_torch_can_count_the_lines_pytorch_shipped() -> None:
 
 
 def test_keep_torch_from_matrix_on_the_command_line(run: Run, tmp_path: Path) -> None:
-    wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
+    wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", EXT)
     assert run("publish", str(wheel), "--sm", "89", "--torch", "2.4", "--cuda", "12.4").code == 0
     assert "remove 0 wheel" in run("gc", "--keep-torch", "3").out
     plan = run("gc", "--keep-torch", "3", "--keep-torch-from", "matrix")

@@ -18,7 +18,7 @@ import pytest
 from huggingface_hub import HfApi
 
 import librarian.stores.hub as hub_module
-from tests.builders import make_wheel
+from tests.builders import make_wheel, torch_extension_so
 from tests.conftest import Run
 from tests.loophub.server import LoopHub
 
@@ -31,7 +31,7 @@ PULL = ("--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux
 def wheels(directory: Path, packages: int, versions: int = 1, prefix: str = "pkg") -> list[str]:
     return [
         str(make_wheel(directory, f"{prefix}{p}", f"1.{v}", "cp311-cp311-linux_x86_64",
-                       {f"{prefix}{p}/__init__.py": os.urandom(64)}))
+                       {f"{prefix}{p}/__init__.py": os.urandom(64), f"{prefix}{p}/_C.so": torch_extension_so()}))
         for p in range(packages) for v in range(versions)
     ]  # fmt: skip
 

@@ -18,7 +18,10 @@ def entry(package: str = "flash_attn", sm: str = "89", label: str = "cu128torch2
     cell = Cell(package, GpuArch.parse(sm), Label.parse(label))
     filename = f"{package}-{version}+{label}-{py}-{py}-linux_x86_64.whl"
     path = load_layout().path_for(cell, filename)
-    facts = WheelFacts(filename, (BinaryFacts(f"{package}/_C.so", BinaryFormat.ELF, "x86_64", sass=(GpuArch.parse(sm),)),))
+    # a torch extension: bound to its torch line by a mangled c10 symbol, and to its CUDA major by libcudart
+    needed = ("libc10.so", f"libcudart.so.{Label.parse(label).cuda[0]}")
+    facts = WheelFacts(filename, (BinaryFacts(f"{package}/_C.so", BinaryFormat.ELF, "x86_64", sass=(GpuArch.parse(sm),),
+                                              needed=needed, torch_symbols=("_ZN3c103fooEv",)),))  # fmt: skip
     return IndexEntry(path, "ab" * 32, 1234, cell, "2026-11-30T00:00:00Z", facts)
 
 

@@ -40,7 +40,8 @@ def sha(n: int) -> str:
 
 
 def facts(filename: str, sass: str = "", ptx: str = "") -> WheelFacts:
-    return wheel(so(sass=sass, ptx=ptx), name=filename)
+    """A torch extension's facts: its SASS/PTX, and a mangled c10 symbol that binds it to its torch line."""
+    return wheel(so(sass=sass, ptx=ptx, needed=("libc10.so",), torch_symbols=("_ZN3c103fooEv",)), name=filename)
 
 
 def entry(
@@ -232,9 +233,9 @@ def test_judge_candidate_exact_and_compatible() -> None:
     assert not hopper.compatible and hopper.fit is None
     ptx = judge_candidate(entry(sm="80", sass="", ptx="compute_80"), wants())  # JIT only: compatible, not exact
     assert ptx.misses == ("runs on sm_89 only by JIT-compiling its compute_80 PTX",) and ptx.compatible
-    older_minor = judge_candidate(entry(label="cu126torch2.8"), wants())  # 12.6 runs under 12.8
-    assert older_minor.misses == ("another CUDA line: cu126, not cu128",) and older_minor.compatible
-    assert older_minor.other_cuda
+    older_minor = judge_candidate(entry(label="cu126torch2.8"), wants())  # 12.6 runs under 12.8: served
+    assert older_minor.exact and older_minor.other_cuda and older_minor.other_line
+    assert older_minor.why_this_line() == "older CUDA minor: runs by minor-version compatibility"
 
 
 def test_best_compatible_prefers_sass_then_the_same_cuda_line_then_newest_then_nearest() -> None:

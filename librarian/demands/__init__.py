@@ -12,7 +12,17 @@ from __future__ import annotations
 from librarian.demands.base import Demand, Said, Verdict, Wheel
 from librarian.demands.claims import Claim, ClaimKind, claims, said_claims, tag_set
 from librarian.demands.gpu import GpuMatch, Serving
-from librarian.demands.judgement import CellFit, Judgement, Runs, cell_machine, cells, judge, judge_cell
+from librarian.demands.judgement import (
+    CellFit,
+    Judgement,
+    Runs,
+    bound_to_its_torch_line,
+    cell_machine,
+    cells,
+    judge,
+    judge_cell,
+    serves_line,
+)
 
 __all__ = [
     "CellFit",
@@ -26,11 +36,13 @@ __all__ = [
     "Serving",
     "Verdict",
     "Wheel",
+    "bound_to_its_torch_line",
     "cell_machine",
     "cells",
     "claims",
     "judge",
     "judge_cell",
     "said_claims",
+    "serves_line",
     "tag_set",
 ]

@@ -90,10 +90,23 @@ def check(need: CudaNeed, machine: Machine) -> Verdict:
             why = "does not link torch; the driver runs its CUDA runtime"
             return Verdict(Demand.CUDA, True, text, f"driver CUDA {format_version(driver)}", why)
         return unknown(Demand.CUDA, text, machine.cuda.reason)
+    has = f"torch CUDA {format_version(torch_cuda)}"
+    same = need.label_line is None or need.label_line == torch_cuda  # built for this very line
+    in_choices = {m.path for c in need.code.choices for m in c.members}
+    picked = [m for m in load.loaded if m.path in in_choices]
+    if picked:  # it carries a build per CUDA line: the one this line loads decides, not the label
+        line = picked[0].cuda_token or (picked[0].cudart or torch_cuda[0], 0)
+        return Verdict(Demand.CUDA, True, text, has, f"carries a CUDA {format_version(line)} build ({picked[0].name})",
+                       exact=same)  # fmt: skip
+    if not cudarts and not need.links_torch:
+        # No CUDA runtime of its own and no torch: its device code and the driver bind it, no CUDA line does.
+        return Verdict(Demand.CUDA, True, text, has, "links no CUDA runtime and no torch: only the driver runs its code",
+                       exact=same)  # fmt: skip
     return _against_torch(need, text, cudarts, torch_cuda)
 
 
 def _against_torch(need: CudaNeed, text: str, cudarts: list[int], torch_cuda: MajorMinor) -> Verdict:
+    """One runtime major serves that major's lines from the minor it was built against up (the label's)."""
     has = f"torch CUDA {format_version(torch_cuda)}"
     for major in cudarts:
         if major != torch_cuda[0]:

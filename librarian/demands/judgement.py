@@ -173,3 +173,28 @@ def cells(wheel: Wheel, line: MajorMinor | None = None) -> tuple[CellFit, ...]:
         if verdict.ok and serving is not None and serving.match is not GpuMatch.PTX:
             found.append(CellFit(real.arch, serving, verdict.partly))
     return tuple(found)
+
+
+def serves_line(wheel: Wheel, torch_line: MajorMinor, cuda_line: MajorMinor | None = None) -> str | None:
+    """Why the wheel's bytes run with torch ``torch_line`` (and that torch's CUDA ``cuda_line``), or ``None``.
+
+    The torch and CUDA demands of :func:`judge`, alone: what gc asks before it calls a torch line stale and
+    what the pip pages ask before they list a wheel for another combo. A wheel built for exactly that line
+    says so (``""`` is falsy: callers test ``is not None``).
+    """
+    version = f"{torch_line[0]}.{torch_line[1]}"
+    info = TorchInfo(version, cuda_line)
+    machine = Machine(torch=Probed.found(info, "line"),
+                      cuda=Probed.found(cuda_line, "line") if cuda_line else Probed.unknown("no CUDA line"))  # fmt: skip
+    seen = _seen(wheel, cuda_line or gpu.needs(wheel).label_cuda)
+    verdicts = (torch.check(torch.needs(seen.loaded), machine), cuda.check(cuda.needs(seen.nvidia), machine))
+    if any(v.ok is not True for v in verdicts if v.demand is Demand.TORCH or cuda_line is not None):
+        return None
+    return "; ".join(v.reason for v in verdicts if not v.exact and v.reason)
+
+
+def bound_to_its_torch_line(wheel: Wheel) -> bool:
+    """Whether the wheel's bytes bind it to exactly its torch line (a mangled C++ torch symbol, or an
+    index entry from before symbols were kept): a quick test before :func:`serves_line` on other lines."""
+    seen = _seen(wheel, gpu.needs(wheel).label_cuda)
+    return torch.needs(seen.loaded).binding is torch.Binding.EXACT

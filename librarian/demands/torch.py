@@ -1,56 +1,120 @@
-"""The torch demand: the label's torch minor must be the installed one, and its symbols must be exported.
+"""The torch demand: which torch lines a wheel runs on, as its bytes bind it.
 
-PyTorch has no stable C++ ABI: an extension built against torch 2.8 fails to load under 2.9 with
-``undefined symbol: _ZN3c10...``.
+PyTorch has no stable C++ ABI: an extension that imports a mangled C++ torch symbol (``_ZN3c10...``,
+``_ZN2at...``, ``_ZN5torch...``) built against torch 2.8 fails to load under 2.9 with ``undefined symbol``:
+it is bound to its **exact** line. One that links libtorch but imports only its C shim (``aoti_torch_*``,
+``torch_*``: built with ``torch/csrc/stable`` and ``TORCH_TARGET_VERSION``) runs on its line and every later
+one of the same major: **stable ABI**. One that links no torch at all runs with **any** torch. The rule is
+"no mangled torch symbol", not a list of allowed prefixes. The torch line a wheel was built against comes
+from its label.
 """
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from librarian.coords import MajorMinor, format_version
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
+from librarian.facts import BinaryFacts
 from librarian.machine import Machine
 
 UNDEFINED_TORCH_SYMBOL = "undefined symbol: _ZN3c10..."
+UNDEFINED_SHIM_SYMBOL = "undefined symbol: aoti_torch_... (a C shim function newer than this torch)"
+
+
+class Binding(enum.Enum):
+    """How a wheel's bytes bind it to torch lines."""
+
+    NONE = "none"  # links no torch: every line
+    STABLE = "stable"  # torch's stable C ABI only: its line and later ones of the same major
+    EXACT = "exact"  # a mangled C++ torch symbol: its line only
 
 
 @dataclass(frozen=True, slots=True)
 class TorchNeed:
-    """The torch minor the label names (if any), its C++ ABI claim, and the torch symbols the bytes need."""
+    """The torch line the label names (if any), how the bytes bind the wheel, and the symbols they need."""
 
     minor: MajorMinor | None
+    binding: Binding = Binding.EXACT
+    symbol: str | None = None  # the mangled symbol that binds an exact wheel (None: not known)
     cxx11abi: bool | None = None
     symbols: tuple[str, ...] = ()
-    links: bool = False  # links libtorch / libc10
+
+    @property
+    def links(self) -> bool:
+        """Whether it needs torch at all."""
+        return self.binding is not Binding.NONE
 
     @property
     def text(self) -> str:
-        """``torch 2.8``, or ``torch (minor unknown)``."""
-        return f"torch {format_version(self.minor)}" if self.minor else "torch (minor unknown)"
+        """``torch 2.8``, ``torch 2.9+ (stable ABI)``, or ``torch (minor unknown)``."""
+        if self.minor is None:
+            return "torch (minor unknown)" + (" (stable ABI)" if self.binding is Binding.STABLE else "")
+        if self.binding is Binding.STABLE:
+            return f"torch {format_version(self.minor)}+ (stable ABI)"
+        return f"torch {format_version(self.minor)}"
+
+    def serves(self, line: MajorMinor) -> bool | None:
+        """Whether a wheel bound so runs with torch ``line`` (``None``: its own line is not known)."""
+        if self.binding is Binding.NONE:
+            return True
+        if self.minor is None:
+            return None
+        if self.binding is Binding.STABLE:
+            return line[0] == self.minor[0] and line >= self.minor
+        return line == self.minor
+
+    def why(self) -> str:
+        """Why another line is accepted, or what binds it: for verdicts and pull's notes."""
+        if self.binding is Binding.NONE:
+            return "does not link torch"
+        if self.binding is Binding.STABLE:
+            since = format_version(self.minor) if self.minor else "its build"
+            return f"stable ABI since {since} (links libtorch, imports only its C shim)"
+        return f"imports {self.symbol}" if self.symbol else "links torch (its symbols were not recorded: exact)"
+
+
+def binding_of(binaries: Iterable[BinaryFacts]) -> tuple[Binding, str | None]:
+    """How these members bind a wheel to torch, and the symbol that binds it exactly (if read)."""
+    members = list(binaries)
+    symbol = next((s for b in members for s in b.torch_symbols), None)
+    if symbol is not None:
+        return Binding.EXACT, symbol
+    if any(b.links_torch and not b.torch_symbols_read for b in members):
+        return Binding.EXACT, None  # an index entry from before symbols were kept: exact, as it was filed
+    return (Binding.STABLE if any(b.links_torch for b in members) else Binding.NONE), None
 
 
 def needs(wheel: Wheel) -> TorchNeed:
-    """From the label, and from the facts where the bytes were read."""
+    """From the label, and from the facts where the bytes were read (else: exact, if the label names torch)."""
     claim = wheel.name.label_claim
-    binaries = wheel.facts.binaries if wheel.facts else ()
+    minor = claim.torch if claim else None
+    cxx11 = claim.cxx11abi if claim else None
+    if wheel.facts is None:  # an entry without facts: bound as its label says (older stores count as exact)
+        return TorchNeed(minor, Binding.EXACT if minor else Binding.NONE, None, cxx11)
+    binaries = wheel.facts.binaries
+    binding, symbol = binding_of(binaries)
     symbols = tuple(dict.fromkeys(s for b in binaries for s in b.torch_symbols))
-    links = bool(symbols) or any(b.links_torch for b in binaries)
-    return TorchNeed(claim.torch if claim else None, claim.cxx11abi if claim else None, symbols, links)
+    return TorchNeed(minor, binding, symbol, cxx11, symbols)
 
 
 def check(need: TorchNeed, machine: Machine) -> Verdict:
     """Judge the torch demand against the installed (or flagged) torch."""
     torch = machine.torch.value
-    if need.minor is None and not need.links:
-        has = f"torch {format_version(torch.minor)}" if torch else "no torch"
-        return Verdict(Demand.TORCH, True, "no torch", has, "the wheel does not link torch")
+    has = f"torch {format_version(torch.minor)}" if torch else "no torch"
+    if need.binding is Binding.NONE:
+        same = need.minor is None or torch is None or need.minor == torch.minor
+        return Verdict(Demand.TORCH, True, "no torch", has, "the wheel does not link torch", exact=same)
     if torch is None:
         return unknown(Demand.TORCH, need.text, machine.torch.reason)
-    has = f"torch {format_version(torch.minor)}"
+    if need.binding is Binding.STABLE:
+        return _stable(need, torch.minor, has)
     first = f"undefined symbol: {need.symbols[0]}" if need.symbols else UNDEFINED_TORCH_SYMBOL
     if need.minor is not None and need.minor != torch.minor:
-        return Verdict(Demand.TORCH, False, need.text, has, "torch's C++ ABI changes between minor versions", first)
+        why = f"torch's C++ ABI changes between minor versions ({need.why()})"
+        return Verdict(Demand.TORCH, False, need.text, has, why, first)
     if need.cxx11abi is not None and torch.cxx11abi is not None and need.cxx11abi != torch.cxx11abi:
         reason = f"built with cxx11abi={need.cxx11abi}, torch uses cxx11abi={torch.cxx11abi}"
         return Verdict(Demand.TORCH, False, f"{need.text} cxx11abi={need.cxx11abi}",
@@ -64,4 +128,16 @@ def check(need: TorchNeed, machine: Machine) -> Verdict:
             return Verdict(Demand.TORCH, True, need.text, has, f"all {len(need.symbols)} torch symbols found")
     if need.minor is None:  # the machine's torch is known; it is the wheel's line that is not
         return Verdict(Demand.TORCH, None, need.text, has, "the wheel's label names no torch version; retag it with --torch")
-    return Verdict(Demand.TORCH, True, need.text, has)
+    return Verdict(Demand.TORCH, True, need.text, has, need.why() if need.symbol else "")
+
+
+def _stable(need: TorchNeed, line: MajorMinor, has: str) -> Verdict:
+    serves = need.serves(line)
+    if serves is None:
+        return Verdict(Demand.TORCH, None, need.text, has, "stable ABI; its label names no torch line it was built against")
+    if serves:
+        return Verdict(Demand.TORCH, True, need.text, has, need.why(), exact=need.minor == line)
+    assert need.minor is not None
+    later = "a later major" if line[0] != need.minor[0] else "an older torch"
+    why = f"{need.why()}: {later} than {format_version(need.minor)} lacks the shim functions it calls"
+    return Verdict(Demand.TORCH, False, need.text, has, why, UNDEFINED_SHIM_SYMBOL)

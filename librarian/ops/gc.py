@@ -17,6 +17,7 @@ from typing import Any
 
 from librarian.catalogue import catalogue_paths
 from librarian.coords import MajorMinor, format_version, parse_torch
+from librarian.demands import Wheel, serves_line
 from librarian.errors import BadInput, Refused, StoreError
 from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
@@ -86,6 +87,11 @@ def _group(entry: IndexEntry) -> tuple[str, str, MajorMinor, MajorMinor, str, st
     )
 
 
+def _slot(entry: IndexEntry) -> tuple[str, str, str, str]:
+    """What a wheel is for, torch and CUDA lines aside: package, GPU, Python and platform."""
+    return entry.cell.package, entry.cell.sm.sm, entry.name.python_tag, entry.name.platform_tag
+
+
 def _added(entry: IndexEntry) -> datetime | None:
     try:
         return datetime.strptime(entry.added, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
@@ -95,6 +101,12 @@ def _added(entry: IndexEntry) -> datetime | None:
 
 def plan_gc(index: Index, policy: GcPolicy) -> list[Removal]:
     """Pure: every wheel the policy removes, with its reason, in path order."""
+    return plan_gc_and_kept(index, policy)[0]
+
+
+def plan_gc_and_kept(index: Index, policy: GcPolicy) -> tuple[list[Removal], list[tuple[str, str]]]:
+    """Pure: every wheel the policy removes, with its reason; and the wheels of a stale torch line it keeps
+    because their bytes serve a line it keeps (no torch linked, or torch's stable ABI), with why."""
     reasons: dict[str, str] = {}
     present = {e.cell.label.torch for e in index.entries}
     torches = sorted(present if policy.lines is None else set(policy.lines), reverse=True)
@@ -113,6 +125,10 @@ def plan_gc(index: Index, policy: GcPolicy) -> list[Removal]:
     for e in index.entries:
         if e.cell.label.torch in policy.drop_torch:
             reasons.setdefault(e.path, f"torch {format_version(e.cell.label.torch)} dropped (--drop-torch)")
+    live = [t for t in torches if t not in dropped and (policy.keep_torch is None or t in torches[: policy.keep_torch])]
+    serving = _serving(index, [e for e in index.entries if e.path in reasons], live)
+    for path in serving:
+        reasons.pop(path)  # its bytes serve a torch line the policy keeps: not stale
     groups: dict[tuple[object, ...], list[IndexEntry]] = defaultdict(list)
     for e in index.entries:
         groups[_group(e)].append(e)
@@ -140,7 +156,29 @@ def plan_gc(index: Index, policy: GcPolicy) -> list[Removal]:
         if torch_kept and all(e.path in reasons for e in members):
             reasons.pop(members[0].path)
     by_path = index.by_path()
-    return [Removal(by_path[p], r) for p, r in sorted(reasons.items())]
+    return [Removal(by_path[p], r) for p, r in sorted(reasons.items())], sorted(serving.items())
+
+
+def _serving(index: Index, stale: Sequence[IndexEntry], live: Sequence[MajorMinor]) -> dict[str, str]:
+    """Of ``stale`` entries, those whose bytes serve one of the ``live`` torch lines that no wheel built for
+    that very line (same package, GPU, Python, platform; same or newer version) serves already, with why."""
+    found: dict[str, str] = {}
+    asked: dict[tuple[str, MajorMinor], str | None] = {}  # the same bytes filed in many cells: judged once
+    built: dict[tuple[object, ...], list[IndexEntry]] = defaultdict(list)
+    for e in index.entries:
+        built[_slot(e) + (e.cell.label.torch,)].append(e)
+    for e in stale:
+        wheel = Wheel(e.name, e.facts, filed_for=e.cell.sm)
+        for line in live:  # newest first
+            if any(o.name.version >= e.name.version for o in built[_slot(e) + (line,)]):
+                continue  # a build for that line is there: this one is not what serves it
+            key = (e.sha256, line)
+            if key not in asked:
+                asked[key] = serves_line(wheel, line)
+            if asked[key] is not None:
+                found[e.path] = f"serves torch {format_version(line)}: {asked[key]}"
+                break
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,18 +192,21 @@ class GcReport:
     commit: str = ""  # the commit's URL, where the store makes commits
     acted: bool = False
     files: int = 0  # files the removals take out of the store: wheels, and pages and shards left empty
+    kept: tuple[tuple[str, str], ...] = ()  # wheels of a stale torch line kept: their bytes serve a kept line
 
     def to_json(self, location: str) -> dict[str, Any]:
         """The plan (or what was done) for ``--json``."""
         return {"schema": 1, "repo": location, "acted": self.acted, "freed": self.freed, "files_freed": self.files,
                 "commit": self.commit or None, "emptied": list(self.emptied),
                 "remove": [{"path": r.entry.path, "reason": r.reason, "size": r.entry.size} for r in self.removals],
+                "kept": [{"path": path, "reason": why} for path, why in self.kept],
                 "purge": [{"sha256": b.sha256, "size": b.size, "name": b.name} for b in self.purge]}  # fmt: skip
 
     def render(self, location: str, *, purge_asked: bool = False) -> str:
         """Each removal with its reason, what is purged, and the totals; said as a plan until it is acted on."""
         acted = self.acted
         lines = [f"{'removed' if acted else 'remove'}  {r.entry.path}  ({r.reason})" for r in self.removals]
+        lines += [f"{'kept' if acted else 'keep'}  {path}  ({why})" for path, why in self.kept]
         lines += [f"{'purged' if acted else 'purge'}  LFS object {b.sha256[:12]} ({b.size / 1e6:.1f} MB, {b.name})"
                   for b in self.purge]  # fmt: skip
         purged = sum(b.size for b in self.purge) / 1e6
@@ -225,19 +266,21 @@ def gc(
         raise StoreError(f"{store.location}: the file listing came back incomplete; gc refuses to act on it")
     if not act:
         index = read_index(store, default_layout)
-        removals = plan_gc(index, policy)
+        removals, kept = plan_gc_and_kept(index, policy)
         blobs = _purgeable(store, index, removals) if purge else ()
         return GcReport(tuple(removals), freed_bytes(index, removals), emptied_packages(index, removals), blobs,
-                        files=freed_files(index, removals))  # fmt: skip
+                        files=freed_files(index, removals), kept=tuple(kept))  # fmt: skip
+
     def planner(index: Index) -> tuple[Changes, GcReport]:
-        removals = plan_gc(index, policy)
+        removals, kept = plan_gc_and_kept(index, policy)
         emptied = emptied_packages(index, removals)
         if emptied and not allow_empty:
             raise Refused(
                 f"{store.location}: the plan removes every wheel of {', '.join(emptied)}; "
                 "pass --allow-empty to accept that (nothing was changed)"
             )
-        report = GcReport(tuple(removals), freed_bytes(index, removals), emptied, files=freed_files(index, removals))
+        report = GcReport(tuple(removals), freed_bytes(index, removals), emptied, files=freed_files(index, removals),
+                          kept=tuple(kept))  # fmt: skip
         paths = tuple(r.entry.path for r in removals)
         message = f"librarian gc: remove {len(paths)} wheel{'s' if len(paths) != 1 else ''}"
         # Each wheel with its PEP 658 METADATA file, side by side, so that a change cut in pieces takes both.

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.tags import Tag
+from packaging.version import Version
 
 from librarian import progress
 from librarian.coords import GpuArch, MajorMinor, format_cuda, format_version, package_key
@@ -94,8 +95,18 @@ class Candidate:
 
     @property
     def other_cuda(self) -> bool:
-        """Built for another CUDA line than torch's, which still runs (an older minor)."""
+        """Built for another CUDA line than torch's, which its bytes still run on (an older minor, say)."""
         return not self.judgement.verdict(Demand.CUDA).exact
+
+    @property
+    def other_line(self) -> bool:
+        """Built for another torch or CUDA line than this machine's, which its bytes still run on."""
+        return self.other_cuda or not self.judgement.verdict(Demand.TORCH).exact
+
+    def why_this_line(self) -> str:
+        """Why a wheel built for another line runs on this one: ``does not link torch``, ``stable ABI since 2.9``."""
+        reasons = [v.reason for v in self.judgement.verdicts if v.demand in (Demand.TORCH, Demand.CUDA) and not v.exact]
+        return "; ".join(r for r in reasons if r)
 
     @property
     def exact(self) -> bool:
@@ -142,16 +153,11 @@ def judge_candidate(entry: IndexEntry, wants: Wants) -> Candidate:
     """Pure: one stored wheel's judgement on the machine, every demand, and the ways it misses."""
     wheel = Wheel(entry.name, entry.facts, entry.requires_python_spec, entry.cell.sm)
     judgement = judge(wheel, wants.machine)
-    label = entry.cell.label
     blockers = [_blocker(v, entry, wants) for v in judgement.failures]
     misses: list[str] = []
     serving = judgement.serving
     if serving is not None and judgement.verdict(Demand.GPU).ok and not serving.native:
         misses.append(f"runs on sm_{wants.sm.sm} only by JIT-compiling its {serving.arch} PTX")
-    cuda_verdict = judgement.verdict(Demand.CUDA)
-    if cuda_verdict.ok is not False and not cuda_verdict.exact:
-        # An older minor of the same major runs (minor-version compatibility): only exact mode misses it.
-        misses.append(f"another CUDA line: cu{format_cuda(label.cuda)}, not cu{format_cuda(wants.cuda or label.cuda)}")
     return Candidate(entry, judgement, tuple(blockers), tuple(misses))
 
 
@@ -187,6 +193,11 @@ def _how(c: Candidate, wants: Wants) -> str:
     return f"{serving}" + (" (driver not checked; pass --driver)" if unchecked else "")
 
 
+def _release(c: Candidate) -> Version:
+    """The version without its local label: ``1.0+cu128torch2.9`` and ``1.0+cu128torch2.10`` are one release."""
+    return Version(c.entry.name.version.public)
+
+
 def _nearness(c: Candidate, wants: Wants) -> tuple[bool, bool, int]:
     """Which copy of the same wheel to take: the one filed for this GPU, else one filed for a GPU whose
     code this one runs (same major, not newer), else the nearest."""
@@ -203,7 +214,7 @@ def best_compatible(candidates: Sequence[Candidate], wants: Wants) -> Candidate 
     top = min((c.fit, c.other_cuda) for c in scored)
     same = [c for c in scored if (c.fit, c.other_cuda) == top]
     # Same match: the newest version, then the arch nearest the GPU, then the best tag.
-    return max(same, key=lambda c: (c.entry.name.version, c.entry.cell.sm.number, -_tag_rank(c.entry, wants.tags)))
+    return max(same, key=lambda c: (_release(c), c.entry.cell.sm.number, -_tag_rank(c.entry, wants.tags)))
 
 
 def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants, *, compatible: bool = False) -> Resolution:
@@ -221,8 +232,14 @@ def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants, *, compat
             listed = ", ".join("cu" + format_cuda(c) for c in sorted(cudas))
             note = f"{package}: several CUDA lines fit ({listed}); took cu{format_cuda(newest)} (pass --cuda to choose)"
             exact = [c for c in exact if c.entry.cell.label.cuda == newest]
-        best = max(exact, key=lambda c: (c.entry.name.version, -_tag_rank(c.entry, wants.tags), *_nearness(c, wants)))
-        if best.entry.cell.sm != wants.sm:  # filed by hand under fewer GPUs than its code runs on natively
+        # The newest version; within it, the wheel built for this very torch and CUDA line wins.
+        best = max(exact, key=lambda c: (_release(c), not c.other_line, -_tag_rank(c.entry, wants.tags),
+                                         *_nearness(c, wants)))  # fmt: skip
+        if best.other_line:
+            label = best.entry.cell.label
+            built = f"built for torch {format_version(label.torch)}, cu{format_cuda(label.cuda)}"
+            note = "; ".join(filter(None, (note, f"{package}: took {best.entry.filename} ({built}): {best.why_this_line()}")))
+        elif best.entry.cell.sm != wants.sm:  # filed by hand under fewer GPUs than its code runs on natively
             where = f"took {best.entry.filename}, filed under sm{best.entry.cell.sm.sm}"
             note = "; ".join(filter(None, (note, f"{package}: {where}; it runs here by {_how(best, wants)}")))
         return Resolution(package, best.entry, note=note)
