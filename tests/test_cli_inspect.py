@@ -69,7 +69,7 @@ def test_table_shows_the_seven_demands(
     assert list(table) == ["GPU arch", "torch", "CUDA", "Python", "CPU", "OS", "glibc"]
     # sm_75 .. sm_89 SASS serve every real 7.5+ and 8.x GPU an x86_64 machine can have (8.7 is Jetson only)
     assert table["GPU arch"] == "runs natively on sm75 sm80 sm86 sm89; PTX compute_89 (JIT-compiled on newer GPUs)"
-    assert table["torch"] == "torch 2.9 (label)"
+    assert table["torch"] == "torch 2.9 (label); does not link torch"
     assert table["CUDA"] == f"cu130 (label); built by CUDA {built_by}; libcudart.so.13"
     assert table["Python"] == "cp312-cp312"
     assert table["CPU"] == "x86_64 (tag linux_x86_64)"
@@ -86,7 +86,7 @@ def test_arch_and_family_suffixes(run: Run, tmp_path: Path, cuda_sos: dict[str, 
     table = rows(result.out)
     # sm_90a: the H100 alone; sm_100f: the 10.x family; sm_120f: 12.0 (12.1 ships only with an Arm CPU)
     assert table["GPU arch"] == "runs natively on sm90 sm100 sm103 sm120; PTX compute_120f (JIT-compiled on newer GPUs)"
-    assert table["torch"] == "no label"
+    assert table["torch"] == "no label; does not link torch"
 
 
 def test_verbose_shows_each_member(

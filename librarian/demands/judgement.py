@@ -42,6 +42,7 @@ class Judgement:
     skipped: tuple[tuple[str, str], ...]  # (member, why it never loads there)
     picked: tuple[str, ...] = ()  # the CUDA-line alternatives torch's CUDA line loads
     undecided: tuple[str, ...] = ()  # sets of alternatives no line picks yet (torch's CUDA unknown), described
+    torch_binding: str = ""  # how its bytes bind it to torch: "does not link torch", "stable ABI since 2.9 ...", "imports _ZN3c10..."
 
     def verdict(self, demand: Demand) -> Verdict:
         """The verdict on one demand."""
@@ -115,16 +116,17 @@ def judge(wheel: Wheel, machine: Machine) -> Judgement:
     """The one judgement of ``wheel`` on ``machine``: every demand over the members that load there."""
     seen = _seen(wheel, machine.cuda.value or gpu.needs(wheel).label_cuda)
     gpu_verdict, serving = gpu.judge(gpu.needs(seen.nvidia), machine)
+    torch_need = torch.needs(seen.loaded)
     verdicts = (
         gpu_verdict,
-        torch.check(torch.needs(seen.loaded), machine),
+        torch.check(torch_need, machine),
         cuda.check(cuda.needs(seen.nvidia), machine),
         python.check(python.needs(wheel), machine),
         cpu.check(cpu.needs(seen.loaded), machine),
         os_demand.check(os_demand.needs(seen.loaded), machine),
         glibc.check(glibc.needs(seen.loaded), machine),
     )
-    return Judgement(verdicts, serving, seen.loads, seen.skipped, seen.picked, seen.undecided)
+    return Judgement(verdicts, serving, seen.loads, seen.skipped, seen.picked, seen.undecided, torch_need.why())
 
 
 def cell_machine(cell: Cell) -> Machine:

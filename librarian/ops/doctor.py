@@ -112,6 +112,7 @@ def doctor_json(report: DoctorReport) -> dict[str, Any]:
         "wheel": str(report.name),
         "runs": report.runs,
         "judgement": report.judgement.runs.value,
+        "torch_binding": report.judgement.torch_binding,
         "native": report.judgement.native,
         "serving": {"arch": str(serving.arch), "how": serving.kind} if serving else None,
         "loads": list(report.judgement.loads),

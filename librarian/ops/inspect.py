@@ -126,6 +126,7 @@ def demands(item: Inspection) -> list[tuple[str, str]]:
     claim = name.label_claim if name else None
     links = sorted({lib for b in f.binaries for lib in b.needed if lib.startswith(("libc10", "libtorch"))})
     torch = f"torch {format_version(label.torch)} (label)" if label else (str(claim) if claim else "no label")
+    torch += f"; {item.judgement.torch_binding}"
     if links:
         torch += f"; links {' '.join(links)}"
     cudarts = sorted({f"libcudart.so.{b.cudart_major}" for b in f.binaries if b.cudart_major})
