@@ -3,7 +3,7 @@
 bitsandbytes 0.50.2 (one library per CUDA line, Intel XPU and ROCm libraries), cupy-cuda12x 14.2.0 and
 sgl-kernel (WHEEL says ``linux_*`` where the filename says ``manylinux2014_*``; sgl-kernel's own extension
 modules beside vendored mscclpp), nvidia-cufft-cu12 (libcufftw's stub cubin), xformers 0.0.35 (an
-unlabelled wheel that links torch).
+unlabelled wheel that links torch), torchao 0.18.0 (torch's stable ABI).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "sgl": _download("sgl-kernel==0.3.21", "manylinux2014_aarch64", where / "sgl"),
         "cufft": _download("nvidia-cufft-cu12==11.4.1.4", "manylinux2014_x86_64", where / "cufft"),
         "xformers": _download("xformers==0.0.35", "manylinux_2_28_x86_64", where / "xformers"),
+        "torchao": _download("torchao==0.18.0", "manylinux_2_28_x86_64", where / "torchao"),
     }
 
 
@@ -94,3 +95,68 @@ def test_the_machine_s_torch_is_shown_for_an_unlabelled_wheel_that_links_torch(
 ) -> None:
     torch = verdict(doctor(run, wheels["xformers"], "--sm", "89", "--torch", "2.9", "--cuda", "12.8", *X86), "torch")
     assert torch["ok"] is None and torch["machine_has"] == "torch 2.9"
+
+
+# --- the torch and CUDA lines the bytes bind (issue 22) --------------------------------------------------------
+
+
+def torch_row(run: Run, wheel: Path) -> str:
+    out = run("inspect", str(wheel)).out
+    return next(line for line in out.splitlines() if line.startswith("  torch"))
+
+
+def test_torchao_is_stable_abi_and_serves_later_torch_lines(run: Run, wheels: dict[str, Path]) -> None:
+    assert "stable ABI since its build (links libtorch, imports only its C shim)" in torch_row(run, wheels["torchao"])
+    published = run("publish", str(wheels["torchao"]), "--torch", "2.9", "--cuda", "13.0")
+    assert published.code == 0, published.err
+    for torch in ("2.10", "2.11"):
+        pulled = run("pull", "torchao", "--sm", "90", "--torch", torch, "--cuda", "13.0", "--python", "3.12",
+                     "--driver", "13.0", "-o", "out")  # fmt: skip
+        assert pulled.code == 0 and "stable ABI since 2.9" in pulled.err, pulled
+    older = run("pull", "torchao", "--sm", "90", "--torch", "2.8", "--cuda", "13.0", "--python", "3.12", "-o", "out")
+    assert older.code == 1
+
+
+def test_bitsandbytes_links_no_torch_and_serves_every_cuda_line_it_carries(run: Run, wheels: dict[str, Path]) -> None:
+    assert torch_row(run, wheels["bitsandbytes"]).endswith("no label; does not link torch")
+    assert run("publish", str(wheels["bitsandbytes"]), "--torch", "2.9", "--cuda", "12.8").code == 0
+    for cuda in ("11.8", "12.1", "12.4", "12.6", "12.8", "13.0", "13.2"):
+        pulled = run("pull", "bitsandbytes", "--sm", "89", "--torch", "2.10", "--cuda", cuda, "--python", "3.12",
+                     "--driver", "13.2", "-o", "out")  # fmt: skip
+        assert pulled.code == 0, (cuda, pulled)
+        assert "does not link torch" in pulled.err
+        if cuda != "12.8":
+            assert f"carries a CUDA {cuda} build (libbitsandbytes_cuda{cuda.replace('.', '')}.so)" in pulled.err
+
+
+def undefined_symbols(wheel: Path, member: str) -> set[str]:
+    """What a member imports, by pyelftools (an oracle independent of librarian's ELF reader)."""
+    import io
+    import zipfile
+
+    from elftools.elf.elffile import ELFFile
+
+    with zipfile.ZipFile(wheel) as zf:
+        elf = ELFFile(io.BytesIO(zf.read(member)))
+        dynsym = elf.get_section_by_name(".dynsym")
+        return {s.name for s in dynsym.iter_symbols() if s["st_shndx"] == "SHN_UNDEF" and s.name}
+
+
+def test_xformers_0_0_35_imports_only_torch_s_c_shim_so_it_is_stable_abi(run: Run, wheels: dict[str, Path]) -> None:
+    # The issue took xformers for an exact wheel; its Linux _C.so (0.0.35) imports aoti_torch_*/torch_* and
+    # std:: symbols only: by the rule ("no mangled torch symbol") it is stable-ABI, as the oracle confirms.
+    imported = undefined_symbols(wheels["xformers"], "xformers/_C.so")
+    assert any(s.startswith("aoti_torch_") for s in imported)
+    assert not [s for s in imported if s.startswith("_Z") and any(ns in s for ns in ("3c10", "2at", "5torch"))]
+    assert "stable ABI since its build" in torch_row(run, wheels["xformers"])
+
+
+def test_torchvision_stays_exact(run: Run, tmp_path: Path) -> None:
+    whl = _download("torchvision==0.24.0", "manylinux_2_28_x86_64", tmp_path / "tv")
+    imported = undefined_symbols(whl, "torchvision/_C.so")
+    binding = next(s for s in sorted(imported) if s.startswith(("_ZN3c10", "_ZN2at", "_ZN5torch")))
+    row = torch_row(run, whl)
+    assert "imports _ZN" in row and "stable ABI" not in row and binding.startswith("_ZN")
+    assert run("publish", str(whl), "--torch", "2.9", "--cuda", "12.8").code == 0
+    refused = run("pull", "torchvision", "--sm", "89", "--torch", "2.10", "--cuda", "12.8", *X86, "-o", "out")
+    assert refused.code == 1 and "another torch line: 2.9, not 2.10" in refused.err

@@ -168,7 +168,8 @@ def _blocker(v: Verdict, entry: IndexEntry, wants: Wants) -> str:
         return f"its code does not run on sm_{wants.sm.sm}: {v.reason}"
     if v.demand is Demand.TORCH and entry.name.label is not None and label.torch != wants.torch:
         return f"another torch line: {format_version(label.torch)}, not {format_version(wants.torch)}"
-    if v.demand is Demand.CUDA and wants.cuda is not None and label.cuda != wants.cuda:
+    driver = v.machine_has.startswith("driver")  # the driver refuses its runtime: no CUDA line would help
+    if v.demand is Demand.CUDA and wants.cuda is not None and label.cuda != wants.cuda and not driver:
         return f"another CUDA line: cu{format_cuda(label.cuda)}, not cu{format_cuda(wants.cuda)}"
     if v.demand is Demand.PYTHON:
         return _python_text(entry, v, wants)
