@@ -38,7 +38,8 @@ def page_entries(index: Index) -> dict[str, list[IndexEntry]]:
         groups[page_path(entry)].append(entry)
         combos[entry.cell.sm.sm].add((entry.cell.label.torch, entry.cell.label.cuda))
     # Within a version, the wheel built for the very combo is the one pip must take: no other is listed beside it.
-    native = {path: {(e.cell.package, e.name.version.public, e.name.tag_text) for e in entries} for path, entries in groups.items()}
+    releases = {e.path: _release(e) for e in index.entries}
+    native = {path: {releases[e.path] for e in entries} for path, entries in groups.items()}
     asked: dict[tuple[str, MajorMinor, MajorMinor], bool] = {}  # the same bytes in many cells: judged once
     exact: dict[str, bool] = {}
     for entry in index.entries:
@@ -46,21 +47,31 @@ def page_entries(index: Index) -> dict[str, list[IndexEntry]]:
         others = sorted(combos[entry.cell.sm.sm] - {own})
         if not others:
             continue
-        wheel = Wheel(entry.name, entry.facts, filed_for=entry.cell.sm)
-        if entry.sha256 not in exact:
-            exact[entry.sha256] = bound_to_its_torch_line(wheel)
+        wheel: Wheel | None = None  # made only where a judgement is needed: most pages have the very build
+        release = releases[entry.path]
         for torch_line, cuda_line in others:
-            if exact[entry.sha256] and torch_line != own[0]:
-                continue
             page = f"{PAGES_DIR}/sm{entry.cell.sm.sm}-{Label(cuda_line, torch_line).combo}.html"
-            if (entry.cell.package, entry.name.version.public, entry.name.tag_text) in native[page]:
-                continue
+            if release in native[page]:
+                continue  # the build for that very combo is there
+            wheel = wheel or Wheel(entry.name, entry.facts, filed_for=entry.cell.sm)
+            if torch_line != own[0]:
+                if entry.sha256 not in exact:
+                    exact[entry.sha256] = bound_to_its_torch_line(wheel)
+                if exact[entry.sha256]:
+                    continue
             key = (entry.sha256, torch_line, cuda_line)
             if key not in asked:
                 asked[key] = serves_line(wheel, torch_line, cuda_line) is not None
             if asked[key]:
                 groups[page].append(entry)
     return groups
+
+
+def _release(entry: IndexEntry) -> tuple[str, str, str]:
+    """(package, version without its label, tags), read off the filename without parsing it: what makes two
+    builds one release (100,000 filenames parsed would double a big store's render)."""
+    parts = entry.filename.removesuffix(".whl").split("-")
+    return entry.cell.package, parts[1].split("+", 1)[0], "-".join(parts[-3:])
 
 
 def render_pages(index: Index) -> dict[str, bytes]:
