@@ -15,8 +15,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from packaging.version import Version
+
 from librarian.catalogue import catalogue_paths
-from librarian.coords import MajorMinor, format_version, parse_torch
+from librarian.coords import MajorMinor, WheelName, format_version, parse_torch
 from librarian.demands import Wheel, serves_line
 from librarian.errors import BadInput, Refused, StoreError
 from librarian.index import Index, IndexEntry
@@ -75,8 +77,7 @@ class Removal:
     reason: str
 
 
-def _group(entry: IndexEntry) -> tuple[str, str, MajorMinor, MajorMinor, str, str]:
-    name = entry.name
+def _group(entry: IndexEntry, name: WheelName) -> tuple[str, str, MajorMinor, MajorMinor, str, str]:
     return (
         entry.cell.package,
         entry.cell.sm.sm,
@@ -87,9 +88,9 @@ def _group(entry: IndexEntry) -> tuple[str, str, MajorMinor, MajorMinor, str, st
     )
 
 
-def _slot(entry: IndexEntry) -> tuple[str, str, str, str]:
+def _slot(entry: IndexEntry, name: WheelName) -> tuple[str, str, str, str]:
     """What a wheel is for, torch and CUDA lines aside: package, GPU, Python and platform."""
-    return entry.cell.package, entry.cell.sm.sm, entry.name.python_tag, entry.name.platform_tag
+    return entry.cell.package, entry.cell.sm.sm, name.python_tag, name.platform_tag
 
 
 def _added(entry: IndexEntry) -> datetime | None:
@@ -126,19 +127,20 @@ def plan_gc_and_kept(index: Index, policy: GcPolicy) -> tuple[list[Removal], lis
         if e.cell.label.torch in policy.drop_torch:
             reasons.setdefault(e.path, f"torch {format_version(e.cell.label.torch)} dropped (--drop-torch)")
     live = [t for t in torches if t not in dropped and (policy.keep_torch is None or t in torches[: policy.keep_torch])]
-    serving = _serving(index, [e for e in index.entries if e.path in reasons], live)
+    names = {e.path: e.name for e in index.entries}  # each filename parsed once
+    serving = _serving(index, [e for e in index.entries if e.path in reasons], live, names)
     for path in serving:
         reasons.pop(path)  # its bytes serve a torch line the policy keeps: not stale
     groups: dict[tuple[object, ...], list[IndexEntry]] = defaultdict(list)
     for e in index.entries:
-        groups[_group(e)].append(e)
+        groups[_group(e, names[e.path])].append(e)
     for members in groups.values():
-        members.sort(key=lambda e: e.name.version, reverse=True)
+        members.sort(key=lambda e: names[e.path].version, reverse=True)
         if policy.keep_versions is not None:
-            versions = sorted({e.name.version for e in members}, reverse=True)
+            versions = sorted({names[e.path].version for e in members}, reverse=True)
             keep = set(versions[: policy.keep_versions])
             for e in members:
-                if e.name.version not in keep:
+                if names[e.path].version not in keep:
                     reasons.setdefault(
                         e.path,
                         f"superseded: keeping the newest {policy.keep_versions} version(s) of this cell ({', '.join(str(v) for v in sorted(keep, reverse=True))})",
@@ -159,18 +161,28 @@ def plan_gc_and_kept(index: Index, policy: GcPolicy) -> tuple[list[Removal], lis
     return [Removal(by_path[p], r) for p, r in sorted(reasons.items())], sorted(serving.items())
 
 
-def _serving(index: Index, stale: Sequence[IndexEntry], live: Sequence[MajorMinor]) -> dict[str, str]:
+def _serving(
+    index: Index, stale: Sequence[IndexEntry], live: Sequence[MajorMinor], names: dict[str, WheelName]
+) -> dict[str, str]:
     """Of ``stale`` entries, those whose bytes serve one of the ``live`` torch lines that no wheel built for
     that very line (same package, GPU, Python, platform; same or newer version) serves already, with why."""
     found: dict[str, str] = {}
+    if not stale or not live:
+        return found
     asked: dict[tuple[str, MajorMinor], str | None] = {}  # the same bytes filed in many cells: judged once
-    built: dict[tuple[object, ...], list[IndexEntry]] = defaultdict(list)
+    newest: dict[tuple[object, ...], Version] = {}  # (slot, torch line) -> the newest release built for it
     for e in index.entries:
-        built[_slot(e) + (e.cell.label.torch,)].append(e)
+        built_for = (*_slot(e, names[e.path]), e.cell.label.torch)
+        release = Version(names[e.path].version.public)
+        if built_for not in newest or release > newest[built_for]:
+            newest[built_for] = release
     for e in stale:
-        wheel = Wheel(e.name, e.facts, filed_for=e.cell.sm)
+        name = names[e.path]
+        wheel = Wheel(name, e.facts, filed_for=e.cell.sm)
+        release = Version(name.version.public)
         for line in live:  # newest first
-            if any(o.name.version >= e.name.version for o in built[_slot(e) + (line,)]):
+            there = newest.get((*_slot(e, name), line))
+            if there is not None and there >= release:
                 continue  # a build for that line is there: this one is not what serves it
             key = (e.sha256, line)
             if key not in asked:
