@@ -134,3 +134,16 @@ def test_a_wheel_with_a_build_per_cuda_line_serves_each_line_it_carries(run: Run
         assert pulled.code == 0, (cuda, pulled)
         if cuda != "12.8":
             assert f"carries a CUDA {line} build (libbnbk_cuda{line.replace('.', '')}.so)" in pulled.err
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "dist"
+
+
+@pytest.mark.parametrize("torch", ["2.10", "2.11"])
+def test_the_sample_kernel_links_no_torch_and_serves_later_lines(run: Run, torch: str) -> None:
+    wheels = sorted(str(p) for p in SAMPLES.glob("*.whl"))
+    assert run("publish", *wheels, "--torch", "2.9", "--cuda", "13.0").code == 0
+    assert "does not link torch" in run("inspect", wheels[0]).out
+    pulled = run("pull", "tinykern", "--sm", "89", "--torch", torch, "--cuda", "13.0", "--python", "3.12", "-o", "out")
+    assert pulled.code == 0 and "tinykern/sm89/torch2.9-cu130/" in pulled.out
+    assert "(built for torch 2.9, cu130): the wheel does not link torch" in pulled.err
