@@ -7,6 +7,7 @@ machine by :mod:`librarian.demands`.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,18 +92,30 @@ class BinaryFacts:
 
     @property
     def cudart_major(self) -> int | None:
-        """The CUDA major of the ``libcudart.so.N`` it links, if any."""
+        """The CUDA major of the CUDA runtime it links: ``libcudart.so.12``, ``cudart64_12.dll``
+        (``cudart64_110.dll``: 11), ``libcudart.12.dylib``."""
         for lib in self.needed:
-            if lib.startswith("libcudart.so."):
-                major = lib.removeprefix("libcudart.so.").split(".")[0]
-                if major.isdigit():
-                    return int(major)
+            low = lib.lower()
+            if m := _CUDART.fullmatch(low):
+                digits = next(g for g in m.groups() if g)
+                return int(digits[:2]) if len(digits) == 3 else int(digits)
         return None
 
     @property
+    def torch_libraries(self) -> tuple[str, ...]:
+        """The torch libraries it links: ``libc10.so``, ``libtorch_cpu.so``, ``torch_cpu.dll``, ``c10.dll``."""
+        return tuple(lib for lib in self.needed if _links_torch_lib(lib))
+
+    @property
+    def cudart_library(self) -> str | None:
+        """The CUDA runtime library it links, as it names it (``libcudart.so.12``, ``cudart64_12.dll``)."""
+        return next((lib for lib in self.needed if _CUDART.fullmatch(lib.lower())), None)
+
+    @property
     def links_torch(self) -> bool:
-        """Whether it links libtorch / libc10 (bound to one torch line, or by its stable ABI to later ones too)."""
-        return any(lib.startswith(("libc10", "libtorch")) for lib in self.needed)
+        """Whether it links libtorch / libc10 (``torch_cpu.dll``, ``c10.dll`` on Windows): bound to one torch
+        line, or by its stable ABI to later ones too."""
+        return any(_links_torch_lib(lib) for lib in self.needed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +165,17 @@ def _archs(values: object) -> tuple[GpuArch, ...]:
     return tuple(GpuArch.parse(str(v)) for v in values)
 
 
+# libcudart.so.12[.8], cudart64_12.dll / cudart64_110.dll, libcudart.12.dylib
+_CUDART = re.compile(r"libcudart\.so\.(\d+)(?:\.[\d.]*)?|cudart(?:64|32)_(\d+)\.dll|libcudart\.(\d+)(?:\.\d+)*\.dylib")
+
+
+def _links_torch_lib(lib: str) -> bool:
+    low = lib.lower()
+    return low.startswith(("libc10", "libtorch")) or (low.endswith(".dll") and low.startswith(("c10", "torch")))
+
+
 def _links_torch(needed: object) -> bool:
-    return isinstance(needed, list) and any(str(lib).startswith(("libc10", "libtorch")) for lib in needed)
+    return isinstance(needed, list) and any(_links_torch_lib(str(lib)) for lib in needed)
 
 
 def facts_to_json(facts: WheelFacts) -> dict[str, object]:

@@ -418,5 +418,7 @@ def without_section_headers(elf: bytes) -> bytes:
 
 
 def pe_bytes(machine: int = 0x8664) -> bytes:
-    """The head of a PE file (a Windows ``.pyd``) for COFF ``machine``."""
-    return b"MZ" + bytes(0x3A) + struct.pack("<I", 0x40) + b"PE\0\0" + struct.pack("<H", machine) + bytes(256)
+    """A small PE DLL (a Windows ``.pyd``) for COFF ``machine``: headers and one code section."""
+    from tests.pe_builders import CODE, pe_dll
+
+    return pe_dll(((".text", b"\xc3" * 16, CODE),), machine=machine)

@@ -124,12 +124,12 @@ def demands(item: Inspection) -> list[tuple[str, str]]:
     f = WheelFacts(item.facts.filename, _loaded(item))
     label = name.label if name else None
     claim = name.label_claim if name else None
-    links = sorted({lib for b in f.binaries for lib in b.needed if lib.startswith(("libc10", "libtorch"))})
+    links = sorted({lib for b in f.binaries for lib in b.torch_libraries})
     torch = f"torch {format_version(label.torch)} (label)" if label else (str(claim) if claim else "no label")
     torch += f"; {item.judgement.torch_binding}"
     if links:
         torch += f"; links {' '.join(links)}"
-    cudarts = sorted({f"libcudart.so.{b.cudart_major}" for b in f.binaries if b.cudart_major})
+    cudarts = sorted({lib for b in f.binaries if (lib := b.cudart_library)})
     cuda_parts = [f"cu{format_cuda(label.cuda)} (label)"] if label else []
     if f.toolkit:
         cuda_parts.append(f"built by CUDA {format_version(f.toolkit)}")

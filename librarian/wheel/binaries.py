@@ -31,6 +31,7 @@ from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry, WheelFacts
 from librarian.pool import jobs_for, ordered_map
 from librarian.safeio import open_regular
 from librarian.wheel import elf as elfmod
+from librarian.wheel import pe as pemod
 from librarian.wheel import zipraw
 from librarian.wheel.fatbin import read_device_code, read_fatbin, scan_fatbins
 
@@ -45,6 +46,8 @@ _INSPECTED = re.compile(r"\.(?:so(?:\.\d+)*|pyd|dylib|dll|cubin|fatbin|ptx)$", r
 # Mangled names of libtorch / libc10 / ATen: namespaces c10, at, torch, caffe2, behind an optional
 # vtable/typeinfo prefix (TV, TI, TS) and cv-qualifiers (K, V, r).
 _TORCH_SYMBOL = re.compile(r"_Z(?:T[VIS])?N?[KVr]*(?:3c10|2at|5torch|6caffe2)")
+# MSVC mangles a name's namespaces innermost first, the outermost just before "@@": ?fn@detail@c10@@...
+_MSVC_TORCH_SYMBOL = re.compile(r"^\?.*?@(?:c10|at|torch|caffe2)@@")
 
 
 def is_native(name: str) -> bool:
@@ -73,6 +76,8 @@ def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
     fileobj.seek(0)
     if fileobj.read(len(elfmod.ELF_MAGIC)) != elfmod.ELF_MAGIC:  # identify would parse an ELF file whole
         fmt, cpu = elfmod.identify(fileobj)
+        if fmt is BinaryFormat.PE:
+            return _inspect_pe(fileobj, path)
         return BinaryFacts(path=path, format=fmt, cpu=cpu)
     elf = elfmod.read_elf(fileobj)
     fmt, cpu = BinaryFormat.ELF, elf.cpu  # what identify says of an ELF file
@@ -97,6 +102,30 @@ def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
         torch_symbols=tuple(sorted(s for s in undefined if _TORCH_SYMBOL.match(s))),
         embedded=tuple(dict.fromkeys(e.section for e in entries if e.section not in FATBIN_SECTIONS)),
         extension=any(s.startswith("PyInit_") for s in defined),
+    )
+
+
+# PE cuts section names to 8 bytes: .nv_fatbin is .nv_fatb, __nv_relfatbin is __nv_rel.
+PE_FATBIN_SECTIONS = {".nv_fatb": False, "__nv_rel": True}
+
+
+def _inspect_pe(fileobj: BinaryIO, path: str) -> BinaryFacts:
+    """A Windows ``.pyd`` / ``.dll``: fatbins in ``.nv_fatb`` / ``__nv_rel`` and by magic in data sections,
+    the DLLs it imports and the MSVC-mangled torch symbols among what it imports."""
+    pe = pemod.read_pe(fileobj)
+    entries: list[FatbinEntry] = []
+    for sec in pe.sections:
+        if sec.name in PE_FATBIN_SECTIONS and sec.size:
+            entries += read_fatbin(fileobj, sec.offset, sec.size, relocatable=PE_FATBIN_SECTIONS[sec.name],
+                                   section=sec.name)  # fmt: skip
+        elif sec.holds_data and sec.size:  # fatbins a library loads itself: Windows cuFFT's .data
+            entries += scan_fatbins(fileobj, sec.offset, sec.size, section=sec.name)
+    named = (".nv_fatb", "__nv_rel")
+    return replace(
+        _device_facts(path, BinaryFormat.PE, pe.cpu, entries),
+        needed=pe.dlls,
+        torch_symbols=tuple(sorted(s for s in pe.imported if _MSVC_TORCH_SYMBOL.search(s))),
+        embedded=tuple(dict.fromkeys(e.section for e in entries if e.section not in named)),
     )
 
 

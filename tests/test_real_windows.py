@@ -1,0 +1,73 @@
+"""Real ``win_amd64`` CUDA wheels from PyPI read to the bytes (opt-in: ``pytest -m network``).
+
+pefile (an independent PE reader) finds each DLL's fatbin section and its imports; librarian's facts must
+agree: the archs the fatbin reader finds in that section, the DLLs imported, the torch binding.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pefile
+import pytest
+
+from librarian.wheel.binaries import inspect_wheel
+from librarian.wheel.fatbin import read_fatbin
+from tests.conftest import Run
+from tests.test_real_wheels import _download
+
+pytestmark = pytest.mark.network
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    where = tmp_path_factory.mktemp("real-windows")
+    return {
+        "bitsandbytes": _download("bitsandbytes==0.50.2", "win_amd64", where / "bnb"),
+        "xformers": _download("xformers==0.0.35", "win_amd64", where / "xformers"),
+    }
+
+
+def oracle(data: bytes) -> tuple[set[str], tuple[str, ...], set[str]]:
+    """Per pefile: the archs in the ``.nv_fatb`` section (read by the fatbin reader), imported DLLs, symbols."""
+    pe = pefile.PE(data=data, fast_load=False)
+    archs: set[str] = set()
+    for s in pe.sections:
+        if s.Name.rstrip(b"\0") == b".nv_fatb":
+            size = min(s.Misc_VirtualSize or s.SizeOfRawData, s.SizeOfRawData)
+            archs |= {str(e.arch) for e in read_fatbin(data, s.PointerToRawData, size, section=".nv_fatb")}
+    imports = getattr(pe, "DIRECTORY_ENTRY_IMPORT", [])
+    dlls = tuple(e.dll.decode() for e in imports)
+    return archs, dlls, {i.name.decode() for e in imports for i in e.imports if i.name}
+
+
+@pytest.mark.parametrize("name", ["bitsandbytes", "xformers"])
+def test_windows_members_agree_with_pefile(wheels: dict[str, Path], name: str) -> None:
+    facts = {b.path: b for b in inspect_wheel(wheels[name]).binaries}
+    checked = 0
+    with zipfile.ZipFile(wheels[name]) as zf:
+        for member in zf.namelist():
+            if not member.endswith((".dll", ".pyd")):
+                continue
+            archs, dlls, _ = oracle(zf.read(member))
+            b = facts[member]
+            assert b.needed == dlls, member
+            if archs:
+                assert {str(a) for a in (*b.sass, *b.ptx)} == {a for a in archs if not a.startswith("lto")}, member
+                checked += 1
+    assert checked >= (7 if name == "bitsandbytes" else 1)
+
+
+def test_windows_rows_and_verdicts(run: Run, wheels: dict[str, Path]) -> None:
+    bnb = run("inspect", str(wheels["bitsandbytes"])).out
+    assert "runs natively on" in bnb and "sm89" in bnb and "windows (pe)" in bnb
+    xformers = run("inspect", str(wheels["xformers"])).out
+    assert "stable ABI" in xformers and "torch_cpu.dll" in xformers and "cudart64_12.dll" in xformers
+    with zipfile.ZipFile(wheels["xformers"]) as zf:
+        _, _, imported = oracle(zf.read("xformers/_C.pyd"))
+    assert not [s for s in imported if s.startswith("?") and "@c10@@" in s]  # the oracle: no mangled c10 import
+    flags = ("--sm", "89", "--torch", "2.9", "--cuda", "12.8", "--python", "3.12", "--driver", "12.8")
+    assert run("doctor", str(wheels["bitsandbytes"]), *flags, "--platform", "win_amd64").code == 0
+    wrong_os = run("doctor", str(wheels["bitsandbytes"]), *flags, "--platform", "manylinux_2_28_x86_64")
+    assert wrong_os.code == 1 and "OS        FAIL" in wrong_os.out
