@@ -185,3 +185,31 @@ def test_installed_as_a_uv_tool_it_acts_on_the_active_venv(store: Path, tmp_path
                             text=True, check=False)  # fmt: skip
     assert pulled.returncode == 0, pulled.stderr
     assert version_in(python, "tinykern") == "0.1.0+cu130torch2.9"
+
+
+def test_a_relative_python_path_is_used_as_given_never_looked_up_on_path(
+    run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    isolate_machine(monkeypatch, tmp_path / "bin")
+    python = make_venv(tmp_path / "t")
+    here = tmp_path / "work"
+    here.mkdir()
+    (here / "python3").symlink_to(python)  # ./python3 is this venv's; the python3 on PATH is another
+    monkeypatch.chdir(here)
+    assert find_target("./python3", {}).executable == here / "python3"
+    result = run("doctor", "--machine", "--python", "./python3", "--json")
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["machine"]["interpreter"]["value"] == str(here / "python3")
+
+
+def test_install_refuses_a_python_version_that_is_not_the_target_s_before_downloading(
+    run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    isolate_machine(monkeypatch, tmp_path / "bin")
+    other = "3.12" if PY != "3.12" else "3.11"
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)  # the target: librarian's own interpreter, Python PY
+    result = run("pull", "tinykern", "--sm", "89", "--torch", "2.9", "--cuda", "13.0", "--python", other,
+                 "--install", "-o", "out", "--repo", "nowhere")  # fmt: skip
+    assert result.code == 2 and result.err.count("\n") == 1, result
+    assert f"--python {other}: --install installs into {sys.executable}, which is Python {PY}" in result.err
+    assert not (tmp_path / "out").exists()  # refused before a store was even opened

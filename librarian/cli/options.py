@@ -11,8 +11,9 @@ import typer
 
 from librarian.config import load_layout, load_settings
 from librarian.coords import Label, parse_cuda, parse_torch
+from librarian.errors import BadInput
 from librarian.layout import Layout
-from librarian.machine import Machine
+from librarian.machine import Machine, parse_python
 from librarian.ops.labels import label_from_flags
 from librarian.probe import detect_machine
 from librarian.probe.target import find_target, is_version
@@ -58,11 +59,22 @@ def label_of(cuda: str | None, torch: str | None, python: str | None = None) -> 
 
 
 def machine_of(sm: str | None, torch: str | None, cuda: str | None, python: str | None, platform: str | None,
-               glibc: str | None = None, driver: str | None = None, gpu: int | None = None) -> Machine:  # fmt: skip
-    """This machine as detected (for ``--python``'s interpreter), with what the flags say over it."""
+               glibc: str | None = None, driver: str | None = None, gpu: int | None = None,
+               installing: bool = False) -> Machine:  # fmt: skip
+    """This machine as detected (for ``--python``'s interpreter), with what the flags say over it.
+
+    ``installing``: a ``--python VERSION`` must be the target interpreter's own (``--install`` installs into
+    it), refused before anything is downloaded."""
     # --python is a version (resolve for it) or a path (act for that interpreter): uv's convention.
     version = python if python is not None and is_version(python) else None
-    return detect_machine(target=find_target(python)).with_overrides(
+    target = find_target(python)
+    detected = detect_machine(target=target)
+    if installing and version is not None and detected.python.value is not None:
+        have = detected.python.value[:2]
+        if parse_python(version) != have:
+            raise BadInput(f"--python {version}: --install installs into {target.executable}, which is Python "
+                           f"{have[0]}.{have[1]}; pass --python PATH of a {version} interpreter, or drop --install")  # fmt: skip
+    return detected.with_overrides(
         sm=sm, gpu=gpu, torch=torch, cuda=cuda, python=version, platform=platform, glibc=glibc, driver=driver
     )
 

@@ -49,8 +49,9 @@ def pull(
     """Fetch the exact wheel for this machine (newest version), sha256-checked."""
     if install and requirements is not None:
         raise BadInput("--install and --requirements: choose one (the file is for installing without librarian)")
+    # The machine first: a --python that --install contradicts is refused before the store is touched.
+    found = machine_of(sm, torch, cuda, python, platform, glibc=glibc, driver=driver, gpu=gpu, installing=install)
     store, layout = store_and_layout(repo)
-    found = machine_of(sm, torch, cuda, python, platform, glibc=glibc, driver=driver, gpu=gpu)
     report = pull_op.pull(store, layout, packages, pull_op.Wants.of(found), out, compatible=compatible, requirements=requirements)
     for note in report.notes:
         ui.note(note)

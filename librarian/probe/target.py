@@ -84,7 +84,9 @@ def find_target(python: str | None, environ: Mapping[str, str] | None = None) ->
     """The target: ``--python PATH`` (an interpreter or a venv folder), else ``$VIRTUAL_ENV``, else our own."""
     env = os.environ if environ is None else environ
     if python is not None and not is_version(python):
-        path = Path(python).expanduser()
+        # Used as given, relative to the working directory, never looked up on PATH: "./python3" made a
+        # str is "python3", which a process would look up (uv and pip take a path the same way).
+        path = Path(os.path.abspath(Path(python).expanduser()))
         if path.is_dir():
             found = _interpreter_in(path)
             if found is None:
