@@ -21,7 +21,7 @@ from librarian import progress
 from librarian.coords import Cell, GpuArch, Label, WheelName
 from librarian.demands import ClaimKind, Demand, Wheel, cells, claims, judge_cell, said_claims
 from librarian.errors import BadInput, BadWheel, LibrarianError, Refused
-from librarian.facts import WheelFacts
+from librarian.facts import BinaryFormat, WheelFacts
 from librarian.index import Index, IndexEntry, metadata_path, pending_path, render_pending
 from librarian.layout import Layout
 from librarian.manifest import Manifest, metadata_text, render_manifest
@@ -136,6 +136,9 @@ def gpu_cells(
     """
     label = wheel.name.label
     assert label is not None  # publish labels before it files
+    hosts = [b for b in wheel.facts.binaries if b.format.is_host] if wheel.facts is not None else []
+    if hosts and all(b.format is BinaryFormat.MACHO for b in hosts):
+        raise BadInput(f"{source}: its binaries are Mach-O (macOS), and macOS has no CUDA: it files no CUDA cell")
     has_code = wheel.facts is not None and any(b.has_kernels for b in wheel.facts.binaries)
     if requested:
         if not has_code:

@@ -31,6 +31,7 @@ from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry, WheelFacts
 from librarian.pool import jobs_for, ordered_map
 from librarian.safeio import open_regular
 from librarian.wheel import elf as elfmod
+from librarian.wheel import macho as machomod
 from librarian.wheel import pe as pemod
 from librarian.wheel import zipraw
 from librarian.wheel.fatbin import read_device_code, read_fatbin, scan_fatbins
@@ -78,6 +79,8 @@ def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
         fmt, cpu = elfmod.identify(fileobj)
         if fmt is BinaryFormat.PE:
             return _inspect_pe(fileobj, path)
+        if fmt is BinaryFormat.MACHO:
+            return _inspect_macho(fileobj, path, cpu)
         return BinaryFacts(path=path, format=fmt, cpu=cpu)
     elf = elfmod.read_elf(fileobj)
     fmt, cpu = BinaryFormat.ELF, elf.cpu  # what identify says of an ELF file
@@ -127,6 +130,14 @@ def _inspect_pe(fileobj: BinaryIO, path: str) -> BinaryFacts:
         torch_symbols=tuple(sorted(s for s in pe.imported if _MSVC_TORCH_SYMBOL.search(s))),
         embedded=tuple(dict.fromkeys(e.section for e in entries if e.section not in named)),
     )
+
+
+def _inspect_macho(fileobj: BinaryIO, path: str, cpu: str | None) -> BinaryFacts:
+    """A macOS ``.so`` / ``.dylib`` (thin or universal2): no device code (macOS has no CUDA); the dylibs it
+    loads and the mangled torch symbols among what it imports."""
+    macho = machomod.read_macho(fileobj)
+    symbols = tuple(sorted(s for s in macho.imported if _TORCH_SYMBOL.match(s)))
+    return BinaryFacts(path=path, format=BinaryFormat.MACHO, cpu=cpu, needed=macho.dylibs, torch_symbols=symbols)
 
 
 def _holds_data(sec: elfmod.Section) -> bool:

@@ -1,0 +1,81 @@
+"""macOS members read to the bytes (issue 21): the dylibs a Mach-O file loads and the symbols it imports.
+
+The files are built by hand (``tests.macho_builders``), thin and universal2; macholib, an independent
+Mach-O reader, is the oracle for the load commands.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import struct
+from pathlib import Path
+
+import pytest
+from macholib.mach_o import LC_LOAD_DYLIB
+from macholib.MachO import MachO
+
+from librarian.errors import BadBinary
+from librarian.facts import BinaryFormat
+from librarian.wheel.binaries import inspect_binary
+from librarian.wheel.macho import read_macho
+from tests.builders import make_wheel
+from tests.conftest import Run
+from tests.macho_builders import CPU_ARM64, CPU_X86_64, thin, universal
+
+C10 = "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs"
+TORCH = ("@rpath/libtorch_cpu.dylib", "@rpath/libc10.dylib")
+EXACT = thin(CPU_ARM64, TORCH, (C10, "PyObject_GetAttr"), ("PyInit__C",))
+STABLE = thin(CPU_X86_64, TORCH, ("aoti_torch_empty_strided", "torch_call_dispatcher"))
+UNIVERSAL = universal((CPU_X86_64, STABLE), (CPU_ARM64, EXACT))
+
+
+@pytest.mark.parametrize("data", [EXACT, STABLE, UNIVERSAL])
+def test_dylibs_agree_with_macholib(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "_C.so"
+    path.write_bytes(data)
+    oracle = [lc[2].split(b"\0")[0].decode() for h in MachO(str(path)).headers for lc in h.commands
+              if lc[0].cmd == LC_LOAD_DYLIB]  # fmt: skip
+    assert read_macho(data).dylibs == tuple(dict.fromkeys(p.rsplit("/", 1)[-1] for p in oracle))
+
+
+@pytest.mark.parametrize(("data", "cpu", "exact"), [(EXACT, "arm64", True), (STABLE, "x86_64", False),
+                                                    (UNIVERSAL, "universal2", True)])  # fmt: skip
+def test_a_mach_o_member_s_torch_linkage_and_binding(data: bytes, cpu: str, exact: bool) -> None:
+    facts = inspect_binary(io.BytesIO(data), "pkg/_C.so")
+    assert facts.format is BinaryFormat.MACHO and facts.cpu == cpu and not facts.has_device_code
+    assert facts.links_torch and facts.torch_libraries == ("libtorch_cpu.dylib", "libc10.dylib")
+    assert facts.torch_symbols == ((C10,) if exact else ())  # __ZN3c10... read as the C++ name
+
+
+def test_a_macos_wheel_files_no_cuda_cell(run: Run, tmp_path: Path) -> None:
+    whl = make_wheel(tmp_path / "dist", "macvision", "0.24.0", "cp312-cp312-macosx_11_0_arm64",
+                     {"macvision/__init__.py": b"", "macvision/_C.so": EXACT})  # fmt: skip
+    seen = run("inspect", str(whl)).out
+    assert "  GPU arch  no GPU code" in seen and "  OS        macos (macho)" in seen and f"imports {C10}" in seen
+    for flags in ((), ("--sm", "80")):
+        refused = run("publish", str(whl), "--torch", "2.9", "--cuda", "12.8", *flags)
+        assert refused.code == 2 and "macOS has no CUDA: it files no CUDA cell" in refused.err, refused
+    assert not (tmp_path / "wheelhouse").exists()
+
+
+def test_mutated_mach_o_files_raise_only_one_line_errors() -> None:
+    rng = random.Random(21)
+    for _ in range(400):
+        data = bytearray(rng.choice((EXACT, UNIVERSAL)))
+        for _ in range(rng.randint(1, 6)):
+            at = rng.randrange(0, min(len(data), 4400))
+            data[at : at + 4] = rng.randbytes(4)
+        if rng.random() < 0.2:
+            data = data[: rng.randrange(len(data))]
+        try:
+            inspect_binary(io.BytesIO(bytes(data)), "pkg/_C.so")
+        except BadBinary as e:
+            assert "\n" not in str(e) and str(e).startswith("pkg/_C.so: ")
+
+
+def test_a_crafted_universal_file_is_one_line() -> None:
+    bad = bytearray(UNIVERSAL)
+    struct.pack_into(">I", bad, 8 + 8, 0x7FFFFFF0)  # the first slice's offset past the end
+    with pytest.raises(BadBinary, match="runs past the end of the file"):
+        inspect_binary(io.BytesIO(bytes(bad)), "pkg/_C.so")
