@@ -18,6 +18,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from librarian.coords import GpuArch, MajorMinor, canonical_cpu, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput
 from librarian.gpus import parse_real_sm
+from librarian.platforms import legacy_manylinux, parse_platform
 
 T = TypeVar("T")
 
@@ -106,10 +107,6 @@ def parse_python(text: str) -> MajorMinor:
     raise BadInput(f"{text}: not a Python version (expected e.g. 3.12)")
 
 
-# The manylinux names older than PEP 600, by the glibc they promise.
-LEGACY_MANYLINUX = {(2, 17): "manylinux2014", (2, 12): "manylinux2010", (2, 5): "manylinux1"}
-
-
 def linux_platforms(glibc: MajorMinor | None, cpu: str) -> tuple[str, ...]:
     """The platform tags a Linux machine with this glibc accepts, best first (as pip orders them)."""
     platforms: list[str] = []
@@ -118,7 +115,7 @@ def linux_platforms(glibc: MajorMinor | None, cpu: str) -> tuple[str, ...]:
         floor = 5 if cpu in ("x86_64", "i686") else 17
         for minor in range(glibc[1], floor - 1, -1):
             platforms.append(f"manylinux_2_{minor}_{cpu}")
-            if legacy := LEGACY_MANYLINUX.get((2, minor)):
+            if legacy := legacy_manylinux((2, minor)):
                 platforms.append(f"{legacy}_{cpu}")
     platforms.append(f"linux_{cpu}")
     return tuple(platforms)
@@ -130,34 +127,6 @@ def expand_platform(tag: str) -> tuple[str, ...]:
     if m is None:
         return (tag,)
     return linux_platforms((int(m[1]), int(m[2])), m[3])
-
-
-_PLATFORM_CPUS = ("x86_64", "aarch64", "arm64", "amd64", "i686", "ppc64le", "s390x", "armv7l", "riscv64",
-                  "universal2")  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class PlatformMachine:
-    """What a platform tag says of the machine it names: CPU, OS and (manylinux) the glibc it has at least."""
-
-    cpu: str | None
-    os: str | None
-    glibc: MajorMinor | None = None
-
-
-def platform_machine(tag: str) -> PlatformMachine:
-    """``manylinux_2_28_aarch64`` -> aarch64, linux, glibc 2.28; ``win_amd64`` -> x86_64, win32; ``macosx_14_0_arm64``."""
-    cpu = next((canonical_cpu(c) for c in _PLATFORM_CPUS if tag.endswith(c)), "i686" if tag == "win32" else None)
-    if tag.startswith("win"):
-        return PlatformMachine(cpu, "win32")
-    if tag.startswith("macosx"):
-        return PlatformMachine(cpu, "darwin")
-    if m := re.fullmatch(r"manylinux_(\d+)_(\d+)_.+", tag):
-        return PlatformMachine(cpu, "linux", (int(m[1]), int(m[2])))
-    legacy = {name: glibc for glibc, name in LEGACY_MANYLINUX.items()}.get(tag.split("_")[0])
-    if legacy is not None or tag.startswith(("linux", "musllinux")):
-        return PlatformMachine(cpu, "linux", legacy)
-    return PlatformMachine(cpu, None)
 
 
 def interpreter_tags(python: MajorMinor, platforms: Iterable[str]) -> tuple[Tag, ...]:
@@ -245,7 +214,7 @@ class Machine:
         if torch is not None or cuda is not None:
             m = replace(m, torch=_override_torch(m.torch, torch, m.cuda.value))
         if platform is not None:  # the machine it names: its CPU, OS and glibc floor (--glibc wins)
-            named = platform_machine(platform)
+            named = parse_platform(platform)
             if named.cpu is not None:
                 m = replace(m, cpu=Probed.found(named.cpu, "--platform"))
             if named.os is not None:

@@ -8,8 +8,7 @@ from librarian.coords import canonical_cpu
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
 from librarian.facts import WheelFacts
 from librarian.machine import Machine
-
-UNIVERSAL2 = "universal2"  # a macOS fat binary: x86_64 and arm64 in one file
+from librarian.platforms import UNIVERSAL2, parse_platform
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,16 +21,7 @@ class CpuNeed:
 
 def platform_cpu(platform: str) -> str | None:
     """The CPU a platform tag names: ``manylinux_2_28_aarch64`` -> ``aarch64``, ``win_amd64`` -> ``x86_64``."""
-    if platform == "any":
-        return None
-    if platform == "win32":
-        return "i686"
-    if platform.endswith("universal2"):
-        return UNIVERSAL2
-    for cpu in ("x86_64", "aarch64", "arm64", "amd64", "i686", "ppc64le", "s390x", "armv7l", "riscv64"):
-        if platform.endswith(cpu):
-            return canonical_cpu(cpu)
-    return None
+    return parse_platform(platform).cpu
 
 
 def binary_cpus(facts: WheelFacts) -> frozenset[str]:

@@ -6,14 +6,12 @@ A ``manylinux_2_28`` tag promises a floor of 2.28; bytes that need more contradi
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from librarian.coords import format_dotted
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
-from librarian.machine import LEGACY_MANYLINUX, Machine, format_glibcxx
-
-_LEGACY = {name: glibc for glibc, name in LEGACY_MANYLINUX.items()}  # name -> the glibc it promises
+from librarian.machine import Machine, format_glibcxx
+from librarian.platforms import parse_platform
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +33,7 @@ class GlibcNeed:
 
 def platform_glibc(platform: str) -> tuple[int, int] | None:
     """The glibc floor a manylinux tag promises: ``manylinux_2_28_x86_64`` -> (2, 28)."""
-    if m := re.fullmatch(r"manylinux_(\d+)_(\d+)_.*", platform):
-        return int(m[1]), int(m[2])
-    return _LEGACY.get(platform.split("_")[0])
+    return parse_platform(platform).glibc
 
 
 def needs(wheel: Wheel) -> GlibcNeed:

@@ -7,18 +7,13 @@ from dataclasses import dataclass
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
 from librarian.facts import BinaryFormat
 from librarian.machine import Machine
+from librarian.platforms import os_format, parse_platform
 
-_OS_FORMATS = {"linux": BinaryFormat.ELF, "win32": BinaryFormat.PE, "cygwin": BinaryFormat.PE,
-               "darwin": BinaryFormat.MACHO}  # fmt: skip
 _OS_ERRORS = {
     BinaryFormat.ELF: "invalid ELF header",
     BinaryFormat.PE: "DLL load failed: %1 is not a valid Win32 application",
     BinaryFormat.MACHO: "not a mach-o file",
 }
-_PLATFORM_FORMATS = {"linux": BinaryFormat.ELF, "manylinux": BinaryFormat.ELF, "musllinux": BinaryFormat.ELF,
-                     "manylinux1": BinaryFormat.ELF, "manylinux2010": BinaryFormat.ELF,
-                     "manylinux2014": BinaryFormat.ELF, "win": BinaryFormat.PE, "win32": BinaryFormat.PE,
-                     "macosx": BinaryFormat.MACHO}  # fmt: skip
 _A_FORMAT = {BinaryFormat.ELF: "an ELF", BinaryFormat.PE: "a PE", BinaryFormat.MACHO: "a Mach-O"}
 
 
@@ -36,7 +31,7 @@ class OsNeed:
 
 def platform_format(platform: str) -> BinaryFormat | None:
     """The binary format a platform tag's OS loads: ``manylinux_2_28_x86_64`` -> ELF; ``any`` -> None."""
-    return _PLATFORM_FORMATS.get(platform.split("_")[0])
+    return parse_platform(platform).format
 
 
 def needs(wheel: Wheel) -> OsNeed:
@@ -55,7 +50,7 @@ def check(need: OsNeed, machine: Machine) -> Verdict:
     text = ", ".join(f.value for f in need.formats)
     if machine.os.value is None:
         return unknown(Demand.OS, text, machine.os.reason)
-    native = _OS_FORMATS.get(machine.os.value, BinaryFormat.ELF)  # other unixes load ELF
+    native = os_format(machine.os.value) or BinaryFormat.ELF  # other unixes load ELF
     has = f"{machine.os.value} ({native.value})"
     wrong = [(path, f) for path, f in need.members if f is not native]
     if not wrong:

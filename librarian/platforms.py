@@ -1,0 +1,89 @@
+"""Platform tags, in one home: the machine a tag names (CPU, OS and its binary format, glibc floor).
+
+Every reader of a platform tag asks :func:`parse_platform`: the CPU, OS and glibc demands (what a wheel's
+tag claims), and ``--platform`` (the machine a flag describes). The rules are data,
+``librarian/data/platforms.toml``, checked on load. Pure.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from librarian.compat import tomllib
+from librarian.coords import MajorMinor
+from librarian.errors import BadInput
+from librarian.facts import BinaryFormat
+
+UNIVERSAL2 = "universal2"  # a macOS fat binary: x86_64 and arm64 in one file
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformTag:
+    """What one platform tag says of the machine it is for (``None``: the tag does not say)."""
+
+    tag: str
+    cpu: str | None
+    os: str | None  # "linux", "win32", "darwin"
+    format: BinaryFormat | None  # the binary format that OS loads
+    glibc: MajorMinor | None = None  # the glibc a manylinux tag promises (and a machine it names has)
+
+
+@dataclass(frozen=True, slots=True)
+class _Rules:
+    os: dict[str, tuple[str, BinaryFormat]]
+    cpu: dict[str, str]
+    legacy: dict[str, MajorMinor]
+
+
+def _parse_rules(text: str, source: str) -> _Rules:
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+        oses = {k: (str(v["os"]), BinaryFormat(v["format"])) for k, v in data["os"].items()}
+        cpus = {str(k): str(v) for k, v in data["cpu"].items()}
+        legacy = {}
+        for name, version in data["legacy_manylinux"].items():
+            major, minor = (int(x) for x in str(version).split("."))
+            legacy[str(name)] = (major, minor)
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
+        raise BadInput(f"{source}: not a platform table ({e})") from e
+    return _Rules(oses, cpus, legacy)
+
+
+@functools.cache
+def _rules() -> _Rules:
+    text = resources.files("librarian").joinpath("data/platforms.toml").read_text(encoding="utf-8")
+    return _parse_rules(text, "librarian/data/platforms.toml")
+
+
+@functools.lru_cache(maxsize=512)
+def parse_platform(tag: str) -> PlatformTag:
+    """``manylinux_2_28_aarch64`` -> aarch64, linux (ELF), glibc 2.28; ``win_amd64`` -> x86_64, win32 (PE);
+    ``macosx_11_0_universal2`` -> universal2, darwin (Mach-O); ``any`` -> nothing."""
+    rules = _rules()
+    if tag == "any":
+        return PlatformTag(tag, None, None, None)
+    cpu = rules.cpu.get(tag) if tag in rules.os else None  # a whole tag that is a CPU too: win32
+    if cpu is None:
+        cpu = next((c for suffix, c in sorted(rules.cpu.items(), key=lambda kv: -len(kv[0])) if tag.endswith(suffix)), None)
+    prefix = tag.split("_")[0]
+    os_format = rules.os.get(prefix)
+    glibc: MajorMinor | None = None
+    if m := re.fullmatch(r"manylinux_(\d+)_(\d+)_.+", tag):
+        glibc = (int(m[1]), int(m[2]))
+    elif prefix in rules.legacy:
+        glibc = rules.legacy[prefix]
+    return PlatformTag(tag, cpu, os_format[0] if os_format else None, os_format[1] if os_format else None, glibc)
+
+
+def legacy_manylinux(glibc: MajorMinor) -> str | None:
+    """The pre-PEP-600 name of a manylinux glibc floor: (2, 17) -> ``manylinux2014``."""
+    return next((name for name, version in _rules().legacy.items() if version == glibc), None)
+
+
+def os_format(os: str) -> BinaryFormat | None:
+    """The binary format an OS (``sys.platform``'s name: linux, win32, darwin) loads; None: not one we know."""
+    return next((fmt for name, fmt in _rules().os.values() if name == os), None)
