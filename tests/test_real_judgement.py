@@ -160,3 +160,29 @@ def test_torchvision_stays_exact(run: Run, tmp_path: Path) -> None:
     assert run("publish", str(whl), "--torch", "2.9", "--cuda", "12.8").code == 0
     refused = run("pull", "torchvision", "--sm", "89", "--torch", "2.10", "--cuda", "12.8", *X86, "-o", "out")
     assert refused.code == 1 and "another torch line: 2.9, not 2.10" in refused.err
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        # sgl-kernel (aarch64) on a GH200, every flag given: runs (its torch line unknown: no label)
+        (("--sm", "90", "--torch", "2.9", "--cuda", "12.8", "--python", "3.12", "--platform", "manylinux_2_35_aarch64",
+          "--driver", "12.9"), {"gpu": True, "torch": None, "cuda": True, "python": True, "cpu": True, "os": True,
+                                "glibc": True}),
+        # the same by preset
+        (("--preset", "gh200", "--torch", "2.9", "--cuda", "12.8", "--driver", "12.9"),
+         {"gpu": True, "torch": None, "cuda": True, "python": True, "cpu": True, "os": True, "glibc": True}),
+        # on an x86_64 Linux box with an RTX 4090: another CPU and no tag that fits (its GPU code would run)
+        (("--preset", "rtx4090-linux", "--torch", "2.9", "--cuda", "12.8", "--driver", "12.9"),
+         {"gpu": True, "torch": None, "cuda": True, "python": False, "cpu": False, "os": True, "glibc": True}),
+        # a Jetson Orin (sm_87, glibc 2.35): runs natively by its own sm_87 SASS
+        (("--preset", "jetson-orin", "--torch", "2.9", "--cuda", "12.6", "--driver", "12.9", "--python", "3.12"),
+         {"gpu": True, "torch": None, "cuda": True, "python": True, "cpu": True, "os": True, "glibc": True}),
+    ],
+)  # fmt: skip
+def test_doctor_on_an_aarch64_wheel_matches_the_table(
+    run: Run, wheels: dict[str, Path], flags: tuple[str, ...], expected: dict[str, bool | None]
+) -> None:
+    report = doctor(run, wheels["sgl"], *flags)
+    got = {v["demand"]: v["ok"] for v in report["verdicts"]}  # type: ignore[attr-defined]
+    assert got == expected, [(v["demand"], v["ok"], v["reason"]) for v in report["verdicts"]]  # type: ignore[attr-defined]

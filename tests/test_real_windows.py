@@ -71,3 +71,33 @@ def test_windows_rows_and_verdicts(run: Run, wheels: dict[str, Path]) -> None:
     assert run("doctor", str(wheels["bitsandbytes"]), *flags, "--platform", "win_amd64").code == 0
     wrong_os = run("doctor", str(wheels["bitsandbytes"]), *flags, "--platform", "manylinux_2_28_x86_64")
     assert wrong_os.code == 1 and "OS        FAIL" in wrong_os.out
+
+
+OK, NO, UNKNOWN = True, False, None
+DEMANDS = ("gpu", "torch", "cuda", "python", "cpu", "os", "glibc")
+
+
+@pytest.mark.parametrize(
+    ("wheel", "flags", "expected"),
+    [
+        # bitsandbytes on a Windows RTX 4090, torch 2.9 + CUDA 12.8: its CUDA 12.8 DLL loads, no torch linked
+        ("bitsandbytes", ("--sm", "89", "--torch", "2.9", "--cuda", "12.8", "--python", "3.12", "--platform", "win_amd64",
+                          "--driver", "12.8"), (OK, OK, OK, OK, OK, OK, OK)),
+        # the same Windows wheel asked of a Linux machine: another OS and no tag that fits
+        ("bitsandbytes", ("--sm", "89", "--torch", "2.9", "--cuda", "12.8", "--python", "3.12", "--platform",
+                          "manylinux_2_35_x86_64", "--driver", "12.8"), (OK, OK, OK, NO, OK, NO, OK)),
+        # xformers (stable ABI, unlabelled: its torch line unknown) on a Windows RTX 4090
+        ("xformers", ("--sm", "89", "--torch", "2.9", "--cuda", "12.8", "--python", "3.12", "--platform", "win_amd64",
+                      "--driver", "12.8"), (OK, UNKNOWN, OK, OK, OK, OK, OK)),
+        # and on a GH200 (Arm Linux) by its preset: another CPU and OS, no tag
+        ("xformers", ("--preset", "gh200", "--torch", "2.9", "--cuda", "12.8"), (OK, UNKNOWN, OK, NO, NO, NO, OK)),
+    ],
+)  # fmt: skip
+def test_doctor_on_real_windows_wheels_matches_the_table(
+    run: Run, wheels: dict[str, Path], wheel: str, flags: tuple[str, ...], expected: tuple[bool | None, ...]
+) -> None:
+    import json
+
+    report = json.loads(run("doctor", str(wheels[wheel]), *flags, "--json").out)["wheels"][0]
+    got = tuple(next(v["ok"] for v in report["verdicts"] if v["demand"] == d) for d in DEMANDS)
+    assert got == expected, [(v["demand"], v["ok"], v["reason"]) for v in report["verdicts"]]

@@ -15,6 +15,7 @@ from librarian.cli.options import (
     JobsOpt,
     JsonOpt,
     PlatformOpt,
+    PresetOpt,
     PythonOpt,
     SmOpt,
     TorchOpt,
@@ -54,11 +55,13 @@ def doctor(
     driver: DriverOpt = None,
     gpu: GpuOpt = None,
     machine: Annotated[bool, typer.Option("--machine", help="Show what was detected about this machine, and how.")] = False,
+    preset: PresetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Will it run here? Each of the seven demands against this machine (flags override detection). Exit 1 if not."""
     paths = expand_paths(wheels, (".whl",)) if wheels else []
-    found = checkup(paths, machine_of(sm, torch, cuda, python, platform, glibc, driver, gpu), show_machine=machine)
+    described = machine_of(sm, torch, cuda, python, platform, glibc, driver, gpu, preset=preset)
+    found = checkup(paths, described, show_machine=machine)
     ui.emit_json(found.to_json()) if as_json else ui.out(found.render())
     if found.fails:
         raise typer.Exit(1)

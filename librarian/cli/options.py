@@ -13,8 +13,9 @@ from librarian.config import load_layout, load_settings
 from librarian.coords import Label, parse_cuda, parse_torch
 from librarian.errors import BadInput
 from librarian.layout import Layout
-from librarian.machine import Machine, parse_python
+from librarian.machine import Machine, Probed, parse_python
 from librarian.ops.labels import label_from_flags
+from librarian.presets import find_preset
 from librarian.probe import detect_machine
 from librarian.probe.target import find_target, is_version
 from librarian.stores import open_store
@@ -37,6 +38,7 @@ PlatformOpt = Annotated[str | None, typer.Option("--platform", help="Platform ta
 GpuOpt = Annotated[int | None, typer.Option("--gpu", help="Which GPU to judge when there are several (default 0).")]
 DriverOpt = Annotated[str | None, typer.Option("--driver", help="The driver's CUDA version, e.g. 12.8 (for PTX JIT).")]
 GlibcOpt = Annotated[str | None, typer.Option("--glibc", help="The machine's glibc, e.g. 2.31 (default: detected).")]
+PresetOpt = Annotated[str | None, typer.Option("--preset", help="A common machine: jetson-orin, gh200, rtx4090-linux, windows-rtx4090, mac (flags given win).")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the plan; change nothing.")]
 AllowUnknownComboOpt = Annotated[bool, typer.Option("--allow-unknown-combo", help="Accept a torch/CUDA combo PyTorch never shipped.")]
 
@@ -60,15 +62,26 @@ def label_of(cuda: str | None, torch: str | None, python: str | None = None) -> 
 
 def machine_of(sm: str | None, torch: str | None, cuda: str | None, python: str | None, platform: str | None,
                glibc: str | None = None, driver: str | None = None, gpu: int | None = None,
-               installing: bool = False) -> Machine:  # fmt: skip
-    """This machine as detected (for ``--python``'s interpreter), with what the flags say over it.
+               installing: bool = False, preset: str | None = None) -> Machine:  # fmt: skip
+    """This machine as detected (for ``--python``'s interpreter), with what the flags say over it; with
+    ``preset``, the common machine it names (nothing of this one detected), the flags over it.
 
     ``installing``: a ``--python VERSION`` must be the target interpreter's own (``--install`` installs into
     it), refused before anything is downloaded."""
+    if preset is not None:
+        named = find_preset(preset)
+        sm, platform, driver = sm or named.get("sm"), platform or named.get("platform"), driver or named.get("driver")
+        cuda, glibc = cuda or named.get("cuda"), glibc or named.get("glibc")
+        python = python or named.get("python")
     # --python is a version (resolve for it) or a path (act for that interpreter): uv's convention.
     version = python if python is not None and is_version(python) else None
     target = find_target(python)
-    detected = detect_machine(target=target)
+    if preset is not None and version is not None and not installing:
+        # Another machine: nothing of this one leaks in (its GPU, driver, torch, glibc).
+        why = f"--preset {preset} names no NVIDIA GPU; pass --sm"
+        detected = Machine(gpus=Probed.unknown(why), interpreter=Probed.unknown(f"--preset {preset}: another machine"))
+    else:
+        detected = detect_machine(target=target)
     if installing and version is not None and detected.python.value is not None:
         have = detected.python.value[:2]
         if parse_python(version) != have:

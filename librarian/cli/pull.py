@@ -15,6 +15,7 @@ from librarian.cli.options import (
     GlibcOpt,
     JsonOpt,
     PlatformOpt,
+    PresetOpt,
     PythonOpt,
     RepoOpt,
     TorchOpt,
@@ -44,13 +45,15 @@ def pull(
     force: Annotated[bool, typer.Option("--force", help="--install even a wheel the verdicts say will not run here.")] = False,
     driver: DriverOpt = None,
     glibc: GlibcOpt = None,
+    preset: PresetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fetch the exact wheel for this machine (newest version), sha256-checked."""
     if install and requirements is not None:
         raise BadInput("--install and --requirements: choose one (the file is for installing without librarian)")
     # The machine first: a --python that --install contradicts is refused before the store is touched.
-    found = machine_of(sm, torch, cuda, python, platform, glibc=glibc, driver=driver, gpu=gpu, installing=install)
+    found = machine_of(sm, torch, cuda, python, platform, glibc=glibc, driver=driver, gpu=gpu, installing=install,
+                       preset=preset)  # fmt: skip
     store, layout = store_and_layout(repo)
     report = pull_op.pull(store, layout, packages, pull_op.Wants.of(found), out, compatible=compatible, requirements=requirements)
     for note in report.notes:

@@ -1,0 +1,59 @@
+"""Machines described by flags: --platform and --preset (issue 21), for doctor and pull alike."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from librarian.errors import BadInput
+from librarian.presets import find_preset, parse_presets, presets
+from tests.conftest import Run
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "dist"
+CP310 = SAMPLES / "tinykern-0.1.0-cp310-cp310-linux_x86_64.whl"
+
+
+def failing(run: Run, wheel: Path, *flags: str) -> set[str]:
+    report = json.loads(run("doctor", str(wheel), *flags, "--json").out)["wheels"][0]
+    return {v["demand"] for v in report["verdicts"] if v["ok"] is False}
+
+
+def test_the_presets_are_data_checked_on_load() -> None:
+    assert {"jetson-orin", "gh200", "rtx4090-linux", "windows-rtx4090", "mac"} <= set(presets())
+    assert find_preset("gh200").get("platform") == "manylinux_2_35_aarch64"
+    with pytest.raises(BadInput, match="--preset moon: no such machine .known: gh200"):
+        find_preset("moon")
+    with pytest.raises(BadInput, match="x.toml: not a table of machine presets .preset 'a' sets colour"):
+        parse_presets('[a]\nsm = "89"\ncolour = "green"\n', "x.toml")
+
+
+@pytest.mark.parametrize(
+    ("preset", "fails"),
+    [
+        ("rtx4090-linux", set()),  # the sample's own kind of machine
+        ("jetson-orin", {"cpu", "python"}),  # an x86_64 wheel on an Arm board: its CPU, and no tag fits
+        ("windows-rtx4090", {"os", "python"}),
+        ("mac", {"cpu", "os", "python"}),  # and an Apple silicon CPU
+    ],
+)
+def test_a_preset_describes_another_machine(run: Run, preset: str, fails: set[str]) -> None:
+    flags = ("--preset", preset, "--torch", "2.9", "--cuda", "13.0", "--python", "3.10", "--driver", "13.0")
+    assert failing(run, CP310, *flags) == fails
+
+
+def test_flags_given_beside_a_preset_win(run: Run) -> None:
+    report = json.loads(run("doctor", str(CP310), "--preset", "gh200", "--sm", "89", "--platform", "linux_x86_64",
+                            "--torch", "2.9", "--cuda", "13.0", "--python", "3.10", "--json").out)  # fmt: skip
+    machine = {v["demand"]: v["machine_has"] for v in report["wheels"][0]["verdicts"]}
+    assert machine["gpu"] == "sm_89" and machine["cpu"] == "x86_64"
+
+
+def test_pull_takes_a_preset_too(run: Run) -> None:
+    assert run("publish", *map(str, sorted(SAMPLES.glob("*.whl"))), "--torch", "2.9", "--cuda", "13.0").code == 0
+    pulled = run("pull", "tinykern", "--preset", "rtx4090-linux", "--torch", "2.9", "--cuda", "13.0", "--driver", "13.0",
+                 "-o", "out")  # fmt: skip
+    assert pulled.code == 0 and "tinykern/sm89/torch2.9-cu130/tinykern-0.1.0+cu130torch2.9-cp312" in pulled.out
+    orin = run("pull", "tinykern", "--preset", "jetson-orin", "--torch", "2.9", "--cuda", "13.0", "--driver", "13.0", "--json")
+    assert orin.code == 1 and all("cpu" in c["fails"] for c in json.loads(orin.out)["candidates"])
