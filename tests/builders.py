@@ -91,3 +91,25 @@ def torch_extension_so(seed: bytes = b"") -> bytes:
 
     return elf_bytes(needed=("libc10.so",), symbols={"_ZN3c106detail14torchCheckFailEPKcS2_jRKSs": False},
                      sections=((".comment", SHT_PROGBITS, seed),))  # fmt: skip
+
+
+def assert_mutants_fail_in_one_line(goods: tuple[bytes, ...], hot: list[int], path: str, count: int = 400) -> None:
+    """Mutate ``goods`` at ``hot`` offsets (and cut some short), seeded: each mutant reads, or fails with one
+    BadBinary line naming ``path``; nothing else escapes (an IndexError, a struct.error, a hang)."""
+    import random
+
+    from librarian.errors import BadBinary
+    from librarian.wheel.binaries import inspect_binary
+
+    rng = random.Random(21)
+    for _ in range(count):
+        data = bytearray(rng.choice(goods))
+        for _ in range(rng.randint(1, 6)):
+            at = rng.choice(hot)
+            data[at : at + 4] = rng.randbytes(4)
+        if rng.random() < 0.2:
+            data = data[: rng.randrange(len(data))]
+        try:
+            inspect_binary(io.BytesIO(bytes(data)), path)
+        except BadBinary as e:
+            assert "\n" not in str(e) and str(e).startswith(f"{path}: "), str(e)

@@ -7,7 +7,6 @@ Mach-O reader, is the oracle for the load commands.
 from __future__ import annotations
 
 import io
-import random
 import struct
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from librarian.errors import BadBinary
 from librarian.facts import BinaryFormat
 from librarian.wheel.binaries import inspect_binary
 from librarian.wheel.macho import read_macho
-from tests.builders import make_wheel
+from tests.builders import assert_mutants_fail_in_one_line, make_wheel
 from tests.conftest import Run
 from tests.macho_builders import CPU_ARM64, CPU_X86_64, thin, universal
 
@@ -60,18 +59,7 @@ def test_a_macos_wheel_files_no_cuda_cell(run: Run, tmp_path: Path) -> None:
 
 
 def test_mutated_mach_o_files_raise_only_one_line_errors() -> None:
-    rng = random.Random(21)
-    for _ in range(400):
-        data = bytearray(rng.choice((EXACT, UNIVERSAL)))
-        for _ in range(rng.randint(1, 6)):
-            at = rng.randrange(0, min(len(data), 4400))
-            data[at : at + 4] = rng.randbytes(4)
-        if rng.random() < 0.2:
-            data = data[: rng.randrange(len(data))]
-        try:
-            inspect_binary(io.BytesIO(bytes(data)), "pkg/_C.so")
-        except BadBinary as e:
-            assert "\n" not in str(e) and str(e).startswith("pkg/_C.so: ")
+    assert_mutants_fail_in_one_line((EXACT, UNIVERSAL), list(range(4400)), "pkg/_C.so")
 
 
 def test_a_crafted_universal_file_is_one_line() -> None:
