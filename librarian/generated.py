@@ -17,7 +17,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from librarian.catalogue import CARD, is_generated, merge_card, render_card_block, render_catalogue
-from librarian.index import ROOT, Index, parse_pending_path, render_index
+from librarian.index import ROOT, Index, render_index
+from librarian.pending import parse_pending_path
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,10 +45,6 @@ ROOT = "index.json"
 MAX_INDEX_BYTES = 512 << 20
 MAX_WHEEL_SIZE = 1 << 50
 SHARD_DIR = "index"
-# Staged entries (``publish --stage``) wait here for ``reindex``. Under ``index/`` because that folder is
-# librarian's own: no layout files wheels there, and no shard path (``index/<package>.json``) is a folder.
-PENDING_DIR = f"{SHARD_DIR}/pending"
-_PENDING_SHA = 16  # hex digits of the wheel's sha256 in a pending file's name
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +283,8 @@ def _schema_of(entry: Any) -> int:
     return 2 if new else 1
 
 
-def _dump(data: Any) -> bytes:
+def dump_json(data: Any) -> bytes:
+    """An index file's bytes: sorted, indented, no number JSON cannot hold."""
     return (json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
 
 
@@ -309,7 +306,7 @@ def render_index(index: Index) -> dict[str, bytes]:
         schema = max((_schema_of(w) for w in wheels), default=1)
         schemas.append(schema)
         shard = {"schema": schema, "package": package, "wheels": wheels}
-        body = _dump(shard)
+        body = dump_json(shard)
         path = shard_path(package)
         files[path] = body
         packages[package] = {
@@ -322,7 +319,7 @@ def render_index(index: Index) -> dict[str, bytes]:
         "layout": {"name": index.layout.name, "path": index.layout.path},
         "packages": packages,
     }
-    files[ROOT] = _dump(root)
+    files[ROOT] = dump_json(root)
     return files
 
 
@@ -339,7 +336,8 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _load_json(text: bytes, source: str) -> dict[str, Any]:
+def load_json(text: bytes, source: str) -> dict[str, Any]:
+    """An index file's JSON object, checked against its size and schema; StoreError naming ``source``."""
     if len(text) > MAX_INDEX_BYTES:
         raise StoreError(f"{source}: {len(text)} bytes, over the {MAX_INDEX_BYTES}-byte limit for an index file")
     try:
@@ -359,7 +357,7 @@ def _load_json(text: bytes, source: str) -> dict[str, Any]:
 
 def parse_root(text: bytes, source: str = ROOT) -> RootIndex:
     """Parse the root index."""
-    data = _load_json(text, source)
+    data = load_json(text, source)
     try:
         layout_data = _field(data, "layout", dict)
         layout = Layout(_field(layout_data, "name", str), _field(layout_data, "path", str))
@@ -390,7 +388,7 @@ def parse_shard(text: bytes, source: str, package: str) -> tuple[tuple[IndexEntr
     A shard that is not JSON, or has no list of wheels, is refused whole. An entry that names another
     package's wheel is bad here too: a shard speaks for its own package only.
     """
-    data = _load_json(text, source)
+    data = load_json(text, source)
     wheels = data.get("wheels")
     if not isinstance(wheels, list):
         raise StoreError(f"{source}: malformed shard (no wheels list)")
@@ -431,40 +429,3 @@ def _safe_path(path: str) -> bool:
     except BadInput:
         return False
     return len(path) <= 1024
-
-
-def pending_path(entry: IndexEntry) -> str:
-    """Where a staged entry waits for ``reindex``: ``index/pending/<store path>.<sha256[:16]>.json``.
-
-    One name per (store path, bytes): two jobs write the same name only when they stage the very same
-    wheel at the very same path, and then either file is right. So staging commits never collide.
-    """
-    return f"{PENDING_DIR}/{entry.path}.{entry.sha256[:_PENDING_SHA]}.json"
-
-
-def parse_pending_path(path: str) -> tuple[str, str] | None:
-    """The (store path, sha256 prefix) a pending file stands for, or ``None`` if ``path`` is not one."""
-    if not path.startswith(PENDING_DIR + "/") or not path.endswith(".json"):
-        return None
-    stem = path[len(PENDING_DIR) + 1 : -len(".json")]
-    wheel, _, sha = stem.rpartition(".")
-    if not wheel.endswith(".whl") or len(sha) != _PENDING_SHA or any(c not in "0123456789abcdef" for c in sha):
-        return None
-    return wheel, sha
-
-
-def render_pending(entry: IndexEntry) -> bytes:
-    """A pending file's bytes: the entry as its shard will hold it."""
-    return _dump({"schema": SCHEMA, "entry": entry.to_json()})
-
-
-def parse_pending(text: bytes, path: str, source: str) -> IndexEntry:
-    """Parse the pending file at store path ``path``; it must describe the wheel its name says."""
-    data = _load_json(text, source)
-    raw = data.get("entry")
-    if not isinstance(raw, dict):
-        raise StoreError(f"{source}: malformed pending entry (no entry object)")
-    entry = IndexEntry.from_json(raw, source)
-    if parse_pending_path(path) != (entry.path, entry.sha256[:_PENDING_SHA]):
-        raise StoreError(f"{source}: entry for {entry.path} does not match the file's name")
-    return entry

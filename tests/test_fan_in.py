@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi
 
-from librarian.index import PENDING_DIR, parse_pending_path
+from librarian.pending import PENDING_DIR, parse_pending_path
 from tests.builders import make_wheel
 from tests.conftest import Run
 from tests.loophub.server import LoopHub

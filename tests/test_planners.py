@@ -19,13 +19,14 @@ from librarian.coords import Cell, GpuArch, Label, WheelName
 from librarian.demands import GpuMatch, Wheel
 from librarian.errors import BadInput, Refused
 from librarian.facts import WheelFacts
-from librarian.index import Index, IndexEntry, metadata_path, pending_path
+from librarian.index import Index, IndexEntry, metadata_path
 from librarian.ops.gc import GcPolicy, emptied_packages, freed_bytes, freed_files, plan_gc
 from librarian.ops.publish import PreparedWheel, PublishOptions, gpu_cells, plan_publish
 from librarian.ops.pull import Wants, best_compatible, judge_candidate, render_requirements, resolve
 from librarian.ops.reindex import plan_reindex
 from librarian.ops.staged import ManifestOptions, plan_manifests
 from librarian.ops.tree import entries_from_tree
+from librarian.pending import pending_path
 from librarian.stores.base import StoredFile, Upload
 from tests.demand_builders import machine, so, wheel
 

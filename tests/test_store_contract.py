@@ -21,7 +21,8 @@ from librarian.catalogue import CARD, render_catalogue
 from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label
 from librarian.errors import BadInput, Refused, StoreError
-from librarian.index import ROOT, Index, IndexEntry, pending_path, render_pending
+from librarian.index import ROOT, Index, IndexEntry
+from librarian.pending import pending_path, render_pending
 from librarian.stores.base import Blob, Changes, Planner, Store, Upload, read_index, sha256_stored
 from librarian.stores.hub import HubStore
 from librarian.stores.local import LocalStore

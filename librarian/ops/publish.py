@@ -22,10 +22,11 @@ from librarian.coords import Cell, GpuArch, Label, WheelName
 from librarian.demands import ClaimKind, Demand, Wheel, cells, claims, judge_cell, said_claims
 from librarian.errors import BadInput, BadWheel, LibrarianError, Refused
 from librarian.facts import BinaryFormat, WheelFacts
-from librarian.index import Index, IndexEntry, metadata_path, pending_path, render_pending
+from librarian.index import Index, IndexEntry, metadata_path
 from librarian.layout import Layout
 from librarian.manifest import Manifest, metadata_text, render_manifest
 from librarian.ops.labels import choose_label
+from librarian.pending import pending_path, render_pending
 from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import atomic_write, sha256_file
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index

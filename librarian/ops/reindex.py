@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from librarian.errors import LibrarianError
-from librarian.index import Index, IndexEntry, parse_pending, parse_pending_path
+from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
 from librarian.ops.placement import Problem
 from librarian.ops.refresh import Known, refresh_entries
 from librarian.ops.tree import entries_from_tree, hasher, is_wheel
+from librarian.pending import parse_pending, parse_pending_path
 from librarian.stores.base import Changes, Store, StoredFile, Upload, read_index
 from librarian.wheel.wheelfile import read_wheel_info
 

@@ -19,10 +19,11 @@ from librarian.coords import Cell, WheelName
 from librarian.demands import Claim, Demand, Wheel, claims, judge_cell
 from librarian.errors import LibrarianError
 from librarian.facts import WheelFacts
-from librarian.index import Index, IndexEntry, entry_problems, metadata_path, parse_pending_path
+from librarian.index import Index, IndexEntry, entry_problems, metadata_path
 from librarian.layout import Layout
 from librarian.ops.placement import Accepted, Problem, check_placement
 from librarian.ops.reindex import missing_metadata
+from librarian.pending import parse_pending_path
 from librarian.pool import default_jobs, ordered_map
 from librarian.safeio import sha256_stream
 from librarian.stores.base import Store, StoredFile, read_index, sha256_stored

@@ -30,8 +30,9 @@ from typing import BinaryIO
 from librarian.catalogue import PAGES_DIR, catalogue_paths
 from librarian.errors import StoreError
 from librarian.generated import Generated, plan_generated, root_is_stale
-from librarian.index import MAX_INDEX_BYTES, PENDING_DIR, ROOT, SHARD_DIR, Index, IndexEntry, metadata_path
+from librarian.index import MAX_INDEX_BYTES, ROOT, SHARD_DIR, Index, IndexEntry, metadata_path
 from librarian.layout import Layout, check_store_path
+from librarian.pending import PENDING_DIR
 from librarian.safeio import (
     TMP_PREFIX,
     atomic_output,
