@@ -10,14 +10,13 @@ below and nothing else: ``tests/test_code_health.py`` holds ``ops/`` to that.
 from __future__ import annotations
 
 from librarian.demands.base import Demand, Said, Verdict, Wheel
-from librarian.demands.claims import Claim, ClaimKind, claims, said_claims, tag_set
+from librarian.demands.claims import Claim, ClaimKind, claims, said_claims
 from librarian.demands.gpu import GpuMatch, Serving
 from librarian.demands.judgement import (
     CellFit,
     Judgement,
     Runs,
     bound_to_its_torch_line,
-    cell_machine,
     cells,
     judge,
     judge_cell,
@@ -37,12 +36,10 @@ __all__ = [
     "Verdict",
     "Wheel",
     "bound_to_its_torch_line",
-    "cell_machine",
     "cells",
     "claims",
     "judge",
     "judge_cell",
     "said_claims",
     "serves_line",
-    "tag_set",
 ]

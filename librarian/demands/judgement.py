@@ -72,11 +72,6 @@ class Judgement:
         """Whether machine code (SASS) serves the GPU: what files a wheel under it and what pull takes exactly."""
         return self.serving is not None and self.serving.native and self.verdict(Demand.GPU).ok is True
 
-    @property
-    def exact(self) -> bool:
-        """Every demand met, natively on the GPU and on the very CUDA line (no compatibility rule needed)."""
-        cuda_ok = self.verdict(Demand.CUDA)
-        return not self.failures and self.native and cuda_ok.exact
 
 
 @dataclass(frozen=True, slots=True)
