@@ -7,6 +7,7 @@ import logging
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -170,18 +171,29 @@ def _apply_visible(gpus: tuple[Gpu, ...], source: str, visible: str | None) -> P
     return Probed.found(shown, f"{source}, CUDA_VISIBLE_DEVICES={visible}")
 
 
+# The driver's libraries by OS: Linux's sonames; Windows' DLLs in System32 (nvidia-smi is nvidia-smi.exe,
+# which shutil.which finds through PATHEXT).
+_LIBRARIES = {"win32": ("nvml.dll", "nvcuda.dll")}
+_LINUX_LIBRARIES = ("libnvidia-ml.so.1", "libcuda.so.1")
+NO_CUDA_ON_MACOS = "macOS has no CUDA (no NVIDIA GPU); pass --sm to describe another machine"
+
+
 def detect_gpus(
-    loader: Loader = ctypes.CDLL, visible: str | None = None
+    loader: Loader = ctypes.CDLL, visible: str | None = None, platform: str = sys.platform
 ) -> tuple[Probed[tuple[Gpu, ...]], Probed[MajorMinor]]:
     """The GPUs and the driver's CUDA version: NVML, else the driver API, else ``nvidia-smi``.
 
     ``visible`` is ``CUDA_VISIBLE_DEVICES`` (``None``: unset): the GPUs it hides are dropped and the rest
-    numbered from 0, as CUDA and torch number them.
+    numbered from 0, as CUDA and torch number them. ``platform`` is ``sys.platform``: on macOS nothing is
+    tried; on Windows the driver's DLLs are loaded by their Windows names.
     """
+    if platform == "darwin":
+        return Probed.unknown(NO_CUDA_ON_MACOS), Probed.unknown(NO_CUDA_ON_MACOS)
+    nvml, cuda = _LIBRARIES.get(platform, _LINUX_LIBRARIES)
     tried: list[str] = []
     ways: list[tuple[str, Callable[[], GpuFind]]] = [
-        ("NVML", lambda: gpus_from_nvml(loader("libnvidia-ml.so.1"))),
-        ("CUDA driver API", lambda: gpus_from_driver(loader("libcuda.so.1"))),
+        ("NVML", lambda: gpus_from_nvml(loader(nvml))),
+        ("CUDA driver API", lambda: gpus_from_driver(loader(cuda))),
         ("nvidia-smi", gpus_from_nvidia_smi),
     ]
     for source, way in ways:

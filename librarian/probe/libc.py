@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 from librarian.coords import MajorMinor
@@ -18,8 +19,10 @@ log = logging.getLogger(__name__)
 # --- C libraries ------------------------------------------------------------------------------------------
 
 
-def detect_glibc() -> Probed[MajorMinor]:
-    """glibc's version from ``confstr``; unknown on musl, macOS and Windows."""
+def detect_glibc(platform: str = sys.platform) -> Probed[MajorMinor]:
+    """glibc's version from ``confstr``; unknown on musl, macOS and Windows (which have none to need)."""
+    if platform in ("win32", "darwin", "cygwin"):
+        return Probed.unknown(f"no glibc on {platform}")
     try:
         text = os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (ValueError, OSError, AttributeError):

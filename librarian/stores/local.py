@@ -16,6 +16,7 @@ one is refused before anything is written.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -70,11 +71,28 @@ def _locked(root: Path) -> Iterator[None]:
     except OSError as e:
         raise StoreError(f"{lock}: cannot open the lock ({e.strerror}; a symbolic link is refused)") from e
     with os.fdopen(fd, "r+b") as handle:
-        if sys.platform != "win32":
-            import fcntl
-
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        _lock_exclusively(handle.fileno(), sys.platform)
         yield
+
+
+def _lock_exclusively(fd: int, platform: str) -> None:
+    """Hold the lock file exclusively until it is closed: ``flock`` on Linux and macOS, ``msvcrt.locking``
+    (its first byte) on Windows, where ``LK_LOCK`` gives up after ten tries a second apart: tried again."""
+    if platform != "win32":
+        import fcntl  # POSIX only: imported where it exists (not a layering dodge)
+
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    import msvcrt  # Windows only
+
+    os.lseek(fd, 0, os.SEEK_SET)
+    while True:
+        try:
+            msvcrt.locking(fd, msvcrt.LK_LOCK, 1)  # type: ignore[attr-defined]
+            return
+        except OSError as e:
+            if getattr(e, "errno", None) not in (errno.EDEADLK, errno.EACCES):
+                raise StoreError(f"cannot lock the store ({e.strerror or e})") from e
 
 
 def _changed_entries(old: Index, new: Index) -> tuple[list[IndexEntry], list[str]]:
