@@ -169,9 +169,13 @@ def _archs(values: object) -> tuple[GpuArch, ...]:
 _CUDART = re.compile(r"libcudart\.so\.(\d+)(?:\.[\d.]*)?|cudart(?:64|32)_(\d+)\.dll|libcudart\.(\d+)(?:\.\d+)*\.dylib")
 
 
+# torch's own libraries: libtorch.so, libtorch_cpu.so, libc10_cuda.so, libtorch_python.dylib, torch_cpu.dll,
+# c10.dll; not a package's own library that shares the prefix (libtorchaudio.so, libtorchvision.so).
+_TORCH_LIBRARY = re.compile(r"(?:lib)?(?:torch|c10)(?:_[a-z0-9_]+)?\.(?:so|dylib|dll)(?:\..*)?")
+
+
 def _links_torch_lib(lib: str) -> bool:
-    low = lib.lower()
-    return low.startswith(("libc10", "libtorch")) or (low.endswith(".dll") and low.startswith(("c10", "torch")))
+    return _TORCH_LIBRARY.fullmatch(lib.lower()) is not None
 
 
 def _links_torch(needed: object) -> bool:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from librarian.coords import WheelName, format_cuda, format_dotted, format_version
+from librarian.coords import WheelName, canonical_cpu, format_cuda, format_dotted, format_version
 from librarian.demands import CellFit, Claim, ClaimKind, Judgement, Said, Wheel, cells, claims, judge
 from librarian.errors import BadInput, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
@@ -135,7 +135,7 @@ def demands(item: Inspection) -> list[tuple[str, str]]:
         cuda_parts.append(f"built by CUDA {format_version(f.toolkit)}")
     cuda_parts += cudarts
     python = name.tag_text.rsplit("-", 1)[0] if name else "-"
-    cpus = sorted({b.cpu for b in f.binaries if b.cpu and b.format.is_host})
+    cpus = sorted({canonical_cpu(b.cpu) for b in f.binaries if b.cpu and b.format.is_host})
     cpu_text = " ".join(cpus) or "-"
     if name:
         cpu_text += f" (tag {name.platform_tag})"
