@@ -110,3 +110,36 @@ def test_a_crafted_dll_is_one_line(bad: bytes, says: str) -> None:
 def test_mutated_dlls_raise_only_one_line_errors() -> None:
     hot = list(range(0, 0x200, 2)) + list(range(0x400, len(GOOD), 4))  # headers, section table, .idata
     assert_mutants_fail_in_one_line((GOOD,), hot, "pkg/_C.pyd")
+
+
+# --- DLLs built by a compiler: mingw-w64 from tests/data/pe/kern.c (rebuild.py), nvcc's fatbin inside -------
+
+PE_DATA = Path(__file__).resolve().parent / "data" / "pe"
+
+
+@pytest.mark.parametrize(("fixture", "exact"), [("stable.pyd", False), ("exact.pyd", True)])
+def test_compiled_dlls_agree_with_pefile_and_with_nvcc_s_command(fixture: str, exact: bool) -> None:
+    data = (PE_DATA / fixture).read_bytes()
+    oracle = pefile.PE(data=data)
+    ours = read_pe(data)
+    assert ours.dlls == tuple(e.dll.decode() for e in oracle.DIRECTORY_ENTRY_IMPORT)
+    assert ".nv_fatb" in [s.name for s in ours.sections]
+    facts = inspect_binary(io.BytesIO(data), "kern/_C.pyd")
+    # multi.fatbin: nvcc -gencode arch=compute_80,code=[sm_80,compute_80] -gencode arch=compute_120f,code=[sm_120f]
+    assert [str(a) for a in facts.sass] == ["sm_80", "sm_120f"] and [str(a) for a in facts.ptx] == ["compute_80"]
+    assert facts.cudart_major == 13 and facts.toolkit == (13, 0) and facts.torch_libraries == ("torch_cpu.dll",)
+    assert bool(facts.torch_symbols) is exact
+
+
+def test_a_compiled_windows_extension_end_to_end(run: Run, tmp_path: Path) -> None:
+    for fixture, binding in (("stable.pyd", "stable ABI"), ("exact.pyd", "imports ?torchCheckFail@detail@c10@@")):
+        whl = make_wheel(tmp_path / fixture, "kern", "1.0", "cp312-cp312-win_amd64",
+                         {"kern/__init__.py": b"", "kern/_C.pyd": (PE_DATA / fixture).read_bytes()})  # fmt: skip
+        seen = run("inspect", str(whl)).out
+        assert "runs natively on sm80 sm86 sm89 sm120; PTX compute_80" in seen and binding in seen
+    published = run("publish", str(tmp_path / "stable.pyd" / "kern-1.0-cp312-cp312-win_amd64.whl"), "--torch", "2.9",
+                    "--cuda", "13.0")  # fmt: skip
+    assert published.code == 0 and "kern/sm120/torch2.9-cu130/" in published.out, published.err
+    later = run("pull", "kern", "--preset", "windows-rtx4090", "--torch", "2.11", "--cuda", "13.0", "--driver", "13.0",
+                "-o", "out")  # fmt: skip
+    assert later.code == 0 and "stable ABI since 2.9" in later.err  # the stable-ABI DLL serves later torch lines

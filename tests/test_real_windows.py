@@ -26,6 +26,11 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {
         "bitsandbytes": _download("bitsandbytes==0.50.2", "win_amd64", where / "bnb"),
         "xformers": _download("xformers==0.0.35", "win_amd64", where / "xformers"),
+        "cupy": _download("cupy-cuda12x==14.2.0", "win_amd64", where / "cupy"),
+        "onnxruntime": _download("onnxruntime-gpu", "win_amd64", where / "ort"),
+        "cufft": _download("nvidia-cufft-cu12", "win_amd64", where / "cufft"),
+        "curand": _download("nvidia-curand-cu12", "win_amd64", where / "curand"),
+        "nvjpeg": _download("nvidia-nvjpeg-cu12", "win_amd64", where / "nvjpeg"),
     }
 
 
@@ -42,7 +47,12 @@ def oracle(data: bytes) -> tuple[set[str], tuple[str, ...], set[str]]:
     return archs, dlls, {i.name.decode() for e in imports for i in e.imports if i.name}
 
 
-@pytest.mark.parametrize("name", ["bitsandbytes", "xformers"])
+# The least number of DLLs whose .nv_fatb section the oracle reads, per wheel (cuFFT keeps its fatbins as
+# data in .data instead: none there, which the test below checks another way).
+FATBIN_DLLS = {"bitsandbytes": 7, "xformers": 1, "cupy": 1, "onnxruntime": 1, "cufft": 0, "curand": 1, "nvjpeg": 1}
+
+
+@pytest.mark.parametrize("name", sorted(FATBIN_DLLS))
 def test_windows_members_agree_with_pefile(wheels: dict[str, Path], name: str) -> None:
     facts = {b.path: b for b in inspect_wheel(wheels[name]).binaries}
     checked = 0
@@ -56,7 +66,13 @@ def test_windows_members_agree_with_pefile(wheels: dict[str, Path], name: str) -
             if archs:
                 assert {str(a) for a in (*b.sass, *b.ptx)} == {a for a in archs if not a.startswith("lto")}, member
                 checked += 1
-    assert checked >= (7 if name == "bitsandbytes" else 1)
+    assert checked >= FATBIN_DLLS[name]
+
+
+def test_windows_cufft_keeps_its_fatbins_in_data(wheels: dict[str, Path]) -> None:
+    facts = inspect_wheel(wheels["cufft"])
+    cufft = next(b for b in facts.binaries if b.path.endswith(".dll") and "cufft64" in b.path)
+    assert ".data" in cufft.embedded and len(cufft.sass) >= 5, (cufft.embedded, cufft.sass)
 
 
 def test_windows_rows_and_verdicts(run: Run, wheels: dict[str, Path]) -> None:
