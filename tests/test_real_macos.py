@@ -4,7 +4,6 @@ macholib, an independent Mach-O reader, is the oracle for the dylibs. macOS has 
 
 from __future__ import annotations
 
-import io
 import json
 import zipfile
 from pathlib import Path
