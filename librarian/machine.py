@@ -123,10 +123,10 @@ def linux_platforms(glibc: MajorMinor | None, cpu: str) -> tuple[str, ...]:
 
 def expand_platform(tag: str) -> tuple[str, ...]:
     """A ``--platform`` tag and the older ones it implies: ``manylinux_2_28_x86_64`` takes 2_17 wheels too."""
-    m = re.fullmatch(r"manylinux_(\d+)_(\d+)_(\w+)", tag)
-    if m is None:
+    named = parse_platform(tag)
+    if not tag.startswith("manylinux_") or named.glibc is None:
         return (tag,)
-    return linux_platforms((int(m[1]), int(m[2])), m[3])
+    return linux_platforms(named.glibc, tag.split("_", 3)[3])  # the CPU as the tag spells it
 
 
 def interpreter_tags(python: MajorMinor, platforms: Iterable[str]) -> tuple[Tag, ...]:

@@ -13,7 +13,7 @@ import pefile
 import pytest
 
 from librarian.wheel.binaries import inspect_wheel
-from librarian.wheel.fatbin import read_fatbin
+from librarian.wheel.fatbin import read_fatbin, scan_fatbins
 from tests.conftest import Run
 from tests.test_real_wheels import _download
 
@@ -35,21 +35,25 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def oracle(data: bytes) -> tuple[set[str], tuple[str, ...], set[str]]:
-    """Per pefile: the archs in the ``.nv_fatb`` section (read by the fatbin reader), imported DLLs, symbols."""
+    """Per pefile: the archs in the ``.nv_fatb`` and data sections (read by the fatbin reader), the imported DLLs
+    and symbols."""
     pe = pefile.PE(data=data, fast_load=False)
     archs: set[str] = set()
     for s in pe.sections:
+        size = min(s.Misc_VirtualSize or s.SizeOfRawData, s.SizeOfRawData)
         if s.Name.rstrip(b"\0") == b".nv_fatb":
-            size = min(s.Misc_VirtualSize or s.SizeOfRawData, s.SizeOfRawData)
             archs |= {str(e.arch) for e in read_fatbin(data, s.PointerToRawData, size, section=".nv_fatb")}
+        elif s.Name.rstrip(b"\0") == b"__nv_rel":
+            continue  # relocatable device code (-rdc): linked at build time, never loaded, not executable archs
+        elif s.Characteristics & 0x40 and not s.Characteristics & 0x20000020 and size:  # data, not code
+            archs |= {str(e.arch) for e in scan_fatbins(data, s.PointerToRawData, size, section="data")}
     imports = getattr(pe, "DIRECTORY_ENTRY_IMPORT", [])
     dlls = tuple(e.dll.decode() for e in imports)
     return archs, dlls, {i.name.decode() for e in imports for i in e.imports if i.name}
 
 
-# The least number of DLLs whose .nv_fatb section the oracle reads, per wheel (cuFFT keeps its fatbins as
-# data in .data instead: none there, which the test below checks another way).
-FATBIN_DLLS = {"bitsandbytes": 7, "xformers": 1, "cupy": 1, "onnxruntime": 1, "cufft": 0, "curand": 1, "nvjpeg": 1}
+# The least number of DLLs in which the oracle finds device code, per wheel.
+FATBIN_DLLS = {"bitsandbytes": 7, "xformers": 1, "cupy": 1, "onnxruntime": 1, "cufft": 1, "curand": 1, "nvjpeg": 1}
 
 
 @pytest.mark.parametrize("name", sorted(FATBIN_DLLS))
@@ -107,6 +111,15 @@ DEMANDS = ("gpu", "torch", "cuda", "python", "cpu", "os", "glibc")
                       "--driver", "12.8"), (OK, UNKNOWN, OK, OK, OK, OK, OK)),
         # and on a GH200 (Arm Linux) by its preset: another CPU and OS, no tag
         ("xformers", ("--preset", "gh200", "--torch", "2.9", "--cuda", "12.8"), (OK, UNKNOWN, OK, NO, NO, NO, OK)),
+        # the CUDA 12 libraries and toolkits that link no torch, on a Windows RTX 4090 with torch 2.9 + CUDA 12.8
+        *((name, ("--preset", "windows-rtx4090", "--torch", "2.9", "--cuda", "12.8", "--driver", "12.9"),
+           (OK, OK, OK, OK, OK, OK, OK)) for name in ("cupy", "cufft", "curand", "nvjpeg")),
+        # onnxruntime-gpu's current Windows wheel is a CUDA 13 build: it runs with a CUDA 13 torch and driver,
+        # and not with a CUDA 12.8 one (its runtime needs a CUDA 13 driver)
+        ("onnxruntime", ("--preset", "windows-rtx4090", "--torch", "2.9", "--cuda", "13.0", "--driver", "13.0"),
+         (OK, OK, OK, OK, OK, OK, OK)),
+        ("onnxruntime", ("--preset", "windows-rtx4090", "--torch", "2.9", "--cuda", "12.8", "--driver", "12.9"),
+         (OK, OK, NO, OK, OK, OK, OK)),
     ],
 )  # fmt: skip
 def test_doctor_on_real_windows_wheels_matches_the_table(
