@@ -87,3 +87,28 @@ def legacy_manylinux(glibc: MajorMinor) -> str | None:
 def os_format(os: str) -> BinaryFormat | None:
     """The binary format an OS (``sys.platform``'s name: linux, win32, darwin) loads; None: not one we know."""
     return next((fmt for name, fmt in _rules().os.values() if name == os), None)
+
+
+_OS_NAMES = {"linux": "linux", "windows": "win32", "win32": "win32", "win": "win32", "macos": "darwin",
+             "darwin": "darwin", "mac": "darwin"}  # fmt: skip
+_WINDOWS_CPUS = {"x86_64": "win_amd64", "aarch64": "win_arm64", "i686": "win32"}
+
+
+def platform_for(os: str, cpu: str, glibc: MajorMinor | None = None) -> str:
+    """The platform tag ``--os`` and ``--cpu`` mean: linux + aarch64 -> ``manylinux_2_28_aarch64`` (glibc
+    2.28 unless given), windows + x86_64 -> ``win_amd64``, macos + arm64 -> ``macosx_11_0_arm64``."""
+    name = _OS_NAMES.get(os.strip().lower())
+    known = set(_rules().cpu.values()) - {UNIVERSAL2}
+    canonical = _rules().cpu.get(cpu.strip().lower())
+    if name is None:
+        raise BadInput(f"--os {os}: expected linux, windows or macos")
+    if canonical is None or canonical not in known:
+        raise BadInput(f"--cpu {cpu}: expected one of {', '.join(sorted(known))}")
+    if name == "win32":
+        if canonical not in _WINDOWS_CPUS:
+            raise BadInput(f"--cpu {cpu}: Windows wheels are built for {', '.join(sorted(_WINDOWS_CPUS))}")
+        return _WINDOWS_CPUS[canonical]
+    if name == "darwin":
+        return f"macosx_11_0_{'arm64' if canonical == 'aarch64' else canonical}"
+    major, minor = glibc or (2, 28)
+    return f"manylinux_{major}_{minor}_{canonical}"

@@ -57,3 +57,24 @@ def test_pull_takes_a_preset_too(run: Run) -> None:
     assert pulled.code == 0 and "tinykern/sm89/torch2.9-cu130/tinykern-0.1.0+cu130torch2.9-cp312" in pulled.out
     orin = run("pull", "tinykern", "--preset", "jetson-orin", "--torch", "2.9", "--cuda", "13.0", "--driver", "13.0", "--json")
     assert orin.code == 1 and all("cpu" in c["fails"] for c in json.loads(orin.out)["candidates"])
+
+
+@pytest.mark.parametrize(
+    ("os", "cpu", "tag"),
+    [("linux", "aarch64", "manylinux_2_28_aarch64"), ("windows", "x86_64", "win_amd64"),
+     ("macos", "arm64", "macosx_11_0_arm64"), ("Windows", "AMD64", "win_amd64")],
+)  # fmt: skip
+def test_cpu_and_os_name_the_platform_they_mean(os: str, cpu: str, tag: str) -> None:
+    from librarian.platforms import platform_for
+
+    assert platform_for(os, cpu) == tag
+
+
+def test_cpu_and_os_on_the_command_line(run: Run) -> None:
+    flags = ("--sm", "89", "--torch", "2.9", "--cuda", "13.0", "--python", "3.10", "--driver", "13.0")
+    assert failing(run, CP310, *flags, "--os", "linux", "--cpu", "x86_64", "--glibc", "2.35") == set()
+    assert failing(run, CP310, *flags, "--os", "windows", "--cpu", "x86_64") == {"os", "python"}
+    both = run("doctor", str(CP310), *flags, "--os", "linux", "--cpu", "x86_64", "--platform", "win_amd64")
+    assert both.code == 2 and "--cpu/--os: not with --platform" in both.err
+    half = run("doctor", str(CP310), *flags, "--os", "linux")
+    assert half.code == 2 and "give both" in half.err

@@ -9,11 +9,13 @@ import typer
 
 from librarian.cli import ui
 from librarian.cli.options import (
+    CpuOpt,
     CudaOpt,
     DriverOpt,
     GpuOpt,
     JobsOpt,
     JsonOpt,
+    OsOpt,
     PlatformOpt,
     PresetOpt,
     PythonOpt,
@@ -56,11 +58,13 @@ def doctor(
     gpu: GpuOpt = None,
     machine: Annotated[bool, typer.Option("--machine", help="Show what was detected about this machine, and how.")] = False,
     preset: PresetOpt = None,
+    cpu: CpuOpt = None,
+    os: OsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Will it run here? Each of the seven demands against this machine (flags override detection). Exit 1 if not."""
     paths = expand_paths(wheels, (".whl",)) if wheels else []
-    described = machine_of(sm, torch, cuda, python, platform, glibc, driver, gpu, preset=preset)
+    described = machine_of(sm, torch, cuda, python, platform, glibc, driver, gpu, preset=preset, cpu=cpu, os=os)
     found = checkup(paths, described, show_machine=machine)
     ui.emit_json(found.to_json()) if as_json else ui.out(found.render())
     if found.fails:

@@ -13,8 +13,9 @@ from librarian.config import load_layout, load_settings
 from librarian.coords import Label, parse_cuda, parse_torch
 from librarian.errors import BadInput
 from librarian.layout import Layout
-from librarian.machine import Machine, Probed, parse_python
+from librarian.machine import Machine, Probed, parse_major_minor, parse_python
 from librarian.ops.labels import label_from_flags
+from librarian.platforms import platform_for
 from librarian.presets import find_preset
 from librarian.probe import detect_machine
 from librarian.probe.target import find_target, is_version
@@ -38,6 +39,8 @@ PlatformOpt = Annotated[str | None, typer.Option("--platform", help="Platform ta
 GpuOpt = Annotated[int | None, typer.Option("--gpu", help="Which GPU to judge when there are several (default 0).")]
 DriverOpt = Annotated[str | None, typer.Option("--driver", help="The driver's CUDA version, e.g. 12.8 (for PTX JIT).")]
 GlibcOpt = Annotated[str | None, typer.Option("--glibc", help="The machine's glibc, e.g. 2.31 (default: detected).")]
+CpuOpt = Annotated[str | None, typer.Option("--cpu", help="With --os, instead of --platform: x86_64 or aarch64.")]
+OsOpt = Annotated[str | None, typer.Option("--os", help="With --cpu, instead of --platform: linux, windows or macos.")]
 PresetOpt = Annotated[str | None, typer.Option("--preset", help="A common machine: jetson-orin, gh200, rtx4090-linux, windows-rtx4090, mac (flags given win).")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the plan; change nothing.")]
 AllowUnknownComboOpt = Annotated[bool, typer.Option("--allow-unknown-combo", help="Accept a torch/CUDA combo PyTorch never shipped.")]
@@ -62,12 +65,19 @@ def label_of(cuda: str | None, torch: str | None, python: str | None = None) -> 
 
 def machine_of(sm: str | None, torch: str | None, cuda: str | None, python: str | None, platform: str | None,
                glibc: str | None = None, driver: str | None = None, gpu: int | None = None,
-               installing: bool = False, preset: str | None = None) -> Machine:  # fmt: skip
+               installing: bool = False, preset: str | None = None, cpu: str | None = None,
+               os: str | None = None) -> Machine:  # fmt: skip
     """This machine as detected (for ``--python``'s interpreter), with what the flags say over it; with
     ``preset``, the common machine it names (nothing of this one detected), the flags over it.
 
     ``installing``: a ``--python VERSION`` must be the target interpreter's own (``--install`` installs into
     it), refused before anything is downloaded."""
+    if cpu is not None or os is not None:  # --cpu/--os: the platform tag they mean
+        if platform is not None:
+            raise BadInput("--cpu/--os: not with --platform (which says both)")
+        if cpu is None or os is None:
+            raise BadInput("--cpu and --os: give both (or --platform TAG)")
+        platform = platform_for(os, cpu, maybe(lambda g: parse_major_minor(g, "glibc"), glibc))
     if preset is not None:
         named = find_preset(preset)
         sm, platform, driver = sm or named.get("sm"), platform or named.get("platform"), driver or named.get("driver")

@@ -10,10 +10,12 @@ import typer
 
 from librarian.cli import ui
 from librarian.cli.options import (
+    CpuOpt,
     CudaOpt,
     DriverOpt,
     GlibcOpt,
     JsonOpt,
+    OsOpt,
     PlatformOpt,
     PresetOpt,
     PythonOpt,
@@ -46,6 +48,8 @@ def pull(
     driver: DriverOpt = None,
     glibc: GlibcOpt = None,
     preset: PresetOpt = None,
+    cpu: CpuOpt = None,
+    os: OsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fetch the exact wheel for this machine (newest version), sha256-checked."""
@@ -53,7 +57,7 @@ def pull(
         raise BadInput("--install and --requirements: choose one (the file is for installing without librarian)")
     # The machine first: a --python that --install contradicts is refused before the store is touched.
     found = machine_of(sm, torch, cuda, python, platform, glibc=glibc, driver=driver, gpu=gpu, installing=install,
-                       preset=preset)  # fmt: skip
+                       preset=preset, cpu=cpu, os=os)  # fmt: skip
     store, layout = store_and_layout(repo)
     report = pull_op.pull(store, layout, packages, pull_op.Wants.of(found), out, compatible=compatible, requirements=requirements)
     for note in report.notes:
