@@ -10,7 +10,7 @@ claim counts those the label's CUDA line loads. Pure.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
@@ -20,8 +20,7 @@ from librarian.coords import WheelName
 from librarian.demands import cpu, cuda, glibc
 from librarian.demands import os as os_demand
 from librarian.demands.base import Said, Wheel
-from librarian.demands.members import device_code, loading, never_loaded
-from librarian.facts import WheelFacts
+from librarian.demands.members import seen
 
 
 class ClaimKind(enum.Enum):
@@ -99,16 +98,14 @@ def byte_claims(wheel: Wheel) -> list[Claim]:
     """Where the filename's platform tags and label contradict the members an NVIDIA machine can load."""
     if wheel.facts is None:
         return []
-    never = never_loaded(wheel.facts)
-    facts = WheelFacts(wheel.facts.filename, tuple(b for b in wheel.facts.binaries if b.path not in never))
-    nvidia = replace(wheel, facts=facts)
+    claim = wheel.name.label_claim
+    # The label's CUDA line picks among CUDA-line builds (a major alone: its .0, the oldest of the major).
+    view = seen(wheel, (claim.cuda_major, claim.cuda_minor or 0) if claim is not None else None)
+    nvidia = view.nvidia
     found = [Claim(ClaimKind.PLATFORM, t) for t in dict.fromkeys([*cpu.claims(nvidia), *os_demand.claims(nvidia)])]
     found += [Claim(ClaimKind.GLIBC, t) for t in glibc.claims(nvidia)]
-    claim = wheel.name.label_claim
-    if claim is not None:  # the label's CUDA line: only the members that line loads count
-        out = {m.path for m in loading(device_code(facts), (claim.cuda_major, claim.cuda_minor or 0)).not_loaded}
-        line = WheelFacts(facts.filename, tuple(b for b in facts.binaries if b.path not in out))
-        found += [Claim(ClaimKind.CUDA, t) for t in cuda.claims(replace(wheel, facts=line))]
+    if claim is not None:  # only the members that line loads count
+        found += [Claim(ClaimKind.CUDA, t) for t in cuda.claims(view.loaded)]
     return found
 
 

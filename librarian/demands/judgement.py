@@ -17,8 +17,7 @@ from librarian.demands import cpu, cuda, glibc, gpu, python, torch
 from librarian.demands import os as os_demand
 from librarian.demands.base import Demand, Verdict, Wheel
 from librarian.demands.gpu import GpuMatch, Serving
-from librarian.demands.members import device_code, loading, never_loaded
-from librarian.facts import WheelFacts
+from librarian.demands.members import seen
 from librarian.gpus import known_gpus
 from librarian.machine import Gpu, Machine, Probed, TorchInfo
 
@@ -74,54 +73,21 @@ class Judgement:
 
 
 
-@dataclass(frozen=True, slots=True)
-class _Seen:
-    """A wheel as an NVIDIA machine sees it, and as one CUDA line loads it."""
-
-    nvidia: Wheel  # other vendors' members and CPU-only fallbacks gone
-    loaded: Wheel  # and the alternatives this line does not pick
-    picked: tuple[str, ...]  # the CUDA-line alternatives this line loads
-    undecided: tuple[str, ...]  # alternatives no line picks yet (the line is unknown), described
-    skipped: tuple[tuple[str, str], ...]  # (member, why it never loads)
-
-    @property
-    def loads(self) -> tuple[str, ...]:
-        """The members that load (or may)."""
-        return tuple(b.path for b in self.loaded.facts.binaries) if self.loaded.facts else ()
-
-
-def _seen(wheel: Wheel, line: MajorMinor | None) -> _Seen:
-    facts = wheel.facts
-    if facts is None:
-        return _Seen(wheel, wheel, (), (), ())
-    never = never_loaded(facts)
-    nvidia = WheelFacts(facts.filename, tuple(b for b in facts.binaries if b.path not in never))
-    code = device_code(nvidia)
-    load = loading(code, line)
-    out = {m.path for m in load.not_loaded}
-    loaded = WheelFacts(facts.filename, tuple(b for b in nvidia.binaries if b.path not in out))
-    in_choices = {m.path for c in code.choices for m in c.members}
-    picked = tuple(m.path for m in load.loaded if m.path in in_choices)
-    skipped = tuple(sorted(never.items())) + tuple((m.path, "another CUDA line's build") for m in load.not_loaded)
-    return _Seen(replace(wheel, facts=nvidia), replace(wheel, facts=loaded), picked,
-                 tuple(c.describe() for c in load.undecided), skipped)  # fmt: skip
-
-
 def judge(wheel: Wheel, machine: Machine) -> Judgement:
     """The one judgement of ``wheel`` on ``machine``: every demand over the members that load there."""
-    seen = _seen(wheel, machine.cuda.value or gpu.needs(wheel).label_cuda)
-    gpu_verdict, serving = gpu.judge(gpu.needs(seen.nvidia), machine)
-    torch_need = torch.needs(seen.loaded)
+    view = seen(wheel, machine.cuda.value or gpu.needs(wheel).label_cuda)
+    gpu_verdict, serving = gpu.judge(gpu.needs(view.nvidia), machine)
+    torch_need = torch.needs(view.loaded)
     verdicts = (
         gpu_verdict,
         torch.check(torch_need, machine),
-        cuda.check(cuda.needs(seen.nvidia), machine),
+        cuda.check(cuda.needs(view.nvidia), machine),
         python.check(python.needs(wheel), machine),
-        cpu.check(cpu.needs(seen.loaded), machine),
-        os_demand.check(os_demand.needs(seen.loaded), machine),
-        glibc.check(glibc.needs(seen.loaded), machine),
+        cpu.check(cpu.needs(view.loaded), machine),
+        os_demand.check(os_demand.needs(view.loaded), machine),
+        glibc.check(glibc.needs(view.loaded), machine),
     )
-    return Judgement(verdicts, serving, seen.loads, seen.skipped, seen.picked, seen.undecided, torch_need.why())
+    return Judgement(verdicts, serving, view.loads, view.skipped, view.picked, view.undecided, torch_need.why())
 
 
 def cell_machine(cell: Cell) -> Machine:
@@ -153,11 +119,11 @@ def cells(wheel: Wheel, line: MajorMinor | None = None) -> tuple[CellFit, ...]:
     These are its cells: ``sm_86`` SASS serves sm86 and sm89; ``sm_90a`` only sm90; PTX alone none.
     ``line``: the CUDA line that picks among alternatives (default: the label's).
     """
-    seen = _seen(wheel, line or gpu.needs(wheel).label_cuda)
-    need = gpu.needs(seen.nvidia)
+    view = seen(wheel, line or gpu.needs(wheel).label_cuda)
+    need = gpu.needs(view.nvidia)
     if need.code.empty:
         return ()
-    cpus = cpu.needs(seen.loaded).cpus
+    cpus = cpu.needs(view.loaded).cpus
     found = []
     for real in known_gpus():
         if not real.ships_with(cpus):
@@ -183,8 +149,8 @@ def serves_line(wheel: Wheel, torch_line: MajorMinor, cuda_line: MajorMinor | No
     info = TorchInfo(version, cuda_line)
     machine = Machine(torch=Probed.found(info, "line"),
                       cuda=Probed.found(cuda_line, "line") if cuda_line else Probed.unknown("no CUDA line"))  # fmt: skip
-    seen = _seen(wheel, cuda_line or gpu.needs(wheel).label_cuda)
-    verdicts = (torch.check(torch.needs(seen.loaded), machine), cuda.check(cuda.needs(seen.nvidia), machine))
+    view = seen(wheel, cuda_line or gpu.needs(wheel).label_cuda)
+    verdicts = (torch.check(torch.needs(view.loaded), machine), cuda.check(cuda.needs(view.nvidia), machine))
     if any(v.ok is not True for v in verdicts if v.demand is Demand.TORCH or cuda_line is not None):
         return None
     return "; ".join(v.reason for v in verdicts if not v.exact and v.reason)
@@ -193,5 +159,5 @@ def serves_line(wheel: Wheel, torch_line: MajorMinor, cuda_line: MajorMinor | No
 def bound_to_its_torch_line(wheel: Wheel) -> bool:
     """Whether the wheel's bytes bind it to exactly its torch line (a mangled C++ torch symbol, or an
     index entry from before symbols were kept): a quick test before :func:`serves_line` on other lines."""
-    seen = _seen(wheel, gpu.needs(wheel).label_cuda)
-    return torch.needs(seen.loaded).binding is torch.Binding.EXACT
+    view = seen(wheel, gpu.needs(wheel).label_cuda)
+    return torch.needs(view.loaded).binding is torch.Binding.EXACT

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from librarian.coords import GpuArch, MajorMinor, format_version
+from librarian.demands.base import Wheel
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
 
 # A CUDA version token in a member's file name: _cuda118, -cu128, .cuda13 (not inside a longer word).
@@ -221,3 +222,37 @@ def loading(code: DeviceCode, line: MajorMinor | None) -> Loading:
 def names(members: Sequence[Member]) -> tuple[str, ...]:
     """The members' paths, for verdict fields."""
     return tuple(m.path for m in members)
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """A wheel as an NVIDIA machine sees it, and as one CUDA line loads it."""
+
+    nvidia: Wheel  # other vendors' members and CPU-only fallbacks gone
+    loaded: Wheel  # and the alternatives this line does not pick
+    picked: tuple[str, ...]  # the CUDA-line alternatives this line loads
+    undecided: tuple[str, ...]  # alternatives no line picks yet (the line is unknown), described
+    skipped: tuple[tuple[str, str], ...]  # (member, why it never loads)
+
+    @property
+    def loads(self) -> tuple[str, ...]:
+        """The members that load (or may)."""
+        return tuple(b.path for b in self.loaded.facts.binaries) if self.loaded.facts else ()
+
+
+def seen(wheel: Wheel, line: MajorMinor | None) -> Seen:
+    """The wheel as an NVIDIA machine sees it, and as the CUDA line ``line`` loads it (``None``: not known)."""
+    facts = wheel.facts
+    if facts is None:
+        return Seen(wheel, wheel, (), (), ())
+    never = never_loaded(facts)
+    nvidia = WheelFacts(facts.filename, tuple(b for b in facts.binaries if b.path not in never))
+    code = device_code(nvidia)
+    load = loading(code, line)
+    out = {m.path for m in load.not_loaded}
+    loaded = WheelFacts(facts.filename, tuple(b for b in nvidia.binaries if b.path not in out))
+    in_choices = {m.path for c in code.choices for m in c.members}
+    picked = tuple(m.path for m in load.loaded if m.path in in_choices)
+    skipped = tuple(sorted(never.items())) + tuple((m.path, "another CUDA line's build") for m in load.not_loaded)
+    return Seen(replace(wheel, facts=nvidia), replace(wheel, facts=loaded), picked,
+                 tuple(c.describe() for c in load.undecided), skipped)  # fmt: skip
