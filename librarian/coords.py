@@ -48,6 +48,14 @@ def parse_torch(text: str) -> MajorMinor:
     raise BadInput(f"{text}: not a torch version (expected e.g. 2.8)")
 
 
+def version_of(text: str) -> Version | None:
+    """A PEP 440 version from text METADATA gives, or ``None`` where it is not one."""
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
 def format_cuda(cuda: MajorMinor) -> str:
     """``(12, 8)`` -> ``128``, the form labels and layouts use."""
     return f"{cuda[0]}{cuda[1]}"

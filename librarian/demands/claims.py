@@ -14,9 +14,8 @@ from dataclasses import dataclass
 
 from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
-from librarian.coords import WheelName
+from librarian.coords import WheelName, version_of
 from librarian.demands import cpu, cuda, glibc
 from librarian.demands import os as os_demand
 from librarian.demands.base import Said, Wheel
@@ -68,7 +67,7 @@ def said_claims(name: WheelName, said: Said) -> list[Claim]:
     found = []
     if canonicalize_name(said.name) != canonicalize_name(name.distribution):
         found.append(Claim(ClaimKind.NAME, f"METADATA Name: {said.name}, filename says {name.distribution}"))
-    if _version(said.version) != name.version:
+    if version_of(said.version) != name.version:
         found.append(Claim(ClaimKind.VERSION, f"METADATA Version: {said.version}, filename says {name.version}"))
     if tag_set(said.tags) != {str(t) for t in name.tags}:
         found.append(Claim(ClaimKind.TAGS, f"WHEEL Tag: {', '.join(sorted(tag_set(said.tags)))}, "
@@ -85,13 +84,6 @@ def tag_set(lines: tuple[str, ...]) -> set[str]:
         except ValueError:
             tags.add(text)
     return tags
-
-
-def _version(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
 
 
 def byte_claims(wheel: Wheel) -> list[Claim]:

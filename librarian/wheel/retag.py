@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from librarian import progress
-from librarian.coords import Label, WheelName
+from librarian.coords import Label, WheelName, version_of
 from librarian.errors import LibrarianError, Refused
 from librarian.facts import WheelFacts
 from librarian.pool import Pipeline, jobs_for
@@ -34,7 +34,7 @@ from librarian.wheel.record import (
     unrecorded,
     verify_record,
 )
-from librarian.wheel.wheelfile import SIGNATURES, OpenWheel, open_wheel, parse_filename, version_of
+from librarian.wheel.wheelfile import SIGNATURES, OpenWheel, open_wheel, parse_filename
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from librarian import safeio
-from librarian.coords import WheelName
+from librarian.coords import WheelName, version_of
 from librarian.demands import Said, said_claims
 from librarian.errors import BadInput, BadWheel
 from librarian.index import IndexEntry, entry_problems
@@ -85,13 +85,6 @@ def said_of(info: WheelInfo) -> Said:
 
 
 sha256_file = safeio.sha256_file  # the one file hash (1 MiB reads, as zipraw.CHUNK), importable from here too
-
-
-def version_of(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
 
 
 class OpenWheel:
