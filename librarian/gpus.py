@@ -13,7 +13,7 @@ from importlib import resources
 from typing import Any
 
 from librarian.compat import tomllib
-from librarian.coords import ArchKind, GpuArch, MajorMinor, canonical_cpu
+from librarian.coords import ArchKind, GpuArch, MajorMinor, canonical_cpu, format_version, parse_cuda
 from librarian.errors import BadInput
 
 
@@ -24,6 +24,8 @@ class KnownGpu:
     capability: MajorMinor
     examples: str
     cpus: frozenset[str]
+    cuda_first: MajorMinor = (0, 0)  # the first CUDA toolkit that can target it
+    cuda_last: MajorMinor | None = None  # the last one; None: current toolkits still can
 
     @property
     def arch(self) -> GpuArch:
@@ -33,6 +35,17 @@ class KnownGpu:
     def ships_with(self, cpus: frozenset[str]) -> bool:
         """Whether a wheel for these CPUs (none: any) can meet this GPU."""
         return not cpus or bool(cpus & self.cpus)
+
+    def compiled_by(self, cuda: MajorMinor) -> bool:
+        """Whether the nvcc of CUDA ``cuda`` can target this GPU (its SASS or PTX)."""
+        return self.cuda_first <= cuda and (self.cuda_last is None or cuda <= self.cuda_last)
+
+    def toolkits(self) -> str:
+        """The CUDA toolkits that can target it: ``CUDA 12.8 or newer``, ``CUDA 6.0 to 12.9``."""
+        first = format_version(self.cuda_first)
+        if self.cuda_last is None:
+            return f"CUDA {first} or newer"
+        return f"CUDA {first} to {format_version(self.cuda_last)}"
 
 
 def parse_gpus(text: str, source: str) -> tuple[KnownGpu, ...]:
@@ -46,7 +59,11 @@ def parse_gpus(text: str, source: str) -> tuple[KnownGpu, ...]:
             if m is None:
                 raise ValueError(f"sm {row['sm']!r} is not X.Y")
             cpus = frozenset(canonical_cpu(str(c)) for c in row["cpus"])
-            gpus.append(KnownGpu((int(m[1]), int(m[2])), str(row.get("examples", "")), cpus))
+            first = parse_cuda(str(row["cuda_first"]))
+            last = parse_cuda(str(row["cuda_last"])) if "cuda_last" in row else None
+            if last is not None and last < first:
+                raise ValueError(f"sm {row['sm']}: cuda_last {row['cuda_last']} is before cuda_first {row['cuda_first']}")
+            gpus.append(KnownGpu((int(m[1]), int(m[2])), str(row.get("examples", "")), cpus, first, last))
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
         raise BadInput(f"{source}: not a GPU list ({e})") from e
     return tuple(sorted(gpus, key=lambda g: g.capability))
@@ -62,6 +79,11 @@ def known_gpus() -> tuple[KnownGpu, ...]:
 def find_gpu(capability: MajorMinor) -> KnownGpu | None:
     """The real GPU of this capability, if one exists."""
     return next((g for g in known_gpus() if g.capability == capability), None)
+
+
+def compiled_by(cuda: MajorMinor, cpus: frozenset[str] = frozenset()) -> tuple[KnownGpu, ...]:
+    """The real GPUs (shipping beside ``cpus``; none: any) that CUDA ``cuda``'s nvcc can target, oldest first."""
+    return tuple(g for g in known_gpus() if g.compiled_by(cuda) and g.ships_with(cpus))
 
 
 def parse_real_sm(text: str, flag: str = "--sm") -> GpuArch:

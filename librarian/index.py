@@ -17,6 +17,7 @@ byte-identical and a store can skip rewriting it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -47,6 +48,11 @@ MAX_WHEEL_SIZE = 1 << 50
 SHARD_DIR = "index"
 
 
+# WheelName is frozen, so one parse can serve every entry and every question (pull, plan and gc ask
+# again and again); a bad name raises each time, and lru_cache keeps no exception.
+_wheel_name = functools.lru_cache(maxsize=1 << 16)(WheelName.parse)
+
+
 @dataclass(frozen=True, slots=True)
 class IndexEntry:
     """One stored wheel: where it is, what its bytes hash to, which cell it serves, what it demands."""
@@ -73,8 +79,8 @@ class IndexEntry:
 
     @property
     def name(self) -> WheelName:
-        """The parsed wheel filename."""
-        return WheelName.parse(self.filename)
+        """The parsed wheel filename (parsed once per filename: resolution asks for it per candidate)."""
+        return _wheel_name(self.filename)
 
     def to_json(self) -> dict[str, Any]:
         """This entry as the shard stores it."""

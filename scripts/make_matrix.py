@@ -1,4 +1,4 @@
-"""Write librarian/data/matrix.toml: PyTorch's release matrix for torch 2.4 to 2.14, with sources.
+"""Write librarian/data/matrix.toml: PyTorch's release matrix for torch 2.4 to 2.15, with sources.
 
 Run ``python scripts/make_matrix.py`` after editing the tables below; ``--check`` exits 1 when the
 packaged file differs from what this script writes (tests run it that way).
@@ -11,6 +11,12 @@ Sources (see shared/reference/anchors.md section 7 for how each was read):
       download.pytorch.org/whl/cuXYZ/torch/ lists, floored at CUDA 12.4 and Python 3.10.
   [B] pytorch/pytorch .ci/manywheel/build_cuda.sh, one stored version (00c7a380, date unknown;
       it knows CUDA 12.6/12.8/12.9 only, so it is from the 2.8-2.11 era: inference).
+  [W] pytorch/pytorch .ci/pytorch/windows/cudaXYZ.bat, one stored version each (dates unknown): the
+      TORCH_CUDA_ARCH_LIST of torch's Windows builds per CUDA line.
+  [P] PyPI's JSON API for torch 2.15.0 (read 2026-12-01): its wheels' tags (Pythons, platforms) and
+      Requires-Dist (cuda-toolkit 13.2.2 on Linux: the default wheels are CUDA 13.2 builds).
+Combos with no arch list from any source get one derived from librarian/data/gpus.toml when read
+(librarian.pytorch.matrix): every GPU of the platform that the CUDA line can target.
 Whatever a source does not say is listed in the row's ``uncertain`` field.
 """
 
@@ -45,6 +51,17 @@ S_SRC = (
 S_DATE = dt.date(2026, 8, 20)
 R_ARCH = "[R] pytorch/pytorch RELEASE.md, arch lists 'For Release 2.12, 2.13 and 2.14'"
 B_SRC = "[B] pytorch/pytorch .ci/manywheel/build_cuda.sh @00c7a380 (one stored version, date unknown)"
+# [W]: CUDA line -> (commit of the stored cudaXYZ.bat, its TORCH_CUDA_ARCH_LIST)
+W_ARCH = {
+    "11.8": ("74fabf1dc", "3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0"),
+    "12.1": ("74fabf1dc", "5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0"),
+    "12.4": ("475876a47", "5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0"),
+    "12.6": ("18f79c00d", "5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0"),
+    "12.8": ("07619f946", "7.5;8.0;8.6;9.0;10.0;12.0"),
+    "12.9": ("1a1a3262a", "7.5;8.0;8.6;9.0;10.0;12.0"),
+    "13.0": ("525a5e5db", "7.5;8.0;8.6;9.0;10.0;12.0"),
+}
+P_SRC = "[P] PyPI JSON API, torch 2.15.0 (wheel tags; Requires-Dist cuda-toolkit==13.2.2 on Linux)"
 
 
 def py(first: int, last: int, *free_threaded: int) -> tuple[CPython, ...]:
@@ -158,6 +175,29 @@ def torch_rows() -> tuple[TorchRow, ...]:
             note="release matrix read before the release; refresh from the index to confirm",
         )
     )
+    # 2.15: released on PyPI 2026-10-28. PyPI's wheels are the CUDA 13.2 builds (Linux) and name the Pythons;
+    # PyTorch's index (its other CUDA lines, its Windows CUDA wheels) was unreachable when this was written,
+    # so the row is partial: publish warns, not refuses, on another CUDA line of it ("matrix refresh").
+    rows.append(
+        TorchRow(
+            (2, 15),
+            (
+                CudaRow(
+                    (13, 2),
+                    ST,
+                    CxxAbi.CXX11,
+                    py(11, 15, 14, 15),
+                    (LX, LA, WIN),
+                    P_SRC,
+                    dt.date(2026, 10, 28),
+                    uncertain=("platforms",),
+                    note="windows-amd64: PyPI's Windows wheel is a CPU build; the CUDA one is on PyTorch's index (not read)",
+                ),
+            ),
+            note="CUDA lines other than 13.2 not read (PyTorch's index was unreachable); run 'librarian matrix refresh'",
+            partial=True,
+        )
+    )
     return tuple(rows)
 
 
@@ -196,6 +236,18 @@ def arch_rows() -> tuple[ArchRow, ...]:
             note="which releases used this list is not known; 2.7's cu128 list may differ",
         ),
         ArchRow((12, 9), LX, "7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX", B_SRC, (), None, unsure),
+    ]
+    rows += [
+        ArchRow(
+            parse_cuda(line),
+            WIN,
+            arch_list,
+            f"[W] pytorch/pytorch .ci/pytorch/windows/cuda{line.replace('.', '')}.bat @{commit} (one stored version)",
+            (),
+            None,
+            ("torch", "date"),
+        )
+        for line, (commit, arch_list) in W_ARCH.items()
     ]
     return tuple(rows)
 

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.conftest import Run
 
 WORKFLOW = Path(__file__).resolve().parent.parent / "examples" / "github-actions.yml"
+SAMPLES_SRC = Path(__file__).resolve().parent.parent / "samples" / "src"
 
 
 def workflow() -> dict[str, Any]:
@@ -27,25 +31,39 @@ def librarian_commands(job: dict[str, Any]) -> list[list[str]]:
     commands = []
     for step in job["steps"]:
         for line in str(step.get("run", "")).splitlines():
-            if m := re.search(r"librarian (.*?)(?: \| jq.*)?\)?\" >>.*$|librarian (.*)$", line.strip()):
-                commands.append(shlex.split(m[1] or m[2]))
-    return [c for c in commands if c[0] in {"matrix", "publish", "gc", "pull", "verify", "reindex"}]
+            if m := re.search(r"(?:^|; )librarian ([^>|]*)", line.strip()):
+                commands.append(shlex.split(m[1]))
+    return [c for c in commands if c[0] in {"matrix", "plan", "publish", "gc", "pull", "verify", "reindex"}]
 
 
-def test_the_matrix_step_prints_an_actions_include_list(run: Run) -> None:
-    (matrix_cmd,) = librarian_commands(workflow()["jobs"]["matrix"])
-    result = run(*matrix_cmd)
+def expand(argv: list[str], env: dict[str, str]) -> list[str]:
+    """The shell's expansion of ``$NAME`` arguments (BUILD is a list of specs, split on spaces)."""
+    out: list[str] = []
+    for a in argv:
+        if a.startswith("$"):
+            out += env[a[1:]].split()
+        else:
+            out.append(a)
+    return out
+
+
+def test_the_plan_step_prints_an_actions_matrix(run: Run) -> None:
+    data = workflow()
+    github, text = librarian_commands(data["jobs"]["plan"])
+    env = {"BUILD": "tinykern==0.1.0", "REPO": "store"}
+    result = run(*expand(github, env))
     assert result.code == 0, result.err
     include = json.loads(result.out)["include"]
-    assert include and all({"torch", "cuda", "python", "runs-on", "TORCH_CUDA_ARCH_LIST"} <= set(job) for job in include)
-    every = {c["torch"] for c in json.loads(run("matrix", "--json").out)["combos"]}
-    newest = sorted(every, key=lambda t: tuple(map(int, t.split("."))))[-3:]
-    assert {job["torch"] for job in include} == set(newest)
+    keys = {"torch", "cuda", "python-tag", "runs-on", "container", "TORCH_CUDA_ARCH_LIST", "spec", "torch-install"}
+    assert include and all(keys <= set(job) for job in include)
+    assert all(job["TORCH_CUDA_ARCH_LIST"] for job in include) and len(include) <= 256
+    assert text == [a for a in github if a != "--github"]  # the log prints the same plan as a table
 
 
 def test_build_jobs_publish_and_the_schedule_prunes_with_the_secret() -> None:
     jobs = workflow()["jobs"]
-    assert jobs["build"]["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.matrix.outputs.include) }}"
+    assert jobs["build"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    assert jobs["build"]["if"] == "needs.plan.outputs.jobs != '0'"  # an empty matrix is an error in Actions
     (publish,) = librarian_commands(jobs["build"])
     assert publish[:2] == ["publish", "dist/*.whl"] and "--torch" in publish and "--cuda" in publish
     (gc,) = librarian_commands(jobs["gc"])
@@ -56,7 +74,7 @@ def test_build_jobs_publish_and_the_schedule_prunes_with_the_secret() -> None:
 
 def test_flags_used_in_the_workflow_exist(run: Run) -> None:
     jobs = workflow()["jobs"]
-    for job in ("build", "index", "gc"):
+    for job in ("plan", "build", "index", "gc"):
         for argv in librarian_commands(jobs[job]):
             help_text = run(argv[0], "--help").out
             for flag in (a for a in argv if a.startswith("--")):
@@ -99,20 +117,15 @@ def test_the_workflow_would_really_build() -> None:
     pinned = data["env"]["LIBRARIAN"]
     assert re.fullmatch(r"librarian-wheels @ git\+https://\S+@(v\d+\.\d+\.\d+|[0-9a-f]{40})", pinned), pinned
     assert "pip install librarian-wheels\n" not in WORKFLOW.read_text() + "\n"  # not on PyPI
-    for name in ("matrix", "build", "gc"):
-        steps = steps_text(jobs[name])
-        assert any(s.startswith("actions/setup-python@") for s in steps), name
-        assert any('"$LIBRARIAN"' in s for s in steps), name
-    build = steps_text(jobs["build"])
-    first_git = next(i for i, s in enumerate(build) if "apt-get install" in s and " git" in s)
-    checkout = next(i for i, s in enumerate(build) if s.startswith("actions/checkout@"))
-    assert first_git < checkout  # the CUDA image has no git; checkout needs it for a real .git
-    tools = next(i for i, s in enumerate(build) if "ninja" in s)
-    compile_step = next(i for i, s in enumerate(build) if "pip wheel" in s)
-    assert tools < compile_step
-    arch = jobs["build"]["env"]["TORCH_CUDA_ARCH_LIST"]
-    assert arch.startswith("${{ matrix.TORCH_CUDA_ARCH_LIST }}") and "8.9" in arch.split(";")
-    assert jobs["build"]["container"].startswith("nvidia/cuda:${{ matrix.cuda }}")
+    for name in ("plan", "build", "index", "gc"):
+        assert any('"$LIBRARIAN"' in s for s in steps_text(jobs[name])), name
+    build = jobs["build"]
+    assert build["container"] == "${{ matrix.container }}"  # PyTorch's builder: nvcc and /opt/python
+    assert build["env"]["TORCH_CUDA_ARCH_LIST"] == "${{ matrix.TORCH_CUDA_ARCH_LIST }}"
+    steps = steps_text(build)
+    order = [next(i for i, s in enumerate(steps) if key in s)
+             for key in ("/opt/python", "TORCH_INSTALL", "ninja", "pip wheel", "librarian publish")]  # fmt: skip
+    assert order == sorted(order)
 
 
 def test_build_jobs_stage_with_manifests_and_one_job_indexes_them() -> None:
@@ -125,8 +138,9 @@ def test_build_jobs_stage_with_manifests_and_one_job_indexes_them() -> None:
     assert index["needs"] == "build" and index["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
     download = next(s for s in index["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact"))
     assert download["with"]["pattern"] == "manifest-*"
-    (reindex,) = librarian_commands(index)
+    reindex, verify = librarian_commands(index)
     assert reindex[reindex.index("--manifest") + 1] == download["with"]["path"]
+    assert verify[0] == "verify"  # the store checked once the index lands
 
 
 def test_the_index_job_merges_a_folder_of_downloaded_manifests(run: Run, tmp_path: Path) -> None:
@@ -141,3 +155,48 @@ def test_the_index_job_merges_a_folder_of_downloaded_manifests(run: Run, tmp_pat
     assert done.code == 0, done.err
     assert "merged 3 staged wheel(s), from 3 manifest(s)" in done.out
     assert run("verify").code == 0
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed: the build step compiles the sample kernel")
+def test_one_plan_job_runs_locally_and_the_loop_closes(run: Run, tmp_path: Path) -> None:
+    """plan -> one build job's steps as written (torch's install skipped: PyTorch's index is unreachable
+    here; the venv step too: this interpreter is the combo's) -> reindex -> verify -> plan: nothing left."""
+    data = workflow()
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    repo = str(tmp_path / "store")
+    include = json.loads(run("plan", "tinykern==0.1.0", "--repo", repo, "--sm", "80", "--sm", "89",
+                             "--torch", "2.9", "--cuda", "13.0", "--python", python, "--github").out)["include"]  # fmt: skip
+    assert [j["TORCH_CUDA_ARCH_LIST"] for j in include] == ["8.0;8.9"]
+    job = include[0]
+    # The sample kernel as pip would find it on PyPI: an sdist, here in a local folder (tests stay offline).
+    source = tmp_path / "tinykern-src"
+    shutil.copytree(SAMPLES_SRC, source)
+    subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path / "sdists")], cwd=source,
+                   check=True, capture_output=True)  # fmt: skip
+    build = data["jobs"]["build"]
+    env = {**os.environ, "REPO": repo, "HF_TOKEN": "", "PIP_FIND_LINKS": str(tmp_path / "sdists"),
+           "PIP_NO_INDEX": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+    for name, value in build["env"].items():
+        env[name] = job[re.fullmatch(r"\$\{\{ matrix\.([\w-]+) \}\}", value)[1]]  # type: ignore[index]
+    work = tmp_path / "job"
+    work.mkdir()
+    ran = []
+    for step in build["steps"]:
+        script = str(step.get("run", ""))
+        if not script or "/opt/python" in script or "TORCH_INSTALL" in script or "pip install" in script:
+            continue  # the venv, torch and the build tools: this interpreter's environment has what is needed
+        script = re.sub(r"\$\{\{ matrix\.([\w-]+) \}\}", lambda m: str(job[m[1]]), script)
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=work, env=env, capture_output=True,
+                              text=True, check=False)  # fmt: skip
+        assert done.returncode == 0, (step.get("name"), done.stdout[-2000:], done.stderr[-2000:])
+        ran.append(step.get("name", script.split()[0]))
+    assert ran == ["build", "stage"]
+    (work / "manifests" / "manifest-0").mkdir(parents=True)
+    shutil.move(work / "manifest.json", work / "manifests" / "manifest-0" / "manifest.json")
+    reindex, verify = librarian_commands(data["jobs"]["index"])
+    assert run(*expand([a.replace('"$REPO"', repo) for a in reindex], {"REPO": repo})[:-1],
+               str(work / "manifests")).code == 0  # fmt: skip
+    assert run(*expand(verify, {"REPO": repo})).code == 0
+    again = json.loads(run("plan", "tinykern==0.1.0", "--repo", repo, "--sm", "80", "--sm", "89", "--torch", "2.9",
+                           "--cuda", "13.0", "--python", python, "--json").out)  # fmt: skip
+    assert again["jobs"] == [] and len(again["held"]) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +18,7 @@ from librarian.errors import BadInput, StoreError
 from librarian.pytorch import refresh as matrix_refresh
 from librarian.pytorch.matrix import CPython, Platform, Status, load_matrix, read_override
 from librarian.pytorch.refresh import refresh
+from tests.conftest import Run
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data" / "torch-index"
@@ -186,3 +188,16 @@ def test_refresh_keeps_the_users_own_rows(tmp_path: Path, override: Path) -> Non
     m = load_matrix()
     assert m.status(Label.parse("cu134torch2.15")) is Status.STABLE
     assert m.status(Label.parse("cu134torch2.14")) is Status.SERVED
+
+
+def test_refresh_offline_exits_3_in_one_line(run: Run, override: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as s:  # a port nothing listens on: what an unreachable index looks like
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setattr(matrix_refresh, "DEFAULT_INDEX", f"{closed}/whl")
+    for argv in (("matrix", "refresh"), ("matrix", "refresh", "--from", f"{closed}/whl/cu128/torch/")):
+        result = run(*argv)
+        assert result.code == 3, result.err
+        assert result.err.startswith("librarian: error: ") and result.err.count("\n") == 1
+        assert "cannot be reached" in result.err
+    assert not override.exists()

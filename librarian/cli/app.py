@@ -30,6 +30,7 @@ class Commands(LazyGroup):
         "pull": "librarian.cli.pull",
         "gc": "librarian.cli.store",
         "matrix": "librarian.cli.matrix",
+        "plan": "librarian.cli.matrix",
     }
 
 

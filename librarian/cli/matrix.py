@@ -1,4 +1,5 @@
-"""``librarian matrix`` and ``matrix refresh``: the combos PyTorch shipped, and re-reading its index."""
+"""``librarian matrix``, ``matrix refresh`` and ``plan``: the combos PyTorch shipped, re-reading its index,
+and the build jobs a store still lacks."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ from typing import Annotated
 import typer
 
 from librarian.cli import ui
-from librarian.cli.options import JsonOpt
-from librarian.pytorch.matrix import Selection, github_matrix, load_matrix, matrix_json, render_table
+from librarian.cli.options import JsonOpt, RepoOpt, store_and_layout
+from librarian.errors import BadInput
+from librarian.gpus import parse_real_sm
+from librarian.machine import parse_major_minor
+from librarian.pytorch.matrix import CPython, Selection, github_matrix, load_matrix, matrix_json, render_table
 from librarian.pytorch.refresh import refresh
 
 app = typer.Typer(rich_markup_mode=None)
@@ -31,7 +35,8 @@ def matrix(
     platform: Annotated[ListOpt, typer.Option("--platform", help="Platform(s), e.g. linux-x86_64 (repeatable).")] = None,
     newest: Annotated[int | None, typer.Option("--newest", help="Only the newest N torch lines.")] = None,
     stable_only: Annotated[bool, typer.Option("--stable-only", help="Only stable CUDA lines (no experimental or served-only).")] = False,
-    github: Annotated[bool, typer.Option("--github", help="Print a GitHub Actions strategy.matrix (JSON) of build jobs.")] = False,
+    github: Annotated[bool, typer.Option("--github", help="Print a GitHub Actions strategy.matrix (JSON) of build jobs (at most 256).")] = False,
+    split: Annotated[bool, typer.Option("--split", help="With --github: past 256 jobs, print {\"matrices\": [...]} of at most 256 each.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """The combos PyTorch shipped, as a table, JSON, or a GitHub Actions build matrix."""
@@ -40,7 +45,7 @@ def matrix(
     sel = Selection.parse(torch or (), cuda or (), python or (), platform or (), newest, stable_only)
     loaded = load_matrix()
     if github:
-        ui.emit_json(github_matrix(loaded, sel))
+        ui.emit_json(github_matrix(loaded, sel, split=split))
         return
     combos = loaded.select(sel)
     ui.emit_json(matrix_json(combos)) if as_json else ui.out(render_table(combos))
@@ -63,3 +68,57 @@ def matrix_refresh(
     for combo in result.removed:
         ui.out(f"removed  {combo}")
     ui.out(f"read {result.served} served combo(s) from {len(result.sources)} page(s); wrote {result.path}")
+
+
+@app.command("plan")
+def plan(
+    specs: Annotated[list[str], typer.Argument(help="What to build: NAME==VERSION (e.g. flash-attn==2.8.3), several allowed.", show_default=False)],
+    sm: Annotated[ListOpt, typer.Option("--sm", help="A GPU to serve, e.g. 89 (repeatable); or --sm-from store.")] = None,
+    sm_from: Annotated[str | None, typer.Option("--sm-from", help="'store': every GPU the store already serves.")] = None,
+    torch: Annotated[ListOpt, typer.Option("--torch", help="torch minor(s), e.g. 2.9 (repeatable).")] = None,
+    newest: Annotated[int | None, typer.Option("--newest", help="The newest N torch lines (default 1 without --torch).")] = None,
+    cuda: Annotated[ListOpt, typer.Option("--cuda", help="CUDA line(s), e.g. 12.8 (repeatable; default: every line of each torch).")] = None,
+    python: Annotated[ListOpt, typer.Option("--python", help="Python version(s), e.g. 3.12 (repeatable; default: the combo's, free-threaded ones only when named).")] = None,
+    platform: Annotated[ListOpt, typer.Option("--platform", help="linux-x86_64 (default), linux-aarch64, windows-amd64 (repeatable).")] = None,
+    stable_only: Annotated[bool, typer.Option("--stable-only", help="Only stable CUDA lines.")] = False,
+    glibc: Annotated[str | None, typer.Option("--glibc", help="The oldest glibc the wheels must run on (default 2.28, torch's own).")] = None,
+    ptx: Annotated[bool, typer.Option("--ptx", help="Add +PTX to each job's newest arch (JIT for GPUs newer than all).")] = False,
+    github: Annotated[bool, typer.Option("--github", help="Print the jobs as a GitHub Actions strategy.matrix (JSON).")] = False,
+    split: Annotated[bool, typer.Option("--split", help="With --github: past 256 jobs, print {\"matrices\": [...]} of at most 256 each.")] = False,
+    repo: RepoOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The build jobs whose wheels the store does not hold yet: one per (package, torch, CUDA, Python, platform).
+
+    Example: librarian plan flash-attn==2.8.3 --sm 80 --sm 89 --sm 90 --newest 2 --python 3.12 --github
+    """
+    # Imported here: plan reads the index and judges wheels; 'matrix' alone must not load all that.
+    from librarian.ops import plan as plan_op
+
+    if (sm is None) == (sm_from is None):
+        raise BadInput("plan: pass --sm (e.g. --sm 89, repeatable) or --sm-from store, one of the two")
+    if sm_from is not None and sm_from != "store":
+        raise BadInput(f"--sm-from {sm_from}: the one source is 'store' (the GPUs the store already serves)")
+    parsed_specs = [plan_op.Spec.parse(s) for s in specs]
+    sms = [parse_real_sm(s) for s in sm] if sm else None
+    floor = parse_major_minor(glibc, "glibc") if glibc else plan_op.DEFAULT_GLIBC
+    pythons = python or ()
+    sel = Selection.parse(torch or (), cuda or (), pythons, platform or ("linux-x86_64",),
+                          newest if newest is not None or torch else 1, stable_only)  # fmt: skip
+    if not pythons:  # free-threaded builds only when asked for by name
+        loaded = load_matrix()
+        every = {c.python for c in loaded.select(sel)}
+        sel = Selection(sel.torch, sel.cuda, frozenset(p for p in every if not p.free_threaded), sel.platforms,
+                        sel.newest, sel.stable_only)  # fmt: skip
+    else:
+        loaded = load_matrix()
+        sel = Selection(sel.torch, sel.cuda, frozenset(CPython.parse(p) for p in pythons), sel.platforms,
+                        sel.newest, sel.stable_only)  # fmt: skip
+    store, layout = store_and_layout(repo, publishing=True)  # a local store not made yet holds nothing
+    result = plan_op.plan(store, layout, loaded, sel, parsed_specs, sms, glibc=floor, ptx=ptx)
+    if github:
+        ui.emit_json(result.github(split=split))
+    elif as_json:
+        ui.emit_json(result.to_json())
+    else:
+        ui.out(result.render())

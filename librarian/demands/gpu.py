@@ -17,6 +17,7 @@ from librarian.coords import ArchKind, GpuArch, MajorMinor, format_version
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
 from librarian.demands.members import NO_DEVICE_CODE, DeviceCode, Member, device_code, loading, names
 from librarian.facts import arch_order
+from librarian.gpus import find_gpu
 from librarian.machine import Machine
 
 NO_KERNEL_IMAGE = "CUDA error: no kernel image is available for execution on the device"
@@ -251,7 +252,18 @@ def _fail(
         reason = f"none of {', '.join(u.label for u in units)} has code for {arch}"
     if vendored:
         reason += " (only libraries it vendors do; its own extension modules decide)"
+    # The CUDA that built the code (its members' toolkit, else the label's line) is the line to judge.
+    toolkits = [m.toolkit for m in members if m.toolkit is not None]
+    reason += _no_toolkit(capability, max(toolkits) if toolkits else need.label_cuda)
     return Verdict(Demand.GPU, False, need.text, has, reason, NO_KERNEL_IMAGE, not_loaded=not_loaded)
+
+
+def _no_toolkit(capability: MajorMinor, line: MajorMinor | None) -> str:
+    """Why rebuilding on the same CUDA line would not help: that CUDA cannot target this GPU at all."""
+    real = find_gpu(capability)
+    if line is None or real is None or real.compiled_by(line):
+        return ""
+    return f"; no CUDA {format_version(line)} build can serve it ({real.toolkits()} targets {GpuArch(*capability)})"
 
 
 def _gpu_text(machine: Machine) -> str:

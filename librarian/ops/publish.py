@@ -18,7 +18,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from librarian import progress
-from librarian.coords import Cell, GpuArch, Label, WheelName
+from librarian.coords import Cell, GpuArch, Label, WheelName, format_version
 from librarian.demands import ClaimKind, Demand, Wheel, cells, claims, judge_cell, said_claims
 from librarian.errors import BadInput, BadWheel, LibrarianError, Refused
 from librarian.facts import BinaryFormat, WheelFacts
@@ -165,14 +165,25 @@ def gpu_cells(
     return tuple(c.sm for c in found), False
 
 
-def check_combo(label: Label, name: str, matrix: Matrix) -> None:
-    """Refuse a (torch, CUDA) combo that PyTorch never shipped."""
-    if not matrix.is_shipped(label):
-        shipped = ", ".join(str(l) for l in matrix.labels_for_torch(label.torch)) or "none known"
-        raise Refused(
-            f"{name}: PyTorch never shipped {label}; for torch {label.torch[0]}.{label.torch[1]} it shipped "
-            f"{shipped} (pass --allow-unknown-combo if you know better)"
-        )
+def check_combo(label: Label, name: str, matrix: Matrix) -> str | None:
+    """Refuse a (torch, CUDA) combo that PyTorch never shipped; the warning to give instead when the matrix
+    cannot know: a torch line newer than all it lists, or one whose CUDA lines it knows only in part."""
+    if matrix.is_shipped(label):
+        return None
+    torch = format_version(label.torch)
+    known = matrix.torch_versions()
+    if not known or label.torch > known[0]:
+        newest = format_version(known[0]) if known else "none"
+        return (f"torch {torch} is newer than every line librarian's matrix knows (newest: {newest}); "
+                f"{label} is taken on trust: run 'librarian matrix refresh' to read PyTorch's index")  # fmt: skip
+    shipped = ", ".join(str(l) for l in matrix.labels_for_torch(label.torch)) or "none known"
+    if matrix.is_partial(label.torch):
+        return (f"torch {torch}'s CUDA lines are known only in part ({shipped}); {label} is taken on trust: "
+                "run 'librarian matrix refresh' to read PyTorch's index")  # fmt: skip
+    raise Refused(
+        f"{name}: PyTorch never shipped {label}; for torch {torch} it shipped "
+        f"{shipped} (pass --allow-unknown-combo if you know better)"
+    )
 
 
 _ALLOWED = {
@@ -236,12 +247,14 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
     """Read, label, verify and inspect each wheel; labelled copies go to ``staging``."""
     prepared = []
     matrix = None if options.allow_unknown_combo else load_matrix()  # read once, not per wheel
+    warned: set[str] = set()
     with progress.task("publish", total=len(paths), unit=progress.WHEELS) as bar:
         for path in paths:
             name = WheelName.parse(path.name)
             label = choose_label(name, options.label, relabel=options.relabel)
-            if matrix is not None:
-                check_combo(label, path.name, matrix)
+            if matrix is not None and (warning := check_combo(label, path.name, matrix)) and warning not in warned:
+                warned.add(warning)  # one warning per combo, however many wheels share it
+                log.warning("%s", warning)
             # METADATA and WHEEL (small members) are checked before anything is relabelled or inflated.
             repair = check_said(path, read_wheel_info(path, name))
             # One pass over the wheel to be stored: verify's metadata checks (publish stores nothing verify

@@ -107,8 +107,9 @@ def reindex_manifests(
     entries, texts, count = read_manifests(paths, store)
     if not options.allow_unknown_combo:
         matrix = load_matrix()
-        for entry in entries:
-            check_combo(entry.cell.label, entry.filename, matrix)
+        warnings = {check_combo(entry.cell.label, entry.filename, matrix) for entry in entries}
+        for warning in sorted(w for w in warnings if w):
+            log.warning("%s", warning)
     missing = store.missing_blobs([Blob(e.sha256, e.size, e.path) for e in entries])
     gone = {(b.name, b.sha256) for b in missing}
     dropped = tuple(

@@ -17,6 +17,7 @@ from typing import Any
 
 from librarian.coords import Label, MajorMinor, format_cuda, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput
+from librarian.gpus import compiled_by
 from librarian.pytorch.releases import (
     SCHEMA,
     ArchRow,
@@ -33,8 +34,12 @@ from librarian.pytorch.releases import (
     parse_matrix,
 )
 
+TORCH_INDEX = "https://download.pytorch.org/whl"  # PyTorch's wheel index: one folder per CUDA line
+
 __all__ = [
+    "GITHUB_MAX_JOBS",
     "SCHEMA",
+    "TORCH_INDEX",
     "ArchRow",
     "CPython",
     "Combo",
@@ -47,7 +52,10 @@ __all__ = [
     "ServedRow",
     "Status",
     "TorchRow",
+    "combo_job",
+    "derived_arch_list",
     "dump_matrix",
+    "github_matrices",
     "github_matrix",
     "load_matrix",
     "matrix_json",
@@ -80,6 +88,11 @@ class Combo:
     def key(self) -> tuple[MajorMinor, MajorMinor, tuple[int, int, bool], str]:
         """Sort and identity key (status and ABI are properties of the key, not part of it)."""
         return self.torch, self.cuda, self.python.key, self.platform.value
+
+    @property
+    def torch_install(self) -> str:
+        """The pip arguments that install this torch build: ``torch==2.9.* --index-url .../whl/cu128``."""
+        return f"torch=={format_version(self.torch)}.* --index-url {TORCH_INDEX}/cu{format_cuda(self.cuda)}"
 
 
 # --- queries ---------------------------------------------------------------------------------------
@@ -224,6 +237,12 @@ class Matrix:
             raise BadInput(f"{n}: the number of torch minors to keep must be 1 or more")
         return self.torch_versions()[:n]
 
+    def is_partial(self, torch: MajorMinor) -> bool:
+        """Whether this torch line's CUDA lines are known only in part: a release row read from a source that
+        lists only some (PyPI), and no ``matrix refresh`` has read PyTorch's index for it since."""
+        partial = any(t.partial for t in self.doc.torch if t.version == torch)
+        return partial and not any(s.torch == torch for s in self.doc.served)
+
     def arch_list(
         self,
         cuda: str | MajorMinor,
@@ -239,27 +258,67 @@ class Matrix:
             rows = [a for a in rows if t in a.torch] or [a for a in rows if not a.torch] or rows
         return max(rows, key=lambda a: max(a.torch, default=(0, 0)), default=None)
 
+    def build_arch_list(
+        self,
+        cuda: MajorMinor,
+        platform: Platform = Platform.LINUX_X86_64,
+        torch: MajorMinor | None = None,
+    ) -> ArchRow:
+        """The arch list to build extensions for a combo: torch's own (:meth:`arch_list`), else one derived
+        from the GPU data (every GPU of the platform that the CUDA line can target). Never empty."""
+        row = self.arch_list(cuda, platform, torch)
+        return row if row is not None else derived_arch_list(cuda, platform)
 
-def github_matrix(matrix: Matrix, sel: Selection) -> dict[str, Any]:
+
+def derived_arch_list(cuda: MajorMinor, platform: Platform) -> ArchRow:
+    """Every real GPU shipping beside the platform's CPU that CUDA ``cuda`` can target, as an arch list.
+
+    For the combos no source gives torch's own list for (CUDA 11.8-12.4 on Linux, aarch64 before CUDA 13).
+    """
+    gpus = compiled_by(cuda, frozenset({platform.cpu}))
+    arch_list = ";".join(format_version(g.capability) for g in gpus)
+    return ArchRow(cuda, platform, arch_list, "derived from librarian/data/gpus.toml: no source gives torch's own list")
+
+
+GITHUB_MAX_JOBS = 256  # GitHub Actions' limit on the jobs one matrix generates
+
+
+def github_matrices(include: list[dict[str, Any]], split: bool = False) -> dict[str, Any]:
+    """``include`` jobs as one Actions ``strategy.matrix``; past 256 jobs, ``{"matrices": [...]}`` of at most
+    256 each when ``split``, else BadInput naming the count and the ways to narrow it."""
+    if not include:
+        raise BadInput("no build jobs: nothing matches the selection")
+    if len(include) <= GITHUB_MAX_JOBS:
+        return {"include": include}
+    if not split:
+        raise BadInput(f"{len(include)} jobs: past GitHub Actions' limit of {GITHUB_MAX_JOBS} jobs per matrix; "
+                       "narrow the selection (--newest, --python, --platform, --cuda) or pass --split")  # fmt: skip
+    parts = [include[i : i + GITHUB_MAX_JOBS] for i in range(0, len(include), GITHUB_MAX_JOBS)]
+    return {"matrices": [{"include": p} for p in parts]}
+
+
+def combo_job(matrix: Matrix, c: Combo) -> dict[str, Any]:
+    """One build job of a combo, as Actions matrix entries spell it; its arch list is never empty."""
+    arch = matrix.build_arch_list(c.cuda, c.platform, c.torch)
+    return {
+        "torch": format_version(c.torch),
+        "cuda": format_version(c.cuda),
+        "python": c.python.version,
+        "python-tag": str(c.python),
+        "platform": c.platform.value,
+        "runs-on": c.platform.runs_on,
+        "container": c.platform.container(c.cuda),
+        "label": str(c.label),
+        "status": c.status.value,
+        "TORCH_CUDA_ARCH_LIST": arch.arch_list,
+        "arch-source": arch.source,
+        "torch-install": c.torch_install,
+    }
+
+
+def github_matrix(matrix: Matrix, sel: Selection, *, split: bool = False) -> dict[str, Any]:
     """A GitHub Actions ``strategy.matrix``: one ``include`` job per selected (torch, CUDA, Python, platform)."""
-    include = []
-    for c in matrix.select(sel):
-        arch = matrix.arch_list(c.cuda, c.platform, c.torch)
-        include.append(
-            {
-                "torch": format_version(c.torch),
-                "cuda": format_version(c.cuda),
-                "python": c.python.version,
-                "python-tag": str(c.python),
-                "platform": c.platform.value,
-                "runs-on": c.platform.runs_on,
-                "label": str(c.label),
-                "status": c.status.value,
-                # Empty when no source gives torch's own list for this line: the job must choose one.
-                "TORCH_CUDA_ARCH_LIST": arch.arch_list if arch else "",
-            }
-        )
-    return {"include": include}
+    return github_matrices([combo_job(matrix, c) for c in matrix.select(sel)], split)
 
 
 def matrix_json(combos: Iterable[Combo]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from librarian.coords import MajorMinor, format_cuda
-from librarian.errors import BadInput, StoreError
+from librarian.errors import BadInput, StoreError, Unreachable
 from librarian.pytorch.index_pages import PEP691_JSON, IndexScan, scan_page
 from librarian.pytorch.matrix import (
     Combo,
@@ -67,10 +67,12 @@ def read_source(source: str, timeout: float = 30.0) -> tuple[str, str | None]:
                 charset = response.headers.get_content_charset() or "utf-8"
                 ctype: str | None = response.headers.get_content_type()
         except urllib.error.HTTPError as e:
-            raise StoreError(f"{source}: HTTP {e.code} {e.reason}") from e
-        except (urllib.error.URLError, OSError) as e:
+            # A 4xx names a page that is not there (exit 2); a 5xx or 429 is the server refusing us (exit 3).
+            error = Unreachable if e.code >= 500 or e.code == 429 else StoreError
+            raise error(f"{source}: HTTP {e.code} {e.reason}") from e
+        except (urllib.error.URLError, OSError) as e:  # DNS, refused, reset, timed out: the network (exit 3)
             reason = getattr(e, "reason", e)
-            raise StoreError(f"{source}: cannot be read ({reason})") from e
+            raise Unreachable(f"{source}: cannot be reached ({reason})") from e
         return body.decode(charset, errors="replace"), ctype
     try:
         text = Path(source).read_text(encoding="utf-8")

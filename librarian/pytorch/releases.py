@@ -56,6 +56,17 @@ class Platform(enum.Enum):
         """A GitHub-hosted runner that builds for this platform (a hint; self-hosted GPUs differ)."""
         return _RUNS_ON[self]
 
+    @property
+    def cpu(self) -> str:
+        """Its CPU in librarian's vocabulary: ``x86_64``, ``aarch64``."""
+        return "aarch64" if self is Platform.LINUX_AARCH64 else "x86_64"
+
+    def container(self, cuda: MajorMinor) -> str:
+        """The image a build for CUDA ``cuda`` runs in: PyTorch's own manylinux builders (CUDA and every
+        CPython under /opt/python); ``""`` on Windows, where the runner installs the toolkit."""
+        image = _BUILDER.get(self)
+        return f"{image}:cuda{format_version(cuda)}" if image else ""
+
     @classmethod
     def from_wheel_tag(cls, tag: str) -> Platform | None:
         """``manylinux_2_28_x86_64``/``linux_x86_64`` -> linux-x86_64; ``None`` for other platforms."""
@@ -66,6 +77,10 @@ class Platform(enum.Enum):
         return None
 
 
+_BUILDER = {
+    Platform.LINUX_X86_64: "pytorch/manylinux2_28-builder",
+    Platform.LINUX_AARCH64: "pytorch/manylinuxaarch64-builder",
+}
 _RUNS_ON = {
     Platform.LINUX_X86_64: "ubuntu-22.04",
     Platform.LINUX_AARCH64: "ubuntu-22.04-arm",
@@ -126,6 +141,7 @@ class TorchRow:
     version: MajorMinor
     cuda: tuple[CudaRow, ...]
     note: str = ""
+    partial: bool = False  # its CUDA lines are known only in part (the index that lists them was not read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +201,7 @@ class MatrixDoc:
 
 _FIELDS: dict[str, tuple[set[str], set[str]]] = {  # table kind -> (required, optional)
     "top": ({"schema"}, {"note", "torch", "arch", "served"}),
-    "torch": ({"version", "cuda"}, {"note"}),
+    "torch": ({"version", "cuda"}, {"note", "partial"}),
     "cuda": (
         {"line", "status", "abi", "python", "platforms", "source", "date"},
         {"python_experimental", "uncertain", "note"},
@@ -237,6 +253,12 @@ class _Reader:
 def _text(x: Any) -> str:
     if not isinstance(x, str):
         raise TypeError(f"expected text, got {x!r}")
+    return x
+
+
+def _bool(x: Any) -> bool:
+    if not isinstance(x, bool):
+        raise TypeError(f"expected true or false, got {x!r}")
     return x
 
 
@@ -333,6 +355,7 @@ def parse_matrix(text: str, origin: str) -> MatrixDoc:
                     r.value(where, "version", tf["version"], parse_torch),
                     tuple(rows),
                     r.value(where, "note", tf.get("note", ""), _text),
+                    r.value(where, "partial", tf.get("partial", False), _bool),
                 )
             )
     r.unique([t.version for t in torch_rows], "torch version")
@@ -357,7 +380,7 @@ def _plain(v: Any) -> Any:
         return str(v)
     if dataclasses.is_dataclass(v):
         items = ((f.name, _plain(getattr(v, f.name))) for f in dataclasses.fields(v))
-        return {k: x for k, x in items if x not in ("", [], None)}  # defaults are left out
+        return {k: x for k, x in items if x not in ("", [], None) and x is not False}  # defaults are left out
     if isinstance(v, tuple):
         if len(v) == 2 and all(isinstance(x, int) for x in v):
             return format_version(v)
@@ -380,8 +403,10 @@ def merge_matrix(base: MatrixDoc, override: MatrixDoc) -> MatrixDoc:
     for t in override.torch:
         old = torch.get(t.version)
         rows = {c.line: c for c in (old.cuda if old else ())} | {c.line: c for c in t.cuda}
+        # The override's rows are what the index serves now: a partial packaged row stays partial only if
+        # the override says nothing of that torch line.
         torch[t.version] = TorchRow(
-            t.version, tuple(rows[k] for k in sorted(rows)), t.note or (old.note if old else "")
+            t.version, tuple(rows[k] for k in sorted(rows)), t.note or (old.note if old else ""), t.partial
         )
     arch = {(a.cuda, a.platform, a.torch): a for a in base.arch} | {
         (a.cuda, a.platform, a.torch): a for a in override.arch
