@@ -3,7 +3,10 @@ say so; never silently. Nothing cached and no Hub is exit 3, one line."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import pytest
 
 from tests.builders import make_wheel
 from tests.conftest import Run
@@ -47,3 +50,26 @@ def test_writes_never_use_the_cache(run: Run, loophub: LoopHub, tmp_path: Path) 
     result = run("publish", str(other), "--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--repo", REPO)
     assert result.code == 3
     assert "cannot reach the Hub" in result.err and result.err.count("\n") == 1
+
+
+def test_offline_after_librarians_own_commit(run: Run, loophub: LoopHub, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """gc's commit (or any of librarian's) is cached with its index: a pull right after works offline."""
+    for version in ("0.1.0", "0.2.0"):
+        wheel = make_wheel(tmp_path / f"dist-{version}", "tinykern", version, "cp311-cp311-linux_x86_64")
+        assert run("publish", str(wheel), "--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--repo", REPO,
+                   "--create").code == 0  # fmt: skip
+    assert run("pull", *PULL, "-o", "first").code == 0  # fetches 0.2.0
+    gc = run("gc", "--keep-versions", "1", "--yes", "--repo", REPO)  # drops 0.1.0: a new commit, its index never read
+    assert gc.code == 0, gc.err
+    made = re.search(r"/commit/([0-9a-f]{40})", gc.out)
+    assert made is not None, gc.out
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = run("pull", *PULL, "-o", "first")  # the wheel is there with the right sha256: nothing is fetched
+    assert offline.code == 0, offline.err
+    assert f"using the cached index of commit {made[1][:12]} of " in offline.err and " ago (it may be stale)" in offline.err
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    loophub.stop()
+    unreachable = run("pull", *PULL, "-o", "first")
+    assert unreachable.code == 0, unreachable.err
+    assert made[1][:12] in unreachable.err

@@ -27,7 +27,7 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 from librarian import progress
 from librarian.catalogue import CARD
 from librarian.errors import BadInput, LibrarianError, StoreError, Unreachable
-from librarian.generated import CardSource, plan_generated, rebuilds
+from librarian.generated import CardSource, Generated, plan_generated, rebuilds
 from librarian.index import Index
 from librarian.layout import Layout
 from librarian.stores.base import Applied, Blob, Changes, Planner, R, Upload, read_index
@@ -97,7 +97,12 @@ class HubStore(HubReader):
             changes, result = plan(old)
             if changes.empty and changes.index == old and not changes.rebuild:
                 return Applied(changes, result, self.location, attempt, tuple(notes))
-            urls = self._commit_pieces(old, changes, parent, notes)
+            urls, generated = self._commit_pieces(old, changes, parent, notes)
+            # This commit's index, cached as the parent's plus what was written: a pull after it works
+            # offline (the parent's whole index was read above, to plan).
+            made = urls[-1].rsplit("/", 1)[-1]
+            if made != parent:
+                self._cache.derive(parent, made, dict(generated.writes), generated.deletes)
             self._note_new_head()
             return Applied(changes, result, urls[-1], attempt, tuple(notes), commit=urls[-1])
 
@@ -182,7 +187,7 @@ class HubStore(HubReader):
             return landed
         return self.commit_url(str(info.oid))
 
-    def _commit_pieces(self, old: Index, changes: Changes, parent: str, notes: list[str]) -> list[str]:
+    def _commit_pieces(self, old: Index, changes: Changes, parent: str, notes: list[str]) -> tuple[list[str], Generated]:
         """Commit ``changes`` in pieces of at most ``policy.commit_ops`` files: wheels first, then the index
         (with as many deletions as fit), then the remaining deletions. The index never names a file that
         is not there: a failure between pieces leaves only files the index does not list yet, which the
@@ -191,7 +196,9 @@ class HubStore(HubReader):
         adds = [add_operation(u) for u in sorted(changes.uploads, key=lambda u: u.path)]
         uploaded = {u.path for u in changes.uploads}
         deletes = [CommitOperationDelete(path_in_repo=p) for p in changes.deletes if p not in uploaded]
-        catalogue = self._catalogue_ops(old, changes)
+        generated = self._generated(old, changes)
+        catalogue: list[Any] = [CommitOperationAdd(path_in_repo=p, path_or_fileobj=d) for p, d in generated.writes]
+        catalogue += [CommitOperationDelete(path_in_repo=p) for p in generated.deletes]
         if len(adds) + len(deletes) + len(catalogue) > cap:
             adds = self._lfs.not_there_yet(adds, changes.uploads, parent)
         pieces = plan_pieces(adds, catalogue, deletes, cap)
@@ -203,7 +210,7 @@ class HubStore(HubReader):
             if len(pieces) > 1:
                 notes.append(f"committed part {n} of {len(pieces)} ({len(ops)} file(s)): {urls[-1]}")
                 log.info("%s", notes[-1])
-        return urls or [self.commit_url(parent)]  # every file already there: nothing left to commit
+        return urls or [self.commit_url(parent)], generated  # every file already there: nothing left to commit
 
     def _note_new_head(self) -> None:
         """Read the head once more after a commit, so that an offline read later finds this commit's index,
@@ -214,8 +221,8 @@ class HubStore(HubReader):
             self._sha = None  # the next read asks for the head again
             log.info("%s: could not read the head after committing (%s)", self.location, e)
 
-    def _catalogue_ops(self, old: Index, changes: Changes) -> list[Any]:
-        """The generated files (index, shards, pages, card) that change, as operations."""
+    def _generated(self, old: Index, changes: Changes) -> Generated:
+        """The generated files (index, shards, pages, card) that change."""
         tree = None
         if changes.rebuild:
             # reindex's repair: compare with what the tree holds, not with what the old index renders.
@@ -225,9 +232,7 @@ class HubStore(HubReader):
         card = None
         if changes.index.entries:  # an empty store gets no card: its current one is not even read
             card = CardSource(self.read_file(CARD), self.repo_id, public_endpoint(self.api.endpoint), self.license)
-        generated = plan_generated(old, changes.index, tree=tree, card=card)
-        ops: list[Any] = [CommitOperationAdd(path_in_repo=p, path_or_fileobj=d) for p, d in generated.writes]
-        return ops + [CommitOperationDelete(path_in_repo=p) for p in generated.deletes]
+        return plan_generated(old, changes.index, tree=tree, card=card)
 
     def _landed(self, change_id: str) -> str | None:
         """The URL of the commit carrying ``change_id`` when it is in the history (its answer may have been lost)."""

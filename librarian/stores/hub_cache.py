@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import quote
 
@@ -31,8 +32,14 @@ class ReadCache:
 
     def head(self, revision: str) -> str | None:
         """The newest commit of ``revision`` seen here (by commit date, not file time)."""
+        found = self.head_dated(revision)
+        return found[0] if found else None
+
+    def head_dated(self, revision: str) -> tuple[str, str] | None:
+        """The newest commit of ``revision`` seen here and its date (ISO 8601; ``""`` when unknown)."""
         try:
-            return str(json.loads(self._ref(revision).read_text())["sha"])
+            known = json.loads(self._ref(revision).read_text())
+            return str(known["sha"]), str(known.get("date", ""))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -60,6 +67,24 @@ class ReadCache:
                 self._prune()
         except OSError as e:  # a cache that cannot be written is no reason to fail a read
             log.debug("cannot cache %s: %s", path, e)
+
+    def derive(self, parent: str, sha: str, writes: Mapping[str, bytes], deletes: Iterable[str]) -> None:
+        """Cache commit ``sha``, made by librarian on ``parent``: the parent's cached files, less ``deletes``,
+        with ``writes`` over them. An offline read after librarian's own commit then finds that commit's
+        index (the parent's was read, whole, to plan the change)."""
+        gone = set(deletes) | set(writes)
+        base = self.root / "files" / parent
+        kept: dict[str, bytes] = {}
+        if base.is_dir():
+            for f in base.rglob("*"):
+                path = f.relative_to(base).as_posix()
+                if f.is_file() and path not in gone:
+                    try:
+                        kept[path] = f.read_bytes()
+                    except OSError:
+                        continue
+        for path, data in {**kept, **writes}.items():
+            self.put(sha, path, data)
 
     def _prune(self) -> None:
         """Keep the files of the newest ``KEEP_COMMITS`` commits read here, and of every recorded head."""

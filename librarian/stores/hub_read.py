@@ -17,7 +17,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, TypeVar
 from urllib.parse import quote
@@ -48,6 +48,19 @@ _CHUNK = 1 << 20
 
 def _offline() -> bool:
     return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def _age(date: str) -> str:
+    """`` of 2026-12-01 10:00 UTC, 3 h ago``: when the cached commit was made, if known."""
+    try:
+        when = datetime.fromisoformat(date.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    seconds = max(0, int((datetime.now(timezone.utc) - when).total_seconds()))
+    ago = f"{seconds // 86400} d" if seconds >= 86400 else f"{seconds // 3600} h" if seconds >= 3600 else f"{seconds // 60} min"
+    return f" of {when.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC, {ago} ago"
 
 
 class HubReader:
@@ -130,10 +143,12 @@ class HubReader:
 
         Writes never come here: they need the live head for ``parent_commit``.
         """
-        sha = self._cache.head(self.revision)
-        if sha is None:
+        found = self._cache.head_dated(self.revision)
+        if found is None:
             raise CannotReach(f"{self.location}: {why}, and nothing of this repo is cached here", why)
-        log.warning("%s: %s; using the cached index of commit %s (it may be stale)", self.location, why, sha[:12])
+        sha, date = found
+        log.warning("%s: %s; using the cached index of commit %s%s (it may be stale)", self.location, why, sha[:12],
+                    _age(date))  # fmt: skip
         return sha
 
     def _missing_repo(self) -> StoreError:
