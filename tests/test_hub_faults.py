@@ -145,3 +145,33 @@ def test_eight_concurrent_publishers_all_land(run: Run, repo: LoopHub, tmp_path:
     assert stored == listed and len(stored) == 41
     result = run("verify", "--repo", REPO)  # in-process: the check, not the racing, needs no process of its own
     assert result.code == 0, result.out + result.err
+
+
+def test_a_rate_limit_window_is_waited_out_and_the_publish_lands(run: Run, repo: LoopHub, tmp_path: Path) -> None:
+    # As huggingface.co answers past its API budget: no Retry-After, the IETF draft's headers instead.
+    # A 3 s window: every request in it is refused (retrying on a short backoff only spends the retries).
+    repo.rate_limit("repo_info", retry_after=None, ratelimit='"api";r=0;t=3', window_s=3.0,
+                    ratelimit_policy='"fixed window";"api";q=500;w=300')  # fmt: skip
+    result = run("publish", *map(str, wheels(tmp_path / "d", 1)), *FLAGS)
+    assert result.code == 0, result.err
+    waits = [line for line in result.err.splitlines() if "HTTP 429" in line]
+    assert len(waits) == 1 and "waiting 3 s as it asks (up to 300 s in all: LIBRARIAN_HUB_MAX_WAIT)" in waits[0]
+    stored, listed = consistent(repo)
+    assert stored == listed and len(stored) == 2
+
+
+def test_a_rate_limit_past_the_bound_exits_3_naming_the_wait(run: Run, repo: LoopHub, tmp_path: Path) -> None:
+    repo.rate_limit("repo_info", times=1, retry_after=None, ratelimit='"api";r=0;t=400')
+    result = run("publish", *map(str, wheels(tmp_path / "d", 1)), *FLAGS)
+    assert result.code == 3
+    assert result.err.count("\n") == 1 and "HTTP 429" in result.err and "retry in 7 min" in result.err
+    stored, listed = consistent(repo)
+    assert stored == listed and len(stored) == 1  # nothing half-written
+
+
+def test_the_rate_limit_bound_is_a_setting(run: Run, repo: LoopHub, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setenv("LIBRARIAN_HUB_MAX_WAIT", "2")
+    repo.rate_limit("repo_info", times=1, retry_after=None, ratelimit='"api";r=0;t=3')
+    result = run("publish", *map(str, wheels(tmp_path / "d", 1)), *FLAGS)
+    assert result.code == 3 and "retry in 3 s" in result.err

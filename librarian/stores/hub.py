@@ -163,8 +163,12 @@ class HubStore(HubReader):
                     raise
                 if e.wait is None or e.wait > self.policy.max_wait:
                     raise commits_refused(self.location, e) from e
-                notes.append(f"attempt {attempt}: the Hub limits commits; waiting {say_wait(e.wait)} as it asks")
+                notes.append(f"attempt {attempt}: the Hub limits commits; waiting {say_wait(e.wait)} as it asks "
+                             f"(up to {say_wait(self.policy.max_wait)}: LIBRARIAN_HUB_MAX_WAIT)")  # fmt: skip
                 wait = e.wait + random.random() * 4 * self.policy.commit_backoff
+                log.warning("%s: %s", self.location, notes[-1])
+                time.sleep(wait)
+                continue
             log.info("%s", notes[-1])
             time.sleep(wait)
         raise Unreachable(f"{self.location}: could not commit after {MAX_ATTEMPTS} attempts ({notes[-1] if notes else ''})")

@@ -103,8 +103,8 @@ def _http_error(e: HfHubHTTPError, location: str, what: str, *, max_wait: float,
     status = e.response.status_code if e.response is not None else None
     if conflicts and status == 412:
         return Conflict(f"{location}: the repo moved on")
-    if status == 429 and (conflicts or (rate_limit_wait(e) or 0) > max_wait):
-        # Not a conflict: the Hub allows no more of these for a while; say how long.
+    if status == 429:
+        # Not a conflict: the Hub allows no more of these for a while (a read has waited what it may); say how long.
         wait, words = rate_limit_wait(e), server_words(e)
         said = f"; {clean(words, 160)}" if words else ""
         message = f"{location}: {what}: the Hub is limiting our requests (HTTP 429{said}); retry in {say_wait(wait)}"

@@ -48,7 +48,9 @@ class NetPolicy:
     retries: int = 4  # retries of one idempotent read after its first try
     budget: float = 60.0  # seconds one read may take, retries and waits included
     backoff: float = 0.5  # first wait between tries; doubles, with jitter, up to 8 s
-    max_wait: float = 60.0  # a 429's Retry-After up to this is waited out; a longer one ends the command
+    # A 429's wait (Retry-After, or the RateLimit header's t=) is waited out up to this many seconds in all,
+    # per call; a longer one ends the command (exit 3). The Hub's API windows are up to 300 s.
+    max_wait: float = 300.0
     commit_ops: int = 100  # files per commit; a bigger change is split (wheels first, index last)
     # Seconds before the first re-plan of a commit; doubles, with jitter. A commit rate limit's own wait
     # gets up to 4x this on top, so that jobs the limit held do not all commit again in step.
@@ -168,22 +170,36 @@ def retry_after(error: BaseException) -> float | None:
 
 _RETRY_IN = re.compile(r"retry (?:this action )?in (\d+(?:\.\d+)?) ?(second|minute|hour)s?", re.IGNORECASE)
 _RATELIMIT_T = re.compile(r";\s*t=(\d+)")
+_POLICY_W = re.compile(r";\s*w=(\d+)")
 _UNIT = {"second": 1.0, "minute": 60.0, "hour": 3600.0}
 
 
 def rate_limit_wait(error: BaseException) -> float | None:
-    """Seconds a 429 asks us to wait: ``Retry-After``, else the ``ratelimit`` header's ``t=``, else the
-    Hub's own words ("You can retry this action in 43 minutes"); ``None`` when it says nothing."""
+    """Seconds a 429 asks us to wait: ``Retry-After``, else the ``RateLimit`` header's ``t=`` (the IETF
+    draft's seconds until the window resets: ``"api";r=0;t=30``), else the Hub's own words ("You can retry
+    this action in 43 minutes"), else ``RateLimit-Policy``'s window ``w=`` (at most that long); ``None``
+    when it says nothing."""
     after = retry_after(error)
     if after is not None:
         return after
     response = getattr(error, "response", None)
-    header = response.headers.get("ratelimit") if response is not None else None
+    headers = response.headers if response is not None else {}
+    header = headers.get("ratelimit")
     if header and (m := _RATELIMIT_T.search(str(header))):
         return float(m[1])
     text = str(getattr(error, "server_message", None) or "")
-    m = _RETRY_IN.search(text)
-    return float(m[1]) * _UNIT[m[2].lower()] if m else None
+    if m := _RETRY_IN.search(text):
+        return float(m[1]) * _UNIT[m[2].lower()]
+    policy = headers.get("ratelimit-policy")
+    if policy and (m := _POLICY_W.search(str(policy))):
+        return float(m[1])
+    return None
+
+
+def is_rate_limit(error: BaseException) -> bool:
+    """Whether the error is an HTTP 429."""
+    response = getattr(error, "response", None)
+    return isinstance(error, HfHubHTTPError) and response is not None and response.status_code == 429
 
 
 def server_words(error: BaseException) -> str:
@@ -199,18 +215,35 @@ def retrying(what: str, call: Callable[[], T], policy: NetPolicy) -> T:
     """
     start = time.monotonic()
     attempt = 0
+    limited = 0.0  # seconds waited on 429s that said how long: bounded by max_wait, not by the retry budget
     while True:
         try:
             return call()
         except Exception as e:
             if not retryable(e):
                 raise
+            asked = rate_limit_wait(e) if is_rate_limit(e) else None
+            if asked is not None:
+                if limited + asked > policy.max_wait:
+                    raise  # translated to one line naming the wait (exit 3)
+                if limited == 0:
+                    log.warning("%s: the Hub limits our requests (HTTP 429); waiting %s as it asks (up to %s in "
+                                "all: LIBRARIAN_HUB_MAX_WAIT)", what, _seconds(asked), _seconds(policy.max_wait))  # fmt: skip
+                else:
+                    log.info("%s: HTTP 429 again; waiting %s", what, _seconds(asked))
+                limited += asked
+                time.sleep(asked + random.random() * policy.backoff)
+                continue
             attempt += 1
             wait = max(policy.wait(attempt), retry_after(e) or 0.0)
             if attempt > policy.retries or time.monotonic() - start + wait > policy.budget:
                 raise
             log.info("%s: %s; trying again in %.1f s (%d of %d)", what, describe(e), wait, attempt, policy.retries)
             time.sleep(wait)
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.0f} s"
 
 
 def describe(error: BaseException) -> str:

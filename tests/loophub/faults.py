@@ -7,7 +7,10 @@ first served, so a test can queue "2 x 503 on preupload, then drop the commit re
 
 from __future__ import annotations
 
+import math
+import re
 import threading
+import time
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
@@ -44,15 +47,41 @@ class Fault:
     times: int = 1
     status: int = 503
     retry_after: int | None = None  # seconds, sent as Retry-After (useful with 429/503)
+    # The IETF draft's headers, as huggingface.co sends them on a 429: RateLimit '"api";r=0;t=30' (t: seconds
+    # until the window resets) and RateLimit-Policy '"fixed window";"api";q=500;w=300' (w: the window).
+    ratelimit: str | None = None
+    ratelimit_policy: str | None = None
+    # A rate-limit window: the fault answers every matching request for this many seconds after it first
+    # fires (``times`` is then ignored), and a ``ratelimit`` header's ``t=`` counts down the seconds left.
+    window_s: float | None = None
+    started: float | None = None
     delay_s: float = 0.0
     phase: Phase = Phase.RESPONSE
     after_bytes: int | None = None
     skip: int = 0  # matching requests to let through untouched before the fault starts firing
     fired: int = 0
 
+    def live(self) -> bool:
+        if self.window_s is None:
+            return self.times > 0
+        return self.started is None or time.monotonic() - self.started < self.window_s
+
+    def headers(self) -> dict[str, str]:
+        """The rate-limit headers to send now (a window's ``t=`` is the seconds it has left)."""
+        extra = {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
+        if self.ratelimit is not None:
+            text = self.ratelimit
+            if self.window_s is not None and self.started is not None:
+                left = max(1, math.ceil(self.window_s - (time.monotonic() - self.started)))
+                text = re.sub(r"t=\d+", f"t={left}", text)
+            extra["RateLimit"] = text
+        if self.ratelimit_policy is not None:
+            extra["RateLimit-Policy"] = self.ratelimit_policy
+        return extra
+
     def matches(self, endpoint: str, method: str, path: str) -> bool:
         return (
-            self.times > 0
+            self.live()
             and self.endpoint in (None, endpoint)
             and (self.method is None or self.method.upper() == method)
             and (self.path_contains is None or self.path_contains in path)
@@ -110,6 +139,8 @@ class FaultPlan:
                         return None
                     fault.times -= 1
                     fault.fired += 1
+                    if fault.window_s is not None and fault.started is None:
+                        fault.started = time.monotonic()
                     return fault
         return None
 
@@ -132,7 +163,7 @@ class FaultPlan:
     def pending(self) -> list[Fault]:
         """Rules that have not fired their full count yet."""
         with self._lock:
-            return [f for f in self.faults if f.times > 0]
+            return [f for f in self.faults if f.live()]
 
 
 @dataclass(frozen=True)

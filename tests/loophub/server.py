@@ -102,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(json_reply({"error": text}, fault.status), route, fault, len(body))
             return
         if fault is not None and fault.kind is FaultKind.STATUS:
-            extra = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
+            extra = fault.headers()
             err = HubError(fault.status, f"loophub injected HTTP {fault.status}")
             self._send(error_reply(err, **extra), route, fault, len(body))
             return
@@ -327,8 +327,9 @@ class LoopHub:
         """The next ``times`` matching requests get HTTP ``status`` (5xx burst)."""
         return self.add_fault(FaultKind.STATUS, endpoint=endpoint, times=times, status=status, **match)
 
-    def rate_limit(self, endpoint: str | None, times: int = 1, retry_after: int = 0, **match: Any) -> Fault:
-        """The next ``times`` matching requests get 429 with ``Retry-After`` (client waits it + 1 s)."""
+    def rate_limit(self, endpoint: str | None, times: int = 1, retry_after: int | None = 0, **match: Any) -> Fault:
+        """The next ``times`` matching requests get 429 with ``Retry-After`` (client waits it + 1 s); with
+        ``retry_after=None, ratelimit='"api";r=0;t=3'`` the IETF headers alone, as huggingface.co sends."""
         return self.fail(endpoint, times, 429, retry_after=retry_after, **match)
 
     def drop(
