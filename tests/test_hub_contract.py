@@ -259,11 +259,11 @@ def test_gc_purge_frees_the_dropped_wheels_lfs_objects(run: Run, loophub: LoopHu
     index = json.loads(loophub.files(REPO_ID)["index/tinykern.json"])
     old_sha = next(w["sha256"] for w in index["wheels"] if "0.1.0" in w["path"])
     assert old_sha in before
-    plan = run("gc", "--keep-versions", "1", "--purge", "--repo", REPO)
+    plan = run("gc", "--keep-versions", "1", "--purge", "--purge-grace", "0", "--repo", REPO)
     assert plan.code == 0, plan.err
     assert f"purge  LFS object {old_sha[:12]}" in plan.out and "would be deleted for good" in plan.out
     assert {f.file_oid for f in api.list_lfs_files(REPO_ID, repo_type="dataset")} == set(before)  # plan only
-    done = run("gc", "--keep-versions", "1", "--purge", "--yes", "--repo", REPO, "--json")
+    done = run("gc", "--keep-versions", "1", "--purge", "--purge-grace", "0", "--yes", "--repo", REPO, "--json")
     assert done.code == 0, done.err
     report = json.loads(done.out)
     assert [b["sha256"] for b in report["purge"]] == [old_sha] and report["freed"] == before[old_sha].size

@@ -7,6 +7,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.builders import make_wheel
 from tests.conftest import Run
 from tests.loophub.server import LoopHub
@@ -30,9 +32,16 @@ def publish_packages(run: Run, tmp_path: Path, repo: str, *extra: str, names: tu
     assert result.code == 0, result.err
 
 
-def test_pull_of_one_package_downloads_the_root_its_shard_and_the_wheel(run: Run, loophub: LoopHub, tmp_path: Path) -> None:
+def test_pull_of_one_package_downloads_the_root_its_shard_and_the_wheel(
+    run: Run, loophub: LoopHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     publish_packages(run, tmp_path, HUB, "--create")
     loophub.log.clear()
+    here = run("pull", "beta", *PULL, "--repo", HUB, "-o", "here")  # the publisher's machine cached its commit
+    assert here.code == 0 and here.err == "", here.err
+    assert loophub.log.downloaded() == [wheel_path("beta")]
+    loophub.log.clear()
+    monkeypatch.setenv("LIBRARIAN_CACHE", str(tmp_path / "another-machine"))
     got = run("pull", "beta", *PULL, "--repo", HUB, "-o", "out")
     assert got.code == 0, got.err
     assert got.err == ""

@@ -315,10 +315,11 @@ def test_purgeable_and_purge(backend: Backend, two: tuple[Wheel, Wheel]) -> None
     a, b = two
     sha = a.entry.sha256
     # Still referenced at the head: nothing to purge anywhere, unless its last path is about to go.
-    assert backend.open().purgeable({sha}) == ()
-    leaving = backend.open().purgeable({sha}, leaving=[a.entry.path])
+    assert backend.open().purgeable() == ()
+    leaving = backend.open().purgeable(leaving=[a.entry.path])
     backend.open().update(removing(a), LAYOUT)
-    gone = backend.open().purgeable({sha, b.entry.sha256})
+    assert backend.open().purgeable(grace=3600) == ()  # stored just now: inside the grace window
+    gone = backend.open().purgeable()
     if backend.kind == "local":
         # On purpose: deleting a file (its last hard link) frees its space in a directory already.
         assert leaving == () and gone == ()
@@ -327,7 +328,7 @@ def test_purgeable_and_purge(backend: Backend, two: tuple[Wheel, Wheel]) -> None
         assert [x.sha256 for x in leaving] == [sha] and [x.sha256 for x in gone] == [sha]
         assert gone[0].size == a.entry.size
     backend.open().purge(gone)
-    assert backend.open().purgeable({sha}) == ()
+    assert backend.open().purgeable() == ()
     store = backend.open()
     assert assert_consistent(store).entries == (b.entry,)
     assert store.read_file(b.entry.path) == b.data

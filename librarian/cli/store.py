@@ -53,12 +53,14 @@ def gc(
     keep_versions: Annotated[int | None, typer.Option("--keep-versions", min=1, help="Keep the newest K versions per cell.")] = None,
     older_than: Annotated[int | None, typer.Option("--older-than", min=0, help="Drop wheels published more than DAYS ago.")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Act on the plan (without it, only print it).")] = False,
-    purge: Annotated[bool, typer.Option("--purge", help="Hub: also delete the removed wheels' LFS objects for good (frees the storage).")] = False,
+    purge: Annotated[bool, typer.Option("--purge", help="Hub: also delete for good every LFS object no branch or tag references (this gc's removals and earlier ones'); frees the storage.")] = False,
+    purge_grace: Annotated[float | None, typer.Option("--purge-grace", help="With --purge: spare objects pushed within HOURS (default 24: staged wheels awaiting reindex).")] = None,
     allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Accept a plan that removes every wheel of a package.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Prune stale torch lines and superseded versions; prints the plan, acts only with --yes."""
-    policy = policy_from_flags(keep_torch, keep_torch_from, drop_torch or (), keep_versions, older_than)
+    policy = policy_from_flags(keep_torch, keep_torch_from, drop_torch or (), keep_versions, older_than, purge=purge,
+                               purge_grace_hours=purge_grace)  # fmt: skip
     store, layout = store_and_layout(repo)
     report = prune(store, layout, policy, act=yes, purge=purge, allow_empty=allow_empty)
     ui.emit_json(report.to_json(store.location)) if as_json else ui.out(report.render(store.location, purge_asked=purge))

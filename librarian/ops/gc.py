@@ -26,6 +26,8 @@ from librarian.layout import Layout
 from librarian.pytorch.matrix import load_matrix
 from librarian.stores.base import Applied, Blob, Changes, Store, read_index
 
+DEFAULT_PURGE_GRACE = 24 * 3600.0
+
 
 @dataclass(frozen=True, slots=True)
 class GcPolicy:
@@ -37,6 +39,9 @@ class GcPolicy:
     older_than_days: int | None = None
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     lines: tuple[MajorMinor, ...] | None = None  # the torch lines to count the newest N from (the matrix's)
+    # --purge spares LFS objects pushed within this many seconds: wheels `publish --stage` uploaded for a
+    # reindex yet to come are referenced by no commit until then.
+    purge_grace: float = DEFAULT_PURGE_GRACE
 
     @property
     def empty(self) -> bool:
@@ -55,6 +60,9 @@ def policy_from_flags(
     drop_torch: Sequence[str],
     keep_versions: int | None,
     older_than_days: int | None,
+    *,
+    purge: bool = False,
+    purge_grace_hours: float | None = None,
 ) -> GcPolicy:
     """The policy gc's flags ask for (``--keep-torch`` counted over the store's or the matrix's torch lines).
 
@@ -63,9 +71,14 @@ def policy_from_flags(
     if keep_torch_from not in ("store", "matrix"):
         raise BadInput(f"--keep-torch-from {keep_torch_from}: expected 'store' or 'matrix'")
     lines = load_matrix().torch_versions() if keep_torch_from == "matrix" else None
-    policy = GcPolicy(keep_torch, tuple(parse_torch(t) for t in drop_torch), keep_versions, older_than_days, lines=lines)
-    if policy.empty:
-        raise BadInput("gc: say what to prune: --keep-torch N, --drop-torch X.Y, --keep-versions K or --older-than DAYS")
+    if purge_grace_hours is not None and (not purge or purge_grace_hours < 0):
+        raise BadInput(f"--purge-grace {purge_grace_hours:g}: " + ("goes with --purge" if not purge else "must be 0 or more"))
+    grace = DEFAULT_PURGE_GRACE if purge_grace_hours is None else purge_grace_hours * 3600.0
+    policy = GcPolicy(keep_torch, tuple(parse_torch(t) for t in drop_torch), keep_versions, older_than_days, lines=lines,
+                      purge_grace=grace)  # fmt: skip
+    if policy.empty and not purge:  # --purge alone frees what earlier gcs left in the history
+        raise BadInput("gc: say what to prune: --keep-torch N, --drop-torch X.Y, --keep-versions K, --older-than DAYS "
+                       "or --purge")  # fmt: skip
     return policy
 
 
@@ -279,7 +292,7 @@ def gc(
     if not act:
         index = read_index(store, default_layout)
         removals, kept = plan_gc_and_kept(index, policy)
-        blobs = _purgeable(store, index, removals) if purge else ()
+        blobs = _purgeable(store, removals, policy.purge_grace) if purge else ()
         return GcReport(tuple(removals), freed_bytes(index, removals), emptied_packages(index, removals), blobs,
                         files=freed_files(index, removals), kept=tuple(kept))  # fmt: skip
 
@@ -301,15 +314,13 @@ def gc(
 
     applied: Applied[GcReport] = store.update(planner, default_layout)
     report = replace(applied.result, commit=applied.commit, acted=True)
-    if purge and report.removals:
-        blobs = store.purgeable({r.entry.sha256 for r in report.removals})
+    if purge:  # what this gc removed and what earlier ones left in the history alike
+        blobs = store.purgeable(grace=policy.purge_grace)
         store.purge(blobs)
         report = replace(report, purge=blobs)
     return report
 
 
-def _purgeable(store: Store, index: Index, removals: Sequence[Removal]) -> tuple[Blob, ...]:
-    gone = {r.entry.path for r in removals}
-    kept = {e.sha256 for e in index.entries if e.path not in gone}
-    return store.purgeable({r.entry.sha256 for r in removals if r.entry.sha256 not in kept}, leaving=gone)
+def _purgeable(store: Store, removals: Sequence[Removal], grace: float) -> tuple[Blob, ...]:
+    return store.purgeable(leaving={r.entry.path for r in removals}, grace=grace)
 

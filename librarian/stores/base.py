@@ -151,8 +151,9 @@ class Store(Protocol):
     def missing_blobs(self, blobs: Sequence[Blob]) -> tuple[Blob, ...]:
         """Those of ``blobs`` (staged bytes: sha256, size, the path they go to) the store does not hold."""
 
-    def purgeable(self, sha256s: Iterable[str], leaving: Iterable[str] = ()) -> tuple[Blob, ...]:
-        """Stored blobs among ``sha256s`` that no file at the head references once ``leaving`` paths are gone.
+    def purgeable(self, leaving: Iterable[str] = (), grace: float = 0.0) -> tuple[Blob, ...]:
+        """Every stored blob that no file references at any branch's or tag's head (the revision's
+        ``leaving`` paths aside), stored more than ``grace`` seconds ago.
 
         A store that frees space when it deletes a file (a directory) has none.
         """

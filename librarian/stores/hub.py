@@ -64,20 +64,25 @@ class HubStore(HubReader):
 
     # --- freeing storage ----------------------------------------------------------------------
 
-    def purgeable(self, sha256s: Iterable[str], leaving: Iterable[str] = ()) -> tuple[Blob, ...]:
-        """LFS objects among ``sha256s`` that no file at the live head references, ``leaving`` paths aside."""
-        wanted = set(sha256s)
-        if not wanted:
-            return ()
-        self._sha = self._head()
-        if self._sha is None:
+    def purgeable(self, leaving: Iterable[str] = (), grace: float = 0.0) -> tuple[Blob, ...]:
+        """Every LFS object no file references at the head of any branch, tag or pull request (the
+        revision's ``leaving`` paths aside) and pushed more than ``grace`` seconds ago: what earlier gcs
+        left in the history as well as what this one removes."""
+        self._sha = head = self._head()
+        if head is None:
             raise self._missing_repo()
         gone = set(leaving)
-        referenced = {f.sha256 for f in self.list_files().files if f.path not in gone}
-        return self._lfs.unreferenced(wanted, {s for s in referenced if s is not None})
+        refs = self._read("refs", lambda: self.api.list_repo_refs(self.repo_id, repo_type=REPO_TYPE, include_pull_requests=True))
+        heads = {r.target_commit for r in (*refs.branches, *refs.tags, *(refs.pull_requests or ()))} | {head}
+        referenced: set[str] = set()
+        for sha in sorted(heads):
+            for f in self._listing_at(sha).files:
+                if f.sha256 is not None and not (sha == head and f.path in gone):
+                    referenced.add(f.sha256)
+        return self._lfs.unreferenced(referenced, grace)
 
     def purge(self, blobs: Sequence[Blob]) -> None:
-        """Permanently delete the LFS objects ``blobs`` name, rewriting history to drop their pointers."""
+        """Permanently delete the LFS objects ``blobs`` name (the history keeps its commit ids)."""
         self._lfs.purge(blobs)
 
     # --- writing: one commit per change, in pieces when it is big ----------------------------------

@@ -7,6 +7,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
@@ -64,27 +65,37 @@ class LfsObjects:
             absent |= {str(o.get("oid")) for o in actions if o.get("actions")} | {str(o.get("oid")) for o in errors}
         return tuple(b for b in blobs if b.sha256 in absent)
 
-    def unreferenced(self, wanted: set[str], referenced: set[str]) -> tuple[Blob, ...]:
-        """The LFS objects among ``wanted`` (sha256s) that are not in ``referenced``, by a path that names them."""
+    def unreferenced(self, referenced: set[str], grace: float, now: datetime | None = None) -> tuple[Blob, ...]:
+        """The repo's LFS objects that are not in ``referenced`` (sha256s) and were pushed more than ``grace``
+        seconds ago (uploads staged for a reindex yet to come are younger), by a path that names each."""
+        cutoff = (now or datetime.now(timezone.utc)) - timedelta(seconds=grace)
 
         def listing() -> list[Any]:
             return list(self.api.list_lfs_files(self.repo_id, repo_type=REPO_TYPE))
 
         found: dict[str, Blob] = {}
         for item in self.read("LFS listing", listing):
-            sha = next((x for x in (item.oid, item.file_oid) if x in wanted), None)
-            if sha is not None and sha not in referenced:
-                found.setdefault(sha, Blob(str(item.file_oid), int(item.size), str(item.filename)))
+            sha = str(item.file_oid)
+            pushed = item.pushed_at if item.pushed_at.tzinfo else item.pushed_at.replace(tzinfo=timezone.utc)
+            if sha not in referenced and item.oid not in referenced and pushed <= cutoff:
+                found.setdefault(sha, Blob(sha, int(item.size), str(item.filename)))
         return tuple(sorted(found.values(), key=lambda b: b.name))
 
     def purge(self, blobs: Sequence[Blob]) -> None:
-        """Permanently delete the LFS objects ``blobs`` name, rewriting history to drop their pointers."""
+        """Permanently delete the LFS objects ``blobs`` name, keeping the history as it is.
+
+        ``rewrite_history=False`` on purpose: rewriting drops the pointers but gives every commit from the
+        first one that held them a new id, and commit ids are what librarian pins (``pull --requirements``
+        URLs, the read cache, the commit links it prints). Kept, a commit's pointer to a purged object answers
+        404, which is all that is lost: the object itself.
+        """
         if not blobs:
             return
+        wanted = {b.sha256 for b in blobs}
         items = [item for item in self.read("LFS listing", lambda: list(self.api.list_lfs_files(self.repo_id, repo_type=REPO_TYPE)))
-                 if item.file_oid in {b.sha256 for b in blobs}]  # fmt: skip
+                 if item.file_oid in wanted]  # fmt: skip
         with self.translated("LFS deletion"):
-            self.api.permanently_delete_lfs_files(self.repo_id, items, repo_type=REPO_TYPE)
+            self.api.permanently_delete_lfs_files(self.repo_id, items, repo_type=REPO_TYPE, rewrite_history=False)
 
     def not_there_yet(self, adds: list[Any], uploads: Sequence[Upload], parent: str) -> list[Any]:
         """The adds whose path at ``parent`` does not already hold the same bytes (an earlier piece landed)."""

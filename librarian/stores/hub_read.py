@@ -201,7 +201,10 @@ class HubReader:
         sha = self._pinned()
         if sha is None:
             return Listing(())
+        return self._listing_at(sha)
 
+    def _listing_at(self, sha: str) -> Listing:
+        """The whole tree at commit ``sha`` (listed once per run)."""
         held = self._listings.get(sha)
         if held is not None:  # a commit's tree never changes: a planner and the store's rebuild share one listing
             return held

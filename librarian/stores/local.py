@@ -260,7 +260,7 @@ class LocalStore:
                 missing.append(blob)
         return tuple(missing)
 
-    def purgeable(self, sha256s: Iterable[str], leaving: Iterable[str] = ()) -> tuple[Blob, ...]:
+    def purgeable(self, leaving: Iterable[str] = (), grace: float = 0.0) -> tuple[Blob, ...]:
         """None: deleting a file (its last hard link) frees its space already."""
         return ()
 

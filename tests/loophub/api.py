@@ -306,7 +306,10 @@ class HubApi:
         shas = deletions.get("sha")
         if not isinstance(shas, list) or not all(isinstance(x, str) for x in shas):
             raise HubError(400, "deletions.sha must be a list of oids")
-        self.storage.delete_lfs(self._repo(req), shas)
+        rewrite = deletions.get("rewriteHistory", True)
+        if not isinstance(rewrite, bool):
+            raise HubError(400, "deletions.rewriteHistory must be a boolean")
+        self.storage.delete_lfs(self._repo(req), shas, rewrite)
         return json_reply({})
 
     # -- writes --------------------------------------------------------------------------------

@@ -273,14 +273,44 @@ class Storage:
                             "pushedAt": hub_date(stat.st_mtime), "ref": "main"})
         return out
 
-    def delete_lfs(self, repo: Repo, oids: list[str]) -> None:
-        """Permanently delete LFS objects of a repo (the bytes go when no other repo holds them)."""
+    def delete_lfs(self, repo: Repo, oids: list[str], rewrite_history: bool = True) -> None:
+        """Permanently delete LFS objects of a repo (the bytes go when no other repo holds them).
+
+        With ``rewrite_history`` (huggingface_hub's default), as the Hub does: every commit from the first
+        one whose tree points at a deleted object is rewritten without those pointers, so it and every
+        commit after it get new ids and the old ids answer 404; branches follow. Without it, commits and
+        their ids stay, and a pointer to a deleted object answers 404 when resolved.
+        """
         with self.lock:
-            repo.lfs_oids.difference_update(oids)
-            self._write_atomic(repo.dir / "lfs.txt", "".join(f"{o}\n" for o in sorted(repo.lfs_oids)).encode())
-            for oid in oids:
+            gone = set(oids)
+            repo.lfs_oids.difference_update(gone)
+            (repo.dir / "lfs.txt").write_text("".join(f"{o}\n" for o in sorted(repo.lfs_oids)))
+            for oid in gone:
                 if not any(oid in other.lfs_oids for other in self.repos.values()):
                     self.lfs_path(oid).unlink(missing_ok=True)
+            if rewrite_history:
+                self._rewrite(repo, gone)
+
+    def _rewrite(self, repo: Repo, gone: set[str]) -> None:
+        """(Under the lock.) Drop pointers to ``gone`` from history: new ids from the first affected commit on."""
+        first = next((i for i, cid in enumerate(repo.order)
+                      if any(e.lfs in gone for e in repo.commits[cid].tree.values())), None)  # fmt: skip
+        if first is None:
+            return
+        renamed: dict[str, str] = {}
+        for cid in repo.order[first:]:
+            old = repo.commits.pop(cid)
+            tree = {p: e for p, e in old.tree.items() if e.lfs not in gone}
+            new_id = hashlib.sha1(f"rewritten:{cid}:{sorted(gone)}".encode()).hexdigest()
+            parent = renamed.get(old.parent, old.parent) if old.parent is not None else None
+            repo.commits[new_id] = Commit(new_id, parent, old.title, old.message, old.author, old.timestamp, tree)
+            renamed[cid] = new_id
+        repo.order = [renamed.get(c, c) for c in repo.order]
+        repo.branches = {b: renamed.get(c, c) for b, c in repo.branches.items()}
+        tmp = repo.dir / "commits.jsonl.tmp"
+        tmp.write_text("".join(json.dumps(repo.commits[c].to_json()) + "\n" for c in repo.order))
+        os.replace(tmp, repo.dir / "commits.jsonl")
+        self._write_refs(repo)
 
     def has_lfs(self, repo: Repo, sha256: str, size: int | None = None) -> bool:
         path = self.lfs_path(sha256)

@@ -140,6 +140,10 @@ class LoopHubApi(HubApi):
             # X-Repo-Commit lets the client record the miss under .no_exist/<commit>/.
             err = HubError(404, f"Entry not found: {path}", "EntryNotFound")
             return error_reply(err, **{"X-Repo-Commit": commit.id})
+        if entry.lfs is not None and not self.storage.has_lfs(repo, entry.lfs):
+            # The pointer is still in this commit (a purge without rewriting history), its object is gone.
+            err = HubError(404, f"Entry not found: {path} (its LFS object was deleted)", "EntryNotFound")
+            return error_reply(err, **{"X-Repo-Commit": commit.id})
         headers = self._file_headers(commit.id, entry)
         # Regular files get a type by their extension, as a web server would (pip reads find-links pages
         # only when served as text/html). Whether huggingface.co does the same for .html is unverified.
