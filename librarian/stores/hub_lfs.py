@@ -15,6 +15,7 @@ from urllib.parse import quote
 from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.lfs import UploadInfo, post_lfs_batch_info
 
+from librarian.errors import StoreError
 from librarian.stores.base import Blob, Upload
 
 log = logging.getLogger(__name__)
@@ -49,11 +50,16 @@ class LfsObjects:
                 self.api.preupload_lfs_files(self.repo_id, ops, repo_type=REPO_TYPE, revision=self.revision)
 
     def missing(self, blobs: Sequence[Blob]) -> tuple[Blob, ...]:
-        """Those of ``blobs`` the repo's LFS storage does not hold with that sha256 and size (the LFS batch
-        API: an object the server already has comes back without upload actions). Paths do not matter."""
+        """Those of ``blobs`` the repo's storage does not hold with that sha256 and size. Paths do not matter.
+
+        The LFS batch API answers this for LFS-backed repos: an object the server holds comes back without
+        upload actions. A Xet-backed repo answers in another shape (``"transfer": "xet"``), whose actions say
+        nothing of what it holds: then the repo's LFS file listing (sha256 and size) decides instead.
+        """
         items = list({b.sha256: b for b in blobs}.values())
         absent: set[str] = set()
         token = self.api.token if isinstance(self.api.token, str) else None
+        listed: dict[str, int] | None = None
         for start in range(0, len(items), _LFS_BATCH):
             chunk = items[start : start + _LFS_BATCH]
             infos = [UploadInfo(size=b.size, sample=b"", sha256=bytes.fromhex(b.sha256)) for b in chunk]
@@ -61,9 +67,48 @@ class LfsObjects:
             def ask(infos: list[UploadInfo] = infos) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
                 return post_lfs_batch_info(infos, token, REPO_TYPE, self.repo_id, quote(self.revision, safe=""), self.api.endpoint)
 
-            actions, errors, _ = self.read("LFS check", ask)
-            absent |= {str(o.get("oid")) for o in actions if o.get("actions")} | {str(o.get("oid")) for o in errors}
+            actions, errors, transfer = self.read("LFS check", ask)
+            if transfer in (None, "basic", "multipart"):
+                absent |= {str(o.get("oid")) for o in actions if o.get("actions")} | {str(o.get("oid")) for o in errors}
+                continue
+            if listed is None:
+                log.info("%s: the LFS batch API answers in the %r shape; checking the LFS file listing", self.location, transfer)
+                listed = self.listed()
+            absent |= {b.sha256 for b in chunk if listed.get(b.sha256) != b.size}
         return tuple(b for b in blobs if b.sha256 in absent)
+
+    def listed(self) -> dict[str, int]:
+        """Every LFS object the repo stores (pushed, committed or not), sha256 -> size."""
+        items = self.read("LFS listing", lambda: list(self.api.list_lfs_files(self.repo_id, repo_type=REPO_TYPE)))
+        return {str(item.file_oid): int(item.size) for item in items}
+
+    def prove(self, uploads: Sequence[Upload], sha: str) -> None:
+        """Raise unless commit ``sha`` holds each upload's path as an LFS file of its sha256 and size (what
+        paths-info reports, the same for LFS- and Xet-backed repos): the proof after committing wheels
+        uploaded earlier by reference, whose presence no batch answer can promise."""
+        wanted = {u.path: u for u in uploads}
+        paths = sorted(wanted)
+        seen: set[str] = set()
+        for start in range(0, len(paths), _PATHS_INFO_BATCH):
+            chunk = paths[start : start + _PATHS_INFO_BATCH]
+
+            def ask(chunk: list[str] = chunk) -> list[Any]:
+                return list(self.api.get_paths_info(self.repo_id, chunk, repo_type=REPO_TYPE, revision=sha))
+
+            for item in self.read("paths info", ask):
+                upload = wanted.get(item.path)
+                if upload is None:
+                    continue
+                seen.add(item.path)
+                lfs = getattr(item, "lfs", None)
+                held = (lfs.sha256, lfs.size) if lfs is not None else (None, getattr(item, "size", None))
+                if held != (upload.sha256, upload.size):
+                    raise StoreError(f"{self.location}/{item.path}: after commit {sha[:12]} the Hub reports "
+                                     f"sha256 {held[0]}, {held[1]} bytes, not the staged {upload.sha256[:12]}…, "
+                                     f"{upload.size} bytes; run 'librarian verify'")  # fmt: skip
+        for path in paths:
+            if path not in seen:
+                raise StoreError(f"{self.location}/{path}: not in commit {sha[:12]} after committing it; run 'librarian verify'")
 
     def unreferenced(self, referenced: set[str], grace: float, now: datetime | None = None) -> tuple[Blob, ...]:
         """The repo's LFS objects that are not in ``referenced`` (sha256s) and were pushed more than ``grace``

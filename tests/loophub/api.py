@@ -81,6 +81,10 @@ class HubConfig:
     # huggingface.co allows 128 commits per hour per repo and answers 429 past that; None: no limit here.
     commit_limit: int | None = None
     commit_window_s: float = 3600.0
+    # "xet": the LFS batch endpoint answers as a Xet-backed repo's does, {"transfer": "xet", ...}, where an
+    # object's actions say nothing of whether the Hub holds it (here: every object gets upload actions, so
+    # that huggingface_hub's legacy uploader, HF_HUB_DISABLE_XET=1, still works; a stored one is sent again).
+    lfs_batch_transfer: str = "basic"
 
 
 class HubApi:

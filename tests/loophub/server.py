@@ -277,11 +277,13 @@ class LoopHub:
         lfs_redirect: str = "none",
         multipart_chunk_size: int | None = None,
         user: str = "loophub-user",
+        lfs_batch_transfer: str = "basic",
     ) -> None:
         self.storage = Storage(Path(root), lfs_threshold=lfs_threshold)
         self.plan = FaultPlan()
         self.log = RequestLog()
-        self.config = HubConfig(page_size, user, lfs_redirect, multipart_chunk_size)
+        self.config = HubConfig(page_size, user, lfs_redirect, multipart_chunk_size,
+                                lfs_batch_transfer=lfs_batch_transfer)  # fmt: skip
         self.api = LoopHubApi(self.storage, self.plan, self.config)
         self.token, self.auth_reads = token, auth_reads
         self._seen_tokens: set[str] = {token} if token else set()

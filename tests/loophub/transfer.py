@@ -66,11 +66,12 @@ class LoopHubApi(HubApi):
                     item["actions"] = {"download": {"href": self._lfs_base(req, repo, oid)}}
                 else:
                     item["error"] = {"code": 404, "message": "Object does not exist"}
-            elif not self.storage.has_lfs(repo, oid, size):
-                # No "actions" at all means "already stored": the client then skips the upload.
+            elif self.config.lfs_batch_transfer == "xet" or not self.storage.has_lfs(repo, oid, size):
+                # Basic: no "actions" at all means "already stored", and the client skips the upload. Xet:
+                # actions come whether it is stored or not.
                 item["actions"] = self._upload_actions(req, repo, oid, size)
             objects.append(item)
-        return json_reply({"transfer": "basic", "objects": objects}, content_type=LFS_JSON)
+        return json_reply({"transfer": self.config.lfs_batch_transfer, "objects": objects}, content_type=LFS_JSON)
 
     def _upload_actions(self, req: Request, repo: Repo, oid: str, size: int) -> dict[str, Any]:
         base = self._lfs_base(req, repo, oid)
