@@ -16,7 +16,6 @@ Only ``HF_TOKEN`` is read afresh on every call. The default HTTP client has no t
 from __future__ import annotations
 
 import os
-
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
