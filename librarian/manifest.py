@@ -57,6 +57,11 @@ class Manifest:
         }
 
 
+# A job's manifest holds its wheels' entries and METADATA texts: kilobytes each. The limit keeps a wrong or
+# hostile file from costing memory; reading stops at it (see read_manifest_bytes).
+MAX_MANIFEST_BYTES = 64 << 20
+
+
 def render_manifest(manifest: Manifest) -> bytes:
     """The manifest's bytes (sorted keys, so the same stage writes the same file)."""
     return (json.dumps(manifest.to_json(), indent=1, sort_keys=True) + "\n").encode()
@@ -64,8 +69,12 @@ def render_manifest(manifest: Manifest) -> bytes:
 
 def parse_manifest(text: bytes, source: str) -> Manifest:
     """Read a manifest; ``source`` names it in errors (BadInput: it is a file the user gave)."""
+    if len(text) > MAX_MANIFEST_BYTES:
+        raise BadInput(f"{source}: over the {MAX_MANIFEST_BYTES >> 20} MiB limit for a stage manifest")
     try:
         data = json.loads(text)
+    except RecursionError as e:
+        raise BadInput(f"{source}: not a stage manifest (JSON nested too deeply)") from e
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise BadInput(f"{source}: not a stage manifest (not valid JSON: {e})") from e
     if not isinstance(data, dict) or data.get("kind") != KIND:

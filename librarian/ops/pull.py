@@ -298,6 +298,8 @@ def pull(
     """
     if not packages:
         raise BadInput("pull: name at least one package")
+    if requirements is not None and requirements.is_dir():  # said before the store is read
+        raise BadInput(f"{requirements}: is a directory; --requirements names the file to write")
     keys = [package_key(p) for p in packages]
     index, listed = read_index_or_tree(store, default_layout, keys)
     resolutions = [resolve(index.for_package(k), k, wants, compatible=compatible) for k in keys]
@@ -356,8 +358,14 @@ def render_requirements(picks: Sequence[tuple[IndexEntry, str]]) -> str:
 
 
 def write_requirements(path: Path, picks: Sequence[tuple[IndexEntry, str]]) -> None:
-    """Write the requirements file through a temp file and a rename (never half-written)."""
-    atomic_write(path, render_requirements(picks).encode("utf-8"))
+    """Write the requirements file through a temp file and a rename (never half-written); an error names
+    ``path``, never the temp file beside it."""
+    if path.is_dir():
+        raise BadInput(f"{path}: is a directory; --requirements names the file to write")
+    try:
+        atomic_write(path, render_requirements(picks).encode("utf-8"))
+    except OSError as e:
+        raise BadInput(f"{path}: cannot write the requirements file ({e.strerror or type(e).__name__})") from e
 
 
 class NoMatch(NotFound):

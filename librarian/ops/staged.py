@@ -19,7 +19,14 @@ from pathlib import Path
 from librarian.errors import BadInput, Refused
 from librarian.index import Index, IndexEntry, metadata_path
 from librarian.layout import Layout
-from librarian.manifest import Manifest, merge_manifests, merge_metadata, metadata_bytes, parse_manifest
+from librarian.manifest import (
+    MAX_MANIFEST_BYTES,
+    Manifest,
+    merge_manifests,
+    merge_metadata,
+    metadata_bytes,
+    parse_manifest,
+)
 from librarian.ops.placement import Problem
 from librarian.ops.publish import check_combo
 from librarian.ops.reindex import ReindexReport
@@ -57,7 +64,8 @@ def read_manifests(paths: Sequence[Path], store: Store) -> tuple[tuple[IndexEntr
     loaded: list[tuple[str, Manifest]] = []
     for path in expand_manifests(paths):
         try:
-            text = path.read_bytes()
+            with open(path, "rb") as f:  # never more than the limit (plus one byte to know it is over)
+                text = f.read(MAX_MANIFEST_BYTES + 1)
         except OSError as e:
             raise BadInput(f"{path}: cannot read the manifest ({e.strerror or e})") from e
         manifest = parse_manifest(text, str(path))

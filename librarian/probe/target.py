@@ -13,9 +13,11 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from packaging.tags import Tag, parse_tag
 
@@ -23,6 +25,7 @@ from librarian.errors import BadInput
 from librarian.probe.libc import parse_glibc_version
 
 PROBE_TIMEOUT = 60  # seconds: a cold interpreter on a slow network file system still starts well within it
+MAX_PROBE_OUTPUT = 1 << 20  # bytes: the probe prints one JSON line of a few KB (sys.path and ~900 tags)
 
 # Runs inside the target. Only the standard library is sure to be there; packaging's tags come from the
 # target's own packaging or pip's vendored copy, which is what the target's pip itself would match by.
@@ -133,14 +136,35 @@ def parse_probe(text: str, where: str) -> TargetFacts:
 
 
 def probe_target(target: Target) -> TargetFacts:
-    """Run the target once to read its version, tags, sys.path, CPU and glibc (torch is not imported)."""
-    cmd = [str(target.executable), "-c", _PROBE]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False,
-                              stdin=subprocess.DEVNULL)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise BadInput(f"{target.executable}: cannot run it ({e})") from e
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BadInput(f"{target.executable}: exited with status {done.returncode} ({last[:200]})")
-    return parse_probe(done.stdout, str(target.executable))
+    """Run the target once to read its version, tags, sys.path, CPU and glibc (torch is not imported).
+
+    Its output goes to temp files and only a bounded amount is read back: a "python" that prints without
+    end costs disk for at most ``PROBE_TIMEOUT`` seconds, never memory.
+    """
+    exe = target.executable
+    cmd = [str(exe), "-c", _PROBE]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            returncode = subprocess.run(cmd, stdout=out, stderr=err, timeout=PROBE_TIMEOUT, check=False,
+                                        stdin=subprocess.DEVNULL).returncode  # fmt: skip
+        except subprocess.TimeoutExpired as e:  # its text quotes the command line, the probe's source with it
+            raise BadInput(f"{exe}: did not answer librarian's probe within {PROBE_TIMEOUT} s") from e
+        except OSError as e:
+            raise BadInput(f"{exe}: cannot run it ({e.strerror or e})") from e
+        if returncode != 0:
+            last = (_tail(err, 4096).strip().splitlines() or ["no output"])[-1]
+            raise BadInput(f"{exe}: exited with status {returncode} ({last[:200]})")
+        size = out.seek(0, os.SEEK_END)
+        if size > MAX_PROBE_OUTPUT:
+            raise BadInput(f"{exe}: printed {size} bytes to librarian's probe, which answers in one short line; "
+                           "not a Python interpreter librarian can use")  # fmt: skip
+        out.seek(0)
+        text = out.read().decode("utf-8", "replace")
+    return parse_probe(text, str(exe))
+
+
+def _tail(f: BinaryIO, n: int) -> str:
+    """The last ``n`` bytes of a temp file, as text."""
+    size = f.seek(0, os.SEEK_END)
+    f.seek(max(0, size - n))
+    return f.read().decode("utf-8", "replace")
