@@ -44,7 +44,7 @@ def test_purge_frees_what_an_earlier_gc_left_in_the_history(run: Run, loophub: L
     dropped = run("gc", "--keep-versions", "1", "--yes", "--repo", REPO)  # no --purge: the object stays
     assert dropped.code == 0 and "'gc --purge' frees that storage" in dropped.out
     assert old in lfs_oids(loophub)
-    plan = run("gc", "--purge", "--purge-grace", "0", "--repo", REPO, "--json")  # --purge alone: nothing to remove
+    plan = run("gc", "--purge", "--purge-grace", "0", "--dry-run", "--repo", REPO, "--json")  # --purge alone: no removals
     assert plan.code == 0, plan.err
     report = json.loads(plan.out)
     assert report["remove"] == [] and [b["sha256"] for b in report["purge"]] == [old]

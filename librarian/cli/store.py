@@ -9,6 +9,7 @@ import typer
 from librarian.cli import ui
 from librarian.cli.options import JobsOpt, JsonOpt, RepoOpt, store_and_layout
 from librarian.coverage import render_coverage
+from librarian.errors import BadInput
 from librarian.ops.gc import gc as prune
 from librarian.ops.gc import policy_from_flags
 from librarian.ops.ls import coverage_json, ls
@@ -53,12 +54,15 @@ def gc(
     keep_versions: Annotated[int | None, typer.Option("--keep-versions", min=1, help="Keep the newest K versions per cell.")] = None,
     older_than: Annotated[int | None, typer.Option("--older-than", min=0, help="Drop wheels published more than DAYS ago.")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Act on the plan (without it, only print it).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only print the plan (what gc does without --yes), said explicitly.")] = False,
     purge: Annotated[bool, typer.Option("--purge", help="Hub: also delete for good every LFS object no branch or tag references (this gc's removals and earlier ones'); frees the storage.")] = False,
     purge_grace: Annotated[float | None, typer.Option("--purge-grace", help="With --purge: spare objects pushed within HOURS (default 24: staged wheels awaiting reindex).")] = None,
     allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Accept a plan that removes every wheel of a package.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Prune stale torch lines and superseded versions; prints the plan, acts only with --yes."""
+    if yes and dry_run:
+        raise BadInput("gc: --yes and --dry-run: choose one")
     policy = policy_from_flags(keep_torch, keep_torch_from, drop_torch or (), keep_versions, older_than, purge=purge,
                                purge_grace_hours=purge_grace)  # fmt: skip
     store, layout = store_and_layout(repo)
