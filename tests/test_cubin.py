@@ -110,3 +110,55 @@ def test_fuzzed_loose_device_code_raises_only_bad_binary() -> None:
             read_device_code(bytes(data))
         except BadBinary as e:
             assert "\n" not in str(e)
+
+
+def test_the_lean_cubin_reader_agrees_with_the_generic_one(cuda_sos: dict[str, Path]) -> None:
+    """Bytes take the lean path (no per-section objects: 16,000 loose cubins); a file object the generic ELF
+    reader. Where the lean one answers at all (it leaves anything unusual to the generic one), both agree."""
+    import io
+
+    from librarian.wheel.cubin import _read_cubin_lean
+
+    def generic(data: bytes) -> object:
+        try:
+            return read_cubin(io.BytesIO(data))
+        except BadBinary as e:
+            return str(e)
+
+    def lean_of(data: bytes) -> object:
+        try:
+            return _read_cubin_lean(data)
+        except BadBinary as e:  # what it reads it checks as the generic reader does
+            return str(e)
+
+    seeds = [cuda_sos[n].read_bytes() for n in ("sm90a.cubin", "sm100a.cubin", "sm120f.cubin", "rdc.cubin")]
+    seeds += [cubin_bytes(90, api=(12, 8), abi=8, arch_specific="compat"), cubin_bytes(80, release="12.9"),
+              cubin_bytes(80, e_version=118), cubin_bytes(90, arch_specific="flags"), cubin_bytes(100, abi=8, kernels=False),
+              cubin_bytes(103, abi=8, arch_specific="flags", release="12.9", api=(12, 9)), cubin_bytes(80, etype=1)]  # fmt: skip
+    for seed in seeds:
+        lean = _read_cubin_lean(seed)
+        assert lean is not None and lean == generic(seed)
+    rng = random.Random(11)
+    answered = 0
+    for _ in range(3000):
+        data = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 3)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        lean = lean_of(bytes(data))
+        if lean is not None:
+            answered += 1
+            assert lean == generic(bytes(data)), bytes(data)
+    assert answered > 1000  # most mutants still are cubins the lean path reads
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [read_cubin(cubin_bytes(90, arch_specific="flags", api=(12, 8))), read_cubin(cubin_bytes(80, etype=1)),
+     read_cubin(cubin_bytes(100, abi=8, kernels=False)), read_ptx(b".version 8.7\n.target sm_90a\n", 64)],
+)  # fmt: skip
+def test_one_entrys_facts_take_the_short_way_to_the_same_answer(entry: object) -> None:
+    from librarian.facts import BinaryFormat
+    from librarian.wheel.binaries import _device_facts
+
+    one = _device_facts("k.cubin", BinaryFormat.CUDA, None, [entry])  # type: ignore[list-item]
+    assert one == _device_facts("k.cubin", BinaryFormat.CUDA, None, [entry, entry])  # type: ignore[list-item]

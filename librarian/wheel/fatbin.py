@@ -212,7 +212,8 @@ def read_device_code(data: BinaryIO | bytes) -> tuple[FatbinEntry, ...]:
     src = Source(data)
     head = src.read(0, min(src.size, PTX_HEAD), "file head")
     if head.startswith(ELF_MAGIC):
-        return (read_cubin(data),)
+        # A member in memory is read as bytes: read_cubin's lean path takes them (thousands of small cubins).
+        return (read_cubin(data.getvalue() if isinstance(data, io.BytesIO) else data),)
     if head.startswith(struct.pack("<I", FATBIN_MAGIC)):
         return read_fatbin(data, section="fatbin")
     if b".version" not in head:

@@ -24,6 +24,8 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, NamedTuple
 
+from librarian.wheel.inflate import engine
+
 CHUNK = 1 << 20
 _WINDOW = 64 << 10  # bytes of the archive read at once to find local headers
 
@@ -161,8 +163,9 @@ class Inflater:
 
     def __init__(self, info: zipfile.ZipInfo) -> None:
         self._info = info
+        self._engine = engine()
         self._zlib = (
-            zlib.decompressobj(-zlib.MAX_WBITS) if info.compress_type == zipfile.ZIP_DEFLATED else None
+            self._engine.decompressobj(-zlib.MAX_WBITS) if info.compress_type == zipfile.ZIP_DEFLATED else None
         )
         self._size = 0
         self._crc = 0
@@ -173,7 +176,7 @@ class Inflater:
             raise ZipError(
                 f"{self._info.orig_filename}: inflates past its declared {self._info.file_size} bytes"
             )
-        self._crc = zlib.crc32(plain, self._crc)
+        self._crc = self._engine.crc32(plain, self._crc)
         return plain
 
     def feed(self, raw: bytes) -> Iterator[bytes]:
@@ -185,7 +188,7 @@ class Inflater:
             while raw:
                 yield self._count(self._zlib.decompress(raw, CHUNK))
                 raw = self._zlib.unconsumed_tail
-        except zlib.error as e:
+        except self._engine.errors as e:
             raise ZipError(f"{self._info.orig_filename}: bad deflate data ({e})") from e
 
     def finish(self) -> Iterator[bytes]:
@@ -209,11 +212,12 @@ def inflate_whole(info: zipfile.ZipInfo, raw: bytes) -> bytes:
     """A small member's plain bytes from all its raw bytes at once, with :class:`Inflater`'s checks and
     messages (70,000 small members: one call each, not a generator chain)."""
     name = info.orig_filename
+    chosen = engine()
     if info.compress_type == zipfile.ZIP_DEFLATED:
-        inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+        inflater = chosen.decompressobj(-zlib.MAX_WBITS)
         try:
-            plain = inflater.decompress(raw, info.file_size + 1)  # one byte past the declared size: a liar
-        except zlib.error as e:
+            plain: bytes = inflater.decompress(raw, info.file_size + 1)  # one byte past the declared size: a liar
+        except chosen.errors as e:
             raise ZipError(f"{name}: bad deflate data ({e})") from e
         if len(plain) > info.file_size:
             raise ZipError(f"{name}: inflates past its declared {info.file_size} bytes")
@@ -225,7 +229,7 @@ def inflate_whole(info: zipfile.ZipInfo, raw: bytes) -> bytes:
         plain = raw
     if len(plain) != info.file_size:
         raise ZipError(f"{name}: {len(plain)} bytes, central directory says {info.file_size}")
-    if zlib.crc32(plain) != info.CRC:
+    if chosen.crc32(plain, 0) != info.CRC:
         raise ZipError(f"{name}: bad CRC-32")
     return plain
 
