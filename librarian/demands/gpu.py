@@ -10,6 +10,7 @@ code for it: all of them -> runs; some -> runs, partly (naming the others); none
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -85,8 +86,14 @@ class GpuNeed:
     @property
     def text(self) -> str:
         """``sm_80, sm_86, compute_90``: every arch any member offers."""
-        archs = sorted({a for m in self.code.all_members for a in (*m.sass, *m.ptx)}, key=arch_order)
-        return ", ".join(str(a) for a in archs) or ("no runnable GPU code" if not self.code.empty else "no GPU code")
+        return _archs_text(self.code)
+
+
+@functools.lru_cache(maxsize=16)
+def _archs_text(code: DeviceCode) -> str:
+    # Asked once per verdict; thousands of members fold to a few archs, worked out once per wheel.
+    archs = sorted({a for m in code.all_members for a in (*m.sass, *m.ptx)}, key=arch_order)
+    return ", ".join(str(a) for a in archs) or ("no runnable GPU code" if not code.empty else "no GPU code")
 
 
 def needs(wheel: Wheel) -> GpuNeed:
@@ -188,8 +195,19 @@ def _judge(
     served: list[tuple[_Unit, _Served]] = []
     lacking: list[str] = []
     blocked: list[tuple[str, Member, _Served]] = []
+    # Thousands of members often carry a handful of distinct codes (flashinfer-cubin: 16,000 cubins):
+    # each distinct code is served once per GPU.
+    memo: dict[tuple[object, ...], _Served] = {}
+
+    def serve(m: Member) -> _Served:
+        key = (m.sass, m.ptx, m.toolkit)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = _serve(m, capability, driver, need.label_cuda)
+        return found
+
     for unit in units:
-        results = [(m, _serve(m, capability, driver, need.label_cuda)) for m in unit.members]
+        results = [(m, serve(m)) for m in unit.members]
         best = min((r for _, r in results if r.match is not None), key=lambda r: r.match or 0, default=None)
         if best is not None:
             served.append((unit, best))

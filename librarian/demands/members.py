@@ -11,6 +11,7 @@ vendors (:func:`is_own`): the GPU demand asks the own modules first. Pure.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from collections import defaultdict
@@ -38,6 +39,13 @@ _MODULE_NAME = re.compile(r"(?!lib)[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)?\.
 
 def never_loaded(facts: WheelFacts) -> dict[str, str]:
     """Members that never load on an NVIDIA machine, and why: another vendor's GPU, or a CPU-only fallback."""
+    return dict(_never_loaded(facts))
+
+
+# The judgement asks these of one wheel's facts many times (once per GPU cell, per demand); a wheel of
+# 16,000 members made each ask cost seconds. Facts are frozen values: equal facts give equal answers.
+@functools.lru_cache(maxsize=16)
+def _never_loaded(facts: WheelFacts) -> tuple[tuple[str, str], ...]:
     found: dict[str, str] = {}
     cuda_stems = {
         (posixpath.dirname(b.path), _TOKEN.sub("{x}", posixpath.basename(b.path)))
@@ -54,7 +62,7 @@ def never_loaded(facts: WheelFacts) -> dict[str, str]:
             found[b.path] = f"for {_VENDOR_NAMES[vendor[1].lower()] if vendor else lib} GPUs"
         elif _CPU_TOKEN.search(base) and (posixpath.dirname(b.path), _CPU_TOKEN.sub("{x}", base)) in cuda_stems:
             found[b.path] = "the CPU-only build of a CUDA library"
-    return found
+    return tuple(found.items())
 
 
 def is_own(b: BinaryFacts) -> bool:
@@ -152,8 +160,10 @@ def own_package(facts: WheelFacts) -> str | None:
     return stem if any(b.path.lower().startswith(stem + "/") for b in facts.binaries) else None
 
 
+@functools.lru_cache(maxsize=16)
 def device_code(facts: WheelFacts) -> DeviceCode:
-    """Group a wheel's device-code members into fixed ones and CUDA-line alternatives."""
+    """Group a wheel's device-code members into fixed ones and CUDA-line alternatives (asked again and
+    again of one wheel's facts by the judgement: kept for the last few, as :func:`_never_loaded`)."""
     never = never_loaded(facts)
     package = own_package(facts)
     # A stub without kernels serves no GPU and blocks none: it is no device-code member at all.
