@@ -10,13 +10,13 @@ code for it: all of them -> runs; some -> runs, partly (naming the others); none
 from __future__ import annotations
 
 import enum
-import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from librarian.coords import ArchKind, GpuArch, MajorMinor, format_version
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
-from librarian.demands.members import NO_DEVICE_CODE, DeviceCode, Member, device_code, loading, names
+from librarian.demands.members import NO_DEVICE_CODE, DeviceCode, Loading, Member, device_code, loading, names
+from librarian.demands.memo import by_identity
 from librarian.facts import arch_order
 from librarian.gpus import find_gpu
 from librarian.machine import Machine
@@ -89,7 +89,7 @@ class GpuNeed:
         return _archs_text(self.code)
 
 
-@functools.lru_cache(maxsize=16)
+@by_identity()
 def _archs_text(code: DeviceCode) -> str:
     # Asked once per verdict; thousands of members fold to a few archs, worked out once per wheel.
     archs = sorted({a for m in code.all_members for a in (*m.sass, *m.ptx)}, key=arch_order)
@@ -178,6 +178,29 @@ class _Unit:
         return any(m.own for m in self.members)
 
 
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """Loaded members that carry the same code (and are alike own or vendored): judged as one."""
+
+    members: tuple[Member, ...]
+    labels: tuple[tuple[int, str], ...]  # (place among the loaded members, path): messages keep that order
+    own: bool
+
+
+@by_identity()
+def _loading(code: DeviceCode, line: MajorMinor | None) -> Loading:
+    return loading(code, line)
+
+
+@by_identity()
+def _kinds(load: Loading) -> tuple[_Kind, ...]:
+    """The loaded members by kind of code, in order of first appearance (asked once per GPU judged)."""
+    groups: dict[tuple[object, ...], list[tuple[int, Member]]] = {}
+    for i, m in enumerate(load.loaded):
+        groups.setdefault((m.sass, m.ptx, m.toolkit, m.own), []).append((i, m))
+    return tuple(_Kind(tuple(m for _, m in g), tuple((i, m.path) for i, m in g), g[0][1].own) for g in groups.values())
+
+
 def _judge(
     need: GpuNeed, capability: MajorMinor, driver: MajorMinor | None, line: MajorMinor | None, has: str
 ) -> tuple[Verdict, Serving | None]:
@@ -186,40 +209,43 @@ def _judge(
     The package's own extension modules decide: when some carry device code and none has code for this
     GPU, the wheel does not run here, whatever a vendored library carries.
     """
-    load = loading(need.code, line)
-    units = [_Unit(m.path, (m,)) for m in load.loaded]
-    units += [_Unit(c.describe(), c.members) for c in load.undecided]
-    if not units:
+    load = _loading(need.code, line)
+    kinds = _kinds(load)
+    undecided = [_Unit(c.describe(), c.members) for c in load.undecided]
+    if not kinds and not undecided:
         why = load.missing_text(line) or "no device-code member loads"
         return Verdict(Demand.GPU, False, need.text, has, why, NO_KERNEL_IMAGE, not_loaded=names(load.not_loaded)), None
-    served: list[tuple[_Unit, _Served]] = []
+    served: list[tuple[bool, _Served]] = []  # (own, how it serves)
+    missing_code: list[tuple[int, str]] = []
     lacking: list[str] = []
     blocked: list[tuple[str, Member, _Served]] = []
-    # Thousands of members often carry a handful of distinct codes (flashinfer-cubin: 16,000 cubins):
-    # each distinct code is served once per GPU.
-    memo: dict[tuple[object, ...], _Served] = {}
-
-    def serve(m: Member) -> _Served:
-        key = (m.sass, m.ptx, m.toolkit)
-        found = memo.get(key)
-        if found is None:
-            found = memo[key] = _serve(m, capability, driver, need.label_cuda)
-        return found
-
-    for unit in units:
-        results = [(m, serve(m)) for m in unit.members]
+    # Members that carry the same code are served alike: each kind once per GPU, not each member
+    # (flashinfer-cubin: 16,000 cubins of a few kinds).
+    for kind in kinds:
+        r = _serve(kind.members[0], capability, driver, need.label_cuda)
+        if r.match is not None:
+            served.append((kind.own, r))
+            continue
+        missing_code += kind.labels
+        if r.blocked:
+            blocked += [(m.path, m, r) for m in kind.members]
+    lacking += [label for _, label in sorted(missing_code)]
+    for unit in undecided:
+        results = [(m, _serve(m, capability, driver, need.label_cuda)) for m in unit.members]
         best = min((r for _, r in results if r.match is not None), key=lambda r: r.match or 0, default=None)
         if best is not None:
-            served.append((unit, best))
+            served.append((unit.own, best))
             continue
         lacking.append(unit.label)
         blocked += [(unit.label, m, r) for m, r in results if r.blocked]
     lacking += load.missing_text(line).split("; ") if load.missing else []
     not_loaded = names(load.not_loaded)
-    own = [u for u in units if u.own]
-    if own and not any(u.own for u, _ in served):
-        return _fail(need, capability, driver, has, own, blocked, not_loaded, vendored=bool(served)), None
+    if (any(k.own for k in kinds) or any(u.own for u in undecided)) and not any(own for own, _ in served):
+        units = [*(_Unit(m.path, (m,)) for m in load.loaded), *undecided]  # only on failing: the message names them
+        own_units = [u for u in units if u.own]
+        return _fail(need, capability, driver, has, own_units, blocked, not_loaded, vendored=bool(served)), None
     if not served:
+        units = [*(_Unit(m.path, (m,)) for m in load.loaded), *undecided]
         return _fail(need, capability, driver, has, units, blocked, not_loaded), None
     worst = max(r.match or GpuMatch.EXACT for _, r in served)
     top = min(served, key=lambda s: (s[1].match or 0, -(s[1].arch.number if s[1].arch else 0)))[1]

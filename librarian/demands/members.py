@@ -11,7 +11,6 @@ vendors (:func:`is_own`): the GPU demand asks the own modules first. Pure.
 
 from __future__ import annotations
 
-import functools
 import posixpath
 import re
 from collections import defaultdict
@@ -20,6 +19,7 @@ from dataclasses import dataclass, replace
 
 from librarian.coords import GpuArch, MajorMinor, format_version
 from librarian.demands.base import Wheel
+from librarian.demands.memo import by_identity
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
 
 # A CUDA version token in a member's file name: _cuda118, -cu128, .cuda13 (not inside a longer word).
@@ -44,7 +44,7 @@ def never_loaded(facts: WheelFacts) -> dict[str, str]:
 
 # The judgement asks these of one wheel's facts many times (once per GPU cell, per demand); a wheel of
 # 16,000 members made each ask cost seconds. Facts are frozen values: equal facts give equal answers.
-@functools.lru_cache(maxsize=16)
+@by_identity()
 def _never_loaded(facts: WheelFacts) -> tuple[tuple[str, str], ...]:
     found: dict[str, str] = {}
     cuda_stems = {
@@ -160,7 +160,7 @@ def own_package(facts: WheelFacts) -> str | None:
     return stem if any(b.path.lower().startswith(stem + "/") for b in facts.binaries) else None
 
 
-@functools.lru_cache(maxsize=16)
+@by_identity()
 def device_code(facts: WheelFacts) -> DeviceCode:
     """Group a wheel's device-code members into fixed ones and CUDA-line alternatives (asked again and
     again of one wheel's facts by the judgement: kept for the last few, as :func:`_never_loaded`)."""
@@ -250,6 +250,7 @@ class Seen:
         return tuple(b.path for b in self.loaded.facts.binaries) if self.loaded.facts else ()
 
 
+@by_identity()
 def seen(wheel: Wheel, line: MajorMinor | None) -> Seen:
     """The wheel as an NVIDIA machine sees it, and as the CUDA line ``line`` loads it (``None``: not known)."""
     facts = wheel.facts
