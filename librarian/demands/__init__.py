@@ -9,7 +9,7 @@ below and nothing else: ``tests/test_code_health.py`` holds ``ops/`` to that.
 
 from __future__ import annotations
 
-from librarian.demands.base import Demand, Said, Verdict, Wheel
+from librarian.demands.base import Demand, Said, Verdict, Wheel, some
 from librarian.demands.claims import Claim, ClaimKind, claims, said_claims
 from librarian.demands.gpu import GpuMatch, Serving
 from librarian.demands.judgement import (
@@ -42,4 +42,5 @@ __all__ = [
     "judge_cell",
     "said_claims",
     "serves_line",
+    "some",
 ]

@@ -9,6 +9,7 @@ the bytes. Pure: no files, no processes, no environment.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
@@ -99,3 +100,11 @@ class Verdict:
 def unknown(demand: Demand, needs: str, reason: str) -> Verdict:
     """A verdict that cannot be given: the machine part is unknown; ``reason`` names the flag."""
     return Verdict(demand, None, needs, "unknown", reason)
+
+
+def some(names: Sequence[str], shown: int = 3) -> str:
+    """``a, b, c``; past ``shown`` names, ``a, b, c and 15,967 others``: a line a person reads stays a line
+    (flashinfer-cubin has 16,000 members). The full lists stay in the verdict's fields and in ``--json``."""
+    if len(names) <= shown + 1:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown:,} others"

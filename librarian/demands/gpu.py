@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from librarian.coords import ArchKind, GpuArch, MajorMinor, format_version
-from librarian.demands.base import Demand, Verdict, Wheel, unknown
+from librarian.demands.base import Demand, Verdict, Wheel, some, unknown
 from librarian.demands.members import NO_DEVICE_CODE, DeviceCode, Loading, Member, device_code, loading, names
 from librarian.demands.memo import by_identity
 from librarian.facts import arch_order
@@ -193,6 +193,11 @@ def _loading(code: DeviceCode, line: MajorMinor | None) -> Loading:
 
 
 @by_identity()
+def _units(load: Loading) -> tuple[_Unit, ...]:
+    return tuple(_Unit(m.path, (m,)) for m in load.loaded)
+
+
+@by_identity()
 def _kinds(load: Loading) -> tuple[_Kind, ...]:
     """The loaded members by kind of code, in order of first appearance (asked once per GPU judged)."""
     groups: dict[tuple[object, ...], list[tuple[int, Member]]] = {}
@@ -241,11 +246,11 @@ def _judge(
     lacking += load.missing_text(line).split("; ") if load.missing else []
     not_loaded = names(load.not_loaded)
     if (any(k.own for k in kinds) or any(u.own for u in undecided)) and not any(own for own, _ in served):
-        units = [*(_Unit(m.path, (m,)) for m in load.loaded), *undecided]  # only on failing: the message names them
+        units = [*_units(load), *undecided]  # only on failing: the message names them
         own_units = [u for u in units if u.own]
         return _fail(need, capability, driver, has, own_units, blocked, not_loaded, vendored=bool(served)), None
     if not served:
-        units = [*(_Unit(m.path, (m,)) for m in load.loaded), *undecided]
+        units = [*_units(load), *undecided]
         return _fail(need, capability, driver, has, units, blocked, not_loaded), None
     worst = max(r.match or GpuMatch.EXACT for _, r in served)
     top = min(served, key=lambda s: (s[1].match or 0, -(s[1].arch.number if s[1].arch else 0)))[1]
@@ -255,7 +260,7 @@ def _judge(
     if load.undecided:
         how += " (which member loads depends on torch's CUDA line; pass --cuda)"
     if lacking:
-        reason = f"runs, partly: {', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no code for " \
+        reason = f"runs, partly: {some(lacking)} {'has' if len(lacking) == 1 else 'have'} no code for " \
                  f"{GpuArch(*capability)} (calls into {'it' if len(lacking) == 1 else 'them'} fail); {how}"  # fmt: skip
         return Verdict(Demand.GPU, True, need.text, has, reason, partly=tuple(lacking), not_loaded=not_loaded,
                        exact=worst is GpuMatch.EXACT), serving  # fmt: skip
@@ -293,7 +298,7 @@ def _fail(
     elif len(units) == 1:
         reason = f"{units[0].label} has no code for {arch}"
     else:
-        reason = f"none of {', '.join(u.label for u in units)} has code for {arch}"
+        reason = f"none of {some([u.label for u in units])} has code for {arch}"
     if vendored:
         reason += " (only libraries it vendors do; its own extension modules decide)"
     # The CUDA that built the code (its members' toolkit, else the label's line) is the line to judge.

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from librarian.coords import WheelName, canonical_cpu, format_cuda, format_dotted, format_version
-from librarian.demands import CellFit, Claim, ClaimKind, Judgement, Said, Wheel, cells, claims, judge
+from librarian.demands import CellFit, Claim, ClaimKind, Judgement, Said, Wheel, cells, claims, judge, some
 from librarian.errors import BadInput, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
 from librarian.machine import Machine
@@ -93,7 +93,7 @@ def _gpu_row(item: Inspection) -> str:
         else:
             groups.append((c.partly, [f"sm{c.sm.sm}"]))
     if groups:
-        shown = [" ".join(sms) + (f" (partly: not {', '.join(lacking)})" if lacking else "") for lacking, sms in groups]
+        shown = [" ".join(sms) + (f" (partly: not {some(lacking)})" if lacking else "") for lacking, sms in groups]
         parts.append("runs natively on " + "; ".join(shown))
     else:
         parts.append("its SASS runs natively on no GPU that exists")
