@@ -57,6 +57,14 @@ elif what == "inspect":
     from pathlib import Path
     from librarian.wheel.binaries import inspect_wheel
     inspect_wheel(Path(wheel))
+elif what == "cli":
+    import contextlib, io
+    from librarian.cli import main
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            main(["inspect", wheel])
+        except SystemExit:
+            pass
 elif what == "retag":
     import tempfile
     from pathlib import Path
@@ -104,6 +112,10 @@ def main() -> int:
         took, rss = measure("inspect", args.wheel, args.all, args.repeat, engine)
         print(f"  inspect, {engine:8} {took:6.2f} s  {took / floor:.2f}x  peak {rss / 1024:.0f} MB "
               f"(+{(rss - start_rss) / 1024:.0f} MB)")  # fmt: skip
+    for engine in engines[:1]:
+        took, rss = measure("cli", args.wheel, args.all, args.repeat, engine)
+        print(f"  librarian inspect (the command, judgement and report included), {engine}: {took:.2f} s  "
+              f"{took / floor:.2f}x  peak {rss / 1024:.0f} MB")  # fmt: skip
     if args.retag:
         sha_floor, _ = measure("inflate:zlib", args.wheel, args.all, args.repeat, None, "sha")
         print(f"  floor + sha256 {sha_floor:.2f} s")

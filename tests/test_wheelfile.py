@@ -387,3 +387,16 @@ def test_sample_wheels_are_valid_and_retag(tmp_path: Path, sample: Path) -> None
     out = retag(sample, LABEL, tmp_path)
     verify_record(out)
     assert read_wheel_info(out).dist_info == "tinykern-0.1.0+cu128torch2.8.dist-info"
+
+
+def test_a_relabel_hashes_the_new_wheel_as_it_writes_it(tmp_path: Path) -> None:
+    """publish takes the staged copy's sha256 from the write, not from reading the file again."""
+    import hashlib
+
+    from librarian.coords import Label
+    from librarian.wheel.retag import retag_with_directory
+    from tests.builders import make_wheel
+
+    wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
+    out = retag_with_directory(wheel, Label.parse("cu128torch2.9"), tmp_path / "out")
+    assert out.sha256 == hashlib.sha256(out.path.read_bytes()).hexdigest()

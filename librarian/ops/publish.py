@@ -259,12 +259,13 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
             repair = check_said(path, read_wheel_info(path, name))
             # One pass over the wheel to be stored: verify's metadata checks (publish stores nothing verify
             # rejects), RECORD and the binaries. A relabel is that pass: it inspects what it checks.
+            written_sha: str | None = None
             if name.label == label and not repair:
                 staged = path
                 info, facts = _publishable(read_deep(path, record=True, jobs=options.jobs), path)
             else:
                 out = retag_with_directory(path, label, staging, relabel=True, jobs=options.jobs, repair_tags=repair)
-                staged = out.path
+                staged, written_sha = out.path, out.sha256
                 if out.facts is None:  # a member too big to inflate whole: the deep read says which
                     info, facts = _publishable(read_deep(staged, record=False, jobs=options.jobs,
                                                          directory=out.directory), path)  # fmt: skip
@@ -285,7 +286,9 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
                     raise BadWheel(f"{path.name}: METADATA Requires-Python {info.requires_python!r} is not valid") from e
             metadata = staging / f"{staged.name}.metadata"
             metadata.write_bytes(info.metadata)  # hashed and measured from the bytes, not read back
-            prepared.append(PreparedWheel(path, staged, staged_name, sha256_file(staged), staged.stat().st_size, sms,
+            # The relabelled copy was hashed as it was written: read once, not again for its sha256.
+            sha = written_sha or sha256_file(staged)
+            prepared.append(PreparedWheel(path, staged, staged_name, sha, staged.stat().st_size, sms,
                                           facts, info.requires_python, metadata,
                                           hashlib.sha256(info.metadata).hexdigest(), len(info.metadata),
                                           overrides))  # fmt: skip

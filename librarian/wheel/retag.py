@@ -16,6 +16,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from librarian import progress
 from librarian.coords import Label, WheelName, version_of
@@ -106,6 +107,18 @@ class Rewritten:
     directory: zipraw.Directory | None
     facts: WheelFacts | None
     unread: LibrarianError | None = None  # why the binaries could not be read, where they could not
+    sha256: str | None = None  # of the new wheel, hashed as it was written (``None``: not rewritten)
+
+
+class _Hashing:
+    """A file being written whose bytes are hashed on the way: the new wheel's sha256 without reading it back."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out, self.digest = out, hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        return self.out.write(data)
 
 
 def retag_with_directory(
@@ -151,7 +164,8 @@ def retag_with_directory(
         size = src.stat().st_size
         inspector = Inspector.for_wheel(record) if verify else None
         with atomic_output(dest) as out, progress.task(f"retag {src.name}", total=size) as bar:
-            writer = zipwriter.RawZipWriter(out)
+            hashing = _Hashing(out)
+            writer = zipwriter.RawZipWriter(hashing)  # type: ignore[arg-type]  # it only writes
             if verify and jobs_for(jobs) > 1:
                 with Pipeline(jobs_for(jobs), "record") as pipeline:
                     checks = Checks(record, pipeline)
@@ -167,7 +181,7 @@ def retag_with_directory(
                     facts = inspector.facts(dest.name)
                 except LibrarianError as e:  # a binary the readers refuse: retag's job is done all the same
                     unread = e
-    return Rewritten(dest, writer.directory(), facts, unread)
+    return Rewritten(dest, writer.directory(), facts, unread, hashing.digest.hexdigest())
 
 
 def _write(
