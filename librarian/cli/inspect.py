@@ -37,7 +37,10 @@ def inspect(
     jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The seven demands of each wheel, read from its bytes (GPU archs, torch, CUDA, Python, CPU, OS, glibc)."""
+    """The seven demands of each wheel, read from its bytes (GPU archs, torch, CUDA, Python, CPU, OS, glibc).
+
+    Example: librarian inspect dist/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl
+    """
     items = [inspect_file(f, jobs=jobs) for f in expand_paths(files, (".whl",))]
     if as_json:
         ui.emit_json({"schema": 1, "files": [inspection_json(i) for i in items]})
@@ -62,7 +65,10 @@ def doctor(
     os: OsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Will it run here? Each of the seven demands against this machine (flags override detection). Exit 1 if not."""
+    """Will it run here? Each of the seven demands against this machine (flags override detection). Exit 1 if not.
+
+    Example: librarian doctor dist/ --sm 89 --torch 2.9 --cuda 12.8 --python 3.12
+    """
     paths = expand_paths(wheels, (".whl",)) if wheels else []
     described = machine_of(sm, torch, cuda, python, platform, glibc, driver, gpu, preset=preset, cpu=cpu, os=os)
     found = checkup(paths, described, show_machine=machine)

@@ -17,6 +17,8 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 from typer.main import get_group
 
+from librarian.cli.words import with_words
+
 Command = TyperCommand | TyperGroup
 
 
@@ -48,7 +50,7 @@ class LazyGroup(TyperGroup):
         return self._load(cmd_name)
 
     def _load(self, name: str) -> Command:
-        command = self.commands[name] if name in self.commands else _group_of(self.modules[name]).commands[name]
+        command = self.commands[name] if name in self.commands else with_words(_group_of(self.modules[name]).commands[name])
         if not isinstance(command, Command):
             raise TypeError(f"{self.modules[name]}: {name} is not a typer command")
         self.commands[name] = command

@@ -17,7 +17,8 @@ from librarian.pytorch.refresh import refresh
 
 app = typer.Typer(rich_markup_mode=None)
 matrix_app = typer.Typer(
-    help="The (torch, CUDA, Python, platform) combos PyTorch shipped; 'matrix refresh' reads PyTorch's index.",
+    help="The (torch, CUDA, Python, platform) combos PyTorch shipped; 'matrix refresh' reads PyTorch's index.\n\n"
+    "Example: librarian matrix --newest 2 --python 3.12 --github",
     invoke_without_command=True,
     no_args_is_help=False,
     rich_markup_mode=None,
@@ -39,7 +40,10 @@ def matrix(
     split: Annotated[bool, typer.Option("--split", help="With --github: past 256 jobs, print {\"matrices\": [...]} of at most 256 each.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """The combos PyTorch shipped, as a table, JSON, or a GitHub Actions build matrix."""
+    """The combos PyTorch shipped, as a table, JSON, or a GitHub Actions build matrix.
+
+    Example: librarian matrix --newest 2 --python 3.12 --github
+    """
     if ctx.invoked_subcommand is not None:
         return
     sel = Selection.parse(torch or (), cuda or (), python or (), platform or (), newest, stable_only)
@@ -56,7 +60,10 @@ def matrix_refresh(
     source: Annotated[str | None, typer.Option("--from", help="An index page: URL or file (PEP 503 HTML or PEP 691 JSON). Default: PyTorch's index, every CUDA line.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Record what PyTorch's wheel index serves, in your user override file (not the installed package)."""
+    """Record what PyTorch's wheel index serves, in your user override file (not the installed package).
+
+    Example: librarian matrix refresh
+    """
     result = refresh(source)
     if as_json:
         ui.emit_json({"schema": 1, "path": str(result.path), "sources": list(result.sources), "served": result.served,

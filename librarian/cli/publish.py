@@ -58,7 +58,10 @@ def publish(
     jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Label, check and file wheels into the store, in one atomic change with the index (or --stage them)."""
+    """Label, check and file wheels into the store, in one atomic change with the index (or --stage them).
+
+    Example: librarian publish dist/*.whl --torch 2.9 --cuda 12.8 --repo hf://datasets/me/wheels
+    """
     if force:
         deprecated_force("publish", EVERY_ALLOW)
         relabel = trust_sm = allow_glibc_mismatch = allow_cuda_mismatch = allow_platform_mismatch = True
@@ -98,7 +101,10 @@ def reindex(
     allow_unknown_combo: Annotated[bool, typer.Option("--allow-unknown-combo", help="With --manifest: accept a torch/CUDA combo PyTorch never shipped.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fan-in: merge every staged entry (publish --stage) into the index, in one commit. Exit 1 if any was dropped."""
+    """Fan-in: merge every staged entry (publish --stage) into the index, in one commit. Exit 1 if any was dropped.
+
+    Example: librarian reindex --manifest manifests/ --repo hf://datasets/me/wheels
+    """
     if manifest and (adopt or refresh):
         flag = "--adopt" if adopt else "--refresh"
         raise BadInput(f"{flag}: not with --manifest (run 'reindex {flag}' on its own)")

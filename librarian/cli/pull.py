@@ -52,7 +52,10 @@ def pull(
     os: OsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fetch the exact wheel for this machine (newest version), sha256-checked."""
+    """Fetch the exact wheel for this machine (newest version), sha256-checked.
+
+    Example: librarian pull flash-attn --sm 89 --torch 2.9 --python 3.12 --install
+    """
     if install and requirements is not None:
         raise BadInput("--install and --requirements: choose one (the file is for installing without librarian)")
     # The machine first: a --python that --install contradicts is refused before the store is touched.

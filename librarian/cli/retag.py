@@ -38,7 +38,10 @@ def retag(
     jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Rewrite wheels with the label +cuXYZtorchA.B (filename, METADATA, .dist-info, RECORD)."""
+    """Rewrite wheels with the label +cuXYZtorchA.B (filename, METADATA, .dist-info, RECORD).
+
+    Example: librarian retag dist/*.whl --torch 2.9 --cuda 12.8 -o labelled/
+    """
     if force:
         deprecated_force("retag", "--relabel")
         relabel = True

@@ -25,7 +25,10 @@ def verify(
     jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check every stored wheel against its path, label, metadata and the index. Exit 1 on any problem."""
+    """Check every stored wheel against its path, label, metadata and the index. Exit 1 on any problem.
+
+    Example: librarian verify --deep --repo hf://datasets/me/wheels
+    """
     store, layout = store_and_layout(repo)
     report = verify_store(store, layout, deep=deep, jobs=jobs)
     ui.emit_json(report.to_json()) if as_json else ui.out(report.render())
@@ -39,7 +42,10 @@ def ls_command(
     repo: RepoOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """What is stored: a coverage table of packages x torch/CUDA combos x GPU archs; '-' marks a hole."""
+    """What is stored: a coverage table of packages x torch/CUDA combos x GPU archs; '-' marks a hole.
+
+    Example: librarian ls --repo hf://datasets/me/wheels
+    """
     store, layout = store_and_layout(repo)
     cov = ls(store, layout, packages or ())
     ui.emit_json(coverage_json(cov)) if as_json else ui.out(render_coverage(cov))
@@ -60,7 +66,10 @@ def gc(
     allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Accept a plan that removes every wheel of a package.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Prune stale torch lines and superseded versions; prints the plan, acts only with --yes."""
+    """Prune stale torch lines and superseded versions; prints the plan, acts only with --yes.
+
+    Example: librarian gc --keep-torch 3 --purge --yes --repo hf://datasets/me/wheels
+    """
     if yes and dry_run:
         raise BadInput("gc: --yes and --dry-run: choose one")
     policy = policy_from_flags(keep_torch, keep_torch_from, drop_torch or (), keep_versions, older_than, purge=purge,
