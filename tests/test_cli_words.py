@@ -20,3 +20,30 @@ def test_no_type_placeholder_in_any_help_and_each_has_an_example(run: Run) -> No
         assert "Example: librarian " + command[0] in " ".join(result.out.split()), command
     pull = " ".join(run("pull", "--help").out.split())
     assert "--sm 89" in pull and "--torch 2.9" in pull and "{PACKAGE}..." in pull and "--repo DIR|URL" in pull
+
+
+def complete(words: str, cwd: object, *extra_env: tuple[str, str]) -> list[str]:
+    """What bash completion offers for the last word of ``words``, through click's completion protocol."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "_LIBRARIAN_COMPLETE": "complete_bash", "COMP_WORDS": words,
+           "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)), **dict(extra_env)}  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "librarian"], env=env, cwd=cwd, capture_output=True, text=True,
+                          check=False, timeout=60)  # fmt: skip
+    return done.stdout.split()
+
+
+def test_completion_offers_gpus_lines_and_packages(run: Run, tmp_path: object) -> None:
+    from pathlib import Path
+
+    assert complete("librarian pull --sm 8", tmp_path) == ["80", "86", "87", "89"]
+    lines = complete("librarian pull --torch 2.", tmp_path)
+    assert "2.9" in lines and lines == sorted(lines, key=lambda v: tuple(map(int, v.split("."))), reverse=True)
+    assert complete("librarian pull --torch 2.9 --cuda 1", tmp_path)[:1] == ["13.0"]  # torch 2.9's newest line
+    samples = Path(__file__).resolve().parent.parent / "samples" / "dist"
+    assert run("publish", str(samples / "tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"), "--torch", "2.9",
+               "--cuda", "13.0", "--repo", str(Path(str(tmp_path)) / "wh")).code == 0  # fmt: skip
+    assert complete("librarian pull --repo wh ti", tmp_path) == ["tinykern"]
+    assert complete("librarian pull --repo nowhere ti", tmp_path) == []  # no store: nothing, and no error

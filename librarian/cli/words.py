@@ -23,6 +23,22 @@ ARGUMENT_WORDS = {"packages": "PACKAGE", "wheels": "WHEEL", "paths": "PATH", "sp
                   "files": "FILE", "path": "PATH"}  # fmt: skip
 
 
+# Values the shell completes, by option or argument name (librarian.cli.completion).
+COMPLETIONS = {"--sm": "sm_values", "--torch": "torch_values", "--cuda": "cuda_values", "--drop-torch": "torch_values",
+               "--preset": "preset_values", "packages": "package_values"}  # fmt: skip
+
+
+def _completer(name: str) -> Any:
+    def complete(ctx: Any, param: Any, incomplete: str) -> list[str]:
+        # Imported on first completion only: help and commands do not pay for the matrix or the GPU list.
+        from librarian.cli import completion
+
+        found: list[str] = getattr(completion, name)(ctx, param, incomplete)
+        return found
+
+    return complete
+
+
 def _is_argument(param: Any) -> bool:
     return getattr(param, "param_type_name", "") == "argument"
 
@@ -39,6 +55,9 @@ def with_words(command: Any) -> Any:
     """``command`` (and its subcommands) with a word for every value its help shows."""
     param: Any
     for param in command.params:
+        names = [param.name, *getattr(param, "opts", ()), *getattr(param, "secondary_opts", ())]
+        if (which := next((COMPLETIONS[n] for n in names if n in COMPLETIONS), None)) is not None:
+            param._custom_shell_complete = _completer(which)
         if getattr(param, "is_flag", False) or getattr(param, "count", False) or param.metavar is not None:
             continue
         param.metavar = _word(param)
