@@ -17,7 +17,13 @@ pytest_plugins = ["tests.loophub.fixtures"]
 class Result:
     code: int
     out: str
-    err: str
+    err: str  # stderr less the endpoint notice (below), which every loopback Hub command prints
+    notices: tuple[str, ...] = ()  # the lines taken out of ``err``: "the Hub here is http://127.0.0.1:... (HF_ENDPOINT)"
+
+
+# Every Hub command against the loopback Hub says once that its endpoint is not huggingface.co; the
+# tests of one-line errors and quiet runs look at the rest (tests/test_cli_words.py tests the notice).
+ENDPOINT_NOTICE = "librarian: the Hub here is "
 
 
 Run = Callable[..., Result]
@@ -38,6 +44,9 @@ def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp
         except SystemExit as e:
             code = int(e.code or 0)
         captured = capsys.readouterr()
-        return Result(code, captured.out, captured.err)
+        lines = captured.err.splitlines(keepends=True)
+        notices = tuple(line.rstrip("\n") for line in lines if line.startswith(ENDPOINT_NOTICE))
+        err = "".join(line for line in lines if not line.startswith(ENDPOINT_NOTICE))
+        return Result(code, captured.out, err, notices)
 
     return invoke

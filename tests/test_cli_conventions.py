@@ -229,7 +229,8 @@ def test_hub_transfers_show_our_bars(loophub: LoopHub, tmp_path: Path) -> None:
     code, _, err = on_pty(["pull", *want, "-o", "got"], tmp_path)
     assert code == 0 and b"download bigkern" in err and b"/41.9 MB" in err, err[-500:]
     piped = librarian_cli("pull", *want, "-o", "got2", cwd=tmp_path)
-    assert piped.returncode == 0 and piped.stderr == ""
+    # No bars when piped: only the one line saying the Hub is not huggingface.co.
+    assert piped.returncode == 0 and piped.stderr == f"librarian: the Hub here is {loophub.url} (HF_ENDPOINT), not huggingface.co\n"
 
 
 def test_each_refusal_names_the_one_flag_that_overrides_it(run: Run, tmp_path: Path) -> None:

@@ -47,3 +47,17 @@ def test_completion_offers_gpus_lines_and_packages(run: Run, tmp_path: object) -
                "--cuda", "13.0", "--repo", str(Path(str(tmp_path)) / "wh")).code == 0  # fmt: skip
     assert complete("librarian pull --repo wh ti", tmp_path) == ["tinykern"]
     assert complete("librarian pull --repo nowhere ti", tmp_path) == []  # no store: nothing, and no error
+
+
+def test_the_endpoint_is_said_once_when_it_is_not_huggingface_co(run: Run, loophub: object, tmp_path: object) -> None:
+    from pathlib import Path
+
+    samples = Path(__file__).resolve().parent.parent / "samples" / "dist"
+    made = run("publish", str(samples / "tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"), "--torch", "2.9", "--cuda",
+               "13.0", "--repo", "https://huggingface.co/datasets/team/wheels", "--create")  # fmt: skip
+    assert made.code == 0, made.err
+    # A typed huggingface.co URL goes to HF_ENDPOINT: said, once in the command, however many calls it makes.
+    assert made.notices == (f"librarian: the Hub here is {loophub.url} (HF_ENDPOINT), not huggingface.co",)  # type: ignore[attr-defined]
+    again = run("ls", "--repo", "hf://datasets/team/wheels")
+    assert len(again.notices) == 1
+    assert run("-q", "ls", "--repo", "hf://datasets/team/wheels").notices == ()  # -q: errors only

@@ -8,6 +8,7 @@ interrupted. A traceback only with ``LIBRARIAN_DEBUG=1``.
 from __future__ import annotations
 
 import os
+import sys
 from typing import NoReturn
 
 import typer
@@ -49,6 +50,8 @@ def _usage_error(e: typer.TyperException) -> NoReturn:
 def run(args: list[str], *, as_json: bool) -> NoReturn:
     """Run the command line ``args``; exit with its status, every failure through :func:`fail`."""
     ui.reset(as_json=as_json)
+    if (hub := sys.modules.get("librarian.stores.hub_read")) is not None:
+        hub.announced.clear()  # each command says the endpoint once (in-process runs: the tests, the API)
     debug = os.environ.get("LIBRARIAN_DEBUG") == "1"
     try:
         result = app(args=args, prog_name="librarian", standalone_mode=False)

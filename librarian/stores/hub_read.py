@@ -63,6 +63,19 @@ def _age(date: str) -> str:
     return f" of {when.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC, {ago} ago"
 
 
+# Endpoints said once in this run (the CLI clears it at each command; see librarian.cli.funnel).
+announced: set[str] = set()
+
+
+def announce_endpoint(endpoint: str) -> None:
+    """Say, once a run and on stderr, that the Hub is not huggingface.co (HF_ENDPOINT points elsewhere): a typed
+    huggingface.co URL goes there too."""
+    public = public_endpoint(endpoint)
+    if public.rstrip("/") != "https://huggingface.co" and public not in announced:
+        announced.add(public)
+        log.warning("the Hub here is %s (HF_ENDPOINT), not huggingface.co", public)
+
+
 class HubReader:
     """A dataset repo on the Hub, read at one commit; :class:`~librarian.stores.hub.HubStore` adds the writes."""
 
@@ -87,6 +100,7 @@ class HubReader:
         self.create = create
         self.license = license
         self.api = api or HfApi()
+        announce_endpoint(self.api.endpoint)
         token = self.api.token if isinstance(self.api.token, str) else get_token()
         register_secret(token)
         self._cache = ReadCache(repo_id)
