@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import posixpath
+import re
 from collections import defaultdict
 from urllib.parse import quote
 
@@ -74,25 +75,62 @@ def _release(entry: IndexEntry) -> tuple[str, str, str]:
     return entry.cell.package, parts[1].split("+", 1)[0], "-".join(parts[-3:])
 
 
+def _html(title: str, links: list[str]) -> bytes:
+    body = "\n".join(links)
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
+        f"<body>\n<h1>{title}</h1>\n{body}\n</body></html>\n"
+    ).encode()
+
+
+def _link(e: IndexEntry, here: str) -> str:
+    """One wheel's anchor, its href relative to the folder ``here``."""
+    href = html.escape(posixpath.relpath(e.path, here), quote=True)
+    # PEP 503: pip and uv skip a link whose data-requires-python excludes the interpreter.
+    requires = f' data-requires-python="{html.escape(e.requires_python, quote=True)}"' if e.requires_python else ""
+    if e.metadata_sha256:  # PEP 658 (and PEP 714's newer name): resolvers read METADATA, not the wheel
+        requires += f' data-dist-info-metadata="sha256={e.metadata_sha256}" data-core-metadata="sha256={e.metadata_sha256}"'
+    return f'<a href="{href}#sha256={e.sha256}"{requires}>{html.escape(e.filename)}</a><br>'
+
+
+def simple_root(page: str) -> str:
+    """The PEP 503 index beside a find-links page: ``pages/sm89-torch2.9-cu128/simple``."""
+    return f"{page.removesuffix('.html')}/simple"
+
+
+def project_name(package: str) -> str:
+    """PEP 503's normalized project name, the folder pip asks for: ``flash_attn`` -> ``flash-attn``."""
+    return re.sub(r"[-_.]+", "-", package).lower()
+
+
+def _simple_projects(index: Index) -> dict[str, set[str]]:
+    """Each page's PEP 503 projects: every package filed for that GPU (what the page lists of one of them
+    may be nothing, and pip then finds no version, as without the folder). Cheap: no judgement."""
+    by_sm: dict[str, set[str]] = defaultdict(set)
+    pages: set[str] = set()
+    for e in index.entries:
+        by_sm[e.cell.sm.sm].add(e.cell.package)
+        pages.add(page_path(e))
+    return {p: by_sm[p.removeprefix(f"{PAGES_DIR}/sm").split("-", 1)[0]] for p in pages}
+
+
 def render_pages(index: Index) -> dict[str, bytes]:
-    """One find-links page per (sm, torch, CUDA) group, by store path."""
+    """One find-links page per (sm, torch, CUDA) group, by store path; beside each, the same wheels as a PEP 503
+    ``simple/`` index (``pip install --index-url .../pages/sm89-torch2.9-cu128/simple/``)."""
     groups = page_entries(index)
+    projects = _simple_projects(index)
     pages: dict[str, bytes] = {}
     for path, entries in sorted(groups.items()):
         title = html.escape(posixpath.basename(path).removesuffix(".html"))
-        links = []
-        for e in sorted(entries, key=lambda e: e.path):
-            href = html.escape(posixpath.relpath(e.path, PAGES_DIR), quote=True)
-            # PEP 503: pip and uv skip a link whose data-requires-python excludes the interpreter.
-            requires = f' data-requires-python="{html.escape(e.requires_python, quote=True)}"' if e.requires_python else ""
-            if e.metadata_sha256:  # PEP 658 (and PEP 714's newer name): resolvers read METADATA, not the wheel
-                requires += f' data-dist-info-metadata="sha256={e.metadata_sha256}" data-core-metadata="sha256={e.metadata_sha256}"'
-            links.append(f'<a href="{href}#sha256={e.sha256}"{requires}>{html.escape(e.filename)}</a><br>')
-        body = "\n".join(links)
-        pages[path] = (
-            f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
-            f"<body>\n<h1>{title}</h1>\n{body}\n</body></html>\n"
-        ).encode()
+        ordered = sorted(entries, key=lambda e: e.path)
+        pages[path] = _html(title, [_link(e, PAGES_DIR) for e in ordered])
+        root = simple_root(path)
+        names = sorted(project_name(p) for p in projects.get(path, ()))
+        pages[f"{root}/index.html"] = _html(f"{title} (simple)", [f'<a href="{n}/">{n}</a><br>' for n in names])
+        for package in projects.get(path, ()):
+            folder = f"{root}/{project_name(package)}"
+            mine = [e for e in ordered if e.cell.package == package]
+            pages[f"{folder}/index.html"] = _html(html.escape(project_name(package)), [_link(e, folder) for e in mine])
     return pages
 
 
@@ -103,7 +141,9 @@ def render_catalogue(index: Index) -> dict[str, bytes]:
 
 def catalogue_paths(index: Index) -> frozenset[str]:
     """The generated files' paths for this index (what :func:`render_catalogue` writes), without rendering them."""
-    return frozenset({page_path(e) for e in index.entries} | {shard_path(p) for p in index.packages()} | {ROOT})
+    simple = {f"{simple_root(page)}/index.html" for page in (page_path(e) for e in index.entries)}
+    simple |= {f"{simple_root(page)}/{project_name(p)}/index.html" for page, ps in _simple_projects(index).items() for p in ps}
+    return frozenset({page_path(e) for e in index.entries} | {shard_path(p) for p in index.packages()} | {ROOT} | simple)
 
 
 def is_generated(path: str) -> bool:

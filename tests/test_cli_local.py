@@ -44,7 +44,8 @@ def published(run: Run, tmp_path: Path) -> Path:
 def test_publish_files_the_labelled_wheel(published: Path) -> None:
     assert tree(published) == {
         f"{CELL}/{FILE}", f"{CELL}/{FILE}.metadata", "index.json", "index/tinykern.json",
-        "pages/sm89-torch2.8-cu128.html",
+        "pages/sm89-torch2.8-cu128.html", "pages/sm89-torch2.8-cu128/simple/index.html",
+        "pages/sm89-torch2.8-cu128/simple/tinykern/index.html",  # PEP 503, for pip --index-url
     }
     # PEP 658: the METADATA beside the wheel, and the page links it with its hash
     with zipfile.ZipFile(published / CELL / FILE) as zf:
@@ -164,7 +165,9 @@ def test_gc_plans_then_acts_only_with_yes(run: Run, published: Path) -> None:
     done = run("gc", "--drop-torch", "2.8", "--yes")
     assert done.code == 0 and "removed 1 wheel file(s)" in done.out
     # the wheel goes with its PEP 658 METADATA file and its page
-    assert tree(published) == before - {f"{CELL}/{FILE}", f"{CELL}/{FILE}.metadata", "pages/sm89-torch2.8-cu128.html"}
+    assert tree(published) == before - {f"{CELL}/{FILE}", f"{CELL}/{FILE}.metadata", "pages/sm89-torch2.8-cu128.html",
+                                        "pages/sm89-torch2.8-cu128/simple/index.html",
+                                        "pages/sm89-torch2.8-cu128/simple/tinykern/index.html"}  # fmt: skip
     shard = json.loads((published / "index/tinykern.json").read_text())
     assert [w["label"] for w in shard["wheels"]] == ["cu128torch2.9"]
     assert run("verify").code == 0

@@ -76,8 +76,10 @@ def test_scheduled_gc_scenario(run: Run, tmp_path: Path) -> None:
     assert done.code == 0 and "removed 2 wheel file(s)" in done.out
     left = sorted(p.relative_to(house).as_posix() for p in house.rglob("*.whl"))
     assert [p.split("/")[2] for p in left] == ["torch2.7-cu128", "torch2.8-cu128", "torch2.9-cu128"]
-    pages = sorted(p.name for p in (house / "pages").iterdir())
+    pages = sorted(p.name for p in (house / "pages").iterdir() if p.suffix == ".html")
     assert pages == ["sm89-torch2.7-cu128.html", "sm89-torch2.8-cu128.html", "sm89-torch2.9-cu128.html"]
+    simple = sorted(p.name for p in (house / "pages").iterdir() if p.is_dir())  # their PEP 503 trees alike
+    assert simple == ["sm89-torch2.7-cu128", "sm89-torch2.8-cu128", "sm89-torch2.9-cu128"]
     assert run("verify").code == 0
     again = run("gc", "--keep-torch", "3", "--yes")
     assert again.code == 0 and "removed 0 wheel file(s)" in again.out

@@ -100,8 +100,12 @@ def test_an_entry_of_another_package_is_bad_in_this_shard() -> None:
 def test_pip_pages_never_mix_combos() -> None:
     index = Index(load_layout()).with_entries([entry(), entry(label="cu130torch2.9"), entry(version="2.8.2")])
     pages = render_pages(index)
-    assert set(pages) == {"pages/sm89-torch2.9-cu128.html", "pages/sm89-torch2.9-cu130.html"}
+    assert {p for p in pages if "/simple/" not in p} == {"pages/sm89-torch2.9-cu128.html", "pages/sm89-torch2.9-cu130.html"}
     page = pages["pages/sm89-torch2.9-cu128.html"].decode()
     assert page.count("<a href=") == 2 and "cu130" not in page
+    # PEP 503 beside each page: the same wheels, linked from the project's folder
+    project = pages["pages/sm89-torch2.9-cu128/simple/flash-attn/index.html"].decode()
+    assert project.count("<a href=") == 2 and "cu130" not in project and 'href="../../../../flash_attn/' in project
+    assert 'href="flash-attn/"' in pages["pages/sm89-torch2.9-cu128/simple/index.html"].decode()
     assert 'href="../flash_attn/sm89/torch2.9-cu128/flash_attn-2.8.3+cu128torch2.9-cp312-cp312-linux_x86_64.whl#sha256=' in page
     assert set(render_catalogue(index)) >= set(pages) | {"index.json"}

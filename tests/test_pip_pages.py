@@ -42,3 +42,15 @@ def test_pip_installs_from_a_hub_page(run: Run, loophub: LoopHub, tmp_path: Path
     assert [p.name for p in (tmp_path / "got").iterdir()] == [FILE]
     card = loophub.files("team/wheels")["README.md"].decode()
     assert "torch2.8-cu128" in card and "torch2.8-cu129" in card and "librarian pull tinykern" in card
+
+
+def test_pip_index_url_installs_from_a_local_stores_simple_tree(run: Run, tmp_path: Path) -> None:
+    """PEP 503 beside each page: ``pip --index-url .../pages/<combo>/simple/`` (a local store, or any static
+    host that serves a folder's index.html; not the Hub's resolve/, which serves no folder)."""
+    publish_two_combos(run, tmp_path)
+    simple = (tmp_path / "wheelhouse" / "pages" / "sm89-torch2.8-cu128" / "simple").as_uri() + "/"
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--index-url", simple, "--python-version", "3.11",
+           "--platform", "linux_x86_64", "--only-binary=:all:", "-d", str(tmp_path / "got"), "tinykern"]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert [p.name for p in (tmp_path / "got").iterdir()] == [FILE]  # the cu128 build, never the cu129 one

@@ -333,8 +333,8 @@ def test_gc_sizes_count_each_blob_once_and_name_emptied_packages() -> None:
     only_one = [r for r in removals if r.entry == a]
     assert freed_bytes(idx, only_one) == 0  # a_too still holds the blob
     assert emptied_packages(idx, only_one) == ()
-    # each wheel, plus the pages and shards left empty (kern's sm86 page goes; its shard stays)
-    assert freed_files(idx, only_one) == 2
+    # each wheel, plus the pages and shards left empty (kern's sm86 page and its PEP 503 tree go; its shard stays)
+    assert freed_files(idx, only_one) == 4
 
 
 # ---- reindex (pending files) -----------------------------------------------------------------------
