@@ -281,7 +281,7 @@ def test_render_requirements_pins_each_wheel_by_hash() -> None:
     a, b = entry(), entry(package="other_kern", digest=2)
     text = render_requirements([(a, "file:///w/a.whl"), (b, "https://hub/resolve/abc/b.whl")])
     assert text.splitlines() == [
-        "# written by librarian pull: install with  pip install --no-deps -r THIS_FILE",
+        "# written by librarian pull: install with  pip install --force-reinstall --no-deps -r THIS_FILE",
         f"kern @ file:///w/a.whl --hash=sha256:{sha(1)}",
         f"other_kern @ https://hub/resolve/abc/b.whl --hash=sha256:{sha(2)}",
     ]

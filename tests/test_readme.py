@@ -94,3 +94,14 @@ def test_every_readme_command_runs(
             done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
             code, err = done.returncode, done.stderr
         assert code == expected, f"{command}: exit {code}, expected {expected}\n{err}"
+
+
+def test_the_python_examples_run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each ```python block of the README, run from the checkout as it says, prints what its comments say."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+    assert blocks
+    monkeypatch.chdir(ROOT)
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {})  # noqa: S102 - the README's own example
+    out = capsys.readouterr().out
+    assert out.startswith("runs its own sm_90 SASS\n") and "GPU arch" in out

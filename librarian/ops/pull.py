@@ -335,7 +335,7 @@ class PullReport:
         """``store path -> file`` per wheel, or where the requirements file is and how to use it."""
         if self.requirements is not None:
             n = len(self.resolutions)
-            return f"wrote {self.requirements} ({n} wheel(s)); install with: pip install --no-deps -r {self.requirements}"
+            return f"wrote {self.requirements} ({n} wheel(s)); install with: pip install --force-reinstall --no-deps -r {self.requirements}"
         return "\n".join(f"{r.pick.path} -> {f}" for r, f in zip(self.resolutions, self.files) if r.pick is not None)
 
     def to_json(self) -> dict[str, Any]:
@@ -352,7 +352,7 @@ def render_requirements(picks: Sequence[tuple[IndexEntry, str]]) -> str:
 
     A hash on every line puts pip in hash-checking mode: it installs exactly these bytes or refuses.
     """
-    lines = ["# written by librarian pull: install with  pip install --no-deps -r THIS_FILE"]
+    lines = ["# written by librarian pull: install with  pip install --force-reinstall --no-deps -r THIS_FILE"]
     lines += [f"{e.name.distribution} @ {url} --hash=sha256:{e.sha256}" for e, url in picks]
     return "\n".join(lines) + "\n"
 
