@@ -61,3 +61,15 @@ def test_the_endpoint_is_said_once_when_it_is_not_huggingface_co(run: Run, looph
     again = run("ls", "--repo", "hf://datasets/team/wheels")
     assert len(again.notices) == 1
     assert run("-q", "ls", "--repo", "hf://datasets/team/wheels").notices == ()  # -q: errors only
+
+
+def test_quiet_publish_and_gc_print_the_result_line_alone(run: Run, tmp_path: object) -> None:
+    from pathlib import Path
+
+    samples = sorted(str(p) for p in (Path(__file__).resolve().parent.parent / "samples" / "dist").glob("*.whl"))
+    loud = run("publish", *samples, "--torch", "2.9", "--cuda", "13.0", "--dry-run")
+    assert loud.out.count("would add") == 12
+    quiet = run("-q", "publish", *samples, "--torch", "2.9", "--cuda", "13.0")
+    assert quiet.code == 0 and quiet.out == "12 file(s) written to wheelhouse\n" and quiet.err == ""
+    gone = run("-q", "gc", "--drop-torch", "2.9", "--yes", "--allow-empty")
+    assert gone.code == 0 and gone.out.startswith("removed 12 wheel file(s)") and gone.out.count("\n") == 1

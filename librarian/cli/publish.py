@@ -87,7 +87,7 @@ def publish(
     if as_json:
         ui.emit_json(plan.to_json(store.location, dry_run=dry_run, stage=stage, manifest=manifest))
     else:
-        ui.out(plan.render(store.location, dry_run=dry_run, stage=stage, manifest=manifest))
+        ui.result(plan.render(store.location, dry_run=dry_run, stage=stage, manifest=manifest), len(plan.filings))
 
 
 @app.command()

@@ -76,4 +76,5 @@ def gc(
                                purge_grace_hours=purge_grace)  # fmt: skip
     store, layout = store_and_layout(repo)
     report = prune(store, layout, policy, act=yes, purge=purge, allow_empty=allow_empty)
-    ui.emit_json(report.to_json(store.location)) if as_json else ui.out(report.render(store.location, purge_asked=purge))
+    ui.emit_json(report.to_json(store.location)) if as_json else ui.result(report.render(store.location, purge_asked=purge),
+                                                                   len(report.removals) + len(report.kept) + len(report.purge))

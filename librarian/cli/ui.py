@@ -33,6 +33,12 @@ def out(text: str) -> None:
     typer.echo(text)
 
 
+def result(text: str, items: int) -> None:
+    """A report on stdout: ``items`` lines, one per thing done (``added ...``), then its result (what was
+    written where, the commit). With ``-q``, the result alone."""
+    typer.echo("\n".join(text.split("\n")[items:]) if state.quiet else text)
+
+
 def note(text: str) -> None:
     """A note on stderr, silenced by ``-q``."""
     if not state.quiet:
