@@ -158,7 +158,22 @@ CARD_TAGS = ("wheels", "cuda", "pytorch", "librarian")
 _OLD_CARD_SIGN = "This card is rewritten by every `librarian publish` and `librarian gc`."
 
 
-def render_card_block(index: Index, repo_id: str, endpoint: str = "https://huggingface.co") -> str:
+def _pull_examples(index: Index, repo_id: str, most: int = 40) -> str:
+    """One pull command per package and torch/CUDA combo present (its lowest GPU), at most ``most`` lines."""
+    firsts: dict[tuple[str, str], IndexEntry] = {}
+    for e in sorted(index.entries, key=lambda e: (e.cell.package, e.cell.label.combo, e.cell.sm.number)):
+        firsts.setdefault((e.cell.package, e.cell.label.combo), e)
+    if not firsts:
+        return ""
+    lines = [f"librarian pull {e.cell.package} --sm {e.cell.sm.sm} --torch {format_version(e.cell.label.torch)} "
+             f"--cuda {format_version(e.cell.label.cuda)} --repo hf://datasets/{repo_id}" for e in firsts.values()]  # fmt: skip
+    more = f"\n# ... and {len(lines) - most} more: the table below has every package, combo and GPU" if len(lines) > most else ""
+    return "One command per package and torch/CUDA combo here (change `--sm` to your GPU):\n\n```bash\n" + \
+        "\n".join(lines[:most]) + more + "\n```\n"
+
+
+def render_card_block(index: Index, repo_id: str, endpoint: str = "https://huggingface.co",
+                      install: str | None = None) -> str:  # fmt: skip
     """librarian's part of the dataset card, markers included: how to install, and the coverage table.
 
     ``endpoint`` must carry no credentials (the caller strips them): the card is public.
@@ -174,6 +189,9 @@ def render_card_block(index: Index, repo_id: str, endpoint: str = "https://huggi
         sha = example.sha256
         pull = f"librarian pull {cell.package} --sm {cell.sm.sm} --torch {format_version(cell.label.torch)} --cuda {format_version(cell.label.cuda)}"
     find_links = f"{endpoint}/datasets/{repo_id}/resolve/main/{page}"
+    get = (f"install it with `{install}`" if install else
+           "it is not on PyPI under that name; the publisher's `[tool.librarian] install` setting puts its install line here")  # fmt: skip
+    examples = _pull_examples(index, repo_id)
     pinned = f"{package} @ {endpoint}/datasets/{repo_id}/resolve/main/{quote(path)} --hash=sha256:{sha}"
     return f"""{BEGIN}
 ## Install
@@ -200,11 +218,13 @@ pip install --no-deps --force-reinstall {package} --find-links {find_links}
 uv pip install --no-deps --reinstall {package} --find-links {find_links}
 ```
 
-With librarian (installed from its source), which picks the wheel for this machine and checks its sha256:
+With librarian, which picks the wheel for this machine and checks its sha256 ({get}):
 
 ```bash
 {pull} --repo hf://datasets/{repo_id} --install
 ```
+
+{examples}
 
 One file, with huggingface_hub:
 

@@ -53,6 +53,7 @@ class Settings:
     repo_source: str
     layout: str = DEFAULT_LAYOUT
     license: str | None = None  # the Hub card's front matter ``license``
+    install: str | None = None  # the card's one line that installs librarian (it is not on PyPI by that name)
 
 
 def _read_tool_table(directory: Path) -> tuple[dict[str, Any], str] | None:
@@ -67,7 +68,7 @@ def _read_tool_table(directory: Path) -> tuple[dict[str, Any], str] | None:
         for key in table_path:
             data = data.get(key, {}) if isinstance(data, dict) else {}
         if isinstance(data, dict) and data:
-            unknown = set(data) - {"repo", "layout", "license"}
+            unknown = set(data) - {"repo", "layout", "license", "install"}
             if unknown:
                 raise BadInput(f"{path}: unknown librarian settings: {', '.join(sorted(unknown))}")
             return data, str(path)
@@ -79,10 +80,11 @@ def load_settings(repo: str | None = None, cwd: Path | None = None) -> Settings:
     table, source = _read_tool_table(cwd or Path.cwd()) or ({}, "")
     layout = str(table.get("layout", DEFAULT_LAYOUT))
     license = str(table["license"]) if table.get("license") else None
+    install = str(table["install"]) if table.get("install") else None
     if repo:
-        return Settings(repo, "--repo", layout, license)
+        return Settings(repo, "--repo", layout, license, install)
     if env := os.environ.get(ENV_REPO):
-        return Settings(env, ENV_REPO, layout, license)
+        return Settings(env, ENV_REPO, layout, license, install)
     if "repo" in table:
-        return Settings(str(table["repo"]), source, layout, license)
-    return Settings(DEFAULT_REPO, "default", layout, license)
+        return Settings(str(table["repo"]), source, layout, license, install)
+    return Settings(DEFAULT_REPO, "default", layout, license, install)

@@ -30,6 +30,7 @@ class CardSource:
     repo_id: str
     endpoint: str = "https://huggingface.co"
     license: str | None = None
+    install: str | None = None  # the one line that installs librarian ([tool.librarian] install)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +85,7 @@ def render_card(index: Index, card: CardSource) -> bytes | None:
     if not index.entries:
         return None
     text = card.current.decode("utf-8", errors="replace") if card.current is not None else None
-    block = render_card_block(index, card.repo_id, card.endpoint)
+    block = render_card_block(index, card.repo_id, card.endpoint, card.install)
     merged = merge_card(text, block, card.repo_id, card.license).encode()
     return None if merged == card.current else merged
 

@@ -87,3 +87,16 @@ def test_clean_masks_tokens_and_makes_one_short_line() -> None:
     assert "hf_abcdefghijklmnop1234" not in line and "my-configured-secret" not in line and "Bearer ***" in line
     assert "\x00" not in line and "\x03" not in line
     assert clean("fetch https://bob:pw@host/x failed") == "fetch https://***@host/x failed"
+
+
+def test_the_card_has_a_pull_line_per_package_and_combo_and_the_install_setting() -> None:
+    entries = [entry("flash_attn"), entry("flash_attn", label="cu130torch2.9"), entry("natten", sm="90"),
+               entry("natten", sm="80")]  # fmt: skip
+    index = Index(load_layout()).with_entries(entries)
+    block = render_card_block(index, "me/wheels", install="pip install 'librarian-wheels @ git+https://example.org/l@v1'")
+    pulls = [line for line in block.splitlines() if line.startswith("librarian pull ")]
+    combos = {(line.split()[2], line.split()[6], line.split()[8]) for line in pulls}
+    assert {("flash_attn", "2.9", "12.8"), ("flash_attn", "2.9", "13.0"), ("natten", "2.9", "12.8")} <= combos
+    assert any("natten --sm 80 " in line for line in pulls)  # the lowest GPU of the combo
+    assert "install it with `pip install 'librarian-wheels @ git+https://example.org/l@v1'`" in block
+    assert "the publisher's `[tool.librarian] install` setting" in render_card_block(index, "me/wheels")

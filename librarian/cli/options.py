@@ -54,7 +54,8 @@ def maybe(parse: Callable[[str], T], text: str | None) -> T | None:
 def store_and_layout(repo: str | None, *, create: bool = False, publishing: bool = False) -> tuple[Store, Layout]:
     """The store ``--repo`` (else the environment, else the project's settings) names, and its layout."""
     settings = load_settings(repo)
-    store = open_store(settings.repo, create=create, publishing=publishing, license=settings.license)
+    store = open_store(settings.repo, create=create, publishing=publishing, license=settings.license,
+                       install=settings.install)  # fmt: skip
     return store, load_layout(settings.layout)
 
 

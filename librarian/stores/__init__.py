@@ -8,7 +8,9 @@ from librarian.stores.base import Store
 from librarian.stores.local import LocalStore
 
 
-def open_store(repo: str, *, create: bool = False, publishing: bool = False, license: str | None = None) -> Store:
+def open_store(
+    repo: str, *, create: bool = False, publishing: bool = False, license: str | None = None, install: str | None = None
+) -> Store:
     """A local directory, or a Hub dataset repo for ``hf://datasets/owner/name[@revision]`` or its web URL.
 
     Any other URL is bad input, and nothing is written. A store that does not exist is an error
@@ -19,5 +21,5 @@ def open_store(repo: str, *, create: bool = False, publishing: bool = False, lic
         # Lazy on purpose (start-up time, not a layer dodge): only Hub users pay for importing huggingface_hub.
         from librarian.stores.hub import HubStore
 
-        return HubStore.from_url(repo, create=create, license=license)
+        return HubStore.from_url(repo, create=create, license=license, install=install)
     return LocalStore(Path(repo), may_create=publishing)

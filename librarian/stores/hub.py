@@ -51,12 +51,12 @@ class HubStore(HubReader):
     """A dataset repo on the Hugging Face Hub (or any server speaking its API, via HF_ENDPOINT)."""
 
     @classmethod
-    def from_url(cls, url: str, *, create: bool = False, license: str | None = None) -> HubStore:
+    def from_url(cls, url: str, *, create: bool = False, license: str | None = None, install: str | None = None) -> HubStore:
         """A store for ``hf://datasets/owner/name[@revision]`` or the repo's web URL."""
         parsed = parse_hub_address(url)
         if parsed is None:
             raise BadInput(f"{url}: not a Hub dataset repo (expected hf://datasets/OWNER/NAME[@REVISION])")
-        return cls(parsed[0], parsed[1], create=create, license=license)
+        return cls(parsed[0], parsed[1], create=create, license=license, install=install)
 
     @property
     def _lfs(self) -> LfsObjects:
@@ -243,7 +243,8 @@ class HubStore(HubReader):
             tree = {path: data for path in listed if (data := self.read_file(path)) is not None}
         card = None
         if changes.index.entries:  # an empty store gets no card: its current one is not even read
-            card = CardSource(self.read_file(CARD), self.repo_id, public_endpoint(self.api.endpoint), self.license)
+            card = CardSource(self.read_file(CARD), self.repo_id, public_endpoint(self.api.endpoint), self.license,
+                              self.install)  # fmt: skip
         return plan_generated(old, changes.index, tree=tree, card=card)
 
     def _landed(self, change_id: str) -> str | None:

@@ -87,6 +87,7 @@ class HubReader:
         create: bool = False,
         api: HfApi | None = None,
         license: str | None = None,
+        install: str | None = None,
         policy: NetPolicy | None = None,
     ) -> None:
         self.policy = policy or NetPolicy.from_env()
@@ -99,6 +100,7 @@ class HubReader:
         self.revision = revision
         self.create = create
         self.license = license
+        self.install = install
         self.api = api or HfApi()
         announce_endpoint(self.api.endpoint)
         token = self.api.token if isinstance(self.api.token, str) else get_token()
