@@ -89,8 +89,12 @@ def test_ls_shows_coverage_and_holes(run: Run, published: Path) -> None:
     assert lines[2].split() == ["tinykern", "torch2.9-cu128", "-", "0.1.0", "(312)"]
     assert lines[3].split() == ["tinykern", "torch2.8-cu128", "0.1.0", "(311)", "-"]
     data = json.loads(run("ls", "--json").out)
-    assert data["schema"] == 1 and data["sms"] == ["sm89", "sm90"]
+    assert data["schema"] == 2 and data["sms"] == ["sm89", "sm90"]
     assert data["packages"]["tinykern"]["torch2.8-cu128"]["sm90"] == []
+    paths = data["packages"]["tinykern"]["torch2.8-cu128"]["sm89"]  # cells list paths; each wheel is listed once
+    wheels = {w["path"]: w for w in data["wheels"]}
+    assert paths and set(paths) <= set(wheels) and len(wheels) == len(data["wheels"])
+    assert all("facts" not in w for w in wheels.values()) and set(data["facts"]) <= {w["sha256"] for w in wheels.values()}
 
 
 def test_verify_passes_then_names_each_problem(run: Run, published: Path) -> None:
@@ -256,3 +260,13 @@ def test_verify_treats_the_metadata_file_as_part_of_its_wheel(run: Run, publishe
     orphan.parent.mkdir(parents=True)
     orphan.write_bytes(saved)
     assert "METADATA file (PEP 658) of a wheel that is not in the store" in run("verify").out
+
+
+def test_ls_json_grows_with_files_not_files_times_cells(run: Run, tmp_path: Path) -> None:
+    """The same bytes filed under many GPUs: their facts are in the JSON once, not once per cell."""
+    samples = sorted(str(p) for p in (Path(__file__).resolve().parent.parent / "samples" / "dist").glob("*.whl"))
+    assert run("publish", samples[0], "--torch", "2.9", "--cuda", "13.0", "--repo", "one").code == 0  # 4 cells
+    data = json.loads(run("ls", "--json", "--repo", "one").out)
+    assert len(data["wheels"]) == 4 and len(data["facts"]) == 1  # one sha256: its facts once
+    assert {w["sha256"] for w in data["wheels"]} == set(data["facts"])
+    assert sum(json.dumps(w).count('"archs"') for w in data["wheels"]) == 0

@@ -68,9 +68,13 @@ def test_a_revision_pins_what_is_read(run: Run, hub_published: LoopHub, tmp_path
     assert run("publish", "d2/tinykern-0.2.0-cp311-cp311-linux_x86_64.whl", *FLAGS).code == 0
     old = run("ls", "--repo", f"{REPO}@{first}", "--json")
     assert old.code == 0, old.err
-    cells = json.loads(old.out)["packages"]["tinykern"]["torch2.8-cu128"]["sm89"]
-    assert [c["version"] for c in cells] == ["0.1.0+cu128torch2.8"]
-    now = json.loads(run("ls", "--repo", REPO, "--json").out)["packages"]["tinykern"]["torch2.8-cu128"]["sm89"]
-    assert sorted(c["version"] for c in now) == ["0.1.0+cu128torch2.8", "0.2.0+cu128torch2.8"]
+    data = json.loads(old.out)
+    wheels = {w["path"]: w for w in data["wheels"]}
+    cells = data["packages"]["tinykern"]["torch2.8-cu128"]["sm89"]
+    assert [wheels[c]["version"] for c in cells] == ["0.1.0+cu128torch2.8"]
+    listed = json.loads(run("ls", "--repo", REPO, "--json").out)
+    versions = {w["path"]: w["version"] for w in listed["wheels"]}
+    now = listed["packages"]["tinykern"]["torch2.8-cu128"]["sm89"]
+    assert sorted(versions[c] for c in now) == ["0.1.0+cu128torch2.8", "0.2.0+cu128torch2.8"]
     bad = run("ls", "--repo", f"{REPO}@nope")
     assert bad.code == 2 and bad.err == f"librarian: error: {REPO}@nope: no revision 'nope'\n"

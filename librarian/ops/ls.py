@@ -23,14 +23,27 @@ FILE_GUIDANCE = 100_000
 WARN_SHARE = 0.8
 
 
+LS_SCHEMA = 2  # 2: each stored wheel once (``wheels``), its facts once per sha256 (``facts``); cells list paths
+
+
 def coverage_json(cov: Coverage) -> dict[str, Any]:
-    """The coverage as JSON (``"schema": 1``), with every wheel listed."""
+    """The coverage as JSON: every stored wheel once with its cell, the binary facts once per sha256 (the same
+    bytes filed in several cells share them), and the table of packages x combos x GPUs as paths."""
     packages: dict[str, Any] = defaultdict(dict)
+    wheels: dict[str, dict[str, Any]] = {}
+    facts: dict[str, Any] = {}
     for (package, combo), cells in cov.rows.items():
-        packages[package][combo] = {
-            f"sm{s}": [e.to_json() for e in sorted(cells.get(s, []), key=lambda e: e.path)] for s in cov.sms
-        }
-    data: dict[str, Any] = {"schema": 1, "repo": cov.location, "sms": [f"sm{s}" for s in cov.sms], "packages": dict(packages)}
+        packages[package][combo] = {}
+        for s in cov.sms:
+            entries = sorted(cells.get(s, []), key=lambda e: e.path)
+            packages[package][combo][f"sm{s}"] = [e.path for e in entries]
+            for e in entries:
+                row = e.to_json()
+                if "facts" in row:
+                    facts.setdefault(e.sha256, row.pop("facts"))
+                wheels[e.path] = row
+    data: dict[str, Any] = {"schema": LS_SCHEMA, "repo": cov.location, "sms": [f"sm{s}" for s in cov.sms],
+                            "packages": dict(packages), "wheels": [wheels[p] for p in sorted(wheels)], "facts": facts}  # fmt: skip
     if cov.files is not None:
         data["files"] = {"count": cov.files, "guidance": FILE_GUIDANCE, "share": round(cov.files / FILE_GUIDANCE, 4),
                          "warning": cov.files > WARN_SHARE * FILE_GUIDANCE}  # fmt: skip
