@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import html
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -66,3 +67,28 @@ def render_coverage(cov: Coverage) -> str:
         f"{count} wheel file(s) in {cov.location}; {holes} hole(s) marked {HOLE}; cells show newest version (python tags)"
     )
     return "\n".join(lines)
+
+
+def render_coverage_html(cov: Coverage) -> str:
+    """The coverage table as a page people can open (``ls --html FILE``; a card can link it): the same rows
+    and cells as :func:`render_coverage`, holes marked."""
+    esc = html.escape
+    title = f"Coverage of {cov.location}"
+    rows = []
+    for (package, combo), cells in cov.rows.items():
+        tds = "".join(
+            f'<td class="hole">{HOLE}</td>' if not cells.get(s) else f"<td>{esc(_cell_text(cells[s]))}</td>" for s in cov.sms
+        )
+        rows.append(f"<tr><th>{esc(package)}</th><td>{esc(combo)}</td>{tds}</tr>")
+    head = "".join(f"<th>sm{esc(s)}</th>" for s in cov.sms)
+    holes = sum(1 for cells in cov.rows.values() for s in cov.sms if not cells.get(s))
+    count = sum(len(es) for cells in cov.rows.values() for es in cells.values())
+    return (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+        f"<title>{esc(title)}</title>\n<style>table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;"
+        "padding:2px 6px;font-family:monospace}}.hole{background:#fdd;text-align:center}</style></head>\n"
+        f"<body>\n<h1>{esc(title)}</h1>\n<table>\n<tr><th>package</th><th>torch-cuda</th>{head}</tr>\n"
+        + "\n".join(rows)
+        + f"\n</table>\n<p>{count} wheel file(s); {holes} hole(s) marked {HOLE}; cells show the newest version "
+        "(python tags)</p>\n</body></html>\n"
+    )

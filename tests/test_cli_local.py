@@ -270,3 +270,13 @@ def test_ls_json_grows_with_files_not_files_times_cells(run: Run, tmp_path: Path
     assert len(data["wheels"]) == 4 and len(data["facts"]) == 1  # one sha256: its facts once
     assert {w["sha256"] for w in data["wheels"]} == set(data["facts"])
     assert sum(json.dumps(w).count('"archs"') for w in data["wheels"]) == 0
+
+
+def test_ls_html_writes_the_coverage_page(run: Run, published: Path) -> None:
+    result = run("ls", "--html", "coverage.html")
+    assert result.code == 0
+    page = (published.parent / "coverage.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<th>tinykern</th>" in page and "torch2.8-cu128" in page
+    data = json.loads(run("ls", "--json").out)
+    holes = sum(1 for combos in data["packages"].values() for cells in combos.values() for paths in cells.values() if not paths)
+    assert holes > 0 and page.count('class="hole"') == holes  # the same holes as the text table marks

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from librarian.cli import ui
 from librarian.cli.options import JobsOpt, JsonOpt, RepoOpt, store_and_layout
-from librarian.coverage import render_coverage
+from librarian.coverage import render_coverage, render_coverage_html
 from librarian.errors import BadInput
 from librarian.ops.gc import gc as prune
 from librarian.ops.gc import policy_from_flags
 from librarian.ops.ls import coverage_json, ls
 from librarian.ops.verify import verify as verify_store
+from librarian.safeio import atomic_write
 
 app = typer.Typer(rich_markup_mode=None)
 
@@ -40,6 +42,7 @@ def verify(
 def ls_command(
     packages: Annotated[list[str] | None, typer.Argument(help="Packages to show (default: all).", show_default=False)] = None,
     repo: RepoOpt = None,
+    html_file: Annotated[Path | None, typer.Option("--html", help="Also write the table as a web page to FILE.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """What is stored: a coverage table of packages x torch/CUDA combos x GPU archs; '-' marks a hole.
@@ -48,6 +51,11 @@ def ls_command(
     """
     store, layout = store_and_layout(repo)
     cov = ls(store, layout, packages or ())
+    if html_file is not None:
+        try:
+            atomic_write(html_file, render_coverage_html(cov).encode("utf-8"))
+        except OSError as e:
+            raise BadInput(f"{html_file}: cannot write the page ({e.strerror or e})") from e
     ui.emit_json(coverage_json(cov)) if as_json else ui.out(render_coverage(cov))
 
 

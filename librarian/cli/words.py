@@ -16,7 +16,7 @@ OPTION_WORDS = {
     "--requirements": "FILE", "--manifest": "FILE", "--gpu": "N", "--jobs": "N", "-j": "N", "--preset": "NAME",
     "--cpu": "x86_64|aarch64", "--os": "linux|windows|macos", "--label": "cu128torch2.9", "--keep-torch": "N",
     "--keep-torch-from": "store|matrix", "--drop-torch": "2.4", "--keep-versions": "K", "--older-than": "DAYS",
-    "--purge-grace": "HOURS", "--newest": "N", "--from": "URL|FILE", "--sm-from": "store",
+    "--purge-grace": "HOURS", "--newest": "N", "--from": "URL|FILE", "--sm-from": "store", "--html": "FILE",
 }  # fmt: skip
 # Arguments by their parameter name: the word in the usage line and the help.
 ARGUMENT_WORDS = {"packages": "PACKAGE", "wheels": "WHEEL", "paths": "PATH", "specs": "NAME==VERSION",
