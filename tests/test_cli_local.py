@@ -273,6 +273,8 @@ def test_ls_json_grows_with_files_not_files_times_cells(run: Run, tmp_path: Path
 
 
 def test_ls_html_writes_the_coverage_page(run: Run, published: Path) -> None:
+    other = make_wheel(published.parent / "d2", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", SO)
+    assert run("publish", str(other), "--sm", "90", "--torch", "2.9", "--cuda", "12.8").code == 0  # holes: 2
     result = run("ls", "--html", "coverage.html")
     assert result.code == 0
     page = (published.parent / "coverage.html").read_text()
