@@ -65,6 +65,17 @@ def task(description: str, total: int | None = None, unit: str = BYTES) -> Itera
         current.stop(handle)
 
 
+@contextlib.contextmanager
+def overall(description: str, total: int, unit: str = WHEELS) -> Iterator[Task]:
+    """A bar over many items (``publish`` of 12 wheels); none for one, whose own bar shows its work (a
+    "0/1 wheels" bar that sits still beside it says nothing)."""
+    if total <= 1:
+        yield _SILENT
+        return
+    with task(description, total, unit) as bar:
+        yield bar
+
+
 def counted(chunks: Iterable[bytes], task: Task) -> Iterator[bytes]:
     """``chunks`` passed through, ``task`` advanced by each one's length."""
     for chunk in chunks:

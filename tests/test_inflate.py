@@ -62,3 +62,42 @@ def test_the_fastest_installed_is_the_default(monkeypatch: pytest.MonkeyPatch) -
 def test_a_forced_engine_must_exist(forced) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(BadInput, match="LIBRARIAN_INFLATE=brotli: expected one of isal, zlib-ng, zlib"):
         forced("brotli")
+
+
+def test_the_inspect_bar_counts_bytes_of_the_wheel_file(tmp_path: Path) -> None:
+    """A person compares the bar with the file's size: it counts compressed bytes, and ends at its total."""
+    from librarian import progress
+
+    class Recording:
+        def __init__(self) -> None:
+            self.tasks: list[tuple[str, int | None, list[int]]] = []
+
+        def start(self, description: str, total: int | None, unit: str) -> object:
+            steps: list[int] = []
+            self.tasks.append((description, total, steps))
+
+            class Task:
+                def advance(self, amount: int = 1) -> None:
+                    steps.append(amount)
+
+            return Task()
+
+        def stop(self, task: object) -> None:
+            pass
+
+    with zipfile.ZipFile(SAMPLE) as zf:
+        so = zf.read("tinykern/_tinykern.so")
+    # the sample (small members, read in a batch) and one whose .so is streamed (past the batch size)
+    big = make_wheel(tmp_path, "tinykern", "0.2.0", "cp312-cp312-linux_x86_64", {"tinykern/_tinykern.so": so + bytes(1 << 20)})
+    for wheel in (SAMPLE, big):
+        recording = Recording()
+        progress.set_reporter(recording)  # type: ignore[arg-type]
+        try:
+            inspect_wheel(wheel)
+        finally:
+            progress.set_reporter(None)
+        (description, total, steps) = recording.tasks[0]
+        with zipfile.ZipFile(wheel) as zf:
+            compressed = sum(i.compress_size for i in zf.infolist() if i.filename.endswith(".so"))
+            plain = sum(i.file_size for i in zf.infolist() if i.filename.endswith(".so"))
+        assert description == f"inspect {wheel.name}" and total == compressed < plain and sum(steps) == total

@@ -248,7 +248,7 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
     prepared = []
     matrix = None if options.allow_unknown_combo else load_matrix()  # read once, not per wheel
     warned: set[str] = set()
-    with progress.task("publish", total=len(paths), unit=progress.WHEELS) as bar:
+    with progress.overall("publish", len(paths)) as bar:
         for path in paths:
             name = WheelName.parse(path.name)
             label = choose_label(name, options.label, relabel=options.relabel)

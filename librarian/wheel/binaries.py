@@ -231,7 +231,7 @@ def inspect_members(
         start = offsets[info.orig_filename]
         raws = zipraw.iter_plain_at(f.fileno(), info, start) if pread else zipraw.iter_plain(f, info, start)
         where = f"{wheel}!{info.filename}"
-        with collected(info, _inflated(progress.counted(raws, bar), where), wheel) as plain:
+        with collected(info, _inflated(_in_file_bytes(raws, bar, info), where), wheel) as plain:
             return inspect_member(info, plain, wheel)
 
     def inspect_batch(batch: list[zipfile.ZipInfo], bar: progress.Task) -> list[BinaryFacts]:
@@ -253,13 +253,14 @@ def inspect_members(
                 detail = str(e).removeprefix(f"{info.filename}: ")
                 raise BadWheel(f"{where}: cannot inflate ({detail})") from e
             out.append(inspect_member(info, io.BytesIO(plain), wheel))
-        bar.advance(sum(i.file_size for i in batch))
+        bar.advance(sum(i.compress_size for i in batch))
         return out
 
     def inspect_group(group: list[zipfile.ZipInfo], bar: progress.Task) -> list[BinaryFacts]:
         return inspect_batch(group, bar) if len(group) > 1 else [inspect_one(group[0], bar)]
 
-    with progress.task(f"inspect {wheel}", total=sum(i.file_size for i in infos)) as bar:
+    # The bar counts bytes of the wheel file (compressed), which a person can compare with its size.
+    with progress.task(f"inspect {wheel}", total=sum(i.compress_size for i in infos)) as bar:
         groups = _batches(infos, offsets)
         work = functools.partial(inspect_group, bar=bar)
         results = ordered_map(work, groups, min(jobs_for(jobs), len(groups)), "inspect")
@@ -343,6 +344,17 @@ def collected(info: zipfile.ZipInfo, chunks: Iterable[bytes], wheel: str) -> Ite
         _spool(chunks, spool, info.file_size, f"{wheel}!{info.filename}")
         spool.seek(0)
         yield spool
+
+
+def _in_file_bytes(chunks: Iterable[bytes], bar: progress.Task, info: zipfile.ZipInfo) -> Iterator[bytes]:
+    """The plain chunks, the bar advanced by the share of the member's compressed bytes each stands for."""
+    ratio, done = (info.compress_size / info.file_size if info.file_size else 0.0), 0
+    for chunk in chunks:
+        step = int(len(chunk) * ratio)
+        done += step
+        bar.advance(step)
+        yield chunk
+    bar.advance(info.compress_size - done)  # whatever rounding left: the member is read whole
 
 
 def _inflated(chunks: Iterable[bytes], where: str) -> Iterator[bytes]:
