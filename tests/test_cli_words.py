@@ -73,3 +73,32 @@ def test_quiet_publish_and_gc_print_the_result_line_alone(run: Run, tmp_path: ob
     assert quiet.code == 0 and quiet.out == "12 file(s) written to wheelhouse\n" and quiet.err == ""
     gone = run("-q", "gc", "--drop-torch", "2.9", "--yes", "--allow-empty")
     assert gone.code == 0 and gone.out.startswith("removed 12 wheel file(s)") and gone.out.count("\n") == 1
+
+
+def test_verbose_says_what_was_done(run: Run, tmp_path: object) -> None:
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parent.parent / "samples" / "dist" / "tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"
+    published = run("-v", "publish", str(sample), "--torch", "2.9", "--cuda", "13.0")
+    assert "labelled cu130torch2.9, 1 binary read, filed under sm80 sm86 sm89 sm90" in published.err
+    assert "published to wheelhouse" in published.err
+    pulled = run("-v", "pull", "tinykern", "--sm", "89", "--torch", "2.9", "--python", "3.11", "-o", "out")
+    assert pulled.code == 1  # the one wheel is cp312: each candidate passed over says why
+    assert "read index.json and 1 shard(s) (index/tinykern.json)" in pulled.err
+    assert "passed over tinykern/sm89/torch2.9-cu130/" in pulled.err and "another Python: cp312" in pulled.err
+    taken = run("-v", "pull", "tinykern", "--sm", "89", "--torch", "2.9", "--python", "3.12", "-o", "out")
+    assert "fits tinykern/sm89/torch2.9-cu130/" in taken.err and "sha256" in taken.err and "checked" in taken.err
+    assert "fits" not in run("pull", "tinykern", "--sm", "89", "--torch", "2.9", "--python", "3.12", "-o", "out2").err
+
+
+def test_very_verbose_adds_http_requests_and_timings_never_the_token(run: Run, loophub: object, tmp_path: object) -> None:
+    from pathlib import Path
+
+    from tests.loophub.fixtures import FAKE_TOKEN
+
+    sample = Path(__file__).resolve().parent.parent / "samples" / "dist" / "tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"
+    made = run("-vv", "publish", str(sample), "--torch", "2.9", "--cuda", "13.0", "--repo", "hf://datasets/team/w", "--create")
+    assert made.code == 0, made.err
+    assert "HTTP GET " in made.err and " -> 200" in made.err and "done in " in made.err
+    assert "reading commit" in made.err or "published to" in made.err
+    assert FAKE_TOKEN not in made.err + made.out

@@ -7,8 +7,10 @@ interrupted. A traceback only with ``LIBRARIAN_DEBUG=1``.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import time
 from typing import NoReturn
 
 import typer
@@ -17,6 +19,8 @@ from librarian.cli import ERROR_CHARS, ui
 from librarian.cli.app import app
 from librarian.errors import LibrarianError
 from librarian.redact import clean
+
+log = logging.getLogger("librarian.cli")
 
 
 def fail(message: str, code: int, details: list[str] | None = None, data: dict[str, object] | None = None) -> NoReturn:
@@ -53,8 +57,10 @@ def run(args: list[str], *, as_json: bool) -> NoReturn:
     if (hub := sys.modules.get("librarian.stores.hub_read")) is not None:
         hub.announced.clear()  # each command says the endpoint once (in-process runs: the tests, the API)
     debug = os.environ.get("LIBRARIAN_DEBUG") == "1"
+    started = time.monotonic()
     try:
         result = app(args=args, prog_name="librarian", standalone_mode=False)
+        log.debug("done in %.2f s", time.monotonic() - started)  # -vv: the timing
     except typer.Abort:
         fail("aborted", 130)
     except typer.TyperException as e:

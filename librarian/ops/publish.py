@@ -277,6 +277,8 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
             wheel = Wheel(staged_name, facts, said=said_of(info))
             overrides = check_claims(wheel, options, path.name)
             sms, trusted = gpu_cells(wheel, options.sms, options.trust_sm, path.name)
+            log.info("%s: labelled %s, %d binar%s read, filed under %s", path.name, label, len(facts.binaries),
+                     "y" if len(facts.binaries) == 1 else "ies", " ".join(f"sm{s.sm}" for s in sms) or "no GPU")  # fmt: skip
             if trusted:
                 overrides += ("--trust-sm",)
             if info.requires_python:

@@ -218,12 +218,17 @@ def best_compatible(candidates: Sequence[Candidate], wants: Wants) -> Candidate 
     return max(same, key=lambda c: (_release(c), c.entry.cell.sm.number, -_tag_rank(c.entry, wants.tags)))
 
 
-def resolve(entries: Sequence[IndexEntry], package: str, wants: Wants, *, compatible: bool = False) -> Resolution:
+def resolve(
+    entries: Sequence[IndexEntry], package: str, wants: Wants, *, compatible: bool = False, explain: bool = False
+) -> Resolution:
     """Pure: the newest wheel the judgement takes exactly for ``wants``; or the nearest candidates and why they miss.
 
     The same bytes are often filed in several cells: the copy filed for this very GPU is taken first.
     """
     candidates = [judge_candidate(e, wants) for e in entries]
+    for c in candidates if explain else ():  # pull -v: every wheel considered, and why it is passed over
+        log.info("%s: %s %s", package, "fits" if c.exact else "passed over", c.entry.path
+                 + ("" if c.exact else f" ({'; '.join(c.differences)})"))  # fmt: skip
     exact = [c for c in candidates if c.exact]
     note = ""
     if exact:
@@ -302,7 +307,7 @@ def pull(
         raise BadInput(f"{requirements}: is a directory; --requirements names the file to write")
     keys = [package_key(p) for p in packages]
     index, listed = read_index_or_tree(store, default_layout, keys)
-    resolutions = [resolve(index.for_package(k), k, wants, compatible=compatible) for k in keys]
+    resolutions = [resolve(index.for_package(k), k, wants, compatible=compatible, explain=True) for k in keys]
     if listed:  # no index.json: the tree was listed instead; say so once, with the first package
         resolutions[0] = replace(resolutions[0], note="; ".join(filter(None, (listed, resolutions[0].note))))
     missing = [r for r in resolutions if r.pick is None]
@@ -313,6 +318,8 @@ def pull(
         write_requirements(requirements, [(e, store.url_for(e.path)) for e in picks])
         return PullReport(store.location, wants, tuple(resolutions), (requirements,), requirements)
     files = [_fetch_checked(store, e, out_dir) for e in picks]
+    for e, f in zip(picks, files):
+        log.info("took %s -> %s (sha256 %s checked)", e.path, f, e.sha256[:12])
     return PullReport(store.location, wants, tuple(resolutions), tuple(files))
 
 

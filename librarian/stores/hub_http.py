@@ -107,6 +107,18 @@ def bound_session(policy: NetPolicy) -> None:
         hooks["request"].append(_bound_timeouts)
     if _pace_body not in hooks["response"]:
         hooks["response"].append(_pace_body)
+    if _log_response not in hooks["response"]:
+        hooks["response"].append(_log_response)
+
+
+def _log_response(response: httpx2.Response) -> None:
+    # -vv: each HTTP request and its answer (headers only: the status comes before the body). The URL
+    # carries no credentials (the token travels in a header, never printed); clean() masks one if it did.
+    if log.isEnabledFor(logging.DEBUG):
+        from librarian.redact import clean
+
+        request = response.request
+        log.debug("HTTP %s %s -> %d", request.method, clean(str(request.url), 300), response.status_code)
 
 
 def _cap(value: Any, limit: float) -> float:

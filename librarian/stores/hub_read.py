@@ -152,6 +152,7 @@ class HubReader:
                         return None
                     raise self._missing_repo()
                 self._sha = head
+                log.info("%s: reading commit %s of %s", self.location, head[:12], self.revision)
         return self._sha
 
     def _cached_head(self, why: str) -> str:
