@@ -3,6 +3,7 @@ and the build jobs a store still lacks."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 import typer
@@ -12,7 +13,7 @@ from librarian.cli.options import JsonOpt, RepoOpt, store_and_layout
 from librarian.errors import BadInput
 from librarian.gpus import parse_real_sm
 from librarian.machine import parse_major_minor
-from librarian.pytorch.matrix import CPython, Selection, github_matrix, load_matrix, matrix_json, render_table
+from librarian.pytorch.matrix import Selection, github_matrix, load_matrix, matrix_json, render_table
 from librarian.pytorch.refresh import refresh
 
 app = typer.Typer(rich_markup_mode=None)
@@ -109,18 +110,12 @@ def plan(
     parsed_specs = [plan_op.Spec.parse(s) for s in specs]
     sms = [parse_real_sm(s) for s in sm] if sm else None
     floor = parse_major_minor(glibc, "glibc") if glibc else plan_op.DEFAULT_GLIBC
-    pythons = python or ()
-    sel = Selection.parse(torch or (), cuda or (), pythons, platform or ("linux-x86_64",),
+    loaded = load_matrix()
+    sel = Selection.parse(torch or (), cuda or (), python or (), platform or ("linux-x86_64",),
                           newest if newest is not None or torch else 1, stable_only)  # fmt: skip
-    if not pythons:  # free-threaded builds only when asked for by name
-        loaded = load_matrix()
+    if not python:  # free-threaded builds only when asked for by name
         every = {c.python for c in loaded.select(sel)}
-        sel = Selection(sel.torch, sel.cuda, frozenset(p for p in every if not p.free_threaded), sel.platforms,
-                        sel.newest, sel.stable_only)  # fmt: skip
-    else:
-        loaded = load_matrix()
-        sel = Selection(sel.torch, sel.cuda, frozenset(CPython.parse(p) for p in pythons), sel.platforms,
-                        sel.newest, sel.stable_only)  # fmt: skip
+        sel = replace(sel, python=frozenset(p for p in every if not p.free_threaded))
     store, layout = store_and_layout(repo, publishing=True)  # a local store not made yet holds nothing
     result = plan_op.plan(store, layout, loaded, sel, parsed_specs, sms, glibc=floor, ptx=ptx)
     if github:
