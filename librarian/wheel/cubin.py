@@ -150,24 +150,21 @@ def _lean_entry(data: bytes, etype: int, version: int, flags: int, named: Callab
     if not is_sm_number(sm):
         return None  # the generic reader words the error
     arch = GpuArch.from_number(sm, "a" if specific else "", ArchKind.SASS)
-    toolkit = _notes_toolkit(body(i) for i in named(_NOTE_NAMES))
-    if toolkit is None:
-        toolkit = _info_toolkit(body(i) for i in named(_INFO_NAMES))
-    if toolkit is None and osabi == ABI7_OSABI and version in _E_VERSION_RANGE:
-        toolkit = (version // 10, version % 10)
+    toolkit = _toolkit_of((body(i) for i in named(_NOTE_NAMES)), (body(i) for i in named(_INFO_NAMES)), osabi, version)
     kernels = any(header(i)[5] > 0 for i in named(_TEXT_NAMES))  # sh_size: holds_code's test
     return FatbinEntry(arch, etype == ET_REL, "none", toolkit=toolkit, payload_size=len(data),
                        uncompressed_size=len(data), kernels=kernels)  # fmt: skip
 
 
-def _notes_toolkit(sections: Iterable[bytes]) -> MajorMinor | None:
+def _notes_toolkit(sections: Iterable[bytes], little_endian: bool = True) -> MajorMinor | None:
     for raw in sections:
-        for owner, ntype, desc in parse_notes(raw, True):
+        for owner, ntype, desc in parse_notes(raw, little_endian):
             if owner != "NVIDIA Corp":
                 continue
             if ntype == 2000 and (m := _RELEASE.search(desc)):
                 return int(m[1]), int(m[2])
             if ntype == 1000 and len(desc) >= 8 and struct.unpack_from("<H", desc)[0] == 2:
+                # CUDA 13 cuinfo: u16 2, u16 sm, u32 toolkit*10. 12.8's cuver (u16 1) has no toolkit.
                 tk: int = struct.unpack_from("<I", desc, 4)[0]
                 return tk // 10, tk % 10
     return None
@@ -235,26 +232,22 @@ def cubin_toolkit(cubin: bytes) -> MajorMinor | None:
 
 
 def _toolkit(elf: ElfFile, src: Source) -> MajorMinor | None:
-    for sec in elf.sections:
-        if sec.name in (".note.nv.tkinfo", ".note.nv.cuinfo"):
-            for owner, ntype, desc in parse_notes(section_bytes(src, sec), elf.little_endian):
-                if owner != "NVIDIA Corp":
-                    continue
-                if ntype == 2000 and (m := _RELEASE.search(desc)):
-                    return int(m[1]), int(m[2])
-                if ntype == 1000 and len(desc) >= 8 and struct.unpack_from("<H", desc)[0] == 2:
-                    # CUDA 13 cuinfo: u16 2, u16 sm, u32 toolkit*10. 12.8's cuver (u16 1) has no toolkit.
-                    tk: int = struct.unpack_from("<I", desc, 4)[0]
-                    return tk // 10, tk % 10
-    for sec in elf.sections:
-        if sec.name.startswith(".nv.info"):
-            for attr, size, value in _attributes(section_bytes(src, sec)):
-                if attr == EIATTR_CUDA_API_VERSION and size == 4 and len(value) == 4:
-                    api: int = struct.unpack("<I", value)[0]
-                    return api // 10, api % 10
-    if elf.osabi == ABI7_OSABI and elf.version in _E_VERSION_RANGE:
-        return elf.version // 10, elf.version % 10  # CUDA 11.0 cubins have no EIATTR 0x37; this says it
-    return None
+    notes = (section_bytes(src, s) for s in elf.sections if s.name in (".note.nv.tkinfo", ".note.nv.cuinfo"))
+    infos = (section_bytes(src, s) for s in elf.sections if s.name.startswith(".nv.info"))
+    return _toolkit_of(notes, infos, elf.osabi, elf.version, elf.little_endian)
+
+
+def _toolkit_of(
+    notes: Iterable[bytes], infos: Iterable[bytes], osabi: int, version: int, little_endian: bool = True
+) -> MajorMinor | None:
+    """The toolkit a cubin names: its tkinfo / cuinfo notes, else an EIATTR_CUDA_API_VERSION, else an ABI-7
+    e_version (CUDA 11.0 cubins have no EIATTR 0x37; this says it). Sections are read lazily, in order."""
+    found = _notes_toolkit(notes, little_endian)
+    if found is None:
+        found = _info_toolkit(infos)
+    if found is None and osabi == ABI7_OSABI and version in _E_VERSION_RANGE:
+        found = (version // 10, version % 10)
+    return found
 
 
 def _attributes(data: bytes) -> Iterator[tuple[int, int, bytes]]:
