@@ -50,7 +50,6 @@ class Settings:
     """The store and layout librarian uses, and where each came from (for messages)."""
 
     repo: str
-    repo_source: str
     layout: str = DEFAULT_LAYOUT
     license: str | None = None  # the Hub card's front matter ``license``
     install: str | None = None  # the card's one line that installs librarian (it is not on PyPI by that name)
@@ -77,14 +76,14 @@ def _read_tool_table(directory: Path) -> tuple[dict[str, Any], str] | None:
 
 def load_settings(repo: str | None = None, cwd: Path | None = None) -> Settings:
     """Resolve the store and layout from the flag, the environment and the project files."""
-    table, source = _read_tool_table(cwd or Path.cwd()) or ({}, "")
+    table = (_read_tool_table(cwd or Path.cwd()) or ({}, ""))[0]
     layout = str(table.get("layout", DEFAULT_LAYOUT))
     license = str(table["license"]) if table.get("license") else None
     install = str(table["install"]) if table.get("install") else None
     if repo:
-        return Settings(repo, "--repo", layout, license, install)
+        return Settings(repo, layout, license, install)
     if env := os.environ.get(ENV_REPO):
-        return Settings(env, ENV_REPO, layout, license, install)
+        return Settings(env, layout, license, install)
     if "repo" in table:
-        return Settings(str(table["repo"]), source, layout, license, install)
-    return Settings(DEFAULT_REPO, "default", layout, license, install)
+        return Settings(str(table["repo"]), layout, license, install)
+    return Settings(DEFAULT_REPO, layout, license, install)

@@ -3,7 +3,7 @@
 Run ``python scripts/make_matrix.py`` after editing the tables below; ``--check`` exits 1 when the
 packaged file differs from what this script writes (tests run it that way).
 
-Sources (see shared/reference/anchors.md section 7 for how each was read):
+Sources (each row names the one it was read from):
   [T] pytorch/test-infra tools/scripts/generate_binary_build_matrix.py, at the commit where
       CURRENT_STABLE_VERSION became X.0: CUDA_ARCHES_DICT / PYTHON_ARCHES_DICT "release".
   [R] pytorch/pytorch RELEASE.md "Release Compatibility Matrix" (a verbatim third-party copy, ~Aug 2026).

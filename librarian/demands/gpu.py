@@ -81,7 +81,6 @@ class GpuNeed:
 
     code: DeviceCode
     label_cuda: MajorMinor | None = None
-    from_cell: bool = False  # no facts: the code is assumed from the store cell it is filed in
 
     @property
     def text(self) -> str:
@@ -104,7 +103,7 @@ def needs(wheel: Wheel) -> GpuNeed:
         return GpuNeed(device_code(wheel.facts), label_cuda)
     if wheel.filed_for is not None:
         member = Member("(its cell)", (wheel.filed_for,), ())
-        return GpuNeed(DeviceCode((member,), ()), label_cuda, from_cell=True)
+        return GpuNeed(DeviceCode((member,), ()), label_cuda)  # no facts: the code its cell says
     return GpuNeed(NO_DEVICE_CODE, label_cuda)
 
 

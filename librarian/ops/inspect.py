@@ -116,7 +116,8 @@ def _gpu_row(item: Inspection) -> str:
 
 
 def demands(item: Inspection) -> list[tuple[str, str]]:
-    """Pure: (demand, what the wheel needs) rows, in the order DESIGN.md lists the seven demands.
+    """Pure: (demand, what the wheel needs) rows, in the order of the seven demands (GPU, torch,
+    CUDA, Python, CPU, OS, glibc).
 
     Rows count the members that load on an NVIDIA machine (the judgement's); those that never load are
     listed after the table."""

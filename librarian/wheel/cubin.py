@@ -1,8 +1,9 @@
 """A pure reader of bare device code: cubins (EM_CUDA ELF files) and PTX text.
 
 Both come inside fatbin entries and as loose ``.cubin`` / ``.ptx`` wheel members (flashinfer-cubin ships
-thousands). The layouts are the ones in ``shared/reference/fatbin-format.md``, section 4 (what a cubin's
-``e_flags``, ``.nv.compat`` and notes hold) and section 5 (which of them name the CUDA toolkit).
+thousands). A cubin is an ELF file (machine EM_CUDA): its ``e_flags`` and ``.nv.compat`` say the arch, its
+notes, ``.nv.info`` attributes or (ELF ABI 7) ``e_version`` the CUDA toolkit; the comments below say which
+ABI writes what, as nvcc's own output shows (``tests/data/cuda``).
 """
 
 from __future__ import annotations

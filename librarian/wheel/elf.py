@@ -87,7 +87,6 @@ class Segment:
     offset: int
     vaddr: int
     filesz: int
-    memsz: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,9 +178,9 @@ def _segments(src: Source, bits: int, e: str, phoff: int, entsize: int, num: int
         return ()
     if bits == 32:
         rows = _unpack_table(src, e + "IIIIIIII", phoff, entsize, num, "program header table")
-        return tuple(Segment(t, off, va, fsz, msz) for t, off, va, _pa, fsz, msz, _f, _al in rows)
+        return tuple(Segment(t, off, va, fsz) for t, off, va, _pa, fsz, _msz, _f, _al in rows)
     rows = _unpack_table(src, e + "IIQQQQQQ", phoff, entsize, num, "program header table")
-    return tuple(Segment(t, off, va, fsz, msz) for t, _f, off, va, _pa, fsz, msz, _al in rows)
+    return tuple(Segment(t, off, va, fsz) for t, _f, off, va, _pa, fsz, _msz, _al in rows)
 
 
 def _string(table: bytes, offset: int, what: str) -> str:

@@ -1,7 +1,8 @@
 """A pure reader of CUDA fatbinaries: the blobs in ``.nv_fatbin`` / ``__nv_relfatbin``, blobs kept as data
 elsewhere, loose ``.fatbin`` files, and their entries.
 
-The layout is the one written down in ``shared/reference/fatbin-format.md`` (sections 1-6). The reader
+The layout is NVIDIA's fatbinary container as nvcc 12 and 13 write it (a blob header, then entry headers
+each followed by its payload; the checked-in nvcc builds under ``tests/data/cuda`` show every case). The reader
 walks the section, never the ``.nvFatBinSegment`` wrappers (libnvjpeg has a blob no wrapper names), and
 reads only entry headers, seeking past payloads, so a 1 GB section costs a few thousand small reads. To
 name the toolkit it inflates the smallest cubin of each blob, bounded by a size cap and checked against
