@@ -25,6 +25,7 @@ def tree(root: Path) -> set[str]:
 
 
 def one_line_error(result, *needles: str) -> None:  # type: ignore[no-untyped-def]
+    assert result.code in (1, 2, 3), result  # an error is never exit 0
     assert result.err.startswith("librarian: error: "), result.err
     assert "Traceback" not in result.err
     assert result.err.count("\n") == 1, result.err
