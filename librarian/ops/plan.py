@@ -18,7 +18,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from librarian.coords import GpuArch, MajorMinor, format_cuda, format_version, package_key
+from librarian.coords import GpuArch, MajorMinor, format_version, package_key
 from librarian.demands import Wheel, bound_to_its_torch_line
 from librarian.errors import BadInput
 from librarian.gpus import find_gpu
@@ -69,11 +69,6 @@ class Cell:
     spec: Spec
     combo: Combo
     sm: GpuArch
-
-    def describe(self) -> str:
-        c = self.combo
-        return (f"{self.spec.display} sm{self.sm.sm} torch {format_version(c.torch)} cu{format_cuda(c.cuda)} "
-                f"{c.python} {c.platform.value}")  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         c = self.combo
