@@ -283,3 +283,34 @@ def test_ls_html_writes_the_coverage_page(run: Run, published: Path) -> None:
     data = json.loads(run("ls", "--json").out)
     holes = sum(1 for combos in data["packages"].values() for cells in combos.values() for paths in cells.values() if not paths)
     assert holes > 0 and page.count('class="hole"') == holes  # the same holes as the text table marks
+
+
+def test_a_dry_run_measures_the_relabelled_wheel_without_writing_it(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """publish --dry-run relabels in passing: every check, the sha256 and size a real publish stores, and
+    no file the size of the wheel (a 1 GB wheel's dry run must not need 1 GB of disk)."""
+    from librarian import safeio
+
+    payload = os.urandom(3 << 20)  # incompressible: the relabelled copy would be > 3 MiB
+    make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", {**SO, "tinykern/blob.bin": payload})
+    src = "dist/tinykern-0.1.0-cp311-cp311-linux_x86_64.whl"
+    written: list[Path] = []
+    real_output = safeio.atomic_output
+
+    def watched(target: Path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        written.append(target)
+        return real_output(target, *args, **kwargs)
+
+    monkeypatch.setattr(safeio, "atomic_output", watched)
+    monkeypatch.setattr("librarian.wheel.retag.atomic_output", watched)
+    dry = run("publish", src, *FLAGS, "--dry-run", "--json")
+    assert dry.code == 0, dry.err
+    assert not [p for p in written if p.suffix == ".whl"], written  # no relabelled copy, even in a temp folder
+    planned = json.loads(dry.out)["filings"]
+    real = run("publish", src, *FLAGS, "--json")
+    assert real.code == 0, real.err
+    assert [p for p in written if p.suffix == ".whl"]  # the real run does write it (the watch works)
+    assert json.loads(real.out)["filings"] == planned  # same path, same sha256, measured without the file
+    stored = json.loads((tmp_path / "wheelhouse/index/tinykern.json").read_text())["wheels"][0]
+    assert stored["size"] == (tmp_path / "wheelhouse" / CELL / FILE).stat().st_size

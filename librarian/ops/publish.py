@@ -30,13 +30,12 @@ from librarian.pending import pending_path, render_pending
 from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import atomic_write, sha256_file
 from librarian.stores.base import Applied, Changes, Store, Upload, read_index
-from librarian.wheel import zipraw
 from librarian.wheel.deep import DeepRead, read_deep
-from librarian.wheel.retag import retag_with_directory
+from librarian.wheel.retag import Rewritten, retag_with_directory
 from librarian.wheel.wheelfile import (
     WheelInfo,
-    info_of,
-    open_wheel,
+    info_of_written,
+    parse_filename,
     read_wheel_info,
     refuse_unpublishable,
     said_of,
@@ -220,13 +219,15 @@ def check_said(path: Path, info: WheelInfo) -> bool:
     return bool(found)
 
 
-def _relabelled_info(staged: Path, directory: zipraw.Directory | None, source: Path) -> WheelInfo:
-    """The relabelled copy's METADATA and WHEEL, held to verify's checks; a failure names the user's file."""
+def _relabelled_info(out: Rewritten, source: Path) -> WheelInfo:
+    """The relabelled copy's METADATA and WHEEL, as the retag wrote them (not read back: a dry run wrote
+    nothing), held to verify's checks; a failure names the user's file."""
+    assert out.directory is not None and out.written is not None  # a rewrite, not a copy
     try:
-        with open_wheel(staged, None, directory) as w:
-            return refuse_unpublishable(staged, info_of(w))
+        info = info_of_written(out.path, parse_filename(out.path), out.directory.infos, *out.written)
+        return refuse_unpublishable(out.path, info)
     except LibrarianError as e:
-        raise type(e)(_as_source(str(e), staged, source)) from e
+        raise type(e)(_as_source(str(e), out.path, source)) from e
 
 
 def _as_source(text: str, staged: Path, source: Path) -> str:
@@ -243,8 +244,9 @@ def _publishable(read: DeepRead, source: Path) -> tuple[WheelInfo, WheelFacts]:
         raise type(e)(_as_source(str(e), read.path, source)) from e
 
 
-def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> list[PreparedWheel]:
-    """Read, label, verify and inspect each wheel; labelled copies go to ``staging``."""
+def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path, *, write: bool = True) -> list[PreparedWheel]:
+    """Read, label, verify and inspect each wheel; labelled copies go to ``staging`` (``write`` ``False``:
+    measured, not written: a dry run writes nothing the size of a wheel)."""
     prepared = []
     matrix = None if options.allow_unknown_combo else load_matrix()  # read once, not per wheel
     warned: set[str] = set()
@@ -260,17 +262,24 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
             # One pass over the wheel to be stored: verify's metadata checks (publish stores nothing verify
             # rejects), RECORD and the binaries. A relabel is that pass: it inspects what it checks.
             written_sha: str | None = None
+            written_size: int | None = None
             if name.label == label and not repair:
                 staged = path
                 info, facts = _publishable(read_deep(path, record=True, jobs=options.jobs), path)
             else:
-                out = retag_with_directory(path, label, staging, relabel=True, jobs=options.jobs, repair_tags=repair)
-                staged, written_sha = out.path, out.sha256
-                if out.facts is None:  # a member too big to inflate whole: the deep read says which
-                    info, facts = _publishable(read_deep(staged, record=False, jobs=options.jobs,
-                                                         directory=out.directory), path)  # fmt: skip
-                else:
-                    info, facts = _relabelled_info(staged, out.directory, path), out.facts
+                out = retag_with_directory(path, label, staging, relabel=True, jobs=options.jobs,
+                                           repair_tags=repair, write=write)  # fmt: skip
+                staged, written_sha, written_size = out.path, out.sha256, out.size
+                if out.facts is not None or out.unread is not None:
+                    info = _relabelled_info(out, path)  # its metadata is judged before its binaries, as verify does
+                    if out.unread is not None:  # a binary the readers refuse
+                        raise type(out.unread)(_as_source(str(out.unread), staged, path)) from out.unread
+                    assert out.facts is not None
+                    facts = out.facts
+                else:  # a member too big to inflate whole: the deep read of the very bytes says which
+                    read = read_deep(staged, record=False, jobs=options.jobs, directory=out.directory) if write \
+                        else read_deep(path, record=False, jobs=options.jobs)  # fmt: skip
+                    info, facts = _publishable(read, path)
             if repair:
                 log.warning("%s: WHEEL's Tag lines disagree with its filename; publish wrote the filename's", path)
             staged_name = WheelName.parse(staged.name)
@@ -290,7 +299,8 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path) -> li
             metadata.write_bytes(info.metadata)  # hashed and measured from the bytes, not read back
             # The relabelled copy was hashed as it was written: read once, not again for its sha256.
             sha = written_sha or sha256_file(staged)
-            prepared.append(PreparedWheel(path, staged, staged_name, sha, staged.stat().st_size, sms,
+            size = staged.stat().st_size if written_size is None else written_size
+            prepared.append(PreparedWheel(path, staged, staged_name, sha, size, sms,
                                           facts, info.requires_python, metadata,
                                           hashlib.sha256(info.metadata).hexdigest(), len(info.metadata),
                                           overrides))  # fmt: skip
@@ -388,7 +398,7 @@ def publish(
     layout = options.layout
     assert layout is not None
     with tempfile.TemporaryDirectory(prefix="librarian-publish-") as tmp:
-        wheels = prepare(paths, options, Path(tmp))
+        wheels = prepare(paths, options, Path(tmp), write=not dry_run)
         if dry_run or stage:
             # Staging plans against the index as read, without a lock or parent: its commit adds files
             # only, and reindex settles what landed (same path, other bytes) against the tree.

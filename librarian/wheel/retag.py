@@ -7,6 +7,7 @@ renamed into place at the end.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import hashlib
@@ -108,32 +109,41 @@ class Rewritten:
     facts: WheelFacts | None
     unread: LibrarianError | None = None  # why the binaries could not be read, where they could not
     sha256: str | None = None  # of the new wheel, hashed as it was written (``None``: not rewritten)
+    size: int | None = None  # of the new wheel, counted as it was written (``None``: not rewritten)
+    written: tuple[bytes, bytes] | None = None  # the METADATA and WHEEL it wrote (``None``: not rewritten)
 
 
 class _Hashing:
-    """A file being written whose bytes are hashed on the way: the new wheel's sha256 without reading it back."""
+    """A file being written whose bytes are hashed and counted on the way: the new wheel's sha256 and size
+    without reading it back. ``out`` ``None``: the bytes go nowhere (a dry run measures the wheel it would
+    write)."""
 
-    def __init__(self, out: BinaryIO) -> None:
-        self.out, self.digest = out, hashlib.sha256()
+    def __init__(self, out: BinaryIO | None) -> None:
+        self.out, self.digest, self.size = out, hashlib.sha256(), 0
 
     def write(self, data: bytes) -> int:
         self.digest.update(data)
-        return self.out.write(data)
+        self.size += len(data)
+        return len(data) if self.out is None else self.out.write(data)
 
 
 def retag_with_directory(
     src: Path, label: Label, out_dir: Path, *, relabel: bool = False, verify: bool = True, jobs: int | None = None,
-    repair_tags: bool = False,
+    repair_tags: bool = False, write: bool = True,
 ) -> Rewritten:  # fmt: skip
     """:func:`retag`, and the central directory it wrote (``None`` where it wrote none: already labelled),
     so that a reader of the new wheel need not parse it again (:func:`~librarian.wheel.wheelfile.open_wheel`);
     with ``verify``, the facts of its binaries too (each inflated once, for RECORD and inspection alike).
 
     ``repair_tags``: WHEEL's ``Tag:`` lines are rewritten to the filename's (the wheel is rewritten even
-    when it carries the label already)."""
+    when it carries the label already). ``write`` ``False``: every check and measure of a retag (RECORD,
+    the binaries, the new wheel's sha256 and size), and no file written (``publish --dry-run``)."""
     name = parse_filename(src)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if write:
+        out_dir.mkdir(parents=True, exist_ok=True)
     if name.label == label and not repair_tags:
+        if not write:
+            raise ValueError("a dry retag is for a wheel that needs rewriting")
         return Rewritten(_already(src, out_dir, verify, jobs), None, None)
     if name.version.local is not None and not relabel and name.label != label:
         _refuse_relabel(src, name, label)
@@ -160,10 +170,13 @@ def retag_with_directory(
             if verify:
                 record.check(wheel_info)
             rewritten[wheel_info.orig_filename] = _rewrite_tags(w.read_small(wheel_info), new_name)
+        wheel_info = w.member("WHEEL")
+        wheel = rewritten.get(wheel_info.orig_filename) or w.read_small(wheel_info)
         replaced = {**rewritten, f"{w.dist_info}/RECORD": _new_record(w, record.rows, renames, rewritten)}
         size = src.stat().st_size
         inspector = Inspector.for_wheel(record) if verify else None
-        with atomic_output(dest) as out, progress.task(f"retag {src.name}", total=size) as bar:
+        output = atomic_output(dest) if write else contextlib.nullcontext(None)
+        with output as out, progress.task(f"retag {src.name}", total=size) as bar:
             hashing = _Hashing(out)
             writer = zipwriter.RawZipWriter(hashing)  # type: ignore[arg-type]  # it only writes
             if verify and jobs_for(jobs) > 1:
@@ -181,7 +194,8 @@ def retag_with_directory(
                     facts = inspector.facts(dest.name)
                 except LibrarianError as e:  # a binary the readers refuse: retag's job is done all the same
                     unread = e
-    return Rewritten(dest, writer.directory(), facts, unread, hashing.digest.hexdigest())
+    return Rewritten(dest, writer.directory(), facts, unread, hashing.digest.hexdigest(), hashing.size,
+                     (new_metadata, wheel))  # fmt: skip
 
 
 def _write(

@@ -131,11 +131,7 @@ class OpenWheel:
     def headers(self, leaf: str) -> tuple[bytes, dict[str, list[str]]]:
         """A dist-info email-header file (METADATA, WHEEL): its bytes and its headers."""
         data = self.read_small(self.member(leaf))
-        try:
-            msg = HeaderParser().parsestr(data.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise self.bad(f"{self.dist_info}/{leaf}: not UTF-8 ({e})") from e
-        return data, {k: [str(v) for v in msg.get_all(k, [])] for k in msg}
+        return data, _headers(data, self.path, f"{self.dist_info}/{leaf}")
 
     def raw_whole(self, info: zipfile.ZipInfo) -> bytes:
         """A small member's compressed bytes in one ``pread``."""
@@ -242,20 +238,50 @@ def read_wheel_info(path: Path, name: WheelName | None = None, directory: zipraw
         return info_of(w)
 
 
+def _headers(data: bytes, path: Path, member: str) -> dict[str, list[str]]:
+    """The headers of an email-header file (METADATA, WHEEL); BadWheel naming ``path`` if not UTF-8."""
+    try:
+        msg = HeaderParser().parsestr(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise BadWheel(f"{path}: {member}: not UTF-8 ({e})") from e
+    return {k: [str(v) for v in msg.get_all(k, [])] for k in msg}
+
+
 def info_of(w: OpenWheel) -> WheelInfo:
     """What :func:`read_wheel_info` returns, from an open wheel."""
     meta_bytes, meta = w.headers("METADATA")
     _, wheel = w.headers("WHEEL")
+    return _info(w.path, w.name, w.dist_info, w.infos, meta_bytes, meta, wheel)
+
+
+def info_of_written(
+    path: Path, name: WheelName, infos: list[zipfile.ZipInfo], metadata: bytes, wheel: bytes
+) -> WheelInfo:
+    """What :func:`read_wheel_info` would read from a wheel just written (``path``, which need not exist:
+    a dry run writes none) from what its writer knows: its members and the METADATA and WHEEL it wrote.
+    Names and layout are checked as :func:`open_wheel` checks them."""
+    try:
+        dist_info = _check_layout(name, infos)
+    except BadWheel as e:
+        raise BadWheel(f"{path}: {e}") from e
+    meta = _headers(metadata, path, f"{dist_info}/METADATA")
+    return _info(path, name, dist_info, infos, metadata, meta, _headers(wheel, path, f"{dist_info}/WHEEL"))
+
+
+def _info(
+    path: Path, name: WheelName, dist_info: str, infos: list[zipfile.ZipInfo], meta_bytes: bytes,
+    meta: dict[str, list[str]], wheel: dict[str, list[str]],
+) -> WheelInfo:  # fmt: skip
     if not meta.get("Name") or not meta.get("Version"):
-        raise w.bad(f"{w.dist_info}/METADATA: no Name or Version")
+        raise BadWheel(f"{path}: {dist_info}/METADATA: no Name or Version")
     members = tuple(
         Member(i.orig_filename, i.file_size, i.compress_size, (i.external_attr >> 16) & 0o7777,
                (i.external_attr >> 16) & 0o170000 == _S_IFLNK)
-        for i in w.infos
+        for i in infos
     )
     requires = meta.get("Requires-Python")
     return WheelInfo(
-        w.name, meta["Name"][0], meta["Version"][0], tuple(wheel.get("Tag", [])), w.dist_info, members,
+        name, meta["Name"][0], meta["Version"][0], tuple(wheel.get("Tag", [])), dist_info, members,
         requires[0].strip() if requires else None, meta_bytes,
     )
 
