@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar, final
 
@@ -61,6 +61,34 @@ def ordered_map(work: Callable[[T], R], items: Iterable[T], jobs: int, name: str
         return
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix=name) as pool:
         yield from bounded_map(pool, work, items, AHEAD * jobs)
+
+
+def largest_first(work: Callable[[T], R], items: Sequence[T], sizes: Sequence[int], jobs: int, name: str) -> list[R]:
+    """``work`` over ``items`` on ``jobs`` threads, the biggest (by ``sizes``) started first; results in the
+    items' order, and the first failure in that order raises, as with one thread.
+
+    In order, a wheel's biggest member (cupy's 75 MB ``thrust`` ``.so``, 30% of its native bytes) may be
+    reached last and inflated by one thread while the others idle; started first, it overlaps the rest.
+    Every item runs even after one has failed (which failure is first is known only at the end).
+    """
+    if jobs <= 1:
+        return [work(item) for item in items]
+    order = sorted(range(len(items)), key=lambda k: -sizes[k])
+
+    def attempt(k: int) -> R | Exception:
+        try:
+            return work(items[k])
+        except Exception as e:  # noqa: BLE001  # kept, raised below in the items' order (any type: as one thread would)
+            return e
+
+    outcomes: dict[int, R | Exception] = dict(zip(order, ordered_map(attempt, order, jobs, name), strict=True))
+    results: list[R] = []
+    for k in range(len(items)):
+        outcome = outcomes[k]
+        if isinstance(outcome, Exception):
+            raise outcome
+        results.append(outcome)
+    return results
 
 
 @final

@@ -13,7 +13,7 @@ import pytest
 
 from librarian.coords import Label
 from librarian.errors import BadWheel
-from librarian.pool import Pipeline
+from librarian.pool import Pipeline, largest_first
 from librarian.wheel import record
 from librarian.wheel.record import verify_record
 from librarian.wheel.retag import retag
@@ -88,3 +88,28 @@ def test_the_pipeline_reports_the_earliest_failure_not_the_latest() -> None:
                 pipeline.submit(functools.partial(_fail, i))
         finally:
             pipeline.drain()  # as retag calls it: must not replace piece 0's failure with a later one
+
+
+def test_largest_first_starts_the_biggest_and_answers_in_order() -> None:
+    started: list[int] = []
+
+    def work(i: int) -> int:
+        started.append(i)
+        time.sleep(0.001)
+        return i * i
+
+    sizes = [1, 5, 2, 90, 3, 40]
+    assert largest_first(work, list(range(6)), sizes, 2, "test") == [0, 1, 4, 9, 16, 25]
+    assert set(started[:2]) == {3, 5}  # the two biggest, before any small one
+    assert largest_first(work, [2, 3], [1, 1], 1, "test") == [4, 9]  # one thread: in order, no pool
+
+
+def test_largest_first_raises_the_first_failure_in_item_order() -> None:
+    def work(i: int) -> int:
+        if i in (1, 4):
+            raise ValueError(f"item {i}")
+        return i
+
+    # item 4 is the biggest and fails first in time; item 1 comes first in order and is the one reported
+    with pytest.raises(ValueError, match=r"^item 1$"):
+        largest_first(work, list(range(6)), [1, 2, 3, 4, 99, 5], 3, "test")

@@ -28,7 +28,7 @@ from librarian import progress
 from librarian.coords import ArchKind, GpuArch
 from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry, WheelFacts
-from librarian.pool import jobs_for, ordered_map
+from librarian.pool import jobs_for, largest_first
 from librarian.safeio import open_regular
 from librarian.wheel import elf as elfmod
 from librarian.wheel import macho as machomod
@@ -263,7 +263,8 @@ def inspect_members(
     with progress.task(f"inspect {wheel}", total=sum(i.compress_size for i in infos)) as bar:
         groups = _batches(infos, offsets)
         work = functools.partial(inspect_group, bar=bar)
-        results = ordered_map(work, groups, min(jobs_for(jobs), len(groups)), "inspect")
+        sizes = [sum(i.compress_size for i in group) for group in groups]
+        results = largest_first(work, groups, sizes, min(jobs_for(jobs), len(groups)), "inspect")
         binaries = [facts for batch in results for facts in batch]
     return WheelFacts(filename=wheel, binaries=tuple(binaries))
 

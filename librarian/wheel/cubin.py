@@ -67,11 +67,14 @@ def read_cubin(data: BinaryIO | bytes) -> FatbinEntry:
 _EHDR = struct.Struct("<HHIQQQIHHHHHH")  # e_type ... e_shstrndx of a 64-bit little-endian ELF header
 _SHDR = struct.Struct("<IIQQQQIIQQ")  # one 64-bit section header
 _PHDR_TYPE_SIZE = 56  # a 64-bit program header
-# Section names as the generic reader tests them: exactly, or by prefix.
-_NOTE_NAMES = re.compile(rb"\.note\.nv\.(?:tkinfo|cuinfo)\x00")
-_COMPAT_NAME = re.compile(rb"\.nv\.compat\x00")
-_INFO_NAMES = re.compile(rb"\.nv\.info")
-_TEXT_NAMES = re.compile(rb"\.text\.")
+# Section names as the generic reader tests them: exactly, or by prefix. Four literal searches: one
+# pattern of four alternatives is ten times slower (no fast literal scan).
+_NAMES = (
+    ("note", re.compile(rb"\.note\.nv\.(?:tkinfo|cuinfo)\x00")),
+    ("compat", re.compile(rb"\.nv\.compat\x00")),
+    ("info", re.compile(rb"\.nv\.info")),
+    ("text", re.compile(rb"\.text\.")),
+)
 
 
 def _read_cubin_lean(data: bytes) -> FatbinEntry | None:
@@ -110,10 +113,18 @@ def _read_cubin_lean(data: bytes) -> FatbinEntry | None:
     if max(name_col) > names.rfind(b"\0"):
         return None  # a name the table does not end: the generic reader's to say
 
-    def named(pattern: re.Pattern[bytes]) -> list[int]:
-        """The indices, in section order, of the sections whose names ``pattern`` matches at their start."""
-        found = {m.start() for m in pattern.finditer(names)}
-        return [i for i, n in enumerate(name_col) if n in found] if found else []
+    # A name may start inside another (string tables share suffixes): matches are kept by where they
+    # start, and a section is of a kind where its name starts at one.
+    kinds = {m.start(): kind for kind, pattern in _NAMES for m in pattern.finditer(names)}
+    sections: dict[str, list[int]] = {}
+    if kinds:
+        for i, n in enumerate(name_col):
+            if n in kinds:
+                sections.setdefault(kinds[n], []).append(i)
+
+    def named(kind: str) -> list[int]:
+        """The indices, in section order, of the sections whose names are of ``kind`` (a group above)."""
+        return sections.get(kind, [])
 
     def header(i: int) -> tuple[int, ...]:
         return _SHDR.unpack_from(data, shoff + i * shentsize)
@@ -136,13 +147,13 @@ class _Unusual(Exception):
     """Something the lean cubin reader leaves to the generic one (which says what is wrong)."""
 
 
-def _lean_entry(data: bytes, etype: int, version: int, flags: int, named: Callable[[re.Pattern[bytes]], list[int]],
+def _lean_entry(data: bytes, etype: int, version: int, flags: int, named: Callable[[str], list[int]],
                 header: Callable[[int], tuple[int, ...]], body: Callable[[int], bytes]) -> FatbinEntry | None:  # fmt: skip
     """The entry, reading the sections in the order (and only as far as) the generic reader does."""
     osabi = data[7]
     if osabi == ABI8_OSABI:
         sm = (flags >> 8) & 0xFF
-        compat = named(_COMPAT_NAME)
+        compat = named("compat")
         attrs = {attr: value for attr, value, _ in _attributes(body(compat[0]))} if compat else {}
         specific = bool(flags & ABI8_ARCH_SPECIFIC) or attrs.get(COMPAT_ARCH_SPECIFIC) == 1
     else:
@@ -151,8 +162,8 @@ def _lean_entry(data: bytes, etype: int, version: int, flags: int, named: Callab
     if not is_sm_number(sm):
         return None  # the generic reader words the error
     arch = GpuArch.from_number(sm, "a" if specific else "", ArchKind.SASS)
-    toolkit = _toolkit_of((body(i) for i in named(_NOTE_NAMES)), (body(i) for i in named(_INFO_NAMES)), osabi, version)
-    kernels = any(header(i)[5] > 0 for i in named(_TEXT_NAMES))  # sh_size: holds_code's test
+    toolkit = _toolkit_of((body(i) for i in named("note")), (body(i) for i in named("info")), osabi, version)
+    kernels = any(header(i)[5] > 0 for i in named("text"))  # sh_size: holds_code's test
     return FatbinEntry(arch, etype == ET_REL, "none", toolkit=toolkit, payload_size=len(data),
                        uncompressed_size=len(data), kernels=kernels)  # fmt: skip
 

@@ -34,9 +34,6 @@ LOCAL_SIG = 0x04034B50
 FLAG_ENCRYPTED, FLAG_DESCRIPTOR, FLAG_UTF8 = 0x1, 0x8, 0x800
 SUPPORTED_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 _DRIVE = re.compile(r"[A-Za-z]:")
-# Every name unsafe_name could refuse matches this: a backslash or NUL, a leading "/" or ".", a drive,
-# "//", "/." or nothing at all.
-_SUSPECT = re.compile(r"[\\\x00]|^[/.]|^[A-Za-z]:|//|/\.|^$")
 MAX_MEMBER = 16 << 30  # declared inflated size of one member kept whole: no real .so comes near
 MAX_RATIO = 200  # inflated / compressed for a member kept whole; real .so files stay far below (zeros would not)
 
@@ -116,7 +113,10 @@ def data_offsets(f: BinaryIO, infos: list[zipfile.ZipInfo]) -> dict[str, int]:
 
 def unsafe_name(name: str) -> str | None:
     """Why a member name could write outside the folder it is extracted into, or None if it cannot."""
-    if not _SUSPECT.search(name):  # one search clears most names (70,000 members: it adds up)
+    # Most names are cleared by substring tests, at C speed (a regex over flashinfer-cubin's 16,000 names
+    # of ~200 characters, read three times, cost half a second).
+    if (name and name[0] not in "/." and "//" not in name and "/." not in name and "\\" not in name
+            and "\x00" not in name and not _DRIVE.match(name)):  # fmt: skip
         return None
     if "\\" in name or "\x00" in name:
         return "backslash or NUL in the name"
