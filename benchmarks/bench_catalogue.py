@@ -48,7 +48,9 @@ def measure(code: Path, repeat: int) -> tuple[float, float]:
     """The best of ``repeat`` runs of (render_catalogue, plan_gc) seconds for the checkout at ``code``."""
     runs = []
     for _ in range(repeat):
-        out = subprocess.run([sys.executable, "-c", WORK, str(code)], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", WORK, str(code)], capture_output=True, text=True, check=True
+        )
         render, gc = (float(x) for x in out.stdout.split())
         runs.append((render, gc))
     return min(r for r, _ in runs), min(g for _, g in runs)
@@ -56,19 +58,28 @@ def measure(code: Path, repeat: int) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--base", default="HEAD~1", help="the revision to compare with (a git worktree is made)")
+    parser.add_argument(
+        "--base", default="HEAD~1", help="the revision to compare with (a git worktree is made)"
+    )
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "base"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base), args.base], check=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base), args.base], check=True
+        )
         try:
             before = measure(base, args.repeat)
             after = measure(ROOT, args.repeat)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
-    for what, b, a in (("render_catalogue", before[0], after[0]), ("plan_gc --keep-torch 1", before[1], after[1])):
-        print(f"{what:24} 100,000 entries: {args.base} {b:6.2f} s, this checkout {a:6.2f} s, ratio {a / b:.2f}x")
+    for what, b, a in (
+        ("render_catalogue", before[0], after[0]),
+        ("plan_gc --keep-torch 1", before[1], after[1]),
+    ):
+        print(
+            f"{what:24} 100,000 entries: {args.base} {b:6.2f} s, this checkout {a:6.2f} s, ratio {a / b:.2f}x"
+        )
 
 
 if __name__ == "__main__":

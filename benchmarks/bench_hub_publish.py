@@ -41,14 +41,24 @@ FLAGS = ("--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--repo", REPO)
 def client_env(url: str, home: Path) -> dict[str, str]:
     """What a child process needs to talk to the loophub (see tests/loophub/fixtures.py)."""
     env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HF_HUB_OFFLINE", "LIBRARIAN_REPO")}
-    env.update({
-        "HF_ENDPOINT": url, "HF_HOME": str(home), "HF_HUB_CACHE": str(home / "hub"), "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1",
-        "HF_TOKEN_PATH": str(home / "token"), "HF_HUB_ETAG_TIMEOUT": "10", "HF_HUB_DOWNLOAD_TIMEOUT": "30",
-        "LIBRARIAN_HUB_ATTEMPTS": "80", "LIBRARIAN_HUB_TIMEOUT": "120",
-        # This checkout's librarian, whatever the environment has installed.
-        "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
-    })
+    env.update(
+        {
+            "HF_ENDPOINT": url,
+            "HF_HOME": str(home),
+            "HF_HUB_CACHE": str(home / "hub"),
+            "HF_HUB_DISABLE_XET": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+            "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+            "HF_TOKEN_PATH": str(home / "token"),
+            "HF_HUB_ETAG_TIMEOUT": "10",
+            "HF_HUB_DOWNLOAD_TIMEOUT": "30",
+            "LIBRARIAN_HUB_ATTEMPTS": "80",
+            "LIBRARIAN_HUB_TIMEOUT": "120",
+            # This checkout's librarian, whatever the environment has installed.
+            "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
+        }
+    )
     return env
 
 
@@ -66,9 +76,15 @@ class Outcome:
 
     def row(self) -> str:
         total = self.publish_s + self.reindex_s
-        ok = "yes" if self.indexed == self.wheels and not self.failed else f"NO ({self.indexed}/{self.wheels}, {self.failed} failed)"
-        return (f"{self.pattern:<8} {self.jobs:>4} {self.wheels:>6} {self.publish_s:>9.1f} {self.reindex_s:>9.1f} "
-                f"{total:>8.1f} {self.commits:>7} {self.conflicts:>5}  {ok}")
+        ok = (
+            "yes"
+            if self.indexed == self.wheels and not self.failed
+            else f"NO ({self.indexed}/{self.wheels}, {self.failed} failed)"
+        )
+        return (
+            f"{self.pattern:<8} {self.jobs:>4} {self.wheels:>6} {self.publish_s:>9.1f} {self.reindex_s:>9.1f} "
+            f"{total:>8.1f} {self.commits:>7} {self.conflicts:>5}  {ok}"
+        )
 
 
 def _run_jobs(batches: list[list[Path]], env: dict[str, str], pattern: str, work: Path) -> tuple[float, int]:
@@ -76,7 +92,11 @@ def _run_jobs(batches: list[list[Path]], env: dict[str, str], pattern: str, work
     procs = []
     for n, batch in enumerate(batches):
         log = (work / f"job{n}.log").open("w")
-        extra = {"direct": (), "stage": ("--stage",), "manifest": ("--stage", "--manifest", str(work / "manifests" / f"job{n}.json"))}
+        extra = {
+            "direct": (),
+            "stage": ("--stage",),
+            "manifest": ("--stage", "--manifest", str(work / "manifests" / f"job{n}.json")),
+        }
         cmd = [sys.executable, "-m", "librarian", "publish", *map(str, batch), *FLAGS, *extra[pattern]]
         procs.append((subprocess.Popen(cmd, env=env, cwd=work, stdout=log, stderr=subprocess.STDOUT), log))
     failed = 0
@@ -94,7 +114,9 @@ def _indexed(hub: LoopHub) -> int:
     return sum(len(json.loads(files[p["shard"]])["wheels"]) for p in root["packages"].values())
 
 
-def bench(pattern: str, jobs: int, per_job: int, size: int, work: Path, commit_limit: int | None = None) -> Outcome:
+def bench(
+    pattern: str, jobs: int, per_job: int, size: int, work: Path, commit_limit: int | None = None
+) -> Outcome:
     """One fresh hub, ``jobs`` concurrent publishers of ``per_job`` wheels each, in ``pattern``."""
     work.mkdir(parents=True)
     with LoopHub(work / "hub") as hub:
@@ -104,8 +126,16 @@ def bench(pattern: str, jobs: int, per_job: int, size: int, work: Path, commit_l
 
         HfApi(endpoint=hub.url, token=False).create_repo(REPO_ID, repo_type="dataset")
         batches = [
-            [make_wheel(work / "dist" / f"j{j}", f"j{j}w{i}", "1.0", "cp311-cp311-linux_x86_64",
-                        {f"j{j}w{i}/__init__.py": os.urandom(size)}) for i in range(per_job)]
+            [
+                make_wheel(
+                    work / "dist" / f"j{j}",
+                    f"j{j}w{i}",
+                    "1.0",
+                    "cp311-cp311-linux_x86_64",
+                    {f"j{j}w{i}/__init__.py": os.urandom(size)},
+                )
+                for i in range(per_job)
+            ]
             for j in range(jobs)
         ]
         hub.log.clear()
@@ -114,22 +144,43 @@ def bench(pattern: str, jobs: int, per_job: int, size: int, work: Path, commit_l
         if pattern != "direct":
             start = time.perf_counter()
             extra = ("--manifest", str(work / "manifests")) if pattern == "manifest" else ()
-            done = subprocess.run([sys.executable, "-m", "librarian", "reindex", "--repo", REPO, *extra], env=env, cwd=work,
-                                  capture_output=True, text=True, check=False)
+            done = subprocess.run(
+                [sys.executable, "-m", "librarian", "reindex", "--repo", REPO, *extra],
+                env=env,
+                cwd=work,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             reindex_s = time.perf_counter() - start
             failed += done.returncode != 0
         commits = [r for r in hub.log.select("commit", "POST")]
-        return Outcome(pattern, jobs, jobs * per_job, publish_s, reindex_s,
-                       sum(r.status == 200 for r in commits), sum(r.status == 412 for r in commits), _indexed(hub), failed)
+        return Outcome(
+            pattern,
+            jobs,
+            jobs * per_job,
+            publish_s,
+            reindex_s,
+            sum(r.status == 200 for r in commits),
+            sum(r.status == 412 for r in commits),
+            _indexed(hub),
+            failed,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, nargs="+", default=[8, 32, 64], help="concurrent publishers (default 8 32 64)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--jobs", type=int, nargs="+", default=[8, 32, 64], help="concurrent publishers (default 8 32 64)"
+    )
     parser.add_argument("--wheels", type=int, default=2, help="wheels per job (default 2)")
     parser.add_argument("--size", type=int, default=256, help="random bytes in each wheel (default 256)")
     parser.add_argument("--pattern", choices=("direct", "stage", "manifest", "all"), default="all")
-    parser.add_argument("--commit-limit", type=int, default=None, help="commits per hour the hub allows (the Hub: 128)")
+    parser.add_argument(
+        "--commit-limit", type=int, default=None, help="commits per hour the hub allows (the Hub: 128)"
+    )
     args = parser.parse_args(argv)
     patterns = ("direct", "stage", "manifest") if args.pattern == "all" else (args.pattern,)
     print(f"{os.cpu_count()} CPUs; {args.wheels} wheel(s) per job of {args.size} random bytes", flush=True)
@@ -138,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-hub-publish-") as tmp:
         for jobs in args.jobs:
             for pattern in patterns:
-                outcome = bench(pattern, jobs, args.wheels, args.size, Path(tmp) / f"{pattern}-{jobs}", args.commit_limit)
+                outcome = bench(
+                    pattern, jobs, args.wheels, args.size, Path(tmp) / f"{pattern}-{jobs}", args.commit_limit
+                )
                 print(outcome.row(), flush=True)
                 bad += outcome.indexed != outcome.wheels or outcome.failed > 0
     return 1 if bad else 0

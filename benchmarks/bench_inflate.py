@@ -76,14 +76,21 @@ print(json.dumps({"s": time.perf_counter() - start, "rss": resource.getrusage(re
 """
 
 
-def measure(what: str, wheel: Path, every: bool, repeat: int, engine: str | None = None, *extra: str) -> tuple[float, int]:
+def measure(
+    what: str, wheel: Path, every: bool, repeat: int, engine: str | None = None, *extra: str
+) -> tuple[float, int]:
     env = {**os.environ}
     if engine:
         env["LIBRARIAN_INFLATE"] = engine
     runs = []
     for _ in range(repeat):
-        out = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), what, str(wheel), "all" if every else "native", *extra],
-                             capture_output=True, text=True, check=True, env=env)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, str(ROOT), what, str(wheel), "all" if every else "native", *extra],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        )
         runs.append(json.loads(out.stdout))
     best = min(runs, key=lambda r: r["s"])
     return best["s"], max(r["rss"] for r in runs)
@@ -91,31 +98,46 @@ def measure(what: str, wheel: Path, every: bool, repeat: int, engine: str | None
 
 def installed(engine: str) -> bool:
     module = {"zlib": "zlib", "isal": "isal.isal_zlib", "zlib-ng": "zlib_ng.zlib_ng"}[engine]
-    return subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, check=False).returncode == 0
+    return (
+        subprocess.run(
+            [sys.executable, "-c", f"import {module}"], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("wheel", type=Path)
-    parser.add_argument("--all", action="store_true", help="the floor inflates every member, not only native ones")
+    parser.add_argument(
+        "--all", action="store_true", help="the floor inflates every member, not only native ones"
+    )
     parser.add_argument("--retag", action="store_true", help="also a verified retag against inflate + sha256")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     engines = [e for e in ("isal", "zlib-ng", "zlib") if installed(e)]
     floor, _ = measure("inflate:zlib", args.wheel, args.all, args.repeat)
     _, start_rss = measure("startup", args.wheel, args.all, 1)
-    print(f"{args.wheel.name}: floor (stdlib zlib, one thread) {floor:.2f} s; bare start-up {start_rss / 1024:.0f} MB")
+    print(
+        f"{args.wheel.name}: floor (stdlib zlib, one thread) {floor:.2f} s; bare start-up {start_rss / 1024:.0f} MB"
+    )
     for engine in engines:
         took, _ = measure(f"inflate:{engine}", args.wheel, args.all, args.repeat)
         print(f"  inflate, {engine:8} {took:6.2f} s  {took / floor:.2f}x")
     for engine in engines:
         took, rss = measure("inspect", args.wheel, args.all, args.repeat, engine)
-        print(f"  inspect, {engine:8} {took:6.2f} s  {took / floor:.2f}x  peak {rss / 1024:.0f} MB "
-              f"(+{(rss - start_rss) / 1024:.0f} MB)")  # fmt: skip
+        print(
+            f"  inspect, {engine:8} {took:6.2f} s  {took / floor:.2f}x  peak {rss / 1024:.0f} MB "
+            f"(+{(rss - start_rss) / 1024:.0f} MB)"
+        )
     for engine in engines[:1]:
         took, rss = measure("cli", args.wheel, args.all, args.repeat, engine)
-        print(f"  librarian inspect (the command, judgement and report included), {engine}: {took:.2f} s  "
-              f"{took / floor:.2f}x  peak {rss / 1024:.0f} MB")  # fmt: skip
+        print(
+            f"  librarian inspect (the command, judgement and report included), {engine}: {took:.2f} s  "
+            f"{took / floor:.2f}x  peak {rss / 1024:.0f} MB"
+        )
     if args.retag:
         sha_floor, _ = measure("inflate:zlib", args.wheel, args.all, args.repeat, None, "sha")
         print(f"  floor + sha256 {sha_floor:.2f} s")

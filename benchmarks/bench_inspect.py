@@ -59,9 +59,25 @@ def build_so(work: Path) -> bytes:
     """A small real CUDA ``.so`` (nvcc on PATH) with SASS for two archs and PTX."""
     (work / "k.cu").write_text(KERNEL)
     out = work / "k.so"
-    subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", "-gencode",
-                    "arch=compute_80,code=[sm_80,compute_80]", "-gencode", "arch=compute_90a,code=sm_90a",
-                    "-o", str(out), "k.cu"], cwd=work, check=True)  # fmt: skip
+    subprocess.run(
+        [
+            "nvcc",
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            "-cudart",
+            "shared",
+            "-gencode",
+            "arch=compute_80,code=[sm_80,compute_80]",
+            "-gencode",
+            "arch=compute_90a,code=sm_90a",
+            "-o",
+            str(out),
+            "k.cu",
+        ],
+        cwd=work,
+        check=True,
+    )
     return out.read_bytes()
 
 
@@ -96,8 +112,12 @@ def write_wheel(so: bytes, size: int, path: Path) -> None:
 
 def run_child(mode: str, wheel: Path) -> dict[str, object]:
     """Run one measurement in a fresh interpreter, so each peak RSS is its own."""
-    out = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT)), mode, str(wheel)],
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD.format(root=str(ROOT)), mode, str(wheel)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     result: dict[str, object] = json.loads(out.stdout)
     return result
 
@@ -115,13 +135,17 @@ def main() -> None:
         start = time.perf_counter()
         wheel = work / "bench-1.0-cp312-cp312-linux_x86_64.whl"
         write_wheel(build_so(work), parse_size(args.size), wheel)
-        print(f"built {wheel.name}: {wheel.stat().st_size / 2**20:.0f} MiB zipped, "
-              f"{parse_size(args.size) / 2**20:.0f} MiB .so, in {time.perf_counter() - start:.1f} s")  # fmt: skip
+        print(
+            f"built {wheel.name}: {wheel.stat().st_size / 2**20:.0f} MiB zipped, "
+            f"{parse_size(args.size) / 2**20:.0f} MiB .so, in {time.perf_counter() - start:.1f} s"
+        )
         base = min((run_child("inflate", wheel) for _ in range(args.repeat)), key=lambda r: r["seconds"])  # type: ignore[arg-type, return-value]
         ours = min((run_child("inspect", wheel) for _ in range(args.repeat)), key=lambda r: r["seconds"])  # type: ignore[arg-type, return-value]
     print(f"plain inflate : {base['seconds']:.2f} s, peak RSS {int(base['rss_kib']) // 1024} MiB")  # type: ignore[call-overload]
-    print(f"inspect_wheel : {ours['seconds']:.2f} s, peak RSS {int(ours['rss_kib']) // 1024} MiB, "  # type: ignore[call-overload]
-          f"sass {ours['summary']}")  # fmt: skip
+    print(
+        f"inspect_wheel : {ours['seconds']:.2f} s, peak RSS {int(ours['rss_kib']) // 1024} MiB, "  # type: ignore[call-overload]
+        f"sass {ours['summary']}"
+    )
     print(f"ratio         : {float(ours['seconds']) / float(base['seconds']):.2f} (target <= 1.2)")  # type: ignore[arg-type]
 
 

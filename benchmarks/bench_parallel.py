@@ -45,7 +45,9 @@ import elfpad  # beside this script
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
 KERNEL = '__global__ void k{n}(float* x) {{ x[threadIdx.x] += {n}; }}\nextern "C" void go{n}(float* x) {{ k{n}<<<1,32>>>(x); }}\n'
-TAGS = f"cp{sys.version_info[0]}{sys.version_info[1]}-cp{sys.version_info[0]}{sys.version_info[1]}-linux_x86_64"
+TAGS = (
+    f"cp{sys.version_info[0]}{sys.version_info[1]}-cp{sys.version_info[0]}{sys.version_info[1]}-linux_x86_64"
+)
 
 
 # ---------------------------------------------------------------- children (run in a fresh interpreter)
@@ -112,8 +114,13 @@ def measure(code: Path, op: str, *args: str, repeat: int, jobs: int | None = Non
     env = {**os.environ, "PYTHONPATH": str(code), "BENCH_JOBS": str(jobs or "")}
     runs = []
     for _ in range(repeat):
-        out = subprocess.run([sys.executable, __file__, "--child", op, *args], env=env, check=True,
-                             capture_output=True, text=True)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", op, *args],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     return min(runs, key=lambda r: r["seconds"])
 
@@ -177,9 +184,16 @@ class WheelWriter:
         self.record.append(f"{member},{_digest(h)},{size}")
 
     def close(self) -> Path:
-        self.add(f"{self.dist_info}/METADATA", f"Metadata-Version: 2.1\nName: {self.name}\nVersion: 1.0\n\n".encode())
-        self.add(f"{self.dist_info}/WHEEL", f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {TAGS}\n".encode())
-        self.zf.writestr(f"{self.dist_info}/RECORD", "\n".join([*self.record, f"{self.dist_info}/RECORD,,"]) + "\n")
+        self.add(
+            f"{self.dist_info}/METADATA",
+            f"Metadata-Version: 2.1\nName: {self.name}\nVersion: 1.0\n\n".encode(),
+        )
+        self.add(
+            f"{self.dist_info}/WHEEL", f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {TAGS}\n".encode()
+        )
+        self.zf.writestr(
+            f"{self.dist_info}/RECORD", "\n".join([*self.record, f"{self.dist_info}/RECORD,,"]) + "\n"
+        )
         self.zf.close()
         return self.path
 
@@ -189,9 +203,25 @@ def nvcc_sos(work: Path, count: int) -> list[bytes]:
     out = []
     for n in range(count):
         (work / f"k{n}.cu").write_text(KERNEL.format(n=n))
-        subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", "-gencode",
-                        "arch=compute_80,code=[sm_80,compute_80]", "-gencode", "arch=compute_90a,code=sm_90a",
-                        "-o", f"k{n}.so", f"k{n}.cu"], cwd=work, check=True)  # fmt: skip
+        subprocess.run(
+            [
+                "nvcc",
+                "-shared",
+                "-Xcompiler",
+                "-fPIC",
+                "-cudart",
+                "shared",
+                "-gencode",
+                "arch=compute_80,code=[sm_80,compute_80]",
+                "-gencode",
+                "arch=compute_90a,code=sm_90a",
+                "-o",
+                f"k{n}.so",
+                f"k{n}.cu",
+            ],
+            cwd=work,
+            check=True,
+        )
         out.append((work / f"k{n}.so").read_bytes())
     return out
 
@@ -217,7 +247,10 @@ def big_wheel(work: Path, sos: list[bytes], scale: int = 1) -> Path:
     w = WheelWriter(work, "bigkern")
     pads = [code_like(rng, MIB) for _ in range(4)]
     for n in range(24 * scale):
-        w.add(f"bigkern/lib/_k{n:02d}.so", grown(sos[n % len(sos)], b"".join(pads[(n + i) % 4] for i in range(n % 24 + 1))))
+        w.add(
+            f"bigkern/lib/_k{n:02d}.so",
+            grown(sos[n % len(sos)], b"".join(pads[(n + i) % 4] for i in range(n % 24 + 1))),
+        )
         if n % 6 == 0:
             w.add(f"bigkern/data/blob{n:02d}.bin", [rng.randbytes(MIB) for _ in range(8)])
     for n in range(2000):
@@ -230,7 +263,10 @@ def many_wheel(work: Path, count: int = 70_000) -> Path:
     rng = random.Random(2)
     w = WheelWriter(work, "manykern", level=6)
     for n in range(count):
-        w.add(f"manykern/d{n // 1000:03d}/m{n:05d}.py", f"VALUE = {rng.random()!r}\nNAME = 'm{n:05d}'\n".encode() * 2)
+        w.add(
+            f"manykern/d{n // 1000:03d}/m{n:05d}.py",
+            f"VALUE = {rng.random()!r}\nNAME = 'm{n:05d}'\n".encode() * 2,
+        )
     return w.close()
 
 
@@ -253,14 +289,28 @@ def small_store_wheels(work: Path, sos: list[bytes], count: int) -> list[Path]:
 # ---------------------------------------------------------------- cases
 
 
-def row(what: str, ours: dict[str, float], floor: dict[str, float], base_rss: float, target: str = "") -> None:
-    rss = f"  RSS {ours['rss']:>4.0f} MiB (+{ours['rss'] - base_rss:.0f} over start-up)" if "rss" in ours else ""
-    cpu = f"  CPU {ours['cpu']:.2f} s ({ours['cpu'] / floor['cpu']:.2f}x)" if "cpu" in ours and floor.get("cpu") else ""
-    print(f"{what:<34} {ours['seconds']:>7.2f} s  {ours['seconds'] / floor['seconds']:>5.2f}x floor{cpu}{rss} {target}")
+def row(
+    what: str, ours: dict[str, float], floor: dict[str, float], base_rss: float, target: str = ""
+) -> None:
+    rss = (
+        f"  RSS {ours['rss']:>4.0f} MiB (+{ours['rss'] - base_rss:.0f} over start-up)"
+        if "rss" in ours
+        else ""
+    )
+    cpu = (
+        f"  CPU {ours['cpu']:.2f} s ({ours['cpu'] / floor['cpu']:.2f}x)"
+        if "cpu" in ours and floor.get("cpu")
+        else ""
+    )
+    print(
+        f"{what:<34} {ours['seconds']:>7.2f} s  {ours['seconds'] / floor['seconds']:>5.2f}x floor{cpu}{rss} {target}"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cases", default="inspect,retag,deep,many,startup")
     parser.add_argument("--wheel", type=Path, help="a real wheel for inspect and retag (e.g. cupy-cuda12x)")
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout whose librarian is measured")
@@ -279,7 +329,9 @@ def main() -> None:
     work = (args.work or Path(tempfile.mkdtemp(prefix="bench-parallel-"))).resolve()  # children run elsewhere
     work.mkdir(parents=True, exist_ok=True)
     jobs_flag = ["-j", str(args.jobs)] if args.jobs else []
-    print(f"code {code}, {len(os.sched_getaffinity(0))} cores, jobs {args.jobs or 'default'}, inputs in {work}")
+    print(
+        f"code {code}, {len(os.sched_getaffinity(0))} cores, jobs {args.jobs or 'default'}, inputs in {work}"
+    )
     base = measure(code, "import", repeat=rep)
     cli = [sys.executable, "-m", "librarian"]
     sos: list[bytes] = []
@@ -295,19 +347,35 @@ def main() -> None:
             wheel = next(work.glob("bigkern-*.whl"), None) or big_wheel(work, sos)
         with zipfile.ZipFile(wheel) as zf:
             infos = zf.infolist()
-        print(f"wheel {wheel.name}: {wheel.stat().st_size / MIB:.0f} MiB, {sum(i.file_size for i in infos) / MIB:.0f} MiB "
-              f"inflated, {len(infos)} members")  # fmt: skip
+        print(
+            f"wheel {wheel.name}: {wheel.stat().st_size / MIB:.0f} MiB, {sum(i.file_size for i in infos) / MIB:.0f} MiB "
+            f"inflated, {len(infos)} members"
+        )
         if "inspect" in cases:
-            floor, ours = paired([lambda: measure(code, "inflate-native", str(wheel), repeat=1),
-                                  lambda: measure(code, "inspect", str(wheel), repeat=1, jobs=args.jobs)], rep)  # fmt: skip
-            print(f"{'floor: inflate native members':<34} {floor['seconds']:>7.2f} s  RSS {floor['rss']:.0f} MiB")
+            floor, ours = paired(
+                [
+                    lambda: measure(code, "inflate-native", str(wheel), repeat=1),
+                    lambda: measure(code, "inspect", str(wheel), repeat=1, jobs=args.jobs),
+                ],
+                rep,
+            )
+            print(
+                f"{'floor: inflate native members':<34} {floor['seconds']:>7.2f} s  RSS {floor['rss']:.0f} MiB"
+            )
             row("inspect", ours, floor, base["rss"], "(target <= 0.75x, RSS +64)")
         if "retag" in cases:
             out = work / "retag-out"
             out.mkdir(exist_ok=True)
-            floor, ours = paired([lambda: measure(code, "inflate-sha", str(wheel), repeat=1),
-                                  lambda: measure(code, "retag", str(wheel), str(out), repeat=1, jobs=args.jobs)], rep)  # fmt: skip
-            print(f"{'floor: inflate + sha256 all':<34} {floor['seconds']:>7.2f} s  RSS {floor['rss']:.0f} MiB")
+            floor, ours = paired(
+                [
+                    lambda: measure(code, "inflate-sha", str(wheel), repeat=1),
+                    lambda: measure(code, "retag", str(wheel), str(out), repeat=1, jobs=args.jobs),
+                ],
+                rep,
+            )
+            print(
+                f"{'floor: inflate + sha256 all':<34} {floor['seconds']:>7.2f} s  RSS {floor['rss']:.0f} MiB"
+            )
             row("retag (RECORD checked)", ours, floor, base["rss"], "(target <= 0.85x)")
             shutil.rmtree(out)
     if "deep" in cases:
@@ -317,32 +385,77 @@ def main() -> None:
             (work / f"deep{args.store_wheels}").mkdir(exist_ok=True)
             wheels = small_store_wheels(work / f"deep{args.store_wheels}", sos, args.store_wheels)
             for chunk in range(0, len(wheels), 50):
-                subprocess.run([*cli, "-q", "publish", "--repo", str(store), "--cuda", "13.0", "--torch", "2.9",
-                                *(str(w) for w in wheels[chunk : chunk + 50])],
-                               env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+                subprocess.run(
+                    [
+                        *cli,
+                        "-q",
+                        "publish",
+                        "--repo",
+                        str(store),
+                        "--cuda",
+                        "13.0",
+                        "--torch",
+                        "2.9",
+                        *(str(w) for w in wheels[chunk : chunk + 50]),
+                    ],
+                    env={**os.environ, "PYTHONPATH": str(ROOT)},
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                )
         # Each wheel is filed under several cells (hard links): the floor reads each distinct blob once, as verify does.
-        stored = sorted({(p.stat().st_dev, p.stat().st_ino): p for p in sorted(store.rglob("*.whl"))}.values())
-        floor, ours = paired([lambda: measure(code, "inflate-sha", *map(str, stored), repeat=1),
-                              lambda: measure_cli(code, [*cli, "-q", "verify", "--deep", "--repo", str(store), *jobs_flag], 1)],
-                             rep)  # fmt: skip
-        print(f"{'floor: inflate + sha256, ' + str(len(stored)) + ' wheels':<34} {floor['seconds']:>7.2f} s  CPU {floor['cpu']:.2f} s")
+        stored = sorted(
+            {(p.stat().st_dev, p.stat().st_ino): p for p in sorted(store.rglob("*.whl"))}.values()
+        )
+        floor, ours = paired(
+            [
+                lambda: measure(code, "inflate-sha", *map(str, stored), repeat=1),
+                lambda: measure_cli(
+                    code, [*cli, "-q", "verify", "--deep", "--repo", str(store), *jobs_flag], 1
+                ),
+            ],
+            rep,
+        )
+        print(
+            f"{'floor: inflate + sha256, ' + str(len(stored)) + ' wheels':<34} {floor['seconds']:>7.2f} s  CPU {floor['cpu']:.2f} s"
+        )
         row("verify --deep (process)", ours, floor, base["rss"])
     if "many" in cases:
         wheel = next(work.glob("manykern-*.whl"), None) or many_wheel(work, args.members)
         store = work / "manystore"
-        pub = [*cli, "-q", "publish", "--repo", str(store), "--cuda", "13.0", "--torch", "2.9", "--sm", "89", *jobs_flag]
+        pub = [
+            *cli,
+            "-q",
+            "publish",
+            "--repo",
+            str(store),
+            "--cuda",
+            "13.0",
+            "--torch",
+            "2.9",
+            "--sm",
+            "89",
+            *jobs_flag,
+        ]
 
         def publish() -> dict[str, float]:
             shutil.rmtree(store, ignore_errors=True)
             return measure_cli(code, [*pub, str(wheel)], 1)
 
         floor, ours = paired([lambda: measure(code, "stdlib-read", str(wheel), repeat=1), publish], rep)
-        print(f"{'floor: ZipFile.read every member':<34} {floor['seconds']:>7.2f} s  CPU {floor['cpu']:.2f} s  "
-              f"({wheel.stat().st_size / MIB:.1f} MiB)")  # fmt: skip
+        print(
+            f"{'floor: ZipFile.read every member':<34} {floor['seconds']:>7.2f} s  CPU {floor['cpu']:.2f} s  "
+            f"({wheel.stat().st_size / MIB:.1f} MiB)"
+        )
         row("publish (process)", ours, floor, base["rss"], "(target <= 3x)")
-        _, ours = paired([lambda: measure(code, "stdlib-read", str(wheel), repeat=1),
-                          lambda: measure_cli(code, [*cli, "-q", "verify", "--deep", "--repo", str(store), *jobs_flag], 1)],
-                         rep)  # fmt: skip
+        _, ours = paired(
+            [
+                lambda: measure(code, "stdlib-read", str(wheel), repeat=1),
+                lambda: measure_cli(
+                    code, [*cli, "-q", "verify", "--deep", "--repo", str(store), *jobs_flag], 1
+                ),
+            ],
+            rep,
+        )
         row("verify --deep (process)", ours, floor, base["rss"], "(target <= 3x)")
     if "startup" in cases:
         floor = measure_cli(code, [sys.executable, "-c", "import packaging.version"], rep)
@@ -354,14 +467,46 @@ def main() -> None:
             src.mkdir(exist_ok=True)
             w = WheelWriter(src, "pullkern")
             w.add("pullkern/_k.so", sos[0])
-            subprocess.run([*cli, "-q", "publish", "--repo", str(store), "--cuda", "13.0", "--torch", "2.9", str(w.close())],
-                           env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+            subprocess.run(
+                [
+                    *cli,
+                    "-q",
+                    "publish",
+                    "--repo",
+                    str(store),
+                    "--cuda",
+                    "13.0",
+                    "--torch",
+                    "2.9",
+                    str(w.close()),
+                ],
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
         if store.exists():
             dest = work / "pulled"
             shutil.rmtree(dest, ignore_errors=True)
-            pull = [*cli, "-q", "pull", "pullkern", "--repo", str(store), "--sm", "90", "--cuda", "13.0", "--torch",
-                    "2.9", "--python", f"{sys.version_info[0]}.{sys.version_info[1]}", "--platform",
-                    "manylinux_2_28_x86_64", "-o", str(dest)]  # fmt: skip
+            pull = [
+                *cli,
+                "-q",
+                "pull",
+                "pullkern",
+                "--repo",
+                str(store),
+                "--sm",
+                "90",
+                "--cuda",
+                "13.0",
+                "--torch",
+                "2.9",
+                "--python",
+                f"{sys.version_info[0]}.{sys.version_info[1]}",
+                "--platform",
+                "manylinux_2_28_x86_64",
+                "-o",
+                str(dest),
+            ]
             row("librarian pull (local store)", measure_cli(code, pull, rep), floor, base["rss"])
 
 

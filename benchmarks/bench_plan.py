@@ -37,8 +37,12 @@ def best(argv: list[str], repeat: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--local", type=Path, default=None, help="make_big_store.py's local store (else built now)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--local", type=Path, default=None, help="make_big_store.py's local store (else built now)"
+    )
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -48,14 +52,50 @@ def main() -> int:
             big.main(["--root", str(Path(tmp) / "hub"), "--local", str(local)])
         repo = ("--repo", str(local))
         out = Path(tmp) / "out"
-        pull = [*LIBRARIAN, "pull", big.PULLED, *repo, "--sm", "89", "--torch", "2.8", "--cuda", "12.8",
-                "--python", "3.11", "--platform", "linux_x86_64", "-o", str(out)]  # fmt: skip
+        pull = [
+            *LIBRARIAN,
+            "pull",
+            big.PULLED,
+            *repo,
+            "--sm",
+            "89",
+            "--torch",
+            "2.8",
+            "--cuda",
+            "12.8",
+            "--python",
+            "3.11",
+            "--platform",
+            "linux_x86_64",
+            "-o",
+            str(out),
+        ]
         plans = {
-            "plan, 1 torch line (40 cells)": [*LIBRARIAN, "plan", f"{big.PULLED}==1.0", *repo, *SMS, "--torch", "2.8",
-                                               "--json"],
-            "plan, 3 torch lines (230 cells)": [*LIBRARIAN, "plan", f"{big.PULLED}==1.0", *repo, *SMS, "--torch", "2.7",
-                                                 "--torch", "2.8", "--torch", "2.9", "--json"],
-        }  # fmt: skip
+            "plan, 1 torch line (40 cells)": [
+                *LIBRARIAN,
+                "plan",
+                f"{big.PULLED}==1.0",
+                *repo,
+                *SMS,
+                "--torch",
+                "2.8",
+                "--json",
+            ],
+            "plan, 3 torch lines (230 cells)": [
+                *LIBRARIAN,
+                "plan",
+                f"{big.PULLED}==1.0",
+                *repo,
+                *SMS,
+                "--torch",
+                "2.7",
+                "--torch",
+                "2.8",
+                "--torch",
+                "2.9",
+                "--json",
+            ],
+        }
         base = best(pull, args.repeat)
         print(f"{'pull, one package (baseline)':34} {base:6.3f} s")
         for what, argv in plans.items():

@@ -41,7 +41,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def measure(store_name: str, make_store: object, cache: Path | None, repeat: int) -> tuple[list[float], list[float]]:
+def measure(
+    store_name: str, make_store: object, cache: Path | None, repeat: int
+) -> tuple[list[float], list[float]]:
     """Per run: seconds to read the index and resolve, seconds for the whole pull (fetch included)."""
     from packaging.tags import Tag
 
@@ -72,8 +74,13 @@ def cli_pull(repo: str, env: dict[str, str], cache: Path | None) -> float:
         shutil.rmtree(cache, ignore_errors=True)
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "librarian", "pull", big.PULLED, *PULL, "--repo", repo, "-o", out],
-                              env=env, capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "librarian", "pull", big.PULLED, *PULL, "--repo", repo, "-o", out],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         took = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"librarian pull failed: {done.stderr.strip()}")
@@ -85,8 +92,12 @@ def show(label: str, values: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--root", type=Path, default=None, help="make_big_store.py's --root (default: build one)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--root", type=Path, default=None, help="make_big_store.py's --root (default: build one)"
+    )
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--packages", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=5)
@@ -94,8 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-pull-index-"))
     root = args.root or work / "big"
     port = free_port()
-    env = {**os.environ, **big.client_env(f"http://127.0.0.1:{port}", work / "hf-home"),
-           "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+    env = {
+        **os.environ,
+        **big.client_env(f"http://127.0.0.1:{port}", work / "hf-home"),
+        "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
+    }
     env.pop("HF_TOKEN", None)
     os.environ.update(env)  # before huggingface_hub is imported: it reads these once
     from librarian.stores.hub import HubStore
@@ -111,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
                 files, entry, wheel = big.big_catalogue(args.entries, args.packages, work)
                 big.write_hub(hub.url, files, entry, wheel)
                 big.write_local(local, files, entry, wheel)
-                print(f"built the store ({args.entries} entries, {args.packages} packages) in {time.perf_counter() - start:.1f} s")
+                print(
+                    f"built the store ({args.entries} entries, {args.packages} packages) in {time.perf_counter() - start:.1f} s"
+                )
             root_size = len(hub.files(big.REPO_ID)["index.json"])
             hub.log.clear()
             resolve_s, total_s = measure("hub", lambda: HubStore.from_url(REPO), cache, args.repeat)
@@ -121,16 +137,27 @@ def main(argv: list[str] | None = None) -> int:
             assert got[:per_run] == ["index.json", shard, got[2]] and got[2].endswith(".whl"), got[:per_run]
             served = hub.log.bytes_served("resolve") // args.repeat
             print(f"hub: downloaded per pull: {', '.join(got[:per_run])}")
-            print(f"hub: {served / 1e3:.1f} kB served per pull (index.json {root_size / 1e3:.1f} kB); "
-                  f"{hub.log.count() // args.repeat} requests per pull; tree listings: {hub.log.count('tree')}")
+            print(
+                f"hub: {served / 1e3:.1f} kB served per pull (index.json {root_size / 1e3:.1f} kB); "
+                f"{hub.log.count() // args.repeat} requests per pull; tree listings: {hub.log.count('tree')}"
+            )
             print(show("hub: read index + resolve", resolve_s))
             print(show("hub: resolve + fetch     ", total_s))
-            print(show("hub: `librarian pull` process (cold cache)", [cli_pull(REPO, env, cache) for _ in range(3)]))
+            print(
+                show(
+                    "hub: `librarian pull` process (cold cache)",
+                    [cli_pull(REPO, env, cache) for _ in range(3)],
+                )
+            )
             if local.is_dir():
                 resolve_s, total_s = measure("local", lambda: LocalStore(local), None, args.repeat)
                 print(show("local: read index + resolve", resolve_s))
                 print(show("local: resolve + fetch     ", total_s))
-                print(show("local: `librarian pull` process", [cli_pull(str(local), env, None) for _ in range(3)]))
+                print(
+                    show(
+                        "local: `librarian pull` process", [cli_pull(str(local), env, None) for _ in range(3)]
+                    )
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

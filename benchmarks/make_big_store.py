@@ -38,9 +38,16 @@ PYTHONS = ("cp310", "cp311", "cp312", "cp313")
 def client_env(url: str, home: Path) -> dict[str, str]:
     """The env vars huggingface_hub reads at import, pointing it at the loophub (tests/loophub/fixtures.py)."""
     return {
-        "HF_ENDPOINT": url, "HF_HOME": str(home), "HF_HUB_CACHE": str(home / "hub"), "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1",
-        "HF_TOKEN_PATH": str(home / "token"), "HF_HUB_ETAG_TIMEOUT": "10", "HF_HUB_DOWNLOAD_TIMEOUT": "30",
+        "HF_ENDPOINT": url,
+        "HF_HOME": str(home),
+        "HF_HUB_CACHE": str(home / "hub"),
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+        "HF_TOKEN_PATH": str(home / "token"),
+        "HF_HUB_ETAG_TIMEOUT": "10",
+        "HF_HUB_DOWNLOAD_TIMEOUT": "30",
     }
 
 
@@ -67,7 +74,13 @@ def synthetic_entries(count: int, packages: int) -> list[IndexEntry]:
 def pulled_wheel(directory: Path) -> tuple[IndexEntry, Path]:
     """A real small wheel for ``PULLED``, newer than every synthetic one, and its entry."""
     label = Label((12, 8), (2, 8))
-    wheel = make_wheel(directory, PULLED, f"9.0+{label}", "cp311-cp311-linux_x86_64", {f"{PULLED}/__init__.py": os.urandom(512)})
+    wheel = make_wheel(
+        directory,
+        PULLED,
+        f"9.0+{label}",
+        "cp311-cp311-linux_x86_64",
+        {f"{PULLED}/__init__.py": os.urandom(512)},
+    )
     cell = Cell(PULLED, GpuArch.parse("89"), label)
     path = load_layout().path_for(cell, wheel.name)
     return IndexEntry(path, sha256_file(wheel), wheel.stat().st_size, cell, "2025-01-02T00:00:00Z"), wheel
@@ -76,7 +89,9 @@ def pulled_wheel(directory: Path) -> tuple[IndexEntry, Path]:
 def big_catalogue(count: int, packages: int, work: Path) -> tuple[dict[str, bytes], IndexEntry, Path]:
     """Every generated file of the store, the pulled wheel's entry and the wheel file."""
     entry, wheel = pulled_wheel(work)
-    index = Index(load_layout(), tuple(sorted([*synthetic_entries(count - 1, packages), entry], key=lambda e: e.path)))
+    index = Index(
+        load_layout(), tuple(sorted([*synthetic_entries(count - 1, packages), entry], key=lambda e: e.path))
+    )
     return render_catalogue(index), entry, wheel
 
 
@@ -106,7 +121,9 @@ def write_local(root: Path, files: dict[str, bytes], entry: IndexEntry, wheel: P
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--root", type=Path, required=True, help="loophub storage directory to create")
     parser.add_argument("--local", type=Path, default=None, help="also write a local store here")
     parser.add_argument("--entries", type=int, default=100_000)
@@ -119,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         files, entry, wheel = big_catalogue(args.entries, args.packages, Path(tmp))
-        print(f"rendered {len(files)} files, {sum(map(len, files.values())) / 1e6:.1f} MB, in {time.perf_counter() - start:.1f} s")
+        print(
+            f"rendered {len(files)} files, {sum(map(len, files.values())) / 1e6:.1f} MB, in {time.perf_counter() - start:.1f} s"
+        )
         with LoopHub(args.root / "storage") as hub:
             commits = write_hub(hub.url, files, entry, wheel)
         print(f"wrote {REPO_ID} in {commits} commits under {args.root}")

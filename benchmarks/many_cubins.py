@@ -58,10 +58,14 @@ def build(out: Path, count: int, variants: int = 4, tiny: bool = False) -> Path:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("out", type=Path)
     parser.add_argument("--count", type=int, default=16_000)
-    parser.add_argument("--tiny", action="store_true", help="cubins of 3 to 5 KB instead of flashinfer's ~100 KB")
+    parser.add_argument(
+        "--tiny", action="store_true", help="cubins of 3 to 5 KB instead of flashinfer's ~100 KB"
+    )
     args = parser.parse_args()
     print(build(args.out, args.count, tiny=args.tiny))
     return 0

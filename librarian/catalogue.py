@@ -87,7 +87,9 @@ def _link(e: IndexEntry, here: str) -> str:
     """One wheel's anchor, its href relative to the folder ``here``."""
     href = html.escape(posixpath.relpath(e.path, here), quote=True)
     # PEP 503: pip and uv skip a link whose data-requires-python excludes the interpreter.
-    requires = f' data-requires-python="{html.escape(e.requires_python, quote=True)}"' if e.requires_python else ""
+    requires = (
+        f' data-requires-python="{html.escape(e.requires_python, quote=True)}"' if e.requires_python else ""
+    )
     if e.metadata_sha256:  # PEP 658 (and PEP 714's newer name): resolvers read METADATA, not the wheel
         requires += f' data-dist-info-metadata="sha256={e.metadata_sha256}" data-core-metadata="sha256={e.metadata_sha256}"'
     return f'<a href="{href}#sha256={e.sha256}"{requires}>{html.escape(e.filename)}</a><br>'
@@ -126,11 +128,15 @@ def render_pages(index: Index) -> dict[str, bytes]:
         pages[path] = _html(title, [_link(e, PAGES_DIR) for e in ordered])
         root = simple_root(path)
         names = sorted(project_name(p) for p in projects.get(path, ()))
-        pages[f"{root}/index.html"] = _html(f"{title} (simple)", [f'<a href="{n}/">{n}</a><br>' for n in names])
+        pages[f"{root}/index.html"] = _html(
+            f"{title} (simple)", [f'<a href="{n}/">{n}</a><br>' for n in names]
+        )
         for package in projects.get(path, ()):
             folder = f"{root}/{project_name(package)}"
             mine = [e for e in ordered if e.cell.package == package]
-            pages[f"{folder}/index.html"] = _html(html.escape(project_name(package)), [_link(e, folder) for e in mine])
+            pages[f"{folder}/index.html"] = _html(
+                html.escape(project_name(package)), [_link(e, folder) for e in mine]
+            )
     return pages
 
 
@@ -142,8 +148,14 @@ def render_catalogue(index: Index) -> dict[str, bytes]:
 def catalogue_paths(index: Index) -> frozenset[str]:
     """The generated files' paths for this index (what :func:`render_catalogue` writes), without rendering them."""
     simple = {f"{simple_root(page)}/index.html" for page in (page_path(e) for e in index.entries)}
-    simple |= {f"{simple_root(page)}/{project_name(p)}/index.html" for page, ps in _simple_projects(index).items() for p in ps}
-    return frozenset({page_path(e) for e in index.entries} | {shard_path(p) for p in index.packages()} | {ROOT} | simple)
+    simple |= {
+        f"{simple_root(page)}/{project_name(p)}/index.html"
+        for page, ps in _simple_projects(index).items()
+        for p in ps
+    }
+    return frozenset(
+        {page_path(e) for e in index.entries} | {shard_path(p) for p in index.packages()} | {ROOT} | simple
+    )
 
 
 def is_generated(path: str) -> bool:
@@ -165,15 +177,27 @@ def _pull_examples(index: Index, repo_id: str, most: int = 40) -> str:
         firsts.setdefault((e.cell.package, e.cell.label.combo), e)
     if not firsts:
         return ""
-    lines = [f"librarian pull {e.cell.package} --sm {e.cell.sm.sm} --torch {format_version(e.cell.label.torch)} "
-             f"--cuda {format_version(e.cell.label.cuda)} --repo hf://datasets/{repo_id}" for e in firsts.values()]  # fmt: skip
-    more = f"\n# ... and {len(lines) - most} more: the table below has every package, combo and GPU" if len(lines) > most else ""
-    return "One command per package and torch/CUDA combo here (change `--sm` to your GPU):\n\n```bash\n" + \
-        "\n".join(lines[:most]) + more + "\n```\n"
+    lines = [
+        f"librarian pull {e.cell.package} --sm {e.cell.sm.sm} --torch {format_version(e.cell.label.torch)} "
+        f"--cuda {format_version(e.cell.label.cuda)} --repo hf://datasets/{repo_id}"
+        for e in firsts.values()
+    ]
+    more = (
+        f"\n# ... and {len(lines) - most} more: the table below has every package, combo and GPU"
+        if len(lines) > most
+        else ""
+    )
+    return (
+        "One command per package and torch/CUDA combo here (change `--sm` to your GPU):\n\n```bash\n"
+        + "\n".join(lines[:most])
+        + more
+        + "\n```\n"
+    )
 
 
-def render_card_block(index: Index, repo_id: str, endpoint: str = "https://huggingface.co",
-                      install: str | None = None) -> str:  # fmt: skip
+def render_card_block(
+    index: Index, repo_id: str, endpoint: str = "https://huggingface.co", install: str | None = None
+) -> str:
     """librarian's part of the dataset card, markers included: how to install, and the coverage table.
 
     ``endpoint`` must carry no credentials (the caller strips them): the card is public.
@@ -189,8 +213,11 @@ def render_card_block(index: Index, repo_id: str, endpoint: str = "https://huggi
         sha = example.sha256
         pull = f"librarian pull {cell.package} --sm {cell.sm.sm} --torch {format_version(cell.label.torch)} --cuda {format_version(cell.label.cuda)}"
     find_links = f"{endpoint}/datasets/{repo_id}/resolve/main/{page}"
-    get = (f"install it with `{install}`" if install else
-           "it is not on PyPI under that name; the publisher's `[tool.librarian] install` setting puts its install line here")  # fmt: skip
+    get = (
+        f"install it with `{install}`"
+        if install
+        else "it is not on PyPI under that name; the publisher's `[tool.librarian] install` setting puts its install line here"
+    )
     examples = _pull_examples(index, repo_id)
     pinned = f"{package} @ {endpoint}/datasets/{repo_id}/resolve/main/{quote(path)} --hash=sha256:{sha}"
     return f"""{BEGIN}

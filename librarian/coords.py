@@ -74,8 +74,15 @@ def format_dotted(v: tuple[int, ...]) -> str:
 # One CPU vocabulary for the whole program: the spelling Linux wheel tags and ELF use (``x86_64``,
 # ``aarch64``), whatever the source said (``platform.machine()`` on Windows says ``AMD64``; PE, Mach-O
 # and macOS/Windows wheel tags say ``arm64``).
-_CPU_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "i386": "i686", "i586": "i686",
-                "win32": "i686", "x86": "i686"}  # fmt: skip
+_CPU_ALIASES = {
+    "amd64": "x86_64",
+    "x64": "x86_64",
+    "arm64": "aarch64",
+    "i386": "i686",
+    "i586": "i686",
+    "win32": "i686",
+    "x86": "i686",
+}
 
 
 def canonical_cpu(name: str) -> str:
@@ -121,8 +128,13 @@ class GpuArch:
 
     def __post_init__(self) -> None:
         # Every arch that exists is made here, from bytes, the index or a flag: an impossible one stops here.
-        if not (0 <= self.minor <= 9 and is_sm_number(self.major * 10 + self.minor)) or self.suffix not in ARCH_SUFFIXES:
-            raise BadInput(f"{self.kind.value}_{self.major * 10 + self.minor}{self.suffix}: no compiler emits this GPU arch")
+        if (
+            not (0 <= self.minor <= 9 and is_sm_number(self.major * 10 + self.minor))
+            or self.suffix not in ARCH_SUFFIXES
+        ):
+            raise BadInput(
+                f"{self.kind.value}_{self.major * 10 + self.minor}{self.suffix}: no compiler emits this GPU arch"
+            )
 
     @classmethod
     def parse(cls, text: str) -> GpuArch:
@@ -232,7 +244,10 @@ class LabelClaim:
 
 _FOREIGN_FORMS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("librarian", re.compile(r"cu(?P<cuda>\d{2,3})torch(?P<tmaj>\d+)\.(?P<tmin>\d+)")),
-    ("flash-attn", re.compile(r"cu(?P<cmaj>\d{2})torch(?P<tmaj>\d+)\.(?P<tmin>\d+)cxx11abi(?P<abi>true|false)")),
+    (
+        "flash-attn",
+        re.compile(r"cu(?P<cmaj>\d{2})torch(?P<tmaj>\d+)\.(?P<tmin>\d+)cxx11abi(?P<abi>true|false)"),
+    ),
     ("pyg", re.compile(r"pt(?P<tmaj>\d)(?P<tmin>\d+)cu(?P<cuda>\d{2,3})")),
     ("pytorch", re.compile(r"cu(?P<cuda>\d{2,3})")),
 )
@@ -334,7 +349,9 @@ class Cell:
 
     def __post_init__(self) -> None:
         if self.sm.kind is not ArchKind.SASS:
-            raise BadInput(f"{self.sm}: a cell is for a real GPU, so its arch is sm_XX, not {self.sm.kind.value}")
+            raise BadInput(
+                f"{self.sm}: a cell is for a real GPU, so its arch is sm_XX, not {self.sm.kind.value}"
+            )
 
     def __str__(self) -> str:
         return f"{self.package} sm{self.sm.sm} {self.label.combo}"

@@ -21,7 +21,9 @@ class Coverage:
     location: str
     sms: tuple[str, ...]  # column heads: "80", "89", "90a", sorted by number
     rows: dict[tuple[str, str], dict[str, list[IndexEntry]]]  # (package, combo) -> sm -> entries
-    files: int | None = None  # the store's files the index accounts for (wheels, index, pages); None: not counted
+    files: int | None = (
+        None  # the store's files the index accounts for (wheels, index, pages); None: not counted
+    )
 
 
 def coverage(index: Index, location: str) -> Coverage:
@@ -77,7 +79,8 @@ def render_coverage_html(cov: Coverage) -> str:
     rows = []
     for (package, combo), cells in cov.rows.items():
         tds = "".join(
-            f'<td class="hole">{HOLE}</td>' if not cells.get(s) else f"<td>{esc(_cell_text(cells[s]))}</td>" for s in cov.sms
+            f'<td class="hole">{HOLE}</td>' if not cells.get(s) else f"<td>{esc(_cell_text(cells[s]))}</td>"
+            for s in cov.sms
         )
         rows.append(f"<tr><th>{esc(package)}</th><td>{esc(combo)}</td>{tds}</tr>")
     head = "".join(f"<th>sm{esc(s)}</th>" for s in cov.sms)

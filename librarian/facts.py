@@ -59,7 +59,9 @@ class BinaryFacts:
     relocatable_ptx: tuple[GpuArch, ...] = ()
     lto: tuple[GpuArch, ...] = ()  # LTO-IR entries: opaque, reported as such
     toolkit: MajorMinor | None = None  # highest CUDA toolkit version that built its device code
-    glibc: tuple[int, ...] | None = None  # highest GLIBC_x.y[.z] needed, exact (ld-linux* skipped, as auditwheel)
+    glibc: tuple[int, ...] | None = (
+        None  # highest GLIBC_x.y[.z] needed, exact (ld-linux* skipped, as auditwheel)
+    )
     glibcxx: tuple[int, ...] | None = None  # highest GLIBCXX_x.y.z needed
     cxxabi: tuple[int, ...] | None = None  # highest CXXABI_x.y.z needed
     needed: tuple[str, ...] = ()  # DT_NEEDED
@@ -166,7 +168,9 @@ def _archs(values: object) -> tuple[GpuArch, ...]:
 
 
 # libcudart.so.12[.8], cudart64_12.dll / cudart64_110.dll, libcudart.12.dylib
-_CUDART = re.compile(r"libcudart\.so\.(\d+)(?:\.[\d.]*)?|cudart(?:64|32)_(\d+)\.dll|libcudart\.(\d+)(?:\.\d+)*\.dylib")
+_CUDART = re.compile(
+    r"libcudart\.so\.(\d+)(?:\.[\d.]*)?|cudart(?:64|32)_(\d+)\.dll|libcudart\.(\d+)(?:\.\d+)*\.dylib"
+)
 
 
 # torch's own libraries: libtorch.so, libtorch_cpu.so, libc10_cuda.so, libtorch_python.dylib, torch_cpu.dll,

@@ -62,7 +62,9 @@ def parse_gpus(text: str, source: str) -> tuple[KnownGpu, ...]:
             first = parse_cuda(str(row["cuda_first"]))
             last = parse_cuda(str(row["cuda_last"])) if "cuda_last" in row else None
             if last is not None and last < first:
-                raise ValueError(f"sm {row['sm']}: cuda_last {row['cuda_last']} is before cuda_first {row['cuda_first']}")
+                raise ValueError(
+                    f"sm {row['sm']}: cuda_last {row['cuda_last']} is before cuda_first {row['cuda_first']}"
+                )
             gpus.append(KnownGpu((int(m[1]), int(m[2])), str(row.get("examples", "")), cpus, first, last))
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
         raise BadInput(f"{source}: not a GPU list ({e})") from e
@@ -92,7 +94,11 @@ def parse_real_sm(text: str, flag: str = "--sm") -> GpuArch:
     real = ", ".join(g.arch.sm for g in known_gpus())
     if arch.kind is not ArchKind.SASS or arch.suffix:
         plain = GpuArch(arch.major, arch.minor).sm
-        raise BadInput(f"{flag} {text}: name the GPU, not a kind of code (sm_{arch.sm} code is filed under {plain})")
+        raise BadInput(
+            f"{flag} {text}: name the GPU, not a kind of code (sm_{arch.sm} code is filed under {plain})"
+        )
     if find_gpu(arch.capability) is None:
-        raise BadInput(f"{flag} {text}: no GPU of compute capability {arch.major}.{arch.minor} exists (real ones: {real})")
+        raise BadInput(
+            f"{flag} {text}: no GPU of compute capability {arch.major}.{arch.minor} exists (real ones: {real})"
+        )
     return arch

@@ -65,7 +65,9 @@ class IndexEntry:
     facts: WheelFacts | None = field(default=None, compare=False)  # parsed once, when the shard is read
     requires_python: str | None = None  # METADATA's Requires-Python: pull and the pip pages honour it
     metadata_sha256: str | None = None  # of ``<path>.metadata`` (PEP 658), where publish stored one
-    overrides: tuple[str, ...] = ()  # the publish flags that accepted a check on it (``--allow-glibc-mismatch``)
+    overrides: tuple[
+        str, ...
+    ] = ()  # the publish flags that accepted a check on it (``--allow-glibc-mismatch``)
 
     @property
     def metadata_path(self) -> str | None:
@@ -122,13 +124,17 @@ class IndexEntry:
         if not isinstance(data, dict):
             raise StoreError(f"{source}: malformed index entry (a JSON {type(data).__name__}, not an object)")
         path_text = data.get("path")
-        where = f"{source}: malformed index entry" + (f" {path_text[:300]!r}" if isinstance(path_text, str) else "")
+        where = f"{source}: malformed index entry" + (
+            f" {path_text[:300]!r}" if isinstance(path_text, str) else ""
+        )
         try:
             cell_data = _field(data, "cell", dict)
             cell = Cell(
                 package=_field(cell_data, "package", str),
                 sm=GpuArch.parse(_field(cell_data, "sm", str)),
-                label=Label(parse_cuda(_field(cell_data, "cuda", str)), parse_torch(_field(cell_data, "torch", str))),
+                label=Label(
+                    parse_cuda(_field(cell_data, "cuda", str)), parse_torch(_field(cell_data, "torch", str))
+                ),
             )
             path = _field(data, "path", str)
             check_store_path(path)
@@ -153,9 +159,17 @@ class IndexEntry:
             overrides = data.get("overrides", [])
             if not isinstance(overrides, list) or not all(_is_flag(o) for o in overrides):
                 raise ValueError("'overrides' is not a list of flags")
-            entry = cls(path, sha, size, cell, added,
-                        facts_from_json(path.rsplit("/", 1)[-1], facts) if facts is not None else None,
-                        requires or None, metadata_sha or None, tuple(overrides))  # fmt: skip
+            entry = cls(
+                path,
+                sha,
+                size,
+                cell,
+                added,
+                facts_from_json(path.rsplit("/", 1)[-1], facts) if facts is not None else None,
+                requires or None,
+                metadata_sha or None,
+                tuple(overrides),
+            )
             entry.name  # noqa: B018 - the filename must parse
             entry.requires_python_spec  # noqa: B018 - and Requires-Python, if any
         except (KeyError, TypeError, ValueError, AttributeError, RecursionError, InvalidSpecifier) as e:
@@ -216,8 +230,15 @@ class Index:
 def metadata_path(wheel_path: str) -> str:
     """PEP 658: a wheel's METADATA is served at the wheel's URL plus ``.metadata``."""
     return wheel_path + ".metadata"
+
+
 def _is_flag(value: object) -> bool:
-    return isinstance(value, str) and value.startswith("--") and len(value) <= 64 and value[2:].replace("-", "").isalnum()
+    return (
+        isinstance(value, str)
+        and value.startswith("--")
+        and len(value) <= 64
+        and value[2:].replace("-", "").isalnum()
+    )
 
 
 def _field(data: Mapping[str, Any], key: str, kind: type) -> Any:
@@ -285,7 +306,9 @@ def _schema_of(entry: Any) -> int:
     facts = entry.get("facts")
     binaries = facts.get("binaries") if isinstance(facts, dict) else None
     rows = binaries if isinstance(binaries, list) else []
-    new = "overrides" in entry or any(isinstance(b, dict) and any(k in b for k in _SCHEMA_2_BINARY_FIELDS) for b in rows)
+    new = "overrides" in entry or any(
+        isinstance(b, dict) and any(k in b for k in _SCHEMA_2_BINARY_FIELDS) for b in rows
+    )
     return 2 if new else 1
 
 
@@ -345,7 +368,9 @@ def _no_constant(name: str) -> Any:
 def load_json(text: bytes, source: str) -> dict[str, Any]:
     """An index file's JSON object, checked against its size and schema; StoreError naming ``source``."""
     if len(text) > MAX_INDEX_BYTES:
-        raise StoreError(f"{source}: {len(text)} bytes, over the {MAX_INDEX_BYTES}-byte limit for an index file")
+        raise StoreError(
+            f"{source}: {len(text)} bytes, over the {MAX_INDEX_BYTES}-byte limit for an index file"
+        )
     try:
         data = json.loads(text, parse_constant=_no_constant)
     except RecursionError as e:
@@ -388,7 +413,9 @@ def parse_root(text: bytes, source: str = ROOT) -> RootIndex:
     return RootIndex(layout, shards, sums)
 
 
-def parse_shard(text: bytes, source: str, package: str) -> tuple[tuple[IndexEntry, ...], tuple[BadEntry, ...]]:
+def parse_shard(
+    text: bytes, source: str, package: str
+) -> tuple[tuple[IndexEntry, ...], tuple[BadEntry, ...]]:
     """Parse one package shard: its entries, and those that fail their checks (each poisons only itself).
 
     A shard that is not JSON, or has no list of wheels, is refused whole. An entry that names another
@@ -404,7 +431,9 @@ def parse_shard(text: bytes, source: str, package: str) -> tuple[tuple[IndexEntr
         try:
             entry = IndexEntry.from_json(w, f"{source}: wheels[{i}]" if not isinstance(w, dict) else source)
             if entry.cell.package != package:
-                raise StoreError(f"{source}: index entry of package {entry.cell.package} in the shard of {package}")
+                raise StoreError(
+                    f"{source}: index entry of package {entry.cell.package} in the shard of {package}"
+                )
         except StoreError as e:
             path = w.get("path") if isinstance(w, dict) else None
             named = path if isinstance(path, str) and _safe_path(path) else None

@@ -222,7 +222,11 @@ class Machine:
             if named.glibc is not None:
                 m = replace(m, glibc=Probed.found(named.glibc, "--platform"))
             elif named.os not in (None, "linux"):
-                m = replace(m, glibc=Probed.unknown(f"no glibc on {named.os}"), glibcxx=Probed.unknown(f"no libstdc++ on {named.os}"))
+                m = replace(
+                    m,
+                    glibc=Probed.unknown(f"no glibc on {named.os}"),
+                    glibcxx=Probed.unknown(f"no libstdc++ on {named.os}"),
+                )
         if glibc is not None:
             m = replace(m, glibc=Probed.found(parse_major_minor(glibc, "glibc"), "--glibc"))
         if python is not None or platform is not None or glibc is not None:

@@ -80,7 +80,9 @@ def parse_manifest(text: bytes, source: str) -> Manifest:
     if not isinstance(data, dict) or data.get("kind") != KIND:
         raise BadInput(f"{source}: not a stage manifest (written by 'publish --stage --manifest')")
     if isinstance(data.get("schema"), bool) or data.get("schema") not in READABLE_SCHEMAS:
-        raise BadInput(f"{source}: unsupported manifest schema {data.get('schema')!r} (this librarian reads {SCHEMA})")
+        raise BadInput(
+            f"{source}: unsupported manifest schema {data.get('schema')!r} (this librarian reads {SCHEMA})"
+        )
     wheels = data.get("wheels")
     if not isinstance(wheels, list) or not isinstance(data.get("repo"), str):
         raise BadInput(f"{source}: malformed stage manifest (no repo or wheels list)")
@@ -90,13 +92,21 @@ def parse_manifest(text: bytes, source: str) -> Manifest:
         raise BadInput(str(e)) from e
     planned = data.get("planned_against")
     metadata = data.get("metadata") or {}
-    if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
         raise BadInput(f"{source}: malformed stage manifest (metadata is not a map of sha256 to text)")
     for sha, body in metadata.items():
         if hashlib.sha256(metadata_bytes(body)).hexdigest() != sha:
             raise BadInput(f"{source}: a METADATA in the manifest does not match its sha256 {sha[:12]}…")
-    return Manifest(str(data["repo"]), str(data.get("revision") or "main"), str(planned) if planned else None,
-                    str(data.get("created", "")), entries, metadata)  # fmt: skip
+    return Manifest(
+        str(data["repo"]),
+        str(data.get("revision") or "main"),
+        str(planned) if planned else None,
+        str(data.get("created", "")),
+        entries,
+        metadata,
+    )
 
 
 def metadata_text(data: bytes) -> str:
@@ -121,7 +131,9 @@ def merge_manifests(manifests: Sequence[tuple[str, Manifest]]) -> tuple[IndexEnt
         for entry in manifest.entries:
             other = seen.get(entry.path)
             if other is not None and other[1].sha256 != entry.sha256:
-                raise BadInput(f"{entry.path}: staged with other bytes by {other[0]} and {name} "
-                               f"(sha256 {other[1].sha256[:12]}… and {entry.sha256[:12]}…)")  # fmt: skip
+                raise BadInput(
+                    f"{entry.path}: staged with other bytes by {other[0]} and {name} "
+                    f"(sha256 {other[1].sha256[:12]}… and {entry.sha256[:12]}…)"
+                )
             seen.setdefault(entry.path, (name, entry))
     return tuple(e for _, e in sorted(seen.values(), key=lambda v: v[1].path))

@@ -28,7 +28,11 @@ def parse_pending_path(path: str) -> tuple[str, str] | None:
         return None
     stem = path[len(PENDING_DIR) + 1 : -len(".json")]
     wheel, _, sha = stem.rpartition(".")
-    if not wheel.endswith(".whl") or len(sha) != _PENDING_SHA or any(c not in "0123456789abcdef" for c in sha):
+    if (
+        not wheel.endswith(".whl")
+        or len(sha) != _PENDING_SHA
+        or any(c not in "0123456789abcdef" for c in sha)
+    ):
         return None
     return wheel, sha
 

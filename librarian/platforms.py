@@ -68,7 +68,14 @@ def parse_platform(tag: str) -> PlatformTag:
         return PlatformTag(tag, None, None, None)
     cpu = rules.cpu.get(tag) if tag in rules.os else None  # a whole tag that is a CPU too: win32
     if cpu is None:
-        cpu = next((c for suffix, c in sorted(rules.cpu.items(), key=lambda kv: -len(kv[0])) if tag.endswith(suffix)), None)
+        cpu = next(
+            (
+                c
+                for suffix, c in sorted(rules.cpu.items(), key=lambda kv: -len(kv[0]))
+                if tag.endswith(suffix)
+            ),
+            None,
+        )
     prefix = tag.split("_")[0]
     os_format = rules.os.get(prefix)
     glibc: MajorMinor | None = None
@@ -76,7 +83,9 @@ def parse_platform(tag: str) -> PlatformTag:
         glibc = (int(m[1]), int(m[2]))
     elif prefix in rules.legacy:
         glibc = rules.legacy[prefix]
-    return PlatformTag(tag, cpu, os_format[0] if os_format else None, os_format[1] if os_format else None, glibc)
+    return PlatformTag(
+        tag, cpu, os_format[0] if os_format else None, os_format[1] if os_format else None, glibc
+    )
 
 
 def legacy_manylinux(glibc: MajorMinor) -> str | None:
@@ -89,8 +98,15 @@ def os_format(os: str) -> BinaryFormat | None:
     return next((fmt for name, fmt in _rules().os.values() if name == os), None)
 
 
-_OS_NAMES = {"linux": "linux", "windows": "win32", "win32": "win32", "win": "win32", "macos": "darwin",
-             "darwin": "darwin", "mac": "darwin"}  # fmt: skip
+_OS_NAMES = {
+    "linux": "linux",
+    "windows": "win32",
+    "win32": "win32",
+    "win": "win32",
+    "macos": "darwin",
+    "darwin": "darwin",
+    "mac": "darwin",
+}
 _WINDOWS_CPUS = {"x86_64": "win_amd64", "aarch64": "win_arm64", "i686": "win32"}
 
 

@@ -36,7 +36,9 @@ def jobs_for(jobs: int | None) -> int:
     return (jobs or default_jobs()) if hasattr(os, "pread") else 1
 
 
-def bounded_map(pool: ThreadPoolExecutor, work: Callable[[T], R], items: Iterable[T], window: int) -> Iterator[R]:
+def bounded_map(
+    pool: ThreadPoolExecutor, work: Callable[[T], R], items: Iterable[T], window: int
+) -> Iterator[R]:
     """``pool.map`` with at most ``window`` items in flight; unstarted work is cancelled if the caller stops."""
     pending: collections.deque[Future[R]] = collections.deque()
     try:
@@ -63,7 +65,9 @@ def ordered_map(work: Callable[[T], R], items: Iterable[T], jobs: int, name: str
         yield from bounded_map(pool, work, items, AHEAD * jobs)
 
 
-def largest_first(work: Callable[[T], R], items: Sequence[T], sizes: Sequence[int], jobs: int, name: str) -> list[R]:
+def largest_first(
+    work: Callable[[T], R], items: Sequence[T], sizes: Sequence[int], jobs: int, name: str
+) -> list[R]:
     """``work`` over ``items`` on ``jobs`` threads, the biggest (by ``sizes``) started first; results in the
     items' order, and the first failure in that order raises, as with one thread.
 
@@ -81,7 +85,9 @@ def largest_first(work: Callable[[T], R], items: Sequence[T], sizes: Sequence[in
         except Exception as e:  # noqa: BLE001  # kept, raised below in the items' order (any type: as one thread would)
             return e
 
-    outcomes: dict[int, R | Exception] = dict(zip(order, ordered_map(attempt, order, jobs, name), strict=True))
+    outcomes: dict[int, R | Exception] = dict(
+        zip(order, ordered_map(attempt, order, jobs, name), strict=True)
+    )
     results: list[R] = []
     for k in range(len(items)):
         outcome = outcomes[k]

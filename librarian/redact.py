@@ -29,7 +29,9 @@ def register_secret(secret: str | None) -> None:
 
 def mask(text: str) -> str:
     """``text`` with every known secret, ``hf_...`` token, bearer value and URL password replaced by ``***``."""
-    for secret in sorted(_secrets | {v for k in TOKEN_ENV if len(v := os.environ.get(k, "")) >= 4}, key=len, reverse=True):
+    for secret in sorted(
+        _secrets | {v for k in TOKEN_ENV if len(v := os.environ.get(k, "")) >= 4}, key=len, reverse=True
+    ):
         text = text.replace(secret, MASK)
     text = _TOKEN.sub(MASK, text)
     text = _BEARER.sub(lambda m: f"{m[1]}{m[2]}{MASK}", text)

@@ -53,7 +53,9 @@ def open_regular(path: Path, *, follow: bool = True) -> BinaryIO:
         fd = os.open(path, flags)
     except OSError as e:
         if e.errno == errno.ELOOP and not follow:
-            raise NotRegular(errno.ELOOP, "a symbolic link (librarian does not follow links in a store)", str(path)) from e
+            raise NotRegular(
+                errno.ELOOP, "a symbolic link (librarian does not follow links in a store)", str(path)
+            ) from e
         raise
     try:
         mode = os.fstat(fd).st_mode
@@ -131,7 +133,9 @@ def atomic_output(target: Path, mode: int | None = None, *, durable: bool = Fals
             os.chmod(tmp, mode)  # exactly ``mode``, whatever the umask
 
 
-def atomic_write(target: Path, data: bytes | None = None, *, source: Path | None = None, mode: int = 0o644) -> None:
+def atomic_write(
+    target: Path, data: bytes | None = None, *, source: Path | None = None, mode: int = 0o644
+) -> None:
     """Write ``data`` (or a copy of the regular file ``source``) to ``target``: a temp file beside it, flushed
     to disk, then renamed over it, so a reader sees the old file or the new one, never half of one."""
     with atomic_output(target, mode, durable=True) as out:

@@ -61,10 +61,19 @@ class RichReporter:
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(file=sys.stderr)
         # A long wheel name is cut, so that the bar, the amount and the time fit one 80-column line.
-        name = TextColumn("{task.description}", table_column=Column(max_width=40, no_wrap=True, overflow="ellipsis"))
+        name = TextColumn(
+            "{task.description}", table_column=Column(max_width=40, no_wrap=True, overflow="ellipsis")
+        )
         # stdout is left alone: what a command prints must reach a pipe, never the bar's stream.
-        self.progress = Progress(name, BarColumn(bar_width=20), _Amount(), TimeRemainingColumn(),
-                                 console=self.console, transient=True, redirect_stdout=False)  # fmt: skip
+        self.progress = Progress(
+            name,
+            BarColumn(bar_width=20),
+            _Amount(),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=True,
+            redirect_stdout=False,
+        )
 
     def start(self, description: str, total: int | None, unit: str) -> Task:
         """Show a bar for the task."""
@@ -78,4 +87,3 @@ class RichReporter:
         self.progress.remove_task(task.task_id)
         if not self.progress.tasks:
             self.progress.stop()
-

@@ -89,11 +89,16 @@ def torch_extension_so(seed: bytes = b"") -> bytes:
     the one torch line it was built for (what gc prunes by torch line). ``seed`` makes its bytes differ."""
     from tests.cuda_fixtures import SHT_PROGBITS, elf_bytes
 
-    return elf_bytes(needed=("libc10.so",), symbols={"_ZN3c106detail14torchCheckFailEPKcS2_jRKSs": False},
-                     sections=((".comment", SHT_PROGBITS, seed),))  # fmt: skip
+    return elf_bytes(
+        needed=("libc10.so",),
+        symbols={"_ZN3c106detail14torchCheckFailEPKcS2_jRKSs": False},
+        sections=((".comment", SHT_PROGBITS, seed),),
+    )
 
 
-def assert_mutants_fail_in_one_line(goods: tuple[bytes, ...], hot: list[int], path: str, count: int = 400) -> None:
+def assert_mutants_fail_in_one_line(
+    goods: tuple[bytes, ...], hot: list[int], path: str, count: int = 400
+) -> None:
     """Mutate ``goods`` at ``hot`` offsets (and cut some short), seeded: each mutant reads, or fails with one
     BadBinary line naming ``path``; nothing else escapes (an IndexError, a struct.error, a hang)."""
     import random

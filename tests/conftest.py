@@ -18,7 +18,9 @@ class Result:
     code: int
     out: str
     err: str  # stderr less the endpoint notice (below), which every loopback Hub command prints
-    notices: tuple[str, ...] = ()  # the lines taken out of ``err``: "the Hub here is http://127.0.0.1:... (HF_ENDPOINT)"
+    notices: tuple[
+        str, ...
+    ] = ()  # the lines taken out of ``err``: "the Hub here is http://127.0.0.1:... (HF_ENDPOINT)"
 
 
 # Every Hub command against the loopback Hub says once that its endpoint is not huggingface.co; the

@@ -65,8 +65,12 @@ BUILDS: dict[str, tuple[list[str], tuple[str, ...]]] = {
     ),
     # PyTorch's usual TORCH_CUDA_ARCH_LIST="8.0;8.6;9.0+PTX"
     "torch_list": (
-        [*SHARED, *_gencode("compute_80", "sm_80"), *_gencode("compute_86", "sm_86"),
-         *_gencode("compute_90", "sm_90", "compute_90")],
+        [
+            *SHARED,
+            *_gencode("compute_80", "sm_80"),
+            *_gencode("compute_86", "sm_86"),
+            *_gencode("compute_90", "sm_90", "compute_90"),
+        ],
         ("k.cu",),
     ),
     "ptx": ([*SHARED, *_gencode("compute_80", "compute_80")], ("k.cu",)),
@@ -86,7 +90,9 @@ LOOSE: dict[str, list[str]] = {
     "sm120f.cubin": ["-cubin", *_gencode("compute_120f", "sm_120f")],  # nothing in a cubin says `f`
     "rdc.cubin": ["-cubin", "-rdc=true", "-arch=sm_80"],  # ET_REL
     "multi.fatbin": [
-        "-fatbin", *_gencode("compute_80", "sm_80", "compute_80"), *_gencode("compute_120f", "sm_120f")
+        "-fatbin",
+        *_gencode("compute_80", "sm_80", "compute_80"),
+        *_gencode("compute_120f", "sm_120f"),
     ],
     "sm120f.ptx": ["-ptx", "-arch=sm_120f"],
 }
@@ -165,7 +171,11 @@ def write_manifest(directory: Path) -> dict[str, object]:
     files = {}
     for file, cmd in sorted(commands().items()):
         data = (directory / file).read_bytes()
-        files[file] = {"command": shlex.join(cmd), "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        files[file] = {
+            "command": shlex.join(cmd),
+            "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        }
     manifest: dict[str, object] = {"nvcc": {"release": release[1], "version": release[2]}, "files": files}
     (directory / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
@@ -282,9 +292,18 @@ def elf_bytes(
     return _assemble(e, bits, machine, etype, osabi, eflags, table, flags=flags)
 
 
-def _assemble(e: str, bits: int, machine: int, etype: int, osabi: int, eflags: int,
-              table: list[tuple[str, int, bytes, int, int]], *, version: int = 1,
-              flags: dict[str, int] | None = None) -> bytes:  # fmt: skip
+def _assemble(
+    e: str,
+    bits: int,
+    machine: int,
+    etype: int,
+    osabi: int,
+    eflags: int,
+    table: list[tuple[str, int, bytes, int, int]],
+    *,
+    version: int = 1,
+    flags: dict[str, int] | None = None,
+) -> bytes:
     ehsize, shentsize = (52, 40) if bits == 32 else (64, 64)
     shstr = _Strings()
     body = bytearray(ehsize)
@@ -303,8 +322,9 @@ def _assemble(e: str, bits: int, machine: int, etype: int, osabi: int, eflags: i
         body += struct.pack(sh_fmt, name_off, typ, flg, 0, off, size, link, info, 8 if typ else 0, 0)
     ident = b"\x7fELF" + bytes([1 if bits == 32 else 2, 1 if e == "<" else 2, 1, osabi]) + bytes(8)
     hfmt = e + ("HHIIIIIHHHHHH" if bits == 32 else "HHIQQQIHHHHHH")
-    header = ident + struct.pack(hfmt, etype, machine, version, 0, 0, shoff, eflags, ehsize, 0, 0, shentsize,
-                                 len(rows), len(rows) - 1)  # fmt: skip
+    header = ident + struct.pack(
+        hfmt, etype, machine, version, 0, 0, shoff, eflags, ehsize, 0, 0, shentsize, len(rows), len(rows) - 1
+    )
     body[: len(header)] = header
     return bytes(body)
 
@@ -312,8 +332,13 @@ def _assemble(e: str, bits: int, machine: int, etype: int, osabi: int, eflags: i
 def note(owner: str, ntype: int, desc: bytes) -> bytes:
     """One ELF note record."""
     name = owner.encode() + b"\0"
-    return (struct.pack("<III", len(name), len(desc), ntype) + name + bytes(-len(name) % 4)
-            + desc + bytes(-len(desc) % 4))  # fmt: skip
+    return (
+        struct.pack("<III", len(name), len(desc), ntype)
+        + name
+        + bytes(-len(name) % 4)
+        + desc
+        + bytes(-len(desc) % 4)
+    )
 
 
 def cubin_bytes(
@@ -355,8 +380,9 @@ def cubin_bytes(
         sections.append((".nv.compat", 0x70000086, compat))
     if kernels:
         sections.append((".text._Z1kPi", 1, bytes(64)))  # SHT_PROGBITS: the kernel's SASS
-    return _assemble("<", 64, 190, etype, osabi, eflags, [(n, t, d, 0, 0) for n, t, d in sections],
-                     version=e_version)  # fmt: skip
+    return _assemble(
+        "<", 64, 190, etype, osabi, eflags, [(n, t, d, 0, 0) for n, t, d in sections], version=e_version
+    )
 
 
 # ---- fatbin bytes ----------------------------------------------------------------------------------
@@ -386,8 +412,23 @@ def fatbin_entry(
     csize = len(stream) if compress != "none" else 0
     usize = (len(payload) if compress != "none" else 0) if uncompressed_size is None else uncompressed_size
     padded = stream + bytes(-len(stream) % 8)
-    head = struct.pack("<HHIQIIHHIIIQQQ", kind, 0x101, header_size, len(padded), csize, 0, version[1],
-                       version[0], arch, 0, 0, flags, 0, usize)  # fmt: skip
+    head = struct.pack(
+        "<HHIQIIHHIIIQQQ",
+        kind,
+        0x101,
+        header_size,
+        len(padded),
+        csize,
+        0,
+        version[1],
+        version[0],
+        arch,
+        0,
+        0,
+        flags,
+        0,
+        usize,
+    )
     return head + bytes(max(header_size - len(head), 0)) + padded
 
 

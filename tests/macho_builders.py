@@ -10,22 +10,31 @@ import struct
 CPU_X86_64, CPU_ARM64 = 0x01000007, 0x0100000C
 
 
-def thin(cpu: int = CPU_ARM64, dylibs: tuple[str, ...] = (), undefined: tuple[str, ...] = (),
-         defined: tuple[str, ...] = ()) -> bytes:  # fmt: skip
+def thin(
+    cpu: int = CPU_ARM64,
+    dylibs: tuple[str, ...] = (),
+    undefined: tuple[str, ...] = (),
+    defined: tuple[str, ...] = (),
+) -> bytes:
     """An MH_BUNDLE (a Python extension's kind) loading ``dylibs`` and importing ``undefined`` (C/C++ names:
     the leading underscore Mach-O adds is added here)."""
     commands = bytearray()
     for lib in dylibs:
         name = lib.encode() + b"\0"
         size = 24 + len(name) + (-(24 + len(name)) % 8)
-        commands += struct.pack("<IIIIII", 0xC, size, 24, 2, 0x10000, 0x10000) + name + bytes(size - 24 - len(name))
+        commands += (
+            struct.pack("<IIIIII", 0xC, size, 24, 2, 0x10000, 0x10000) + name + bytes(size - 24 - len(name))
+        )
     ncmds = len(dylibs) + 1
     header_size = 32
     symtab_at = header_size + len(commands)
     commands_size = len(commands) + 24
     strings = bytearray(b"\0")
     rows = bytearray()
-    for name, ntype in [*((n, 0x01) for n in undefined), *((n, 0x0F) for n in defined)]:  # N_UNDF|N_EXT; N_SECT|N_EXT
+    for name, ntype in [
+        *((n, 0x01) for n in undefined),
+        *((n, 0x0F) for n in defined),
+    ]:  # N_UNDF|N_EXT; N_SECT|N_EXT
         rows += struct.pack("<IBBHQ", len(strings), ntype, 0 if ntype == 0x01 else 1, 0, 0)
         strings += b"_" + name.encode() + b"\0"
     symoff = header_size + commands_size

@@ -52,9 +52,10 @@ def _idata(va: int, imports: dict[str, list[str]]) -> bytes:
 
 
 def pe_dll(
-    sections: tuple[tuple[str, bytes, int], ...] = (), imports: dict[str, list[str]] | None = None,
+    sections: tuple[tuple[str, bytes, int], ...] = (),
+    imports: dict[str, list[str]] | None = None,
     machine: int = 0x8664,
-) -> bytes:  # fmt: skip
+) -> bytes:
     """A PE32+ DLL with ``sections`` (name, bytes, characteristics) and an import table of ``imports``
     (DLL -> symbols imported by name)."""
     table = list(sections)
@@ -82,7 +83,19 @@ def pe_dll(
     if idata_index is not None:
         struct.pack_into("<II", opt, 0x70 + 8, vas[idata_index], len(table[idata_index][1]))
     rows = b"".join(
-        struct.pack("<8sIIIIIIHHI", name.encode()[:8], len(data), va, _align(len(data), FILE_ALIGN), off, 0, 0, 0, 0, chars)
+        struct.pack(
+            "<8sIIIIIIHHI",
+            name.encode()[:8],
+            len(data),
+            va,
+            _align(len(data), FILE_ALIGN),
+            off,
+            0,
+            0,
+            0,
+            0,
+            chars,
+        )
         for (name, data, chars), va, off in zip(table, vas, offsets, strict=True)
     )
     head = dos + b"PE\0\0" + coff + bytes(opt) + rows

@@ -30,8 +30,9 @@ def test_importing_librarian_imports_no_hub_client() -> None:
 def test_judge_a_sample_wheel_as_a_library() -> None:
     wheel_path = min(SAMPLES.glob("*.whl"))
     facts = librarian.inspect_wheel(wheel_path)
-    machine = librarian.Machine().with_overrides(sm="89", torch="2.9", cuda="13.0", python="3.10",
-                                                 platform="linux_x86_64")  # fmt: skip
+    machine = librarian.Machine().with_overrides(
+        sm="89", torch="2.9", cuda="13.0", python="3.10", platform="linux_x86_64"
+    )
     wheel = librarian.Wheel(librarian.WheelName.parse(wheel_path.name), facts)
     judgement = librarian.judge(wheel, machine)
     on_gpu = judgement.verdict(librarian.Demand.GPU)

@@ -29,7 +29,13 @@ def test_a_new_card_has_front_matter_and_the_block() -> None:
 
 
 def test_text_outside_the_block_survives_and_their_front_matter_is_kept() -> None:
-    theirs = "---\nlicense: mit\ntags:\n- kernels\npretty_name: X\n---\n# Ours\n\nnotes\n\n" + BEGIN + "\nSTALE-BLOCK\n" + END + "\n\nfooter\n"
+    theirs = (
+        "---\nlicense: mit\ntags:\n- kernels\npretty_name: X\n---\n# Ours\n\nnotes\n\n"
+        + BEGIN
+        + "\nSTALE-BLOCK\n"
+        + END
+        + "\n\nfooter\n"
+    )
     card = merge_card(theirs, block(), REPO)
     assert "# Ours\n\nnotes" in card and "footer" in card and "STALE-BLOCK" not in card
     assert "license: mit" in card and "pretty_name: X" in card and "- kernels" in card and "- wheels" in card
@@ -71,8 +77,14 @@ def test_hub_addresses(address: str, parsed: tuple[str, str] | None) -> None:
 
 @pytest.mark.parametrize(
     "address",
-    ["http://huggingface.co/datasets/a/b", "https://huggingface.co/a/b", "https://example.com/datasets/a/b",
-     "hf://spaces/a/b", "ftp://x/y", "https://huggingface.co/datasets/a/b?x=1"],
+    [
+        "http://huggingface.co/datasets/a/b",
+        "https://huggingface.co/a/b",
+        "https://example.com/datasets/a/b",
+        "hf://spaces/a/b",
+        "ftp://x/y",
+        "https://huggingface.co/datasets/a/b?x=1",
+    ],
 )
 def test_other_urls_are_refused(address: str) -> None:
     with pytest.raises(BadInput, match="not a"):
@@ -81,19 +93,30 @@ def test_other_urls_are_refused(address: str) -> None:
 
 def test_clean_masks_tokens_and_makes_one_short_line() -> None:
     register_secret("my-configured-secret")
-    raw = "denied: Authorization: Bearer hf_abcdefghijklmnop1234 my-configured-secret\nPK\x03\x04\x00\x00" + "z" * 5000
+    raw = (
+        "denied: Authorization: Bearer hf_abcdefghijklmnop1234 my-configured-secret\nPK\x03\x04\x00\x00"
+        + "z" * 5000
+    )
     line = clean(raw)
     assert "\n" not in line and len(line) <= 300 and line.endswith("...")
-    assert "hf_abcdefghijklmnop1234" not in line and "my-configured-secret" not in line and "Bearer ***" in line
+    assert (
+        "hf_abcdefghijklmnop1234" not in line and "my-configured-secret" not in line and "Bearer ***" in line
+    )
     assert "\x00" not in line and "\x03" not in line
     assert clean("fetch https://bob:pw@host/x failed") == "fetch https://***@host/x failed"
 
 
 def test_the_card_has_a_pull_line_per_package_and_combo_and_the_install_setting() -> None:
-    entries = [entry("flash_attn"), entry("flash_attn", label="cu130torch2.9"), entry("natten", sm="90"),
-               entry("natten", sm="80")]  # fmt: skip
+    entries = [
+        entry("flash_attn"),
+        entry("flash_attn", label="cu130torch2.9"),
+        entry("natten", sm="90"),
+        entry("natten", sm="80"),
+    ]
     index = Index(load_layout()).with_entries(entries)
-    block = render_card_block(index, "me/wheels", install="pip install 'librarian-wheels @ git+https://example.org/l@v1'")
+    block = render_card_block(
+        index, "me/wheels", install="pip install 'librarian-wheels @ git+https://example.org/l@v1'"
+    )
     pulls = [line for line in block.splitlines() if line.startswith("librarian pull ")]
     combos = {(line.split()[2], line.split()[6], line.split()[8]) for line in pulls}
     assert {("flash_attn", "2.9", "12.8"), ("flash_attn", "2.9", "13.0"), ("natten", "2.9", "12.8")} <= combos

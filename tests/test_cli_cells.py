@@ -29,7 +29,9 @@ def bare(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     isolate_machine(monkeypatch, tmp_path / "bin")
 
 
-def test_torch_arch_list_files_every_gpu_its_sass_serves(run: Run, sos: dict[str, Path], tmp_path: Path) -> None:
+def test_torch_arch_list_files_every_gpu_its_sass_serves(
+    run: Run, sos: dict[str, Path], tmp_path: Path
+) -> None:
     whl = so_wheel(tmp_path / "dist", sos["torch_list"], name="mykern", tags=TAGS)
     published = run("publish", str(whl), *LINE)
     assert published.code == 0, published.err
@@ -38,7 +40,9 @@ def test_torch_arch_list_files_every_gpu_its_sass_serves(run: Run, sos: dict[str
     assert (house / "pages/sm89-torch2.9-cu130.html").is_file()
     pulled = run("pull", "mykern", "--sm", "89", "--torch", "2.9", "--python", "3.12", "-o", "out")
     assert pulled.code == 0, pulled.err
-    assert pulled.out.startswith("mykern/sm89/torch2.9-cu130/mykern-1.0+cu130torch2.9-cp312-cp312-linux_x86_64.whl")
+    assert pulled.out.startswith(
+        "mykern/sm89/torch2.9-cu130/mykern-1.0+cu130torch2.9-cp312-cp312-linux_x86_64.whl"
+    )
     for sm in ("75", "100", "120"):  # older than its SASS; its compute_90 PTX alone reaches the newer ones
         assert run("pull", "mykern", "--sm", sm, *LINE, "--python", "3.12", "-o", "out").code == 1
     assert run("verify", "--deep").code == 0
@@ -60,10 +64,13 @@ def test_ptx_alone_files_no_cell(run: Run, sos: dict[str, Path], tmp_path: Path)
     assert run("publish", str(whl), *LINE, "--sm", "80", "--trust-sm").code == 0
 
 
-@pytest.mark.parametrize(("sm", "says"), [("86a", "name the GPU"), ("88", "no GPU of compute capability 8.8")])
+@pytest.mark.parametrize(
+    ("sm", "says"), [("86a", "name the GPU"), ("88", "no GPU of compute capability 8.8")]
+)
 @pytest.mark.parametrize("command", ["publish", "pull", "doctor"])
-def test_sm_takes_only_gpus_that_exist(run: Run, sos: dict[str, Path], tmp_path: Path, command: str, sm: str,
-                                       says: str) -> None:  # fmt: skip
+def test_sm_takes_only_gpus_that_exist(
+    run: Run, sos: dict[str, Path], tmp_path: Path, command: str, sm: str, says: str
+) -> None:
     whl = so_wheel(tmp_path / "dist", sos["sm_80"], tags=TAGS)
     args = {"publish": [str(whl), *LINE], "pull": ["kern", *LINE], "doctor": [str(whl)]}[command]
     result = run(command, *args, "--sm", sm)
@@ -77,8 +84,14 @@ def test_pull_skips_a_version_whose_requires_python_excludes_the_interpreter(
     data = sos["sm_80"].read_bytes()
     for version, requires in (("1.0", ">=3.9"), ("2.0", ">=3.13")):
         files = {"rp/__init__.py": b"", "rp/_C.so": data}
-        whl = make_wheel(tmp_path / "dist" / version, "rp", version, "py3-none-linux_x86_64", files,
-                         requires_python=requires)  # fmt: skip
+        whl = make_wheel(
+            tmp_path / "dist" / version,
+            "rp",
+            version,
+            "py3-none-linux_x86_64",
+            files,
+            requires_python=requires,
+        )
         assert run("publish", str(whl), *LINE).code == 0
     page = (tmp_path / "wheelhouse/pages/sm80-torch2.9-cu130.html").read_text()
     assert 'data-requires-python="&gt;=3.13"' in page and 'data-requires-python="&gt;=3.9"' in page

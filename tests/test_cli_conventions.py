@@ -27,10 +27,19 @@ LABEL = ("--torch", "2.9", "--cuda", "13.0")
 MACHINE = ("--sm", "89", "--torch", "2.9", "--python", "3.12")
 
 
-def librarian_cli(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def librarian_cli(
+    *argv: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """The CLI in a child process, as a shell runs it."""
-    return subprocess.run([sys.executable, "-m", "librarian", *argv], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "librarian", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.fixture
@@ -58,7 +67,11 @@ def test_completion_scripts(tmp_path: Path, shell: str) -> None:
 def test_completion_completes_commands_and_flags(tmp_path: Path) -> None:
     env = {"_LIBRARIAN_COMPLETE": "complete_bash", "COMP_WORDS": "librarian pu", "COMP_CWORD": "1"}
     assert set(librarian_cli(cwd=tmp_path, env=env).stdout.split()) == {"publish", "pull"}
-    env = {"_LIBRARIAN_COMPLETE": "complete_bash", "COMP_WORDS": "librarian publish --allow-g", "COMP_CWORD": "2"}
+    env = {
+        "_LIBRARIAN_COMPLETE": "complete_bash",
+        "COMP_WORDS": "librarian publish --allow-g",
+        "COMP_CWORD": "2",
+    }
     assert librarian_cli(cwd=tmp_path, env=env).stdout.split() == ["--allow-glibc-mismatch"]
 
 
@@ -92,8 +105,12 @@ def parsed(result: Result, code: int) -> dict[str, object]:
     return data
 
 
-def test_every_command_answers_json(run: Run, store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LIBRARIAN_MATRIX", str(tmp_path / "matrix.toml"))  # refresh writes here, not ~/.config
+def test_every_command_answers_json(
+    run: Run, store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "LIBRARIAN_MATRIX", str(tmp_path / "matrix.toml")
+    )  # refresh writes here, not ~/.config
     wheel = str(tmp_path / "dist" / SAMPLE)
     page = tmp_path / "torch.html"
     page.write_text('<a href="torch-2.9.0%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl">x</a>\n')
@@ -149,7 +166,9 @@ def test_verify_deep_reads_each_blob_once(run: Run, store: Path, monkeypatch: py
     assert run("verify", "--deep").code == 0
     assert len(reads) == 3  # three wheels, each hard-linked under four cells
     # A problem in the bytes is reported once, naming every path the bytes are filed under.
-    paths = sorted(str(p.relative_to(store)) for p in store.rglob(SAMPLE.replace("0.1.0", "0.1.0+cu130torch2.9")))
+    paths = sorted(
+        str(p.relative_to(store)) for p in store.rglob(SAMPLE.replace("0.1.0", "0.1.0+cu130torch2.9"))
+    )
     assert len(paths) == 4
     target = store / paths[0]
     with zipfile.ZipFile(target) as zf:
@@ -168,7 +187,9 @@ def test_verify_deep_reads_each_blob_once(run: Run, store: Path, monkeypatch: py
     problems = [p for p in json.loads(result.out)["problems"] if "0.2.0" in p["problem"]]
     assert len(problems) == 1 and [problems[0]["path"], *problems[0]["also"]] == paths, problems
     text = run("verify").out
-    assert f"{paths[0]} (and {len(paths) - 1} other paths with the same bytes): " in text  # a count: lines stay short
+    assert (
+        f"{paths[0]} (and {len(paths) - 1} other paths with the same bytes): " in text
+    )  # a count: lines stay short
     # Read on threads or not, the report is the same, in the same order.
     deep = [run("verify", "--deep", "-j", jobs) for jobs in ("1", "3")]
     assert deep[0].code == deep[1].code == 1 and deep[0].out == deep[1].out
@@ -180,8 +201,14 @@ def on_pty(argv: list[str], cwd: Path) -> tuple[int, str, bytes]:
     """Run with stderr on a pseudo-terminal (as a person at a terminal sees it); stdout piped."""
     master, slave = pty.openpty()
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "100"}
-    proc = subprocess.Popen([sys.executable, "-m", "librarian", *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=slave)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "librarian", *argv],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+    )
     os.close(slave)
     seen = []
     while True:
@@ -200,8 +227,14 @@ def on_pty(argv: list[str], cwd: Path) -> tuple[int, str, bytes]:
 
 @pytest.mark.slow
 def test_progress_bars_on_a_terminal_only(tmp_path: Path) -> None:
-    big = make_wheel(tmp_path / "dist", "bigkern", "0.1.0", "cp311-cp311-linux_x86_64",
-                     {"bigkern/blob.bin": bytes(200 << 20)}, compression=zipfile.ZIP_STORED)  # fmt: skip
+    big = make_wheel(
+        tmp_path / "dist",
+        "bigkern",
+        "0.1.0",
+        "cp311-cp311-linux_x86_64",
+        {"bigkern/blob.bin": bytes(200 << 20)},
+        compression=zipfile.ZIP_STORED,
+    )
     code, out, err = on_pty(["retag", str(big), *LABEL, "-o", "out"], tmp_path)
     assert code == 0 and out.strip().endswith("+cu130torch2.9-cp311-cp311-linux_x86_64.whl")
     assert b"retag bigkern" in err and b"/209.7 MB" in err and "━".encode() in err
@@ -220,18 +253,39 @@ def test_progress_bars_on_a_terminal_only(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_hub_transfers_show_our_bars(loophub: LoopHub, tmp_path: Path) -> None:
-    big = make_wheel(tmp_path / "dist", "bigkern", "0.1.0", "cp311-cp311-linux_x86_64",
-                     {"bigkern/blob.bin": bytes(40 << 20)}, compression=zipfile.ZIP_STORED)  # fmt: skip
+    big = make_wheel(
+        tmp_path / "dist",
+        "bigkern",
+        "0.1.0",
+        "cp311-cp311-linux_x86_64",
+        {"bigkern/blob.bin": bytes(40 << 20)},
+        compression=zipfile.ZIP_STORED,
+    )
     repo = ("--repo", "hf://datasets/team/wheels")
-    code, _, err = on_pty(["publish", str(big), "--torch", "2.8", "--cuda", "12.8", "--sm", "89", *repo, "--create"],
-                            tmp_path)  # fmt: skip
+    code, _, err = on_pty(
+        ["publish", str(big), "--torch", "2.8", "--cuda", "12.8", "--sm", "89", *repo, "--create"], tmp_path
+    )
     assert code == 0 and re.search(rb"commit \d+ file\(s\)", err), err[-500:]
-    want = ("bigkern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64", *repo)
+    want = (
+        "bigkern",
+        "--sm",
+        "89",
+        "--torch",
+        "2.8",
+        "--python",
+        "3.11",
+        "--platform",
+        "linux_x86_64",
+        *repo,
+    )
     code, _, err = on_pty(["pull", *want, "-o", "got"], tmp_path)
     assert code == 0 and b"download bigkern" in err and b"/41.9 MB" in err, err[-500:]
     piped = librarian_cli("pull", *want, "-o", "got2", cwd=tmp_path)
     # No bars when piped: only the one line saying the Hub is not huggingface.co.
-    assert piped.returncode == 0 and piped.stderr == f"librarian: the Hub here is {loophub.url} (HF_ENDPOINT), not huggingface.co\n"
+    assert (
+        piped.returncode == 0
+        and piped.stderr == f"librarian: the Hub here is {loophub.url} (HF_ENDPOINT), not huggingface.co\n"
+    )
 
 
 def test_each_refusal_names_the_one_flag_that_overrides_it(run: Run, tmp_path: Path) -> None:

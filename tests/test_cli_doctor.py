@@ -140,8 +140,21 @@ def test_json_is_one_document_with_one_verdict_per_demand(
     assert [w["runs"] for w in data["wheels"]] == [None, False]  # the first: CUDA unknown (no --driver)
     for wheel in data["wheels"]:
         assert [v["demand"] for v in wheel["verdicts"]] == DEMANDS
-        assert all(set(v) == {"demand", "ok", "wheel_needs", "machine_has", "reason", "predicted_error",
-                              "partly", "not_loaded", "exact"} for v in wheel["verdicts"])  # fmt: skip
+        assert all(
+            set(v)
+            == {
+                "demand",
+                "ok",
+                "wheel_needs",
+                "machine_has",
+                "reason",
+                "predicted_error",
+                "partly",
+                "not_loaded",
+                "exact",
+            }
+            for v in wheel["verdicts"]
+        )
     both = json.loads(run("doctor", wheels[0], *HERE, "--sm", "89", "--machine", "--json").out)
     assert both["schema"] == 1 and both["machine"]["gpus"]["source"] == "--sm" and len(both["wheels"]) == 1
 
@@ -188,9 +201,14 @@ def test_two_gpus_judge_0_unless_told(run: Run, sos: dict[str, Path], tmp_path: 
     [("1", "sm_90", 1), ("GPU-aaaa", "sm_89", 1), ("1,0", "sm_90", 2), ("0,7,1", "sm_89", 1)],
 )
 def test_cuda_visible_devices_picks_gpu_0(
-    run: Run, sos: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, visible: str, judged: str,
+    run: Run,
+    sos: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    visible: str,
+    judged: str,
     count: int,
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     wheel = str(so_wheel(tmp_path / "w", sos["sm_90"]))
     result = run("doctor", wheel, *HERE, "--machine", "--json")

@@ -31,8 +31,14 @@ def built_by() -> str:
     return f"{version[0]}.{version[1]}"
 
 
-def wheel(directory: Path, members: dict[str, bytes], *, name: str = "tinykern", version: str = "1.0",
-          tags: str = "cp312-cp312-linux_x86_64") -> Path:  # fmt: skip
+def wheel(
+    directory: Path,
+    members: dict[str, bytes],
+    *,
+    name: str = "tinykern",
+    version: str = "1.0",
+    tags: str = "cp312-cp312-linux_x86_64",
+) -> Path:
     files = {f"{name}/__init__.py": b"", **members}
     return make_wheel(directory, name, version, tags, files, modes={m: EXEC for m in members})
 
@@ -68,7 +74,10 @@ def test_table_shows_the_seven_demands(
     table = rows(result.out)
     assert list(table) == ["GPU arch", "torch", "CUDA", "Python", "CPU", "OS", "glibc"]
     # sm_75 .. sm_89 SASS serve every real 7.5+ and 8.x GPU an x86_64 machine can have (8.7 is Jetson only)
-    assert table["GPU arch"] == "runs natively on sm75 sm80 sm86 sm89; PTX compute_89 (JIT-compiled on newer GPUs)"
+    assert (
+        table["GPU arch"]
+        == "runs natively on sm75 sm80 sm86 sm89; PTX compute_89 (JIT-compiled on newer GPUs)"
+    )
     assert table["torch"] == "torch 2.9 (label); does not link torch"
     assert table["CUDA"] == f"cu130 (label); built by CUDA {built_by}; libcudart.so.13"
     assert table["Python"] == "cp312-cp312"
@@ -85,7 +94,10 @@ def test_arch_and_family_suffixes(run: Run, tmp_path: Path, cuda_sos: dict[str, 
     assert result.code == 0, result.err
     table = rows(result.out)
     # sm_90a: the H100 alone; sm_100f: the 10.x family; sm_120f: 12.0 (12.1 ships only with an Arm CPU)
-    assert table["GPU arch"] == "runs natively on sm90 sm100 sm103 sm120; PTX compute_120f (JIT-compiled on newer GPUs)"
+    assert (
+        table["GPU arch"]
+        == "runs natively on sm90 sm100 sm103 sm120; PTX compute_120f (JIT-compiled on newer GPUs)"
+    )
     assert table["torch"] == "no label; does not link torch"
 
 
@@ -141,12 +153,14 @@ def test_json_has_schema_and_facts(
         "torch",
     ]  # sorted keys
     facts = first["facts"]
-    assert facts["archs"] == ["sm_75", "sm_80", "sm_86", "sm_89", "compute_89"] and facts["toolkit"] == built_by
+    assert (
+        facts["archs"] == ["sm_75", "sm_80", "sm_86", "sm_89", "compute_89"] and facts["toolkit"] == built_by
+    )
     # _rdc.so's loadable SASS is sm_80 alone: an sm75 GPU runs _C.so but not it
     # each cell with what serves it: the arch whose SASS runs there, its own or compatible
-    assert first["gpus"] == [{"sm": "sm75", "partly": ["tinykern/_rdc.so"], "serving": "sm_75", "how": "exact"}] + [
-        {"sm": f"sm{n}", "partly": [], "serving": f"sm_{n}", "how": "exact"} for n in (80, 86, 89)
-    ]
+    assert first["gpus"] == [
+        {"sm": "sm75", "partly": ["tinykern/_rdc.so"], "serving": "sm_75", "how": "exact"}
+    ] + [{"sm": f"sm{n}", "partly": [], "serving": f"sm_{n}", "how": "exact"} for n in (80, 86, 89)]
     c, rdc = facts["binaries"]
     assert (c["path"], c["format"], c["cpu"]) == ("tinykern/_C.so", "elf", "x86_64")
     assert c["sass"] == ["sm_75", "sm_80", "sm_86", "sm_89"] and c["ptx"] == ["compute_89"]
@@ -194,8 +208,11 @@ def test_filename_and_bytes_disagree(
     assert floor is not None
     if floor <= (2, 17):
         pytest.skip(f"this toolchain's sm75.so needs only GLIBC_{floor[0]}.{floor[1]}")
-    tagged = wheel(tmp_path / "b", {"tinykern/_C.so": cuda_sos["sm75"].read_bytes()},
-                   tags="cp312-cp312-manylinux_2_17_x86_64")  # fmt: skip
+    tagged = wheel(
+        tmp_path / "b",
+        {"tinykern/_C.so": cuda_sos["sm75"].read_bytes()},
+        tags="cp312-cp312-manylinux_2_17_x86_64",
+    )
     data = json.loads(run("inspect", "--json", str(tagged)).out)
     assert data["files"][0]["mismatches"] == [
         f"platform manylinux_2_17_x86_64 promises glibc 2.17, but tinykern/_C.so needs GLIBC_{floor[0]}.{floor[1]}"
@@ -230,13 +247,20 @@ def test_bad_input_is_one_line_exit_2(run: Run, tmp_path: Path, cuda_sos: dict[s
     text = tmp_path / "notes.so"
     text.write_text("not a binary\n")
     one_line_error(run("inspect", str(text)), "notes.so: not a wheel, nor an ELF, PE or Mach-O binary")
-    one_line_error(run("inspect", str(tmp_path / "missing.whl")), f"{tmp_path / 'missing.whl'}: no such file or directory")
+    one_line_error(
+        run("inspect", str(tmp_path / "missing.whl")),
+        f"{tmp_path / 'missing.whl'}: no such file or directory",
+    )
 
 
-def test_loose_device_code_members_show_their_archs(run: Run, tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
+def test_loose_device_code_members_show_their_archs(
+    run: Run, tmp_path: Path, cuda_sos: dict[str, Path]
+) -> None:
     # flashinfer-cubin's pattern: a pure-Python wheel whose kernels are loose .cubin files, plus a .ptx
-    members = {"kern/kernels/gemm_sm90a.cubin": cuda_sos["sm90a.cubin"].read_bytes(),
-               "kern/kernels/gemm.ptx": cuda_sos["sm120f.ptx"].read_bytes()}  # fmt: skip
+    members = {
+        "kern/kernels/gemm_sm90a.cubin": cuda_sos["sm90a.cubin"].read_bytes(),
+        "kern/kernels/gemm.ptx": cuda_sos["sm120f.ptx"].read_bytes(),
+    }
     whl = make_wheel(tmp_path / "d", "kern", "1.0", "py3-none-any", members)
     result = run("inspect", "-v", str(whl))
     assert result.code == 0, result.err

@@ -21,7 +21,9 @@ FLAGS = ("--sm", "89", "--torch", "2.8", "--cuda", "12.8")
 
 
 def tree(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.name != ".librarian.lock"}
+    return {
+        p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.name != ".librarian.lock"
+    }
 
 
 def one_line_error(result, *needles: str) -> None:  # type: ignore[no-untyped-def]
@@ -44,8 +46,12 @@ def published(run: Run, tmp_path: Path) -> Path:
 
 def test_publish_files_the_labelled_wheel(published: Path) -> None:
     assert tree(published) == {
-        f"{CELL}/{FILE}", f"{CELL}/{FILE}.metadata", "index.json", "index/tinykern.json",
-        "pages/sm89-torch2.8-cu128.html", "pages/sm89-torch2.8-cu128/simple/index.html",
+        f"{CELL}/{FILE}",
+        f"{CELL}/{FILE}.metadata",
+        "index.json",
+        "index/tinykern.json",
+        "pages/sm89-torch2.8-cu128.html",
+        "pages/sm89-torch2.8-cu128/simple/index.html",
         "pages/sm89-torch2.8-cu128/simple/tinykern/index.html",  # PEP 503, for pip --index-url
     }
     # PEP 658: the METADATA beside the wheel, and the page links it with its hash
@@ -57,7 +63,10 @@ def test_publish_files_the_labelled_wheel(published: Path) -> None:
     shard = json.loads((published / "index/tinykern.json").read_text())
     assert [w["path"] for w in shard["wheels"]] == [f"{CELL}/{FILE}"]
     with zipfile.ZipFile(published / CELL / FILE) as zf:
-        assert "Version: 0.1.0+cu128torch2.8" in zf.read("tinykern-0.1.0+cu128torch2.8.dist-info/METADATA").decode()
+        assert (
+            "Version: 0.1.0+cu128torch2.8"
+            in zf.read("tinykern-0.1.0+cu128torch2.8.dist-info/METADATA").decode()
+        )
 
 
 def test_publish_again_is_a_no_op_and_dry_run_writes_nothing(run: Run, published: Path) -> None:
@@ -71,7 +80,9 @@ def test_publish_again_is_a_no_op_and_dry_run_writes_nothing(run: Run, published
 
 
 def test_a_different_wheel_at_an_occupied_path_needs_replace(run: Run, published: Path) -> None:
-    make_wheel(Path("other"), "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", {"tinykern/__init__.py": b"X = 2\n"})
+    make_wheel(
+        Path("other"), "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", {"tinykern/__init__.py": b"X = 2\n"}
+    )
     refused = run("publish", "other/tinykern-0.1.0-cp311-cp311-linux_x86_64.whl", *FLAGS)
     assert refused.code == 2
     one_line_error(refused, FILE, "--replace")
@@ -82,7 +93,19 @@ def test_a_different_wheel_at_an_occupied_path_needs_replace(run: Run, published
 
 def test_ls_shows_coverage_and_holes(run: Run, published: Path) -> None:
     make_wheel(Path("d"), "tinykern", "0.1.0", "cp312-cp312-linux_x86_64", SO)
-    assert run("publish", "d/tinykern-0.1.0-cp312-cp312-linux_x86_64.whl", "--sm", "90", "--torch", "2.9", "--cuda", "12.8").code == 0
+    assert (
+        run(
+            "publish",
+            "d/tinykern-0.1.0-cp312-cp312-linux_x86_64.whl",
+            "--sm",
+            "90",
+            "--torch",
+            "2.9",
+            "--cuda",
+            "12.8",
+        ).code
+        == 0
+    )
     result = run("ls")
     assert result.code == 0
     lines = result.out.splitlines()
@@ -92,10 +115,14 @@ def test_ls_shows_coverage_and_holes(run: Run, published: Path) -> None:
     data = json.loads(run("ls", "--json").out)
     assert data["schema"] == 2 and data["sms"] == ["sm89", "sm90"]
     assert data["packages"]["tinykern"]["torch2.8-cu128"]["sm90"] == []
-    paths = data["packages"]["tinykern"]["torch2.8-cu128"]["sm89"]  # cells list paths; each wheel is listed once
+    paths = data["packages"]["tinykern"]["torch2.8-cu128"][
+        "sm89"
+    ]  # cells list paths; each wheel is listed once
     wheels = {w["path"]: w for w in data["wheels"]}
     assert paths and set(paths) <= set(wheels) and len(wheels) == len(data["wheels"])
-    assert all("facts" not in w for w in wheels.values()) and set(data["facts"]) <= {w["sha256"] for w in wheels.values()}
+    assert all("facts" not in w for w in wheels.values()) and set(data["facts"]) <= {
+        w["sha256"] for w in wheels.values()
+    }
 
 
 def test_verify_passes_then_names_each_problem(run: Run, published: Path) -> None:
@@ -120,7 +147,10 @@ def test_verify_catches_an_edited_metadata(run: Run, published: Path) -> None:
             zf.writestr(name, data)
     result = run("verify")
     assert result.code == 1
-    assert f"{CELL}/{FILE}: METADATA Version: 0.1.1+cu128torch2.8, filename says 0.1.0+cu128torch2.8" in result.out
+    assert (
+        f"{CELL}/{FILE}: METADATA Version: 0.1.1+cu128torch2.8, filename says 0.1.0+cu128torch2.8"
+        in result.out
+    )
     assert "sha256" in result.out
     deep = run("verify", "--deep")
     assert deep.code == 1 and "RECORD" in deep.out
@@ -133,27 +163,95 @@ def test_verify_catches_a_label_that_disagrees_with_its_cell(run: Run, published
     result = run("verify", "--json")
     assert result.code == 1
     problems = json.loads(result.out)["problems"]
-    assert {"path": f"tinykern/sm89/torch2.9-cu128/{FILE}", "problem": "labelled cu128torch2.8 but filed under torch2.9-cu128"} in problems
+    assert {
+        "path": f"tinykern/sm89/torch2.9-cu128/{FILE}",
+        "problem": "labelled cu128torch2.8 but filed under torch2.9-cu128",
+    } in problems
 
 
 def test_pull_exact_and_explained_miss(run: Run, published: Path, tmp_path: Path) -> None:
-    got = run("pull", "TinyKern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64", "-o", "out")
+    got = run(
+        "pull",
+        "TinyKern",
+        "--sm",
+        "89",
+        "--torch",
+        "2.8",
+        "--python",
+        "3.11",
+        "--platform",
+        "linux_x86_64",
+        "-o",
+        "out",
+    )
     assert got.code == 0, got.err
     assert (tmp_path / "out" / FILE).read_bytes() == (published / CELL / FILE).read_bytes()
     # It links no torch (a plain ELF file): torch 2.9 runs it too, and pull says why it took a 2.8 build.
-    later = run("pull", "tinykern", "--sm", "89", "--torch", "2.9", "--python", "3.11", "--platform", "linux_x86_64", "-o", "out2")
+    later = run(
+        "pull",
+        "tinykern",
+        "--sm",
+        "89",
+        "--torch",
+        "2.9",
+        "--python",
+        "3.11",
+        "--platform",
+        "linux_x86_64",
+        "-o",
+        "out2",
+    )
     assert later.code == 0 and "(built for torch 2.8, cu128): the wheel does not link torch" in later.err
-    py = run("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.12", "--platform", "linux_x86_64", "-o", "out3")
+    py = run(
+        "pull",
+        "tinykern",
+        "--sm",
+        "89",
+        "--torch",
+        "2.8",
+        "--python",
+        "3.12",
+        "--platform",
+        "linux_x86_64",
+        "-o",
+        "out3",
+    )
     assert py.code == 1 and "another Python: cp311, this interpreter is cp312" in py.err
     # It carries no GPU code: filed under sm89 by --sm, it runs on any GPU, and pull says where it was filed.
-    gpu = run("pull", "tinykern", "--sm", "90", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64", "-o", "out4")
+    gpu = run(
+        "pull",
+        "tinykern",
+        "--sm",
+        "90",
+        "--torch",
+        "2.8",
+        "--python",
+        "3.11",
+        "--platform",
+        "linux_x86_64",
+        "-o",
+        "out4",
+    )
     assert gpu.code == 0 and "filed under sm89; it runs here by no GPU code of its own" in gpu.err, gpu
 
 
 def test_pull_refuses_bytes_that_do_not_match_the_index(run: Run, published: Path, tmp_path: Path) -> None:
     stored = published / CELL / FILE
     stored.write_bytes(stored.read_bytes() + b"tampered")
-    result = run("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64", "-o", "out")
+    result = run(
+        "pull",
+        "tinykern",
+        "--sm",
+        "89",
+        "--torch",
+        "2.8",
+        "--python",
+        "3.11",
+        "--platform",
+        "linux_x86_64",
+        "-o",
+        "out",
+    )
     assert result.code == 2
     one_line_error(result, "do not match the index's sha256")
     assert not (tmp_path / "out" / FILE).exists()
@@ -162,7 +260,19 @@ def test_pull_refuses_bytes_that_do_not_match_the_index(run: Run, published: Pat
 
 def test_gc_plans_then_acts_only_with_yes(run: Run, published: Path) -> None:
     make_wheel(Path("d"), "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", SO)
-    assert run("publish", "d/tinykern-0.1.0-cp311-cp311-linux_x86_64.whl", "--sm", "89", "--torch", "2.9", "--cuda", "12.8").code == 0
+    assert (
+        run(
+            "publish",
+            "d/tinykern-0.1.0-cp311-cp311-linux_x86_64.whl",
+            "--sm",
+            "89",
+            "--torch",
+            "2.9",
+            "--cuda",
+            "12.8",
+        ).code
+        == 0
+    )
     before = tree(published)
     plan = run("gc", "--drop-torch", "2.8")
     assert plan.code == 0 and f"remove  {CELL}/{FILE}" in plan.out and "pass --yes" in plan.out
@@ -170,9 +280,13 @@ def test_gc_plans_then_acts_only_with_yes(run: Run, published: Path) -> None:
     done = run("gc", "--drop-torch", "2.8", "--yes")
     assert done.code == 0 and "removed 1 wheel file(s)" in done.out
     # the wheel goes with its PEP 658 METADATA file and its page
-    assert tree(published) == before - {f"{CELL}/{FILE}", f"{CELL}/{FILE}.metadata", "pages/sm89-torch2.8-cu128.html",
-                                        "pages/sm89-torch2.8-cu128/simple/index.html",
-                                        "pages/sm89-torch2.8-cu128/simple/tinykern/index.html"}  # fmt: skip
+    assert tree(published) == before - {
+        f"{CELL}/{FILE}",
+        f"{CELL}/{FILE}.metadata",
+        "pages/sm89-torch2.8-cu128.html",
+        "pages/sm89-torch2.8-cu128/simple/index.html",
+        "pages/sm89-torch2.8-cu128/simple/tinykern/index.html",
+    }
     shard = json.loads((published / "index/tinykern.json").read_text())
     assert [w["label"] for w in shard["wheels"]] == ["cu128torch2.9"]
     assert run("verify").code == 0
@@ -187,12 +301,22 @@ def _bad_inputs(d: Path) -> dict[str, tuple[Path, str]]:
     d.mkdir()
     not_zip = d / "notzip-1.0-cp311-cp311-linux_x86_64.whl"
     not_zip.write_bytes(b"hello")
-    good = make_wheel(d / "g", "trunc", "1.0", "cp311-cp311-linux_x86_64", {"trunc/__init__.py": os.urandom(4000)})
+    good = make_wheel(
+        d / "g", "trunc", "1.0", "cp311-cp311-linux_x86_64", {"trunc/__init__.py": os.urandom(4000)}
+    )
     truncated = d / good.name
     truncated.write_bytes(good.read_bytes()[:-100])
-    liar = make_wheel(d, "liar", "1.0", "cp311-cp311-linux_x86_64", {"liar/__init__.py": b"x"},
-                      record_override={"liar/__init__.py": "sha256=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"})
-    evil = make_wheel(d, "evil", "1.0", "cp311-cp311-linux_x86_64", {"evil/__init__.py": b"", "../evil": b"boom"})
+    liar = make_wheel(
+        d,
+        "liar",
+        "1.0",
+        "cp311-cp311-linux_x86_64",
+        {"liar/__init__.py": b"x"},
+        record_override={"liar/__init__.py": "sha256=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"},
+    )
+    evil = make_wheel(
+        d, "evil", "1.0", "cp311-cp311-linux_x86_64", {"evil/__init__.py": b"", "../evil": b"boom"}
+    )
     return {
         "not a zip": (not_zip, "not a zip file"),
         "truncated": (truncated, truncated.name),
@@ -216,8 +340,11 @@ def test_bad_input_is_one_line_exit_2_nothing_written(run: Run, tmp_path: Path, 
 
 @pytest.mark.parametrize(
     ("argv", "needle"),
-    [(("--sm", "../../x"), "not a GPU arch"), (("--frobnicate",), "No such option: --frobnicate"),
-     (("--torch", "banana", "--cuda", "12.8", "--sm", "89"), "not a torch version")],
+    [
+        (("--sm", "../../x"), "not a GPU arch"),
+        (("--frobnicate",), "No such option: --frobnicate"),
+        (("--torch", "banana", "--cuda", "12.8", "--sm", "89"), "not a torch version"),
+    ],
 )
 def test_bad_flags_are_one_line(run: Run, published: Path, argv: tuple[str, ...], needle: str) -> None:
     result = run("publish", "dist/tinykern-0.1.0-cp311-cp311-linux_x86_64.whl", *argv)
@@ -236,7 +363,9 @@ def test_retag_labels_and_refuses_relabel(run: Run, tmp_path: Path) -> None:
     assert forced.code == 0 and "+cu128torch2.9" in forced.out
     # the old spelling still works for now, and says what it became
     old = run("retag", f"out/{FILE}", "--torch", "2.7", "--cuda", "12.8", "-o", "out", "--force")
-    assert old.code == 0 and "+cu128torch2.7" in old.out and "deprecated" in old.err and "--relabel" in old.err
+    assert (
+        old.code == 0 and "+cu128torch2.7" in old.out and "deprecated" in old.err and "--relabel" in old.err
+    )
 
 
 def test_repo_from_env_and_pyproject(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -256,7 +385,10 @@ def test_verify_treats_the_metadata_file_as_part_of_its_wheel(run: Run, publishe
     assert f"{CELL}/{FILE}.metadata: does not match the METADATA" in run("verify").out
     meta.unlink()
     missing = run("verify")
-    assert missing.code == 1 and f"{CELL}/{FILE}.metadata: the wheel's METADATA file (PEP 658) is missing" in missing.out
+    assert (
+        missing.code == 1
+        and f"{CELL}/{FILE}.metadata: the wheel's METADATA file (PEP 658) is missing" in missing.out
+    )
     orphan = published / "tinykern/sm90/torch2.8-cu128" / f"{FILE}.metadata"
     orphan.parent.mkdir(parents=True)
     orphan.write_bytes(saved)
@@ -265,8 +397,12 @@ def test_verify_treats_the_metadata_file_as_part_of_its_wheel(run: Run, publishe
 
 def test_ls_json_grows_with_files_not_files_times_cells(run: Run, tmp_path: Path) -> None:
     """The same bytes filed under many GPUs: their facts are in the JSON once, not once per cell."""
-    samples = sorted(str(p) for p in (Path(__file__).resolve().parent.parent / "samples" / "dist").glob("*.whl"))
-    assert run("publish", samples[0], "--torch", "2.9", "--cuda", "13.0", "--repo", "one").code == 0  # 4 cells
+    samples = sorted(
+        str(p) for p in (Path(__file__).resolve().parent.parent / "samples" / "dist").glob("*.whl")
+    )
+    assert (
+        run("publish", samples[0], "--torch", "2.9", "--cuda", "13.0", "--repo", "one").code == 0
+    )  # 4 cells
     data = json.loads(run("ls", "--json", "--repo", "one").out)
     assert len(data["wheels"]) == 4 and len(data["facts"]) == 1  # one sha256: its facts once
     assert {w["sha256"] for w in data["wheels"]} == set(data["facts"])
@@ -281,7 +417,13 @@ def test_ls_html_writes_the_coverage_page(run: Run, published: Path) -> None:
     page = (published.parent / "coverage.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "<th>tinykern</th>" in page and "torch2.8-cu128" in page
     data = json.loads(run("ls", "--json").out)
-    holes = sum(1 for combos in data["packages"].values() for cells in combos.values() for paths in cells.values() if not paths)
+    holes = sum(
+        1
+        for combos in data["packages"].values()
+        for cells in combos.values()
+        for paths in cells.values()
+        if not paths
+    )
     assert holes > 0 and page.count('class="hole"') == holes  # the same holes as the text table marks
 
 
@@ -293,7 +435,13 @@ def test_a_dry_run_measures_the_relabelled_wheel_without_writing_it(
     from librarian import safeio
 
     payload = os.urandom(3 << 20)  # incompressible: the relabelled copy would be > 3 MiB
-    make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", {**SO, "tinykern/blob.bin": payload})
+    make_wheel(
+        tmp_path / "dist",
+        "tinykern",
+        "0.1.0",
+        "cp311-cp311-linux_x86_64",
+        {**SO, "tinykern/blob.bin": payload},
+    )
     src = "dist/tinykern-0.1.0-cp311-cp311-linux_x86_64.whl"
     written: list[Path] = []
     real_output = safeio.atomic_output
@@ -306,7 +454,9 @@ def test_a_dry_run_measures_the_relabelled_wheel_without_writing_it(
     monkeypatch.setattr("librarian.wheel.retag.atomic_output", watched)
     dry = run("publish", src, *FLAGS, "--dry-run", "--json")
     assert dry.code == 0, dry.err
-    assert not [p for p in written if p.suffix == ".whl"], written  # no relabelled copy, even in a temp folder
+    assert not [p for p in written if p.suffix == ".whl"], (
+        written
+    )  # no relabelled copy, even in a temp folder
     planned = json.loads(dry.out)["filings"]
     real = run("publish", src, *FLAGS, "--json")
     assert real.code == 0, real.err

@@ -29,15 +29,43 @@ def test_matrix_for_torch_2_8_lists_its_cuda_lines(run: Run) -> None:
 
 
 def test_github_matrix_has_one_job_per_cell(run: Run) -> None:
-    result = run("matrix", "--torch", "2.8", "--torch", "2.9", "--python", "3.11", "--python", "3.12",
-                 "--platform", "linux-x86_64", "--github")
+    result = run(
+        "matrix",
+        "--torch",
+        "2.8",
+        "--torch",
+        "2.9",
+        "--python",
+        "3.11",
+        "--python",
+        "3.12",
+        "--platform",
+        "linux-x86_64",
+        "--github",
+    )
     assert result.code == 0
     include = json.loads(result.out)["include"]
     cells = [(j["torch"], j["cuda"], j["python"]) for j in include]
     assert len(cells) == len(set(cells))
-    listed = json.loads(run("matrix", "--torch", "2.8", "--torch", "2.9", "--python", "3.11", "--python", "3.12",
-                            "--platform", "linux-x86_64", "--json").out)["combos"]
-    assert set(cells) == {(c["torch"], c["cuda"], f"{c['python'][2]}.{c['python'][3:]}") for c in listed}  # cp312 -> 3.12
+    listed = json.loads(
+        run(
+            "matrix",
+            "--torch",
+            "2.8",
+            "--torch",
+            "2.9",
+            "--python",
+            "3.11",
+            "--python",
+            "3.12",
+            "--platform",
+            "linux-x86_64",
+            "--json",
+        ).out
+    )["combos"]
+    assert set(cells) == {
+        (c["torch"], c["cuda"], f"{c['python'][2]}.{c['python'][3:]}") for c in listed
+    }  # cp312 -> 3.12
     assert all(j["TORCH_CUDA_ARCH_LIST"] is not None for j in include)
 
 
@@ -48,11 +76,15 @@ def test_publish_refuses_a_combo_pytorch_never_shipped(run: Run, tmp_path: Path)
     assert result.err.startswith("librarian: error: ") and result.err.count("\n") == 1
     assert "PyTorch never shipped cu129torch2.4" in result.err and "cu124torch2.4" in result.err
     assert not (tmp_path / "wheelhouse").exists()
-    allowed = run("publish", str(wheel), "--sm", "89", "--torch", "2.4", "--cuda", "12.9", "--allow-unknown-combo")
+    allowed = run(
+        "publish", str(wheel), "--sm", "89", "--torch", "2.4", "--cuda", "12.9", "--allow-unknown-combo"
+    )
     assert allowed.code == 0
 
 
-def test_refresh_from_a_page_adds_a_combo_that_matrix_then_shows(run: Run, tmp_path: Path, own_override: Path) -> None:
+def test_refresh_from_a_page_adds_a_combo_that_matrix_then_shows(
+    run: Run, tmp_path: Path, own_override: Path
+) -> None:
     page = tmp_path / "index.html"
     page.write_text(
         '<html><body><a href="/whl/cu131/torch-2.14.0%2Bcu131-cp312-cp312-manylinux_2_28_x86_64.whl">'

@@ -50,5 +50,8 @@ def test_every_command_in_the_table_is_defined_by_its_module() -> None:
 def test_an_unknown_command_is_none_and_every_name_is_offered(run: Run) -> None:
     result = run("pul")
     assert result.code == 2
-    assert result.err == "librarian: error: No such command 'pul'. Did you mean 'pull', 'publish'? (see 'librarian --help')\n"
+    assert (
+        result.err
+        == "librarian: error: No such command 'pul'. Did you mean 'pull', 'publish'? (see 'librarian --help')\n"
+    )
     assert "Did you mean 'refresh'?" in run("matrix", "refres").err

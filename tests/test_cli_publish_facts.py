@@ -51,8 +51,10 @@ def one_line_error(result: Result, *needles: str) -> None:
 
 def sm80_sm90_so() -> bytes:
     """A host .so whose fatbin has sm_80 and sm_90 cubins (by CUDA 13.0), built with struct."""
-    blob = fatbin_blob(fatbin_entry(2, 80, cubin_bytes(80, release="13.0")),
-                       fatbin_entry(2, 90, cubin_bytes(90, release="13.0")))  # fmt: skip
+    blob = fatbin_blob(
+        fatbin_entry(2, 80, cubin_bytes(80, release="13.0")),
+        fatbin_entry(2, 90, cubin_bytes(90, release="13.0")),
+    )
     return so_with_fatbin(blob)
 
 
@@ -99,7 +101,9 @@ def test_sm_that_the_binaries_do_not_serve_is_refused(
     assert stored("ampk", "86") not in deep.out and "1 accepted at publish" in deep.out
 
 
-def test_a_wheel_is_filed_for_every_gpu_a_member_serves(run: Run, tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
+def test_a_wheel_is_filed_for_every_gpu_a_member_serves(
+    run: Run, tmp_path: Path, cuda_sos: dict[str, Path]
+) -> None:
     # _C.so: sm_75 sm_80 sm_86 sm_89; _k.so: sm_80 sm_90. Each member loads only where it is called (torchao's
     # pattern), so the wheel serves every GPU one of them has SASS for, partly where the other has none.
     members = {"twok/_C.so": cuda_sos["multi"].read_bytes(), "twok/_k.so": sm80_sm90_so()}
@@ -107,7 +111,13 @@ def test_a_wheel_is_filed_for_every_gpu_a_member_serves(run: Run, tmp_path: Path
     result = run("publish", str(whl), *LABEL)
     assert result.code == 0, result.err
     house = tmp_path / "wheelhouse"
-    assert sorted(p.parent.parent.name for p in house.rglob("*.whl")) == ["sm75", "sm80", "sm86", "sm89", "sm90"]
+    assert sorted(p.parent.parent.name for p in house.rglob("*.whl")) == [
+        "sm75",
+        "sm80",
+        "sm86",
+        "sm89",
+        "sm90",
+    ]
     refused = run("publish", str(whl), *LABEL, "--sm", "70")  # older than every SASS and the PTX
     one_line_error(refused, "have no code for sm70", "sm_75, sm_80, sm_86, sm_89, sm_90, compute_89")
     partly = run("doctor", str(house / stored("twok", "75")), "--sm", "75", "--json")
@@ -141,7 +151,9 @@ def test_verify_deep_reads_the_cell_from_the_path(
 def test_a_label_that_contradicts_the_toolkit(run: Run, tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
     whl = wheel(tmp_path / "dist", "multik", {"multik/_C.so": cuda_sos["multi"].read_bytes()})
     refused = run("publish", str(whl), "--cuda", "12.8", "--torch", "2.8")
-    one_line_error(refused, whl.name, "label says CUDA 12.8, device code built by CUDA 13.0", "--allow-cuda-mismatch")
+    one_line_error(
+        refused, whl.name, "label says CUDA 12.8, device code built by CUDA 13.0", "--allow-cuda-mismatch"
+    )
     assert run("publish", str(whl), "--cuda", "12.8", "--torch", "2.8", "--allow-glibc-mismatch").code == 2
     forced = run("publish", str(whl), "--cuda", "12.8", "--torch", "2.8", "--allow-cuda-mismatch")
     assert forced.code == 0, forced.err
@@ -155,6 +167,8 @@ def test_a_label_that_contradicts_the_toolkit(run: Run, tmp_path: Path, cuda_sos
     paths = [stored("multik", sm, "torch2.8-cu128", "cu128torch2.8") for sm in ("75", "80", "86", "89")]
     assert data["accepted"] == [
         {"path": paths[0], "flag": "--allow-cuda-mismatch", "finding": finding}
-        for finding in ("label says CUDA 12.8, device code built by CUDA 13.0",
-                        "label says CUDA 12.8, multik/_C.so links libcudart.so.13")
-    ]  # fmt: skip
+        for finding in (
+            "label says CUDA 12.8, device code built by CUDA 13.0",
+            "label says CUDA 12.8, multik/_C.so links libcudart.so.13",
+        )
+    ]

@@ -52,7 +52,10 @@ def test_native_sass_filed_elsewhere_is_taken_exactly_and_says_where(run: Run, s
     assert took.code == 0, took
     assert pulled(took) == [CELLS.format(86, "1.0")]
     near = CELLS.format(86, "1.0").split("/")[-1]
-    assert took.err == f"librarian: note: kern: took {near}, filed under sm86; it runs here by compatible sm_86 SASS\n"
+    assert (
+        took.err
+        == f"librarian: note: kern: took {near}, filed under sm86; it runs here by compatible sm_86 SASS\n"
+    )
 
 
 def test_a_miss_names_the_gpu_and_compatible_takes_it(run: Run, sos: dict[str, Path], tmp_path: Path) -> None:
@@ -70,7 +73,10 @@ def test_a_miss_names_the_gpu_and_compatible_takes_it(run: Run, sos: dict[str, P
     took = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--compatible")
     assert took.code == 0, took
     assert pulled(took) == [CELLS.format(86, "1.0")]
-    assert took.err == f"librarian: note: kern: no exact match; took {near} (filed under sm86), which runs here by {how}\n"
+    assert (
+        took.err
+        == f"librarian: note: kern: no exact match; took {near} (filed under sm86), which runs here by {how}\n"
+    )
     assert (tmp_path / "out" / near).is_file()
 
 
@@ -85,7 +91,9 @@ def test_compatible_prefers_sass_over_ptx(run: Run, sos: dict[str, Path]) -> Non
     assert too_old.code == 1 and "hint" not in too_old.err  # nvcc 13 PTX does not JIT on a CUDA 12.4 driver
     publish(run, sos["sm_80"], "1.0", "--sm", "80")
     sass = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--compatible", "--driver", "13.0")
-    assert sass.code == 0 and pulled(sass) == [CELLS.format(80, "1.0")]  # native SASS: exact, before newer PTX
+    assert sass.code == 0 and pulled(sass) == [
+        CELLS.format(80, "1.0")
+    ]  # native SASS: exact, before newer PTX
     assert "it runs here by compatible sm_80 SASS" in sass.err
 
 

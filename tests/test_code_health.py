@@ -23,12 +23,16 @@ def tool(name: str) -> str:
 
 
 def test_ruff_is_clean() -> None:
-    result = subprocess.run([tool("ruff"), "check", "--quiet", "."], cwd=ROOT, capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [tool("ruff"), "check", "--quiet", "."], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_mypy_strict_is_clean() -> None:
-    result = subprocess.run([tool("mypy"), "--no-error-summary"], cwd=ROOT, capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [tool("mypy"), "--no-error-summary"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -58,7 +62,11 @@ def judgement_bypasses(root: Path) -> list[str]:
             if module != "librarian.demands":
                 bad.append(f"{where}: imports {module} (use librarian.demands' public names)")
             else:
-                bad += [f"{where}: imports librarian.demands.{n} (not in its __all__)" for n in names if n not in public]
+                bad += [
+                    f"{where}: imports librarian.demands.{n} (not in its __all__)"
+                    for n in names
+                    if n not in public
+                ]
     return bad
 
 
@@ -69,7 +77,9 @@ def test_commands_reach_the_demands_only_through_the_judgement() -> None:
 def test_the_judgement_check_fails_on_a_bypass(tmp_path: Path) -> None:
     ops = tmp_path / "librarian" / "ops"
     ops.mkdir(parents=True)
-    (ops / "sneaky.py").write_text("from librarian.demands import gpu\nfrom librarian.demands.glibc import check\n")
+    (ops / "sneaky.py").write_text(
+        "from librarian.demands import gpu\nfrom librarian.demands.glibc import check\n"
+    )
     assert judgement_bypasses(tmp_path / "librarian") == [
         "librarian/ops/sneaky.py:1: imports librarian.demands.gpu (not in its __all__)",
         "librarian/ops/sneaky.py:2: imports librarian.demands.glibc (use librarian.demands' public names)",

@@ -37,13 +37,17 @@ def test_label_rejects(bad: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "cuda"), [("12.8", (12, 8)), ("128", (12, 8)), ("cu130", (13, 0)), ("11.8.0", (11, 8)), ("cu92", (9, 2))]
+    ("text", "cuda"),
+    [("12.8", (12, 8)), ("128", (12, 8)), ("cu130", (13, 0)), ("11.8.0", (11, 8)), ("cu92", (9, 2))],
 )
 def test_parse_cuda(text: str, cuda: tuple[int, int]) -> None:
     assert parse_cuda(text) == cuda
 
 
-@pytest.mark.parametrize(("text", "torch"), [("2.8", (2, 8)), ("2.8.0+cu128", (2, 8)), ("torch2.10", (2, 10)), ("2.9.0rc1", (2, 9))])
+@pytest.mark.parametrize(
+    ("text", "torch"),
+    [("2.8", (2, 8)), ("2.8.0+cu128", (2, 8)), ("torch2.10", (2, 10)), ("2.9.0rc1", (2, 9))],
+)
 def test_parse_torch(text: str, torch: tuple[int, int]) -> None:
     assert parse_torch(text) == torch
 
@@ -73,8 +77,15 @@ def test_foreign_labels() -> None:
 
 @pytest.mark.parametrize(
     ("text", "canonical", "sm"),
-    [("sm_89", "sm_89", "89"), ("89", "sm_89", "89"), ("sm_90a", "sm_90a", "90a"), ("120f", "sm_120f", "120f"),
-     ("compute_80", "compute_80", "80"), ("8.9", "sm_89", "89"), ("lto_90", "lto_90", "90")],
+    [
+        ("sm_89", "sm_89", "89"),
+        ("89", "sm_89", "89"),
+        ("sm_90a", "sm_90a", "90a"),
+        ("120f", "sm_120f", "120f"),
+        ("compute_80", "compute_80", "80"),
+        ("8.9", "sm_89", "89"),
+        ("lto_90", "lto_90", "90"),
+    ],
 )
 def test_gpu_arch(text: str, canonical: str, sm: str) -> None:
     arch = GpuArch.parse(text)
@@ -109,7 +120,9 @@ def test_wheel_name_foreign_label_is_not_ours() -> None:
     assert name.label is None and name.label_claim is not None
 
 
-@pytest.mark.parametrize("bad", ["x.whl", "a-1.0.whl", "a-notaversion-py3-none-any.whl", "a-1.0-py3-none-any.zip"])
+@pytest.mark.parametrize(
+    "bad", ["x.whl", "a-1.0.whl", "a-notaversion-py3-none-any.whl", "a-1.0-py3-none-any.zip"]
+)
 def test_wheel_name_rejects(bad: str) -> None:
     with pytest.raises(BadInput, match="not a wheel filename"):
         WheelName.parse(bad)

@@ -99,9 +99,12 @@ def test_lying_cubins_give_one_line_bad_binary(data: bytes, message: str) -> Non
 
 def test_fuzzed_loose_device_code_raises_only_bad_binary() -> None:
     rng = random.Random(7)
-    seeds = [cubin_bytes(90, api=(12, 8), abi=8, arch_specific="compat"), cubin_bytes(80, release="12.9"),
-             fatbin_blob(fatbin_entry(2, 80, cubin_bytes(80, api=(13, 0)), compress="lz4")),
-             b".version 9.0\n.target sm_100a\n"]  # fmt: skip
+    seeds = [
+        cubin_bytes(90, api=(12, 8), abi=8, arch_specific="compat"),
+        cubin_bytes(80, release="12.9"),
+        fatbin_blob(fatbin_entry(2, 80, cubin_bytes(80, api=(13, 0)), compress="lz4")),
+        b".version 9.0\n.target sm_100a\n",
+    ]
     for _ in range(2000):
         data = bytearray(rng.choice(seeds))
         for _ in range(rng.randint(1, 4)):
@@ -132,9 +135,15 @@ def test_the_lean_cubin_reader_agrees_with_the_generic_one(cuda_sos: dict[str, P
             return str(e)
 
     seeds = [cuda_sos[n].read_bytes() for n in ("sm90a.cubin", "sm100a.cubin", "sm120f.cubin", "rdc.cubin")]
-    seeds += [cubin_bytes(90, api=(12, 8), abi=8, arch_specific="compat"), cubin_bytes(80, release="12.9"),
-              cubin_bytes(80, e_version=118), cubin_bytes(90, arch_specific="flags"), cubin_bytes(100, abi=8, kernels=False),
-              cubin_bytes(103, abi=8, arch_specific="flags", release="12.9", api=(12, 9)), cubin_bytes(80, etype=1)]  # fmt: skip
+    seeds += [
+        cubin_bytes(90, api=(12, 8), abi=8, arch_specific="compat"),
+        cubin_bytes(80, release="12.9"),
+        cubin_bytes(80, e_version=118),
+        cubin_bytes(90, arch_specific="flags"),
+        cubin_bytes(100, abi=8, kernels=False),
+        cubin_bytes(103, abi=8, arch_specific="flags", release="12.9", api=(12, 9)),
+        cubin_bytes(80, etype=1),
+    ]
     for seed in seeds:
         lean = _read_cubin_lean(seed)
         assert lean is not None and lean == generic(seed)

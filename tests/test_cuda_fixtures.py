@@ -48,8 +48,15 @@ def _facts(path: Path) -> tuple[object, ...]:
     """What the tests rely on: archs by kind, the toolkit, and the cudart it links (not glibc: the host's)."""
     with path.open("rb") as f:
         b = inspect_binary(f, path.name)
-    return (b.sass, b.ptx, b.relocatable_sass, b.relocatable_ptx, b.lto, b.toolkit,
-            [lib for lib in b.needed if lib.startswith("libcudart")])  # fmt: skip
+    return (
+        b.sass,
+        b.ptx,
+        b.relocatable_sass,
+        b.relocatable_ptx,
+        b.lto,
+        b.toolkit,
+        [lib for lib in b.needed if lib.startswith("libcudart")],
+    )
 
 
 def test_rebuilt_fixtures_give_the_same_facts(tmp_path_factory: pytest.TempPathFactory) -> None:

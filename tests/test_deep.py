@@ -22,11 +22,14 @@ TAGS = "cp312-cp312-linux_x86_64"
 
 
 def _files() -> dict[str, bytes]:
-    fat = so_with_fatbin(fatbin_blob(fatbin_entry(2, 80, cubin_bytes(80)), fatbin_entry(2, 90, cubin_bytes(90))))
+    fat = so_with_fatbin(
+        fatbin_blob(fatbin_entry(2, 80, cubin_bytes(80)), fatbin_entry(2, 90, cubin_bytes(90)))
+    )
     return {
         "tinykern/a.py": b"A = 1\n" * 50,
         "tinykern/_C.so": fat,
-        "tinykern/_big.so": elf_bytes(needed=("libc.so.6",)) + bytes(range(256)) * 400,  # spooled (SMALL_MEMBER lowered)
+        "tinykern/_big.so": elf_bytes(needed=("libc.so.6",))
+        + bytes(range(256)) * 400,  # spooled (SMALL_MEMBER lowered)
         "tinykern/k.cubin": cubin_bytes(89),
         "tinykern/b.py": b"B = 2\n" * 50,
     }
@@ -63,9 +66,9 @@ def test_each_member_is_inflated_once_and_the_facts_are_inspects(
         recorded = [i.filename for i in zf.infolist()]
     # METADATA and WHEEL are read whole for the metadata checks, then hashed: every other member once
     # (RECORD to be parsed, the rest to be hashed, the binaries' bytes inspected from that same inflate).
-    assert {m: n for m, n in counted.items() if not m.endswith((".dist-info/METADATA", ".dist-info/WHEEL"))} == {
-        m: 1 for m in recorded if not m.endswith((".dist-info/METADATA", ".dist-info/WHEEL"))
-    }
+    assert {
+        m: n for m, n in counted.items() if not m.endswith((".dist-info/METADATA", ".dist-info/WHEEL"))
+    } == {m: 1 for m in recorded if not m.endswith((".dist-info/METADATA", ".dist-info/WHEEL"))}
     counted.clear()
     assert read.facts == inspect_wheel(wheel, jobs=jobs)
 
@@ -80,7 +83,9 @@ def test_a_liar_comes_before_a_binary_that_cannot_be_read(tmp_path: Path, jobs: 
     assert read.liar is None and read.facts is None
     assert isinstance(read.failure, BadBinary)
     assert str(read.failure).startswith(f"{wheel.name}!tinykern/_C.so: truncated section header table")
-    lying = make_wheel(tmp_path / "b", files=files, tags=TAGS, record_override={"tinykern/b.py": record_hash(b"no")})
+    lying = make_wheel(
+        tmp_path / "b", files=files, tags=TAGS, record_override={"tinykern/b.py": record_hash(b"no")}
+    )
     read = read_deep(lying, jobs=jobs)
     assert read.liar is not None and read.liar.startswith("tinykern/b.py: RECORD says")
     assert read.facts is None
@@ -102,14 +107,17 @@ def test_a_zip_bomb_is_not_inflated_whole_but_record_is_still_checked(tmp_path: 
     assert str(read.failure).endswith(":1 (zip bomb?)")
     with pytest.raises(BadWheel, match=r"compresses \d+:1 \(zip bomb\?\)"):
         inspect_wheel(wheel)
-    lying = make_wheel(tmp_path / "b", files=files, tags=TAGS, record_override={"tinykern/a.py": record_hash(b"no")})
+    lying = make_wheel(
+        tmp_path / "b", files=files, tags=TAGS, record_override={"tinykern/a.py": record_hash(b"no")}
+    )
     assert (read_deep(lying, jobs=jobs).liar or "").startswith("tinykern/a.py: RECORD says")
-
 
 
 def test_metadata_that_does_not_inflate_comes_after_an_earlier_liar(tmp_path: Path) -> None:
     files = {"tinykern/a.py": b"A = 1\n" * 50, **_files()}
-    wheel = make_wheel(tmp_path, files=files, tags=TAGS, record_override={"tinykern/a.py": record_hash(b"no")})
+    wheel = make_wheel(
+        tmp_path, files=files, tags=TAGS, record_override={"tinykern/a.py": record_hash(b"no")}
+    )
     raw = bytearray(wheel.read_bytes())
     with zipfile.ZipFile(wheel) as zf:
         meta = next(i for i in zf.infolist() if i.filename.endswith(".dist-info/METADATA"))
@@ -120,5 +128,7 @@ def test_metadata_that_does_not_inflate_comes_after_an_earlier_liar(tmp_path: Pa
     read = read_deep(wheel)
     assert read.unreadable is not None and "METADATA" in str(read.unreadable)
     assert str(read.unreadable).startswith(f"{wheel}: ")
-    with pytest.raises(BadWheel, match="tinykern/a.py: RECORD says"):  # publish: RECORD first, as verify_record ran first
+    with pytest.raises(
+        BadWheel, match="tinykern/a.py: RECORD says"
+    ):  # publish: RECORD first, as verify_record ran first
         read.publishable()

@@ -46,30 +46,44 @@ def test_cuda_not_needed_by_a_plain_wheel() -> None:
     assert verdict_for(Demand.CUDA, wheel(so(), name=name), machine(cuda=None, torch=None), name).ok is True
 
 
-
-
 def test_only_the_alternative_the_line_loads_must_match_torchs_runtime() -> None:
     # One member per CUDA line, each linking its own libcudart: only the one torch's line loads counts.
-    facts = wheel(so("bnb/libbnb_cuda118.so", sass="sm_80", needed=("libcudart.so.11.0",)),
-                  so("bnb/libbnb_cuda128.so", sass="sm_80", needed=("libcudart.so.12",)),
-                  so("bnb/libbnb_cuda130.so", sass="sm_80", needed=("libcudart.so.13",)))  # fmt: skip
+    facts = wheel(
+        so("bnb/libbnb_cuda118.so", sass="sm_80", needed=("libcudart.so.11.0",)),
+        so("bnb/libbnb_cuda128.so", sass="sm_80", needed=("libcudart.so.12",)),
+        so("bnb/libbnb_cuda130.so", sass="sm_80", needed=("libcudart.so.13",)),
+    )
     name = "bnb-1.0-py3-none-linux_x86_64.whl"
     v = verdict_for(Demand.CUDA, facts, machine(cuda="12.8", torch="2.8"), name)
     assert v.ok is True and v.wheel_needs == "libcudart.so.12"
     missing = verdict_for(Demand.CUDA, facts, machine(cuda="12.4", torch="2.5"), name)
-    assert missing.ok is False and "none of libbnb_cuda118.so, libbnb_cuda128.so, libbnb_cuda130.so" in missing.reason
+    assert (
+        missing.ok is False
+        and "none of libbnb_cuda118.so, libbnb_cuda128.so, libbnb_cuda130.so" in missing.reason
+    )
 
 
 def test_claims_read_only_the_member_the_label_loads() -> None:
-    facts = wheel(so("bnb/libbnb_cuda118.so", sass="sm_80", needed=("libcudart.so.11.0",)),
-                  so("bnb/libbnb_cuda128.so", sass="sm_80", needed=("libcudart.so.12",)))  # fmt: skip
+    facts = wheel(
+        so("bnb/libbnb_cuda118.so", sass="sm_80", needed=("libcudart.so.11.0",)),
+        so("bnb/libbnb_cuda128.so", sass="sm_80", needed=("libcudart.so.12",)),
+    )
     assert cuda.claims(Wheel(WheelName.parse(NAME), facts)) == []  # NAME is labelled cu128
     lying = wheel(so("k/_C.so", needed=("libcudart.so.13",)))
-    assert cuda.claims(Wheel(WheelName.parse(NAME), lying)) == ["label says CUDA 12.8, k/_C.so links libcudart.so.13"]
+    assert cuda.claims(Wheel(WheelName.parse(NAME), lying)) == [
+        "label says CUDA 12.8, k/_C.so links libcudart.so.13"
+    ]
 
 
-@pytest.mark.parametrize(("path", "token"), [("a/libbnb_cuda118.so", (11, 8)), ("libx_cu130.so", (13, 0)),
-                                            ("libx-cuda12.so", (12, 0)), ("libcudart.so", None),
-                                            ("libcuda_cu118_cu128.so", None)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("path", "token"),
+    [
+        ("a/libbnb_cuda118.so", (11, 8)),
+        ("libx_cu130.so", (13, 0)),
+        ("libx-cuda12.so", (12, 0)),
+        ("libcudart.so", None),
+        ("libcuda_cu118_cu128.so", None),
+    ],
+)
 def test_cuda_tokens_in_member_names(path: str, token: tuple[int, int] | None) -> None:
     assert Member.from_binary(so(path, sass="sm_80")).cuda_token == token

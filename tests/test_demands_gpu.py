@@ -116,8 +116,6 @@ def test_gpu_match_prefers_exact_then_sass_then_ptx() -> None:
     assert gpu_match([arch("sm_90")], (8, 9)) is None
 
 
-
-
 # --- which members load: CUDA-line alternatives ---------------------------------------------------------------
 
 BNB = (  # bitsandbytes' pattern: one build per CUDA line, the line of torch picks one
@@ -133,7 +131,10 @@ def test_the_cuda_line_picks_one_alternative() -> None:
     facts = wheel(*BNB, name=PLAIN)
     v = verdict_for(Demand.GPU, facts, machine(sm="120", cuda="12.8", torch=None), PLAIN)
     assert v.ok is True and v.partly == () and "runs sm_120 SASS" in v.reason
-    assert set(v.not_loaded) == {"bitsandbytes/libbitsandbytes_cuda118.so", "bitsandbytes/libbitsandbytes_cuda130.so"}
+    assert set(v.not_loaded) == {
+        "bitsandbytes/libbitsandbytes_cuda118.so",
+        "bitsandbytes/libbitsandbytes_cuda130.so",
+    }
     old = verdict_for(Demand.GPU, facts, machine(sm="120", cuda="11.8", torch=None), PLAIN)
     assert old.ok is False and old.predicted_error == NO_KERNEL_IMAGE
     assert old.reason == "bitsandbytes/libbitsandbytes_cuda118.so has no code for sm_120"
@@ -144,7 +145,11 @@ def test_an_older_minor_of_the_same_major_loads_and_a_missing_line_is_named() ->
     newer = verdict_for(Demand.GPU, facts, machine(sm="89", cuda="12.9", torch=None), PLAIN)
     assert newer.ok is True and "bitsandbytes/libbitsandbytes_cuda128.so" not in newer.not_loaded
     older = verdict_for(Demand.GPU, facts, machine(sm="89", cuda="12.4", torch=None), PLAIN)
-    assert older.ok is False and "none of libbitsandbytes_cuda118.so" in older.reason and "CUDA 12.4" in older.reason
+    assert (
+        older.ok is False
+        and "none of libbitsandbytes_cuda118.so" in older.reason
+        and "CUDA 12.4" in older.reason
+    )
 
 
 def test_an_unknown_cuda_line_leaves_the_choice_open() -> None:
@@ -154,8 +159,10 @@ def test_an_unknown_cuda_line_leaves_the_choice_open() -> None:
 
 
 def test_members_linking_different_libcudart_majors_are_alternatives() -> None:
-    facts = wheel(so("k/_C12.so", sass="sm_90", needed=("libcudart.so.12",)),
-                  so("k/_C13.so", sass="sm_100", needed=("libcudart.so.13",)))  # fmt: skip
+    facts = wheel(
+        so("k/_C12.so", sass="sm_90", needed=("libcudart.so.12",)),
+        so("k/_C13.so", sass="sm_100", needed=("libcudart.so.13",)),
+    )
     on_13 = verdict_for(Demand.GPU, facts, machine(sm="100", cuda="13.0", torch="2.9"))
     assert on_13.ok is True and on_13.not_loaded == ("k/_C12.so",) and on_13.partly == ()
     on_12 = verdict_for(Demand.GPU, facts, machine(sm="100", cuda="12.8", torch="2.8"))
@@ -169,7 +176,9 @@ TORCHAO = (  # torchao 0.18's pattern: each member loaded only on its GPUs
 )
 
 
-@pytest.mark.parametrize(("sm", "lacking"), [("90", "torchao/_C_mxfp8.so"), ("100", "torchao/_C_cutlass_90a.so")])
+@pytest.mark.parametrize(
+    ("sm", "lacking"), [("90", "torchao/_C_mxfp8.so"), ("100", "torchao/_C_cutlass_90a.so")]
+)
 def test_gpu_specific_members_run_partly(sm: str, lacking: str) -> None:
     v = verdict_for(Demand.GPU, wheel(*TORCHAO), machine(sm=sm))
     assert v.ok is True and v.partly == (lacking,) and lacking in v.reason
@@ -184,14 +193,21 @@ def test_gpu_specific_members_none_for_this_gpu() -> None:
 
 
 def cells(*binaries: BinaryFacts, name: str = NAME, line: tuple[int, int] | None = (12, 8)) -> list[str]:
-    return [f"sm{c.sm.sm}" for c in judged_cells(Wheel(WheelName.parse(name), wheel(*binaries, name=name)), line)]
+    return [
+        f"sm{c.sm.sm}" for c in judged_cells(Wheel(WheelName.parse(name), wheel(*binaries, name=name)), line)
+    ]
 
 
 @pytest.mark.parametrize(
     ("sass", "ptx", "cpu", "expected"),
     [
         ("sm_80 sm_86 sm_90", "compute_90", "x86_64", ["sm80", "sm86", "sm89", "sm90"]),  # 8.0;8.6;9.0+PTX
-        ("sm_80 sm_86 sm_90", "compute_90", "aarch64", ["sm80", "sm86", "sm87", "sm89", "sm90"]),  # + Jetson Orin
+        (
+            "sm_80 sm_86 sm_90",
+            "compute_90",
+            "aarch64",
+            ["sm80", "sm86", "sm87", "sm89", "sm90"],
+        ),  # + Jetson Orin
         ("sm_90a", "", "x86_64", ["sm90"]),
         ("sm_100f", "", "x86_64", ["sm100", "sm103"]),
         ("sm_120f", "", "x86_64", ["sm120"]),  # 12.1 (DGX Spark) ships only with an Arm CPU
@@ -205,9 +221,14 @@ def test_cells_by_nvidia_rules(sass: str, ptx: str, cpu: str, expected: list[str
 
 
 def test_cells_of_gpu_specific_members_name_what_each_lacks() -> None:
-    found = {f"sm{c.sm.sm}": c.partly for c in judged_cells(Wheel(WheelName.parse(NAME), wheel(*TORCHAO)), (12, 8))}
-    assert found == {"sm90": ("torchao/_C_mxfp8.so",), "sm100": ("torchao/_C_cutlass_90a.so",),
-                     "sm103": ("torchao/_C_cutlass_90a.so",)}  # fmt: skip
+    found = {
+        f"sm{c.sm.sm}": c.partly for c in judged_cells(Wheel(WheelName.parse(NAME), wheel(*TORCHAO)), (12, 8))
+    }
+    assert found == {
+        "sm90": ("torchao/_C_mxfp8.so",),
+        "sm100": ("torchao/_C_cutlass_90a.so",),
+        "sm103": ("torchao/_C_cutlass_90a.so",),
+    }
 
 
 def test_cells_follow_the_labelled_cuda_line() -> None:
@@ -231,9 +252,16 @@ def test_parse_real_sm(text: str, sm: str) -> None:
     assert parse_real_sm(text).sm == sm
 
 
-@pytest.mark.parametrize(("text", "says"), [("86a", "name the GPU"), ("90a", "filed under 90"),
-                                           ("88", "no GPU of compute capability 8.8"), ("compute_80", "name the GPU"),
-                                           ("x", "not a GPU arch")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("86a", "name the GPU"),
+        ("90a", "filed under 90"),
+        ("88", "no GPU of compute capability 8.8"),
+        ("compute_80", "name the GPU"),
+        ("x", "not a GPU arch"),
+    ],
+)
 def test_parse_real_sm_refuses_what_no_gpu_is(text: str, says: str) -> None:
     with pytest.raises(BadInput, match=says):
         parse_real_sm(text)

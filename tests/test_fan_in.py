@@ -24,8 +24,15 @@ PULL = ("--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux
 def job_wheels(directory: Path, job: int, count: int = 2) -> list[str]:
     """The wheels one CI job built: packages of its own, random bytes so no two jobs share a file."""
     return [
-        str(make_wheel(directory / f"job{job}", f"j{job}p{i}", "1.0", "cp311-cp311-linux_x86_64",
-                       {f"j{job}p{i}/__init__.py": os.urandom(64)}))
+        str(
+            make_wheel(
+                directory / f"job{job}",
+                f"j{job}p{i}",
+                "1.0",
+                "cp311-cp311-linux_x86_64",
+                {f"j{job}p{i}/__init__.py": os.urandom(64)},
+            )
+        )
         for i in range(count)
     ]
 
@@ -34,7 +41,11 @@ def tree(repo: str, tmp_path: Path, hub: LoopHub | None) -> dict[str, bytes]:
     if hub is not None:
         return hub.files(REPO_ID)
     root = tmp_path / repo
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and not p.name.startswith(".")
+    }
 
 
 def indexed(files: dict[str, bytes]) -> set[str]:
@@ -54,7 +65,9 @@ def test_staged_jobs_then_one_reindex(run: Run, store: tuple[str, LoopHub | None
     repo, hub = store
     create = ("--create",) if hub else ()
     for job in range(4):
-        result = run("publish", *job_wheels(tmp_path / "dist", job), *COMBO, "--repo", repo, "--stage", *create)
+        result = run(
+            "publish", *job_wheels(tmp_path / "dist", job), *COMBO, "--repo", repo, "--stage", *create
+        )
         assert result.code == 0, result.err
         assert "2 file(s) staged (awaiting 'librarian reindex')" in result.out
     files = tree(repo, tmp_path, hub)
@@ -113,14 +126,18 @@ def test_two_jobs_staging_one_path_with_other_bytes(run: Run, tmp_path: Path) ->
     (one,) = job_wheels(tmp_path / "a", 0, 1)
     (two,) = job_wheels(tmp_path / "b", 0, 1)
     assert run("publish", one, *COMBO, "--stage").code == 0
-    assert run("publish", two, *COMBO, "--stage").code == 0  # lands over the first: the tree holds these bytes
+    assert (
+        run("publish", two, *COMBO, "--stage").code == 0
+    )  # lands over the first: the tree holds these bytes
     result = run("reindex")
     assert result.code == 1  # a staged wheel did not make it: a finding
     assert "superseded:" in result.out and "holds the bytes staged later" in result.out
     assert "merged 1 staged wheel(s), cleared 2 pending file(s)" in result.out
     files = tree("wheelhouse", tmp_path, None)
     (path,) = indexed(files)
-    assert json.loads(files["index/j0p0.json"])["wheels"][0]["sha256"] == hashlib.sha256(files[path]).hexdigest()
+    assert (
+        json.loads(files["index/j0p0.json"])["wheels"][0]["sha256"] == hashlib.sha256(files[path]).hexdigest()
+    )
     assert run("verify").code == 0
 
 
@@ -128,7 +145,9 @@ def test_reindex_adopts_or_reports_a_wheel_without_entry(run: Run, tmp_path: Pat
     (wheel,) = job_wheels(tmp_path / "a", 0, 1)
     assert run("publish", wheel, *COMBO).code == 0
     (other,) = job_wheels(tmp_path / "b", 1, 1)
-    stray = tmp_path / "wheelhouse/j1p0/sm89/torch2.8-cu128/j1p0-1.0+cu128torch2.8-cp311-cp311-linux_x86_64.whl"
+    stray = (
+        tmp_path / "wheelhouse/j1p0/sm89/torch2.8-cu128/j1p0-1.0+cu128torch2.8-cp311-cp311-linux_x86_64.whl"
+    )
     stray.parent.mkdir(parents=True)
     assert run("retag", other, "--cuda", "12.8", "--torch", "2.8", "-o", str(stray.parent)).code == 0
     reported = run("reindex")
@@ -139,7 +158,9 @@ def test_reindex_adopts_or_reports_a_wheel_without_entry(run: Run, tmp_path: Pat
     assert run("verify").code == 0
 
 
-def test_reindex_restores_a_lost_metadata_file(run: Run, store: tuple[str, LoopHub | None], tmp_path: Path) -> None:
+def test_reindex_restores_a_lost_metadata_file(
+    run: Run, store: tuple[str, LoopHub | None], tmp_path: Path
+) -> None:
     repo, hub = store
     create = ("--create",) if hub else ()
     assert run("publish", *job_wheels(tmp_path / "dist", 0), *COMBO, "--repo", repo, *create).code == 0
@@ -152,7 +173,10 @@ def test_reindex_restores_a_lost_metadata_file(run: Run, store: tuple[str, LoopH
         (tmp_path / repo / lost).unlink()
 
     before = run("verify", "--repo", repo)
-    assert before.code == 1 and f"{lost}: the wheel's METADATA file (PEP 658) is missing (reindex restores it)" in before.out
+    assert (
+        before.code == 1
+        and f"{lost}: the wheel's METADATA file (PEP 658) is missing (reindex restores it)" in before.out
+    )
     dry = run("reindex", "--repo", repo, "--dry-run")
     assert dry.code == 0 and f"would restore  {lost}" in dry.out
     assert lost not in tree(repo, tmp_path, hub)

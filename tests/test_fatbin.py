@@ -147,9 +147,19 @@ def test_empty_blobs_zero_padding_and_garbage_resync() -> None:
         read_fatbin(one + b"GARBAGE!" * 3)
 
 
-@pytest.mark.parametrize(("isa", "cuda"), [((9, 0), (13, 0)), ((9, 2), (13, 2)), ((8, 8), (12, 9)),
-                                           ((8, 5), (12, 5)), ((8, 0), (12, 0)), ((7, 8), (11, 8)),
-                                           ((6, 4), (10, 1)), ((4, 3), None)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("isa", "cuda"),
+    [
+        ((9, 0), (13, 0)),
+        ((9, 2), (13, 2)),
+        ((8, 8), (12, 9)),
+        ((8, 5), (12, 5)),
+        ((8, 0), (12, 0)),
+        ((7, 8), (11, 8)),
+        ((6, 4), (10, 1)),
+        ((4, 3), None),
+    ],
+)
 def test_ptx_isa_to_cuda(isa: tuple[int, int], cuda: tuple[int, int] | None) -> None:
     assert ptx_toolkit(isa) == cuda
 
@@ -212,8 +222,12 @@ def test_blob_toolkit_skips_nothing_it_cannot_bound() -> None:
 def cuobjdump(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """cuobjdump from PyPI's ``nvidia-cuda-cuobjdump`` wheel, unpacked into the session's temp dir."""
     where = tmp_path_factory.mktemp("cuobjdump")
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(where),
-                           "nvidia-cuda-cuobjdump"], capture_output=True, text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(where), "nvidia-cuda-cuobjdump"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     wheels = list(where.glob("*.whl"))
     if done.returncode or not wheels:
         pytest.skip(f"cannot download nvidia-cuda-cuobjdump: {done.stderr.strip()[-200:]}")
@@ -225,8 +239,9 @@ def cuobjdump(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _cuobjdump_list(tool: Path, path: Path) -> list[str]:
-    out = subprocess.run([str(tool), "--list-elf", "--list-ptx", str(path)], capture_output=True, text=True,
-                         check=False).stdout  # fmt: skip
+    out = subprocess.run(
+        [str(tool), "--list-elf", "--list-ptx", str(path)], capture_output=True, text=True, check=False
+    ).stdout
     return [
         f"{kind} {arch}"
         for kind, arch in re.findall(r"(ELF|PTX) file\s+\d+: .*\.(sm_\w+)\.(?:cubin|ptx)", out)
@@ -240,8 +255,11 @@ def test_against_cuobjdump(cuda_sos: dict[str, Path], cuobjdump: Path, name: str
     # cuobjdump lists executable entries (relocatable ones only where no .nv_fatbin exists), ELF
     # before PTX, and prints neither LTO-IR nor the `f` of family-specific cubins (reference section 3).
     entries = _entries(path)
-    ours = [f"ELF {GpuArch(e.arch.major, e.arch.minor, e.arch.suffix.replace('f', ''))}"
-            for e in entries if e.arch.kind.value == "sm"]  # fmt: skip
+    ours = [
+        f"ELF {GpuArch(e.arch.major, e.arch.minor, e.arch.suffix.replace('f', ''))}"
+        for e in entries
+        if e.arch.kind.value == "sm"
+    ]
     ours += [f"PTX sm_{e.arch.sm}" for e in entries if e.arch.kind.value == "compute"]
     assert ours == _cuobjdump_list(cuobjdump, path)
 
@@ -276,7 +294,9 @@ def test_scan_counts_only_aligned_valid_blobs() -> None:
     data = b"".join(DECOYS) + REAL + bytes(16) + b"".join(reversed(DECOYS)) + REAL
     entries = scan_fatbins(data, section=".rodata")
     assert [(str(e.arch), e.section, e.toolkit) for e in entries] == [
-        ("sm_86", ".rodata", (12, 8)), ("compute_86", ".rodata", (11, 8))] * 2  # fmt: skip
+        ("sm_86", ".rodata", (12, 8)),
+        ("compute_86", ".rodata", (11, 8)),
+    ] * 2
     assert scan_fatbins(b"".join(DECOYS)) == ()
 
 

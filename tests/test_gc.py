@@ -16,7 +16,13 @@ NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
 EXT = {"tinykern/__init__.py": b"", "tinykern/_C.so": torch_extension_so()}  # bound to its torch line
 
 
-def entry(torch: str = "2.9", version: str = "1.0", sm: str = "89", py: str = "cp312", added: str = "2026-11-01T00:00:00Z") -> IndexEntry:
+def entry(
+    torch: str = "2.9",
+    version: str = "1.0",
+    sm: str = "89",
+    py: str = "cp312",
+    added: str = "2026-11-01T00:00:00Z",
+) -> IndexEntry:
     label = Label.parse(f"cu128torch{torch}")
     cell = Cell("pkg", GpuArch.parse(sm), label)
     filename = f"pkg-{version}+{label}-{py}-{py}-linux_x86_64.whl"

@@ -27,7 +27,9 @@ def test_a_first_publish_writes_every_generated_file_root_last() -> None:
 
 def test_only_what_changed_is_written_and_what_is_gone_removed() -> None:
     old = EMPTY.with_entries([entry(), entry("natten", label="cu126torch2.8")])
-    new = old.with_entries(removed=[entry("natten", label="cu126torch2.8").path]).with_entries([entry(sm="90a")])
+    new = old.with_entries(removed=[entry("natten", label="cu126torch2.8").path]).with_entries(
+        [entry(sm="90a")]
+    )
     generated = plan_generated(old, new)
     before, after = render_catalogue(old), render_catalogue(new)
     assert written(generated) == {p: d for p, d in after.items() if before.get(p) != d}
@@ -56,7 +58,10 @@ def test_a_rebuild_compares_with_the_tree_and_removes_stray_generated_files() ->
     del tree[page]  # lost: written again
     # The old index says nothing here: a rebuild goes by the tree (old renders everything as it is).
     generated = plan_generated(index, index, tree=tree)
-    assert written(generated) == {"index/flash_attn.json": rendered["index/flash_attn.json"], page: rendered[page]}
+    assert written(generated) == {
+        "index/flash_attn.json": rendered["index/flash_attn.json"],
+        page: rendered[page],
+    }
     assert generated.deletes == ("index/gone.json", "pages/sm75-torch2.1-cu118.html")
 
 
@@ -68,7 +73,9 @@ def test_a_rebuild_of_a_tree_in_step_changes_nothing() -> None:
 def test_the_card_block_is_merged_into_a_hand_written_card() -> None:
     index = EMPTY.with_entries([entry()])
     theirs = b"---\nlicense: mit\n---\n# Our wheels\n\nHand-written notes.\n"
-    generated = plan_generated(EMPTY, index, card=CardSource(theirs, REPO, "https://hf.example", "apache-2.0"))
+    generated = plan_generated(
+        EMPTY, index, card=CardSource(theirs, REPO, "https://hf.example", "apache-2.0")
+    )
     card = written(generated)[CARD].decode()
     assert "# Our wheels\n\nHand-written notes." in card
     assert card.index(BEGIN) > card.index("Hand-written notes.") and END in card
@@ -76,12 +83,16 @@ def test_the_card_block_is_merged_into_a_hand_written_card() -> None:
     assert "license: apache-2.0" in card and "viewer: false" in card
     assert generated.writes[-1][0] == ROOT  # the card comes with the other files, the root still last
     # Brought up to date once, the card is left alone: no write when nothing in it changes.
-    assert CARD not in written(plan_generated(index, index, card=CardSource(card.encode(), REPO, "https://hf.example", "apache-2.0")))
+    assert CARD not in written(
+        plan_generated(index, index, card=CardSource(card.encode(), REPO, "https://hf.example", "apache-2.0"))
+    )
 
 
 def test_an_empty_index_gets_no_card() -> None:
     assert render_card(EMPTY, CardSource(None, REPO)) is None
-    assert CARD not in written(plan_generated(EMPTY.with_entries([entry()]), EMPTY, card=CardSource(None, REPO)))
+    assert CARD not in written(
+        plan_generated(EMPTY.with_entries([entry()]), EMPTY, card=CardSource(None, REPO))
+    )
 
 
 def test_root_is_stale_when_it_differs_from_the_index() -> None:
@@ -93,5 +104,7 @@ def test_root_is_stale_when_it_differs_from_the_index() -> None:
 
 def test_a_rebuild_compares_generated_files_only_never_pending_entries_or_wheels() -> None:
     assert rebuilds(ROOT) and rebuilds("index/flash_attn.json") and rebuilds("pages/sm89-torch2.9-cu128.html")
-    assert not rebuilds("index/pending/kern/sm89/torch2.8-cu128/kern-1.0-py3-none-any.whl.0123456789abcdef.json")
+    assert not rebuilds(
+        "index/pending/kern/sm89/torch2.8-cu128/kern-1.0-py3-none-any.whl.0123456789abcdef.json"
+    )
     assert not rebuilds(entry().path) and not rebuilds(CARD)

@@ -29,7 +29,9 @@ def test_a_deeply_nested_manifest_is_one_line(run: Run, tmp_path: Path) -> None:
     assert "deep.json: not a stage manifest (JSON nested too deeply)" in one_line(result.err)
 
 
-def test_a_manifest_past_the_limit_is_refused_unread(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_manifest_past_the_limit_is_refused_unread(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("librarian.manifest.MAX_MANIFEST_BYTES", 1000)
     monkeypatch.setattr("librarian.ops.staged.MAX_MANIFEST_BYTES", 1000)
     (tmp_path / "big.json").write_text(json.dumps({"kind": "x", "pad": "y" * 5000}))
@@ -52,7 +54,9 @@ def test_an_interpreter_that_prints_without_end_costs_no_memory(tmp_path: Path) 
     assert "import" not in str(e.value)
 
 
-def test_a_hanging_interpreter_is_named_not_the_probes_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hanging_interpreter_is_named_not_the_probes_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(probe, "PROBE_TIMEOUT", 1)
     exe = fake_python(tmp_path, "import time\ntime.sleep(30)")
     with pytest.raises(Exception) as e:
@@ -64,8 +68,20 @@ def test_pull_requirements_into_a_directory_names_it(run: Run, tmp_path: Path) -
     wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
     assert run("publish", str(wheel), "--sm", "89", "--torch", "2.8", "--cuda", "12.8").code == 0
     (tmp_path / "reqs").mkdir()
-    result = run("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform",
-                 "linux_x86_64", "--requirements", "reqs")  # fmt: skip
+    result = run(
+        "pull",
+        "tinykern",
+        "--sm",
+        "89",
+        "--torch",
+        "2.8",
+        "--python",
+        "3.11",
+        "--platform",
+        "linux_x86_64",
+        "--requirements",
+        "reqs",
+    )
     assert result.code == 2
     assert "reqs: is a directory; --requirements names the file to write" in one_line(result.err)
     assert ".tmp" not in result.err and os.listdir(tmp_path / "reqs") == []

@@ -65,8 +65,13 @@ def test_the_web_url_people_copy_is_the_hub_store(run: Run, hub: LoopHub, tmp_pa
 
 @pytest.mark.parametrize(
     "address",
-    ["https://example.com/datasets/team/wheels", "https://huggingface.co/team/wheels", "hf://models/team/wheels",
-     "s3://bucket/wheels", "hf://datasets/onlyname"],
+    [
+        "https://example.com/datasets/team/wheels",
+        "https://huggingface.co/team/wheels",
+        "hf://models/team/wheels",
+        "s3://bucket/wheels",
+        "hf://datasets/onlyname",
+    ],
 )
 def test_any_other_url_is_bad_input_and_nothing_is_written(run: Run, tmp_path: Path, address: str) -> None:
     result = run("publish", str(wheel(tmp_path)), *COMBO, "--repo", address)
@@ -75,9 +80,17 @@ def test_any_other_url_is_bad_input_and_nothing_is_written(run: Run, tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dist"]
 
 
-def test_a_missing_store_is_exit_2_for_every_command_but_publish(run: Run, hub: LoopHub, tmp_path: Path) -> None:
+def test_a_missing_store_is_exit_2_for_every_command_but_publish(
+    run: Run, hub: LoopHub, tmp_path: Path
+) -> None:
     missing_hub = "hf://datasets/team/nosuch"
-    for argv in (("ls",), ("verify",), ("gc", "--keep-versions", "1"), ("reindex",), ("pull", "tinykern", *PULL)):
+    for argv in (
+        ("ls",),
+        ("verify",),
+        ("gc", "--keep-versions", "1"),
+        ("reindex",),
+        ("pull", "tinykern", *PULL),
+    ):
         for repo in (missing_hub, "./no/such/dir"):
             result = run(*argv, "--repo", repo)
             assert result.code == 2, (argv, repo, result)
@@ -109,7 +122,9 @@ def silent_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
         sock.close()
 
 
-def test_a_hub_that_never_answers_is_exit_3_within_the_time_out(run: Run, silent_hub: str, tmp_path: Path) -> None:
+def test_a_hub_that_never_answers_is_exit_3_within_the_time_out(
+    run: Run, silent_hub: str, tmp_path: Path
+) -> None:
     for argv in (("ls",), ("pull", "tinykern", *PULL), ("publish", str(wheel(tmp_path)), *COMBO, "--create")):
         start = time.monotonic()
         result = run(*argv, "--repo", REPO)
@@ -120,10 +135,14 @@ def test_a_hub_that_never_answers_is_exit_3_within_the_time_out(run: Run, silent
         assert took < 8, (argv, took)
 
 
-def test_a_trickling_answer_is_cut(run: Run, hub: LoopHub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_trickling_answer_is_cut(
+    run: Run, hub: LoopHub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("LIBRARIAN_HUB_TIMEOUT", "1")
     monkeypatch.setenv("LIBRARIAN_HUB_RETRY_BUDGET", "2")
-    monkeypatch.setenv("LIBRARIAN_CACHE", str(tmp_path / "another-machine"))  # the publisher's cache holds the index
+    monkeypatch.setenv(
+        "LIBRARIAN_CACHE", str(tmp_path / "another-machine")
+    )  # the publisher's cache holds the index
     hub.trickle("resolve", 0.2, times=100, path_contains="index.json")
     start = time.monotonic()
     result = run("ls", "--repo", REPO)
@@ -139,14 +158,18 @@ def test_a_burst_of_503s_on_reads_is_absorbed(run: Run, hub: LoopHub, tmp_path: 
     assert listing.code == 0, listing.err
     assert "tinykern" in listing.out and listing.err == ""
     hub.fail("create_repo", times=2, status=503)
-    made = run("publish", str(wheel(tmp_path, "other")), *COMBO, "--repo", "hf://datasets/team/new", "--create")
+    made = run(
+        "publish", str(wheel(tmp_path, "other")), *COMBO, "--repo", "hf://datasets/team/new", "--create"
+    )
     assert made.code == 0, made.err
 
 
 def test_reads_that_keep_failing_are_exit_3_and_say_what(
     run: Run, hub: LoopHub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("LIBRARIAN_CACHE", str(tmp_path / "another-machine"))  # the publisher's cache holds the index
+    monkeypatch.setenv(
+        "LIBRARIAN_CACHE", str(tmp_path / "another-machine")
+    )  # the publisher's cache holds the index
     hub.fail("resolve", times=8, status=503, path_contains="index.json")
     start = time.monotonic()
     result = run("ls", "--repo", REPO)
@@ -213,15 +236,27 @@ def test_the_card_keeps_what_people_wrote(run: Run, loophub: LoopHub, tmp_path: 
     assert "- wheels" in card and "<!-- librarian:begin -->" in card and "<!-- librarian:end -->" in card
     assert card.index("pip install --no-deps") < card.index("uv pip install") < card.index("librarian pull")
     assert "pip install librarian-wheels" not in card
-    edited = card.replace("---\n", "---\npretty_name: Our kernels\n", 1).replace(
-        "<!-- librarian:begin -->", "## Our notes\n\nBuilt nightly by the infra team.\n\n<!-- librarian:begin -->"
-    ) + "\n## Contact\n\nask #infra\n"
+    edited = (
+        card.replace("---\n", "---\npretty_name: Our kernels\n", 1).replace(
+            "<!-- librarian:begin -->",
+            "## Our notes\n\nBuilt nightly by the infra team.\n\n<!-- librarian:begin -->",
+        )
+        + "\n## Contact\n\nask #infra\n"
+    )
     HfApi(endpoint=loophub.url).create_commit(
-        REPO_ID, [CommitOperationAdd("README.md", edited.encode())], commit_message="edit card", repo_type="dataset"
+        REPO_ID,
+        [CommitOperationAdd("README.md", edited.encode())],
+        commit_message="edit card",
+        repo_type="dataset",
     )
     publish(run, wheel(tmp_path, "second"))
     after = loophub.files(REPO_ID)["README.md"].decode()
-    for kept in ("pretty_name: Our kernels", "## Our notes", "Built nightly by the infra team.", "## Contact\n\nask #infra"):
+    for kept in (
+        "pretty_name: Our kernels",
+        "## Our notes",
+        "Built nightly by the infra team.",
+        "## Contact\n\nask #infra",
+    ):
         assert kept in after
     assert "second" in after.split("<!-- librarian:begin -->")[1]  # the block was brought up to date
     assert after.count("viewer: false") == 1 and after.count("<!-- librarian:begin -->") == 1
@@ -263,7 +298,9 @@ def test_gc_purge_frees_the_dropped_wheels_lfs_objects(run: Run, loophub: LoopHu
     assert plan.code == 0, plan.err
     assert f"purge  LFS object {old_sha[:12]}" in plan.out and "would be deleted for good" in plan.out
     assert {f.file_oid for f in api.list_lfs_files(REPO_ID, repo_type="dataset")} == set(before)  # plan only
-    done = run("gc", "--keep-versions", "1", "--purge", "--purge-grace", "0", "--yes", "--repo", REPO, "--json")
+    done = run(
+        "gc", "--keep-versions", "1", "--purge", "--purge-grace", "0", "--yes", "--repo", REPO, "--json"
+    )
     assert done.code == 0, done.err
     report = json.loads(done.out)
     assert [b["sha256"] for b in report["purge"]] == [old_sha] and report["freed"] == before[old_sha].size
@@ -278,8 +315,24 @@ def test_gc_purge_frees_the_dropped_wheels_lfs_objects(run: Run, loophub: LoopHu
 def test_gc_counts_a_blob_once_and_will_not_empty_a_package_unasked(run: Run, tmp_path: Path) -> None:
     store = str(tmp_path / "store")
     twice = wheel(tmp_path, "tinykern", "0.1.0", size=100_000)
-    assert run("publish", str(twice), "--torch", "2.8", "--cuda", "12.8", "--sm", "86", "--sm", "89",
-               "--trust-sm", "--repo", store).code == 0
+    assert (
+        run(
+            "publish",
+            str(twice),
+            "--torch",
+            "2.8",
+            "--cuda",
+            "12.8",
+            "--sm",
+            "86",
+            "--sm",
+            "89",
+            "--trust-sm",
+            "--repo",
+            store,
+        ).code
+        == 0
+    )
     plan = run("gc", "--drop-torch", "2.8", "--repo", store, "--json")
     report = json.loads(plan.out)
     assert len(report["remove"]) == 2 and report["freed"] == report["remove"][0]["size"]

@@ -24,7 +24,13 @@ FLAGS = ("--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--repo", REPO)
 
 def wheels(directory: Path, count: int, prefix: str = "pkg", size: int = 64) -> list[Path]:
     return [
-        make_wheel(directory, f"{prefix}{i}", "1.0", "cp311-cp311-linux_x86_64", {f"{prefix}{i}/__init__.py": os.urandom(size)})
+        make_wheel(
+            directory,
+            f"{prefix}{i}",
+            "1.0",
+            "cp311-cp311-linux_x86_64",
+            {f"{prefix}{i}/__init__.py": os.urandom(size)},
+        )
         for i in range(count)
     ]
 
@@ -34,7 +40,9 @@ def consistent(hub: LoopHub) -> tuple[set[str], set[str]]:
     files = hub.files(REPO_ID)
     stored = {p for p in files if p.endswith(".whl")}
     root = json.loads(files["index.json"])
-    listed = {w["path"] for pkg in root["packages"].values() for w in json.loads(files[pkg["shard"]])["wheels"]}
+    listed = {
+        w["path"] for pkg in root["packages"].values() for w in json.loads(files[pkg["shard"]])["wheels"]
+    }
     return stored, listed
 
 
@@ -58,7 +66,9 @@ def test_a_5xx_burst_on_the_commit_is_retried_once_landed(run: Run, repo: LoopHu
     assert sum("publish" in t for t in commits(repo)) == 2  # the seed and this one, not more
 
 
-def test_a_lost_commit_answer_is_found_in_the_history_not_committed_twice(run: Run, repo: LoopHub, tmp_path: Path) -> None:
+def test_a_lost_commit_answer_is_found_in_the_history_not_committed_twice(
+    run: Run, repo: LoopHub, tmp_path: Path
+) -> None:
     repo.lose_response("commit")
     result = run("publish", *map(str, wheels(tmp_path / "d", 2)), *FLAGS)
     assert result.code == 0, result.err
@@ -76,7 +86,9 @@ def test_a_dropped_upload_is_retried(run: Run, repo: LoopHub, tmp_path: Path) ->
     assert stored == listed and len(stored) == 2
 
 
-def test_a_commit_landing_between_plan_and_commit_is_replanned(run: Run, repo: LoopHub, tmp_path: Path) -> None:
+def test_a_commit_landing_between_plan_and_commit_is_replanned(
+    run: Run, repo: LoopHub, tmp_path: Path
+) -> None:
     other = make_wheel(tmp_path / "other", "other", "1.0", "cp311-cp311-linux_x86_64")
     repo.land_concurrent_commit(REPO_ID, {"notes/other-writer.txt": b"hello\n"})
     result = run("publish", str(other), *FLAGS)
@@ -87,12 +99,16 @@ def test_a_commit_landing_between_plan_and_commit_is_replanned(run: Run, repo: L
     assert stored == listed and len(stored) == 2
 
 
-def test_a_persistent_failure_is_one_line_and_leaves_the_repo_as_it_was(run: Run, repo: LoopHub, tmp_path: Path) -> None:
+def test_a_persistent_failure_is_one_line_and_leaves_the_repo_as_it_was(
+    run: Run, repo: LoopHub, tmp_path: Path
+) -> None:
     before = repo.head(REPO_ID)
     repo.fail("commit", times=100, status=400)
     result = run("publish", *map(str, wheels(tmp_path / "d", 2)), *FLAGS)
     assert result.code == 2
-    assert result.err.startswith(f"librarian: error: {REPO}: commit: HTTP 400") and result.err.count("\n") == 1
+    assert (
+        result.err.startswith(f"librarian: error: {REPO}: commit: HTTP 400") and result.err.count("\n") == 1
+    )
     assert repo.head(REPO_ID) == before
     repo.clear_faults()
     stored, listed = consistent(repo)
@@ -103,10 +119,28 @@ def test_pull_refuses_bytes_that_do_not_match_the_index(run: Run, repo: LoopHub,
     stored, _ = consistent(repo)
     (path,) = stored
     HfApi(endpoint=repo.url).create_commit(
-        REPO_ID, [CommitOperationAdd(path, b"PK not the wheel")], commit_message="overwrite", repo_type="dataset"
+        REPO_ID,
+        [CommitOperationAdd(path, b"PK not the wheel")],
+        commit_message="overwrite",
+        repo_type="dataset",
     )
-    result = run("pull", "seed", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64",
-                 "--repo", REPO, "-o", "out", "--install")
+    result = run(
+        "pull",
+        "seed",
+        "--sm",
+        "89",
+        "--torch",
+        "2.8",
+        "--python",
+        "3.11",
+        "--platform",
+        "linux_x86_64",
+        "--repo",
+        REPO,
+        "-o",
+        "out",
+        "--install",
+    )
     assert result.code == 2
     assert "do not match the index's sha256; refused" in result.err
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
@@ -114,10 +148,13 @@ def test_pull_refuses_bytes_that_do_not_match_the_index(run: Run, repo: LoopHub,
 
 def test_the_token_never_appears_in_output(run: Run, repo: LoopHub, tmp_path: Path) -> None:
     outputs = []
-    for argv in (("ls", "--repo", REPO), ("verify", "--repo", REPO, "--deep"),
-                 ("gc", "--drop-torch", "2.8", "--repo", REPO),
-                 ("pull", "nope", "--sm", "89", "--torch", "2.8", "--repo", REPO),
-                 ("publish", *map(str, wheels(tmp_path / "d", 1)), *FLAGS)):
+    for argv in (
+        ("ls", "--repo", REPO),
+        ("verify", "--repo", REPO, "--deep"),
+        ("gc", "--drop-torch", "2.8", "--repo", REPO),
+        ("pull", "nope", "--sm", "89", "--torch", "2.8", "--repo", REPO),
+        ("publish", *map(str, wheels(tmp_path / "d", 1)), *FLAGS),
+    ):
         result = run(*argv)
         outputs += [result.out, result.err]
     repo.fail("commit", times=100, status=401)
@@ -136,26 +173,39 @@ def test_eight_concurrent_publishers_all_land(run: Run, repo: LoopHub, tmp_path:
         # the hub serves a quarter of the uploads, which was most of this test's time besides the start-ups
         batch = wheels(tmp_path / f"w{n}", 5, prefix=f"p{n}x")
         cmd = [sys.executable, "-m", "librarian", "publish", *map(str, batch), *FLAGS]
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
     for proc in procs:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
         assert "5 file(s) written" in out
     stored, listed = consistent(repo)
     assert stored == listed and len(stored) == 41
-    result = run("verify", "--repo", REPO)  # in-process: the check, not the racing, needs no process of its own
+    result = run(
+        "verify", "--repo", REPO
+    )  # in-process: the check, not the racing, needs no process of its own
     assert result.code == 0, result.out + result.err
 
 
-def test_a_rate_limit_window_is_waited_out_and_the_publish_lands(run: Run, repo: LoopHub, tmp_path: Path) -> None:
+def test_a_rate_limit_window_is_waited_out_and_the_publish_lands(
+    run: Run, repo: LoopHub, tmp_path: Path
+) -> None:
     # As huggingface.co answers past its API budget: no Retry-After, the IETF draft's headers instead.
     # A 3 s window: every request in it is refused (retrying on a short backoff only spends the retries).
-    repo.rate_limit("repo_info", retry_after=None, ratelimit='"api";r=0;t=3', window_s=3.0,
-                    ratelimit_policy='"fixed window";"api";q=500;w=300')  # fmt: skip
+    repo.rate_limit(
+        "repo_info",
+        retry_after=None,
+        ratelimit='"api";r=0;t=3',
+        window_s=3.0,
+        ratelimit_policy='"fixed window";"api";q=500;w=300',
+    )
     result = run("publish", *map(str, wheels(tmp_path / "d", 1)), *FLAGS)
     assert result.code == 0, result.err
     waits = [line for line in result.err.splitlines() if "HTTP 429" in line]
-    assert len(waits) == 1 and "waiting 3 s as it asks (up to 300 s in all: LIBRARIAN_HUB_MAX_WAIT)" in waits[0]
+    assert (
+        len(waits) == 1 and "waiting 3 s as it asks (up to 300 s in all: LIBRARIAN_HUB_MAX_WAIT)" in waits[0]
+    )
     stored, listed = consistent(repo)
     assert stored == listed and len(stored) == 2
 
@@ -169,8 +219,9 @@ def test_a_rate_limit_past_the_bound_exits_3_naming_the_wait(run: Run, repo: Loo
     assert stored == listed and len(stored) == 1  # nothing half-written
 
 
-def test_the_rate_limit_bound_is_a_setting(run: Run, repo: LoopHub, tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_the_rate_limit_bound_is_a_setting(
+    run: Run, repo: LoopHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("LIBRARIAN_HUB_MAX_WAIT", "2")
     repo.rate_limit("repo_info", times=1, retry_after=None, ratelimit='"api";r=0;t=3')
     result = run("publish", *map(str, wheels(tmp_path / "d", 1)), *FLAGS)

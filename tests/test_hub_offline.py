@@ -13,19 +13,49 @@ from tests.conftest import Run
 from tests.loophub.server import LoopHub
 
 REPO = "hf://datasets/team/wheels"
-PULL = ("tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64", "--repo", REPO)
+PULL = (
+    "tinykern",
+    "--sm",
+    "89",
+    "--torch",
+    "2.8",
+    "--python",
+    "3.11",
+    "--platform",
+    "linux_x86_64",
+    "--repo",
+    REPO,
+)
 
 
 def test_pull_falls_back_to_the_cache_and_says_so(run: Run, loophub: LoopHub, tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
-    assert run("publish", str(wheel), "--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--repo", REPO, "--create").code == 0
+    assert (
+        run(
+            "publish",
+            str(wheel),
+            "--sm",
+            "89",
+            "--torch",
+            "2.8",
+            "--cuda",
+            "12.8",
+            "--repo",
+            REPO,
+            "--create",
+        ).code
+        == 0
+    )
     online = run("pull", *PULL, "-o", "first")
     assert online.code == 0, online.err
     assert "cannot reach the Hub" not in online.err
     loophub.stop()
     offline = run("pull", *PULL, "-o", "first")  # the wheel is there already: only the index is needed
     assert offline.code == 0, offline.err
-    assert "cannot reach the Hub (ConnectError, also after retries); using the cached index of commit" in offline.err
+    assert (
+        "cannot reach the Hub (ConnectError, also after retries); using the cached index of commit"
+        in offline.err
+    )
     assert "may be stale" in offline.err
     elsewhere = run("pull", *PULL, "-o", "second")  # the wheel itself is not kept twice, so not cached
     assert elsewhere.code == 3 and elsewhere.err.count("librarian: error:") == 1, elsewhere.err
@@ -43,7 +73,22 @@ def test_nothing_cached_and_no_hub_is_one_line(run: Run, loophub: LoopHub) -> No
 
 def test_writes_never_use_the_cache(run: Run, loophub: LoopHub, tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
-    assert run("publish", str(wheel), "--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--repo", REPO, "--create").code == 0
+    assert (
+        run(
+            "publish",
+            str(wheel),
+            "--sm",
+            "89",
+            "--torch",
+            "2.8",
+            "--cuda",
+            "12.8",
+            "--repo",
+            REPO,
+            "--create",
+        ).code
+        == 0
+    )
     assert run("pull", *PULL, "-o", "first").code == 0
     loophub.stop()
     other = make_wheel(tmp_path / "d2", "tinykern", "0.2.0", "cp311-cp311-linux_x86_64")
@@ -52,22 +97,44 @@ def test_writes_never_use_the_cache(run: Run, loophub: LoopHub, tmp_path: Path) 
     assert "cannot reach the Hub" in result.err and result.err.count("\n") == 1
 
 
-def test_offline_after_librarians_own_commit(run: Run, loophub: LoopHub, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_offline_after_librarians_own_commit(
+    run: Run, loophub: LoopHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """gc's commit (or any of librarian's) is cached with its index: a pull right after works offline."""
     for version in ("0.1.0", "0.2.0"):
         wheel = make_wheel(tmp_path / f"dist-{version}", "tinykern", version, "cp311-cp311-linux_x86_64")
-        assert run("publish", str(wheel), "--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--repo", REPO,
-                   "--create").code == 0  # fmt: skip
+        assert (
+            run(
+                "publish",
+                str(wheel),
+                "--sm",
+                "89",
+                "--torch",
+                "2.8",
+                "--cuda",
+                "12.8",
+                "--repo",
+                REPO,
+                "--create",
+            ).code
+            == 0
+        )
     assert run("pull", *PULL, "-o", "first").code == 0  # fetches 0.2.0
-    gc = run("gc", "--keep-versions", "1", "--yes", "--repo", REPO)  # drops 0.1.0: a new commit, its index never read
+    gc = run(
+        "gc", "--keep-versions", "1", "--yes", "--repo", REPO
+    )  # drops 0.1.0: a new commit, its index never read
     assert gc.code == 0, gc.err
     made = re.search(r"/commit/([0-9a-f]{40})", gc.out)
     assert made is not None, gc.out
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    offline = run("pull", *PULL, "-o", "first")  # the wheel is there with the right sha256: nothing is fetched
+    offline = run(
+        "pull", *PULL, "-o", "first"
+    )  # the wheel is there with the right sha256: nothing is fetched
     assert offline.code == 0, offline.err
-    assert f"using the cached index of commit {made[1][:12]} of " in offline.err and " ago (it may be stale)" in offline.err
+    assert (
+        f"using the cached index of commit {made[1][:12]} of " in offline.err
+        and " ago (it may be stale)" in offline.err
+    )
     monkeypatch.delenv("HF_HUB_OFFLINE")
     loophub.stop()
     unreachable = run("pull", *PULL, "-o", "first")

@@ -19,13 +19,30 @@ from tests.loophub.server import LoopHub
 REPO_ID = "team/wheels"
 REPO = f"hf://datasets/{REPO_ID}"
 COMBO = ("--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--repo", REPO)
-PULL = ("--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--python", "3.11", "--platform", "linux_x86_64",
-        "--repo", REPO)  # fmt: skip
+PULL = (
+    "--sm",
+    "89",
+    "--torch",
+    "2.8",
+    "--cuda",
+    "12.8",
+    "--python",
+    "3.11",
+    "--platform",
+    "linux_x86_64",
+    "--repo",
+    REPO,
+)
 
 
 def wheel(tmp_path: Path, name: str, version: str, size: int = 100_000) -> Path:
-    return make_wheel(tmp_path / f"{name}-{version}", name, version, "cp311-cp311-linux_x86_64",
-                      {f"{name}/__init__.py": os.urandom(size)})  # fmt: skip
+    return make_wheel(
+        tmp_path / f"{name}-{version}",
+        name,
+        version,
+        "cp311-cp311-linux_x86_64",
+        {f"{name}/__init__.py": os.urandom(size)},
+    )
 
 
 def lfs_oids(hub: LoopHub) -> set[str]:
@@ -37,14 +54,18 @@ def sha_of(hub: LoopHub, package: str, version: str) -> str:
     return next(w["sha256"] for w in shard["wheels"] if f"-{version}+" in w["path"])
 
 
-def test_purge_frees_what_an_earlier_gc_left_in_the_history(run: Run, loophub: LoopHub, tmp_path: Path) -> None:
+def test_purge_frees_what_an_earlier_gc_left_in_the_history(
+    run: Run, loophub: LoopHub, tmp_path: Path
+) -> None:
     assert run("publish", str(wheel(tmp_path, "tinykern", "0.1.0")), *COMBO, "--create").code == 0
     old = sha_of(loophub, "tinykern", "0.1.0")
     assert run("publish", str(wheel(tmp_path, "tinykern", "0.2.0")), *COMBO).code == 0
     dropped = run("gc", "--keep-versions", "1", "--yes", "--repo", REPO)  # no --purge: the object stays
     assert dropped.code == 0 and "'gc --purge' frees that storage" in dropped.out
     assert old in lfs_oids(loophub)
-    plan = run("gc", "--purge", "--purge-grace", "0", "--dry-run", "--repo", REPO, "--json")  # --purge alone: no removals
+    plan = run(
+        "gc", "--purge", "--purge-grace", "0", "--dry-run", "--repo", REPO, "--json"
+    )  # --purge alone: no removals
     assert plan.code == 0, plan.err
     report = json.loads(plan.out)
     assert report["remove"] == [] and [b["sha256"] for b in report["purge"]] == [old]
@@ -59,7 +80,9 @@ def test_purge_frees_what_an_earlier_gc_left_in_the_history(run: Run, loophub: L
 
 def test_staged_uploads_survive_within_the_grace_window(run: Run, loophub: LoopHub, tmp_path: Path) -> None:
     assert run("publish", str(wheel(tmp_path, "seed", "1.0")), *COMBO, "--create").code == 0
-    staged = run("publish", str(wheel(tmp_path, "tinykern", "0.1.0")), *COMBO, "--stage", "--manifest", "m.json")
+    staged = run(
+        "publish", str(wheel(tmp_path, "tinykern", "0.1.0")), *COMBO, "--stage", "--manifest", "m.json"
+    )
     assert staged.code == 0, staged.err
     blob = json.loads((tmp_path / "m.json").read_text())["wheels"][0]["sha256"]
     assert blob in lfs_oids(loophub)  # uploaded, referenced by no commit until the reindex
@@ -73,7 +96,9 @@ def test_staged_uploads_survive_within_the_grace_window(run: Run, loophub: LoopH
     assert json.loads(run("gc", "--purge", "--purge-grace", "0", "--repo", REPO, "--json").out)["purge"] == []
 
 
-def test_a_requirements_file_written_before_a_purge_still_installs(run: Run, loophub: LoopHub, tmp_path: Path) -> None:
+def test_a_requirements_file_written_before_a_purge_still_installs(
+    run: Run, loophub: LoopHub, tmp_path: Path
+) -> None:
     assert run("publish", str(wheel(tmp_path, "tinykern", "0.1.0")), *COMBO, "--create").code == 0
     assert run("publish", str(wheel(tmp_path, "other", "1.0")), *COMBO).code == 0
     assert run("publish", str(wheel(tmp_path, "tinykern", "0.2.0")), *COMBO).code == 0
@@ -83,14 +108,31 @@ def test_a_requirements_file_written_before_a_purge_still_installs(run: Run, loo
     purged = run("gc", "--keep-versions", "1", "--purge", "--purge-grace", "0", "--yes", "--repo", REPO)
     assert purged.code == 0 and "purged  LFS object" in purged.out
     assert HfApi(endpoint=loophub.url).list_repo_commits(REPO_ID, repo_type="dataset")[1].commit_id == before
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target",
-                           str(tmp_path / "site"), "-r", str(tmp_path / "req.txt")],
-                          capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(tmp_path / "site"),
+            "-r",
+            str(tmp_path / "req.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "other").is_dir() and (tmp_path / "site" / "tinykern").is_dir()
 
 
-def test_the_loophub_rewrites_history_on_a_purge_as_the_hub_does(run: Run, loophub: LoopHub, tmp_path: Path) -> None:
+def test_the_loophub_rewrites_history_on_a_purge_as_the_hub_does(
+    run: Run, loophub: LoopHub, tmp_path: Path
+) -> None:
     """What huggingface_hub's default (rewrite_history=True) does: new commit ids, the old ones answer 404."""
     assert run("publish", str(wheel(tmp_path, "tinykern", "0.1.0")), *COMBO, "--create").code == 0
     old_head = loophub.head(REPO_ID)

@@ -30,10 +30,18 @@ PULL = ("--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux
 
 def wheels(directory: Path, packages: int, versions: int = 1, prefix: str = "pkg") -> list[str]:
     return [
-        str(make_wheel(directory, f"{prefix}{p}", f"1.{v}", "cp311-cp311-linux_x86_64",
-                       {f"{prefix}{p}/__init__.py": os.urandom(64), f"{prefix}{p}/_C.so": torch_extension_so()}))
-        for p in range(packages) for v in range(versions)
-    ]  # fmt: skip
+        str(
+            make_wheel(
+                directory,
+                f"{prefix}{p}",
+                f"1.{v}",
+                "cp311-cp311-linux_x86_64",
+                {f"{prefix}{p}/__init__.py": os.urandom(64), f"{prefix}{p}/_C.so": torch_extension_so()},
+            )
+        )
+        for p in range(packages)
+        for v in range(versions)
+    ]
 
 
 def indexed(hub: LoopHub, revision: str = "main") -> set[str]:
@@ -50,17 +58,34 @@ def stored(hub: LoopHub, revision: str = "main") -> set[str]:
 
 def history(hub: LoopHub) -> list[tuple[str, str]]:
     """(commit id, title), oldest first."""
-    return [(c.commit_id, c.title) for c in reversed(HfApi(endpoint=hub.url).list_repo_commits(REPO_ID, repo_type="dataset"))]
+    return [
+        (c.commit_id, c.title)
+        for c in reversed(HfApi(endpoint=hub.url).list_repo_commits(REPO_ID, repo_type="dataset"))
+    ]
 
 
-def test_twelve_jobs_stage_concurrently_and_one_reindex_commits_once(run: Run, loophub: LoopHub, tmp_path: Path) -> None:
+def test_twelve_jobs_stage_concurrently_and_one_reindex_commits_once(
+    run: Run, loophub: LoopHub, tmp_path: Path
+) -> None:
     loophub.limit_commits(128)
     procs = []
     for job in range(12):
         batch = wheels(tmp_path / f"dist{job}", 2, prefix=f"j{job}p")
-        cmd = [sys.executable, "-m", "librarian", "publish", *batch, *FLAGS, "--create",
-               "--stage", "--manifest", str(tmp_path / "manifests" / f"job{job}.json")]  # fmt: skip
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path))
+        cmd = [
+            sys.executable,
+            "-m",
+            "librarian",
+            "publish",
+            *batch,
+            *FLAGS,
+            "--create",
+            "--stage",
+            "--manifest",
+            str(tmp_path / "manifests" / f"job{job}.json"),
+        ]
+        procs.append(
+            subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+        )
     for proc in procs:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
@@ -70,7 +95,11 @@ def test_twelve_jobs_stage_concurrently_and_one_reindex_commits_once(run: Run, l
     assert loophub.log.count("lfs_upload") == 24
 
     manifest = json.loads((tmp_path / "manifests/job3.json").read_text())
-    assert manifest["kind"] == "librarian-stage-manifest" and manifest["repo"] == REPO and manifest["revision"] == "main"
+    assert (
+        manifest["kind"] == "librarian-stage-manifest"
+        and manifest["repo"] == REPO
+        and manifest["revision"] == "main"
+    )
     assert len(manifest["planned_against"]) == 40 and len(manifest["blobs"]) == 2
     assert {w["path"].split("/")[0] for w in manifest["wheels"]} == {"j3p0", "j3p1"}
     assert all({"sha256", "size", "cell", "facts"} <= set(w) for w in manifest["wheels"])
@@ -86,18 +115,24 @@ def test_twelve_jobs_stage_concurrently_and_one_reindex_commits_once(run: Run, l
     got = run("pull", "j7p1", *PULL, "-o", "out")
     assert got.code == 0, got.err
 
-    again = run("reindex", "--repo", REPO, "--manifest", manifests[0])  # the same bytes at the same path: skipped
+    again = run(
+        "reindex", "--repo", REPO, "--manifest", manifests[0]
+    )  # the same bytes at the same path: skipped
     assert again.code == 0 and "nothing to reindex" in again.out
     assert loophub.commits_made(REPO_ID) == 1
 
 
-def test_reindex_manifest_refuses_other_bytes_and_drops_what_is_not_there(run: Run, loophub: LoopHub, tmp_path: Path) -> None:
+def test_reindex_manifest_refuses_other_bytes_and_drops_what_is_not_there(
+    run: Run, loophub: LoopHub, tmp_path: Path
+) -> None:
     (first,) = wheels(tmp_path / "a", 1)
     assert run("publish", first, *FLAGS, "--create").code == 0
     (second,) = wheels(tmp_path / "b", 1)  # same name, other bytes
     assert run("publish", second, *FLAGS, "--stage", "--manifest", "m/b.json", "--replace").code == 0
     refused = run("reindex", "--repo", REPO, "--manifest", "m/b.json")
-    assert refused.code == 2 and "already stored with other bytes" in refused.err and "--replace" in refused.err
+    assert (
+        refused.code == 2 and "already stored with other bytes" in refused.err and "--replace" in refused.err
+    )
     replaced = run("reindex", "--repo", REPO, "--manifest", "m/b.json", "--replace")
     assert replaced.code == 0, replaced.err
     assert run("verify", "--repo", REPO).code == 0
@@ -117,7 +152,9 @@ def test_reindex_manifest_refuses_other_bytes_and_drops_what_is_not_there(run: R
     assert run("publish", lost, *FLAGS, "--manifest", "m/x.json").code == 2  # --manifest goes with --stage
 
 
-def test_a_publish_past_the_commit_limit_exits_3_at_once_naming_the_wait(run: Run, loophub: LoopHub, tmp_path: Path) -> None:
+def test_a_publish_past_the_commit_limit_exits_3_at_once_naming_the_wait(
+    run: Run, loophub: LoopHub, tmp_path: Path
+) -> None:
     assert run("publish", *wheels(tmp_path / "seed", 1, prefix="seed"), *FLAGS, "--create").code == 0
     loophub.limit_commits(1)  # the seed's commit used the hour's budget
     loophub.log.clear()
@@ -151,7 +188,9 @@ def test_a_short_rate_limit_is_waited_out(run: Run, loophub: LoopHub, tmp_path: 
     assert indexed(loophub) == stored(loophub) and len(stored(loophub)) == 3
 
 
-def test_a_rate_limit_longer_than_the_bound_is_not_waited(run: Run, loophub: LoopHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rate_limit_longer_than_the_bound_is_not_waited(
+    run: Run, loophub: LoopHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert run("publish", *wheels(tmp_path / "seed", 1, prefix="seed"), *FLAGS, "--create").code == 0
     loophub.limit_commits(1, window_s=30)
     monkeypatch.setenv("LIBRARIAN_HUB_MAX_WAIT", "5")
@@ -167,14 +206,18 @@ def small_commits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hub_module, "MAX_ATTEMPTS", 2)
 
 
-def test_a_15_wheel_publish_lands_in_pieces_index_last(run: Run, loophub: LoopHub, tmp_path: Path, small_commits: None) -> None:
+def test_a_15_wheel_publish_lands_in_pieces_index_last(
+    run: Run, loophub: LoopHub, tmp_path: Path, small_commits: None
+) -> None:
     batch = wheels(tmp_path / "d", 3, versions=5)
     result = run("publish", *batch, *FLAGS, "--create")
     assert result.code == 0, result.err
     commits = history(loophub)[1:]  # after the repo's initial commit
     assert [t.rsplit("(", 1)[-1] for _, t in commits] == ["part 1 of 2)", "part 2 of 2)"]
     first, last = commits[0][0], commits[1][0]
-    assert len(stored(loophub, first)) == 10 and indexed(loophub, first) == set()  # wheels first, no index yet
+    assert (
+        len(stored(loophub, first)) == 10 and indexed(loophub, first) == set()
+    )  # wheels first, no index yet
     assert indexed(loophub, last) == stored(loophub, last) and len(stored(loophub, last)) == 15
     assert run("verify", "--repo", REPO).code == 0
 
@@ -199,7 +242,9 @@ def test_a_fault_between_pieces_leaves_extra_files_that_adopt_or_the_next_publis
     uploads = loophub.log.count("lfs_upload")
     rest = run("publish", *batch, *FLAGS)  # the next publish files the other 5; the adopted 10 are skipped
     assert rest.code == 0, rest.err
-    assert uploads == 16 and loophub.log.count("lfs_upload") == uploads  # the failed run's bytes are not sent again
+    assert (
+        uploads == 16 and loophub.log.count("lfs_upload") == uploads
+    )  # the failed run's bytes are not sent again
     assert indexed(loophub) == stored(loophub) and len(stored(loophub)) == 16
     assert run("verify", "--repo", REPO).code == 0
 
@@ -221,7 +266,9 @@ def test_the_next_publish_after_a_fault_between_pieces_sends_only_the_rest(
 
 def test_local_store_stages_files_and_a_manifest(run: Run, tmp_path: Path) -> None:
     batch = wheels(tmp_path / "d", 2)
-    staged = run("publish", *batch, "--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--stage", "--manifest", "m.json")
+    staged = run(
+        "publish", *batch, "--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--stage", "--manifest", "m.json"
+    )
     assert staged.code == 0, staged.err
     assert not (tmp_path / "wheelhouse/index.json").exists()
     assert len(list((tmp_path / "wheelhouse").rglob("*.whl"))) == 2
@@ -283,8 +330,12 @@ def test_manifests_merge_once_and_refuse_two_byte_strings_at_one_path(tmp_path: 
     from librarian.manifest import Manifest, merge_manifests, parse_manifest, render_manifest
 
     def entry(sha: str) -> IndexEntry:
-        data = {"path": "pkg/sm89/torch2.8-cu128/pkg-1.0+cu128torch2.8-cp311-cp311-linux_x86_64.whl", "sha256": sha,
-                "size": 10, "cell": {"package": "pkg", "sm": "sm_89", "torch": "2.8", "cuda": "12.8"}}
+        data = {
+            "path": "pkg/sm89/torch2.8-cu128/pkg-1.0+cu128torch2.8-cp311-cp311-linux_x86_64.whl",
+            "sha256": sha,
+            "size": 10,
+            "cell": {"package": "pkg", "sm": "sm_89", "torch": "2.8", "cuda": "12.8"},
+        }
         return IndexEntry.from_json(data, "test")
 
     one = Manifest(REPO, "main", "a" * 40, "now", (entry("1" * 64),))
@@ -298,9 +349,16 @@ def test_manifests_merge_once_and_refuse_two_byte_strings_at_one_path(tmp_path: 
         parse_manifest(b'{"schema": 1}', "x.json")
 
 
-def test_a_big_gc_drops_the_entries_first_and_the_files_after(run: Run, loophub: LoopHub, tmp_path: Path, small_commits: None) -> None:
+def test_a_big_gc_drops_the_entries_first_and_the_files_after(
+    run: Run, loophub: LoopHub, tmp_path: Path, small_commits: None
+) -> None:
     old = wheels(tmp_path / "old", 3, versions=5, prefix="old")
-    assert run("publish", *old, "--sm", "89", "--torch", "2.7", "--cuda", "12.8", "--repo", REPO, "--create").code == 0
+    assert (
+        run(
+            "publish", *old, "--sm", "89", "--torch", "2.7", "--cuda", "12.8", "--repo", REPO, "--create"
+        ).code
+        == 0
+    )
     assert run("publish", *wheels(tmp_path / "new", 1), *FLAGS).code == 0
     before = len(history(loophub))
     result = run("gc", "--drop-torch", "2.7", "--yes", "--allow-empty", "--repo", REPO)
@@ -308,7 +366,9 @@ def test_a_big_gc_drops_the_entries_first_and_the_files_after(run: Run, loophub:
     commits = history(loophub)[before:]
     assert len(commits) == 3 and "part 1 of 3" in commits[0][1]  # wheels' deletions, pages and PEP 503 trees
     first = commits[0][0]
-    assert len(indexed(loophub, first)) == 1 and len(stored(loophub, first)) > 1  # the index first: extra files only
+    assert (
+        len(indexed(loophub, first)) == 1 and len(stored(loophub, first)) > 1
+    )  # the index first: extra files only
     assert indexed(loophub) == stored(loophub) and len(stored(loophub)) == 1
     assert run("verify", "--repo", REPO).code == 0
 
@@ -317,8 +377,12 @@ def test_pieces_put_wheels_first_the_index_whole_and_deletions_last() -> None:
     from librarian.stores.pieces import plan_pieces
 
     def sizes(adds: int, catalogue: int, deletes: int) -> list[tuple[int, int, int]]:
-        pieces = plan_pieces([("a", i) for i in range(adds)], [("c", i) for i in range(catalogue)],
-                             [("d", i) for i in range(deletes)], 100)  # fmt: skip
+        pieces = plan_pieces(
+            [("a", i) for i in range(adds)],
+            [("c", i) for i in range(catalogue)],
+            [("d", i) for i in range(deletes)],
+            100,
+        )
         return [tuple(sum(1 for k, _ in p if k == kind) for kind in "acd") for p in pieces]  # type: ignore[misc]
 
     assert sizes(24, 27, 0) == [(24, 27, 0)]  # fits: one commit

@@ -27,14 +27,22 @@ def xet(make_loophub: Callable[..., LoopHub]) -> LoopHub:
 
 
 def wheel(tmp_path: Path, name: str) -> Path:
-    return make_wheel(tmp_path / name, name, "1.0", "cp311-cp311-linux_x86_64", {f"{name}/__init__.py": os.urandom(50_000)})
+    return make_wheel(
+        tmp_path / name, name, "1.0", "cp311-cp311-linux_x86_64", {f"{name}/__init__.py": os.urandom(50_000)}
+    )
 
 
 def test_the_fan_in_path_lands_on_a_xet_backed_repo(run: Run, xet: LoopHub, tmp_path: Path) -> None:
     assert run("publish", str(wheel(tmp_path, "seed")), *COMBO, "--create").code == 0
     for job in range(2):
-        staged = run("publish", str(wheel(tmp_path, f"kern{job}")), *COMBO, "--stage", "--manifest",
-                     f"manifests/m{job}.json")  # fmt: skip
+        staged = run(
+            "publish",
+            str(wheel(tmp_path, f"kern{job}")),
+            *COMBO,
+            "--stage",
+            "--manifest",
+            f"manifests/m{job}.json",
+        )
         assert staged.code == 0, staged.err
     done = run("reindex", "--manifest", "manifests", "--repo", REPO)
     assert done.code == 0, done.err
@@ -64,7 +72,9 @@ def test_the_proof_after_a_commit_fails_loudly() -> None:
     reported = [SimpleNamespace(path="kern/a.whl", lfs=SimpleNamespace(sha256="b" * 64, size=10))]
     api = SimpleNamespace(get_paths_info=lambda *a, **k: reported)
     lfs = LfsObjects(api, REPO_ID, "main", REPO, lambda what, call: call(), lambda what: None)  # type: ignore[arg-type]
-    with pytest.raises(StoreError, match=r"kern/a.whl: after commit 0123456789ab the Hub reports sha256 b+, 10 bytes"):
+    with pytest.raises(
+        StoreError, match=r"kern/a.whl: after commit 0123456789ab the Hub reports sha256 b+, 10 bytes"
+    ):
         lfs.prove([Upload("kern/a.whl", None, "a" * 64, 10)], "0123456789ab" + "0" * 28)
     with pytest.raises(StoreError, match=r"kern/b.whl: not in commit"):
         lfs.prove([Upload("kern/b.whl", None, "a" * 64, 10)], "0123456789ab" + "0" * 28)

@@ -14,19 +14,38 @@ from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
 from librarian.index import Index, IndexEntry, parse_root, parse_shard, render_index
 
 
-def entry(package: str = "flash_attn", sm: str = "89", label: str = "cu128torch2.9", version: str = "2.8.3", py: str = "cp312") -> IndexEntry:
+def entry(
+    package: str = "flash_attn",
+    sm: str = "89",
+    label: str = "cu128torch2.9",
+    version: str = "2.8.3",
+    py: str = "cp312",
+) -> IndexEntry:
     cell = Cell(package, GpuArch.parse(sm), Label.parse(label))
     filename = f"{package}-{version}+{label}-{py}-{py}-linux_x86_64.whl"
     path = load_layout().path_for(cell, filename)
     # a torch extension: bound to its torch line by a mangled c10 symbol, and to its CUDA major by libcudart
     needed = ("libc10.so", f"libcudart.so.{Label.parse(label).cuda[0]}")
-    facts = WheelFacts(filename, (BinaryFacts(f"{package}/_C.so", BinaryFormat.ELF, "x86_64", sass=(GpuArch.parse(sm),),
-                                              needed=needed, torch_symbols=("_ZN3c103fooEv",)),))  # fmt: skip
+    facts = WheelFacts(
+        filename,
+        (
+            BinaryFacts(
+                f"{package}/_C.so",
+                BinaryFormat.ELF,
+                "x86_64",
+                sass=(GpuArch.parse(sm),),
+                needed=needed,
+                torch_symbols=("_ZN3c103fooEv",),
+            ),
+        ),
+    )
     return IndexEntry(path, "ab" * 32, 1234, cell, "2026-11-30T00:00:00Z", facts)
 
 
 def test_round_trip_through_shards() -> None:
-    index = Index(load_layout()).with_entries([entry(), entry(sm="90a"), entry("natten", label="cu126torch2.8")])
+    index = Index(load_layout()).with_entries(
+        [entry(), entry(sm="90a"), entry("natten", label="cu126torch2.8")]
+    )
     files = render_index(index)
     assert set(files) == {"index.json", "index/flash_attn.json", "index/natten.json"}
     root = parse_root(files["index.json"])
@@ -36,7 +55,12 @@ def test_round_trip_through_shards() -> None:
     assert back[0].facts == index.entries[0].facts and back[0].facts is not None
     assert back[0].facts.binaries[0].sass == (GpuArch.parse("sm_89"),)
     shard = json.loads(files["index/flash_attn.json"])
-    assert shard["wheels"][0]["cell"] == {"package": "flash_attn", "sm": "sm_89", "torch": "2.9", "cuda": "12.8"}
+    assert shard["wheels"][0]["cell"] == {
+        "package": "flash_attn",
+        "sm": "sm_89",
+        "torch": "2.9",
+        "cuda": "12.8",
+    }
 
 
 def test_unchanged_package_shard_is_byte_identical() -> None:
@@ -58,8 +82,12 @@ def test_removal() -> None:
 
 @pytest.mark.parametrize(
     ("text", "problem"),
-    [(b"{", "not valid JSON"), (b'{"schema": 9}', "unsupported index schema 9"), (b"[]", "expected a JSON object"),
-     (b'{"schema": 1, "layout": {"name": "x"}, "packages": {}}', "malformed root")],
+    [
+        (b"{", "not valid JSON"),
+        (b'{"schema": 9}', "unsupported index schema 9"),
+        (b"[]", "expected a JSON object"),
+        (b'{"schema": 1, "layout": {"name": "x"}, "packages": {}}', "malformed root"),
+    ],
 )
 def test_bad_root(text: bytes, problem: str) -> None:
     with pytest.raises(StoreError, match=problem):
@@ -67,10 +95,14 @@ def test_bad_root(text: bytes, problem: str) -> None:
 
 
 def test_bad_shard_entry_named() -> None:
-    text = json.dumps({"schema": 1, "wheels": [{"path": "../evil.whl", "sha256": "x", "size": 1, "cell": {}}]}).encode()
+    text = json.dumps(
+        {"schema": 1, "wheels": [{"path": "../evil.whl", "sha256": "x", "size": 1, "cell": {}}]}
+    ).encode()
     entries, bad = parse_shard(text, "index/x.json", "x")
     assert entries == () and len(bad) == 1
-    assert bad[0].problem.startswith("malformed index entry '../evil.whl'") and bad[0].path is None  # unsafe: not kept
+    assert (
+        bad[0].problem.startswith("malformed index entry '../evil.whl'") and bad[0].path is None
+    )  # unsafe: not kept
     assert bad[0].where == "index/x.json"
 
 
@@ -100,12 +132,22 @@ def test_an_entry_of_another_package_is_bad_in_this_shard() -> None:
 def test_pip_pages_never_mix_combos() -> None:
     index = Index(load_layout()).with_entries([entry(), entry(label="cu130torch2.9"), entry(version="2.8.2")])
     pages = render_pages(index)
-    assert {p for p in pages if "/simple/" not in p} == {"pages/sm89-torch2.9-cu128.html", "pages/sm89-torch2.9-cu130.html"}
+    assert {p for p in pages if "/simple/" not in p} == {
+        "pages/sm89-torch2.9-cu128.html",
+        "pages/sm89-torch2.9-cu130.html",
+    }
     page = pages["pages/sm89-torch2.9-cu128.html"].decode()
     assert page.count("<a href=") == 2 and "cu130" not in page
     # PEP 503 beside each page: the same wheels, linked from the project's folder
     project = pages["pages/sm89-torch2.9-cu128/simple/flash-attn/index.html"].decode()
-    assert project.count("<a href=") == 2 and "cu130" not in project and 'href="../../../../flash_attn/' in project
+    assert (
+        project.count("<a href=") == 2
+        and "cu130" not in project
+        and 'href="../../../../flash_attn/' in project
+    )
     assert 'href="flash-attn/"' in pages["pages/sm89-torch2.9-cu128/simple/index.html"].decode()
-    assert 'href="../flash_attn/sm89/torch2.9-cu128/flash_attn-2.8.3+cu128torch2.9-cp312-cp312-linux_x86_64.whl#sha256=' in page
+    assert (
+        'href="../flash_attn/sm89/torch2.9-cu128/flash_attn-2.8.3+cu128torch2.9-cp312-cp312-linux_x86_64.whl#sha256='
+        in page
+    )
     assert set(render_catalogue(index)) >= set(pages) | {"index.json"}

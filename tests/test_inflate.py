@@ -14,7 +14,12 @@ from librarian.wheel import inflate
 from librarian.wheel.binaries import inspect_wheel
 from tests.builders import make_wheel
 
-SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "dist" / "tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"
+SAMPLE = (
+    Path(__file__).resolve().parent.parent
+    / "samples"
+    / "dist"
+    / "tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"
+)
 ENGINES = [e for e in ("zlib", "zlib-ng", "isal") if inflate._load(e) is not None]
 
 
@@ -38,7 +43,9 @@ def test_every_engine_reads_alike(forced, name: str, tmp_path: Path) -> None:  #
     forced(name)
     assert inspect_wheel(SAMPLE) == baseline
     # a lying member is refused in the same words by each engine
-    bad = make_wheel(tmp_path, "tinykern", "1.0", "cp311-cp311-linux_x86_64", {"tinykern/_k.so": b"\x7fELF" + bytes(600)})
+    bad = make_wheel(
+        tmp_path, "tinykern", "1.0", "cp311-cp311-linux_x86_64", {"tinykern/_k.so": b"\x7fELF" + bytes(600)}
+    )
     data = bytearray(bad.read_bytes())
     with zipfile.ZipFile(bad) as zf:
         info = zf.getinfo("tinykern/_k.so")
@@ -88,7 +95,13 @@ def test_the_inspect_bar_counts_bytes_of_the_wheel_file(tmp_path: Path) -> None:
     with zipfile.ZipFile(SAMPLE) as zf:
         so = zf.read("tinykern/_tinykern.so")
     # the sample (small members, read in a batch) and one whose .so is streamed (past the batch size)
-    big = make_wheel(tmp_path, "tinykern", "0.2.0", "cp312-cp312-linux_x86_64", {"tinykern/_tinykern.so": so + bytes(1 << 20)})
+    big = make_wheel(
+        tmp_path,
+        "tinykern",
+        "0.2.0",
+        "cp312-cp312-linux_x86_64",
+        {"tinykern/_tinykern.so": so + bytes(1 << 20)},
+    )
     for wheel in (SAMPLE, big):
         recording = Recording()
         progress.set_reporter(recording)  # type: ignore[arg-type]

@@ -49,8 +49,12 @@ def _archs(*names: str) -> tuple[GpuArch, ...]:
 
 
 def test_wheel_with_real_members(tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
-    files = {"tinykern/_C.so": cuda_sos["multi"].read_bytes(), "tinykern/_rdc.so.1": cuda_sos["rdc"].read_bytes(),
-             "tinykern/special.so": cuda_sos["special"].read_bytes(), "tinykern/__init__.py": b""}  # fmt: skip
+    files = {
+        "tinykern/_C.so": cuda_sos["multi"].read_bytes(),
+        "tinykern/_rdc.so.1": cuda_sos["rdc"].read_bytes(),
+        "tinykern/special.so": cuda_sos["special"].read_bytes(),
+        "tinykern/__init__.py": b"",
+    }
     facts = inspect_wheel(make_wheel(tmp_path, files=files, tags=TAGS))
     c, rdc, special = facts.binaries
     assert (c.path, c.format, c.cpu) == ("tinykern/_C.so", BinaryFormat.ELF, "x86_64")
@@ -73,15 +77,31 @@ def test_bare_so_and_stripped(cuda_sos: dict[str, Path]) -> None:
 
 def test_dynamic_facts_and_torch_symbols() -> None:
     data = elf_bytes(
-        needed=("libc10.so", "libtorch_cpu.so", "libc.so.6"), soname="_C.so", runpath="$ORIGIN/../torch/lib",
-        verneed={"libc.so.6": ("GLIBC_2.17", "GLIBC_2.32"), "libstdc++.so.6": ("GLIBCXX_3.4.29", "CXXABI_1.3.9")},
-        symbols={"_ZN3c106detail14torchCheckFailEPKcS2_jRKSs": False, "_ZNK2at10TensorBase5dtypeEv": False,
-                 "_ZTVN5torch8autograd12AutogradMetaE": False, "_ZN6caffe28TypeMeta": False, "malloc": False,
-                 "_ZNSt6vectorIiE": False, "_ZN3c107defined": True, "PyInit__C": True},
-    )  # fmt: skip
+        needed=("libc10.so", "libtorch_cpu.so", "libc.so.6"),
+        soname="_C.so",
+        runpath="$ORIGIN/../torch/lib",
+        verneed={
+            "libc.so.6": ("GLIBC_2.17", "GLIBC_2.32"),
+            "libstdc++.so.6": ("GLIBCXX_3.4.29", "CXXABI_1.3.9"),
+        },
+        symbols={
+            "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs": False,
+            "_ZNK2at10TensorBase5dtypeEv": False,
+            "_ZTVN5torch8autograd12AutogradMetaE": False,
+            "_ZN6caffe28TypeMeta": False,
+            "malloc": False,
+            "_ZNSt6vectorIiE": False,
+            "_ZN3c107defined": True,
+            "PyInit__C": True,
+        },
+    )
     facts = inspect_binary(io.BytesIO(data), "pkg/_C.so")
-    assert facts.torch_symbols == ("_ZN3c106detail14torchCheckFailEPKcS2_jRKSs", "_ZN6caffe28TypeMeta",
-                                   "_ZNK2at10TensorBase5dtypeEv", "_ZTVN5torch8autograd12AutogradMetaE")  # fmt: skip
+    assert facts.torch_symbols == (
+        "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs",
+        "_ZN6caffe28TypeMeta",
+        "_ZNK2at10TensorBase5dtypeEv",
+        "_ZTVN5torch8autograd12AutogradMetaE",
+    )
     assert facts.links_torch and facts.soname == "_C.so" and facts.rpath == ("$ORIGIN/../torch/lib",)
     assert (facts.glibc, facts.glibcxx, facts.cxxabi) == ((2, 32), (3, 4, 29), (1, 3, 9))
     assert not facts.has_device_code
@@ -89,9 +109,13 @@ def test_dynamic_facts_and_torch_symbols() -> None:
 
 def test_hand_built_members_pe_aarch64_lz4(tmp_path: Path) -> None:
     lz4_blob = fatbin_blob(fatbin_entry(2, 86, cubin_bytes(86, api=(12, 8)), compress="lz4"))
-    files = {"pkg/_C.pyd": pe_bytes(), "pkg/_arm.so": elf_bytes(machine=183),
-             "pkg/_k.so": so_with_fatbin(lz4_blob), "pkg/_rel.so": so_with_fatbin(lz4_blob, name="__nv_relfatbin"),
-             "pkg/notes.txt": b"not native"}  # fmt: skip
+    files = {
+        "pkg/_C.pyd": pe_bytes(),
+        "pkg/_arm.so": elf_bytes(machine=183),
+        "pkg/_k.so": so_with_fatbin(lz4_blob),
+        "pkg/_rel.so": so_with_fatbin(lz4_blob, name="__nv_relfatbin"),
+        "pkg/notes.txt": b"not native",
+    }
     facts = inspect_wheel(make_wheel(tmp_path, name="pkg", files=files, tags=TAGS))
     pyd, arm, k, rel = facts.binaries
     assert (pyd.format, pyd.cpu) == (BinaryFormat.PE, "x86_64")
@@ -220,8 +244,11 @@ def test_fuzz_real_fixtures_raise_only_bad_binary(cuda_sos: dict[str, Path], cou
     for name in ("compress_size", "compress_speed", "rdc", "special", "debug"):
         data = cuda_sos[name].read_bytes()
         elf = read_elf(data)
-        hot = [0, 0x20, 0x28, 0x3A] + [s.offset for s in elf.sections if s.size] + list(
-            range(struct.unpack_from("<Q", data, 0x28)[0], len(data), 64))  # fmt: skip
+        hot = (
+            [0, 0x20, 0x28, 0x3A]
+            + [s.offset for s in elf.sections if s.size]
+            + list(range(struct.unpack_from("<Q", data, 0x28)[0], len(data), 64))
+        )
         seeds.append((data, hot))
     cases = raised = 0
     while cases < count:
@@ -247,11 +274,14 @@ DATA_BLOB = fatbin_blob(
 
 
 def test_wheel_with_loose_device_code(tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
-    files = {"pkg/cubins/k.sm90a.cubin": cuda_sos["sm90a.cubin"].read_bytes(),
-             "pkg/cubins/k.fatbin": cuda_sos["multi.fatbin"].read_bytes(),
-             "pkg/ptx/K.PTX": cuda_sos["sm120f.ptx"].read_bytes(),
-             "pkg/_C.so": cuda_sos["multi"].read_bytes(),
-             "pkg/cubins/k.cubin.lock": b"", "pkg/__init__.py": b""}  # fmt: skip
+    files = {
+        "pkg/cubins/k.sm90a.cubin": cuda_sos["sm90a.cubin"].read_bytes(),
+        "pkg/cubins/k.fatbin": cuda_sos["multi.fatbin"].read_bytes(),
+        "pkg/ptx/K.PTX": cuda_sos["sm120f.ptx"].read_bytes(),
+        "pkg/_C.so": cuda_sos["multi"].read_bytes(),
+        "pkg/cubins/k.cubin.lock": b"",
+        "pkg/__init__.py": b"",
+    }
     facts = inspect_wheel(make_wheel(tmp_path, name="pkg", files=files, tags="py3-none-any"))
     cubin, fat, ptx, so = facts.binaries
     for b in (cubin, fat, ptx):
@@ -269,11 +299,14 @@ def test_fatbins_kept_as_data_count_as_device_code() -> None:
     # libcufft's pattern: blobs in .ldata, loaded with cuModuleLoadData; a blob in code does not count
     data = elf_bytes(
         needed=("libc.so.6",),
-        sections=((".nv_fatbin", SHT_PROGBITS, LZ4_BLOB), (".text", SHT_PROGBITS, DATA_BLOB),
-                  (".ldata", SHT_PROGBITS, bytes(24) + DATA_BLOB + bytes(8) + DATA_BLOB),
-                  (".comment", SHT_PROGBITS, DATA_BLOB)),  # not allocated: not loaded, not counted
+        sections=(
+            (".nv_fatbin", SHT_PROGBITS, LZ4_BLOB),
+            (".text", SHT_PROGBITS, DATA_BLOB),
+            (".ldata", SHT_PROGBITS, bytes(24) + DATA_BLOB + bytes(8) + DATA_BLOB),
+            (".comment", SHT_PROGBITS, DATA_BLOB),
+        ),  # not allocated: not loaded, not counted
         flags={".nv_fatbin": SHF_ALLOC, ".text": SHF_ALLOC | SHF_EXECINSTR, ".ldata": SHF_WRITE | SHF_ALLOC},
-    )  # fmt: skip
+    )
     facts = inspect_binary(io.BytesIO(data), "nvidia/cufft/lib/libcufft.so.11")
     assert facts.sass == _archs("sm_86", "sm_90") and facts.ptx == _archs("compute_70")
     assert facts.toolkit == (12, 8) and facts.embedded == (".ldata",) and facts.needed == ("libc.so.6",)
@@ -301,8 +334,11 @@ def test_truncated_loose_cubin_is_one_line(tmp_path: Path, run: Run) -> None:
 
 
 def test_thousands_of_tiny_cubins_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cubins = [cubin_bytes(100, abi=8, release="12.9"), cubin_bytes(90, api=(12, 4)),
-              cubin_bytes(100, abi=8, release="12.9", arch_specific="flags")]  # fmt: skip
+    cubins = [
+        cubin_bytes(100, abi=8, release="12.9"),
+        cubin_bytes(90, api=(12, 4)),
+        cubin_bytes(100, abi=8, release="12.9", arch_specific="flags"),
+    ]
     files = {f"pkg/cubins/{i:05d}/k.cubin": cubins[i % 3] for i in range(3000)}
     wheel = make_wheel(tmp_path, name="pkg", files=files, tags="py3-none-any")
 
@@ -335,10 +371,21 @@ def test_bare_loose_files(tmp_path: Path) -> None:
 
 
 def test_embedded_sections_survive_the_index() -> None:
-    facts = WheelFacts("w.whl", (BinaryFacts(path="lib/libcufft.so.11", format=BinaryFormat.ELF, cpu="x86_64",
-                                             sass=_archs("sm_90"), embedded=(".ldata",)),
-                                 BinaryFacts(path="k.cubin", format=BinaryFormat.CUDA, cpu=None,
-                                             sass=_archs("sm_100a"), toolkit=(12, 9))))  # fmt: skip
+    facts = WheelFacts(
+        "w.whl",
+        (
+            BinaryFacts(
+                path="lib/libcufft.so.11",
+                format=BinaryFormat.ELF,
+                cpu="x86_64",
+                sass=_archs("sm_90"),
+                embedded=(".ldata",),
+            ),
+            BinaryFacts(
+                path="k.cubin", format=BinaryFormat.CUDA, cpu=None, sass=_archs("sm_100a"), toolkit=(12, 9)
+            ),
+        ),
+    )
     data = facts_to_json(facts)
     assert facts_from_json("w.whl", json.loads(json.dumps(data))) == facts
     binaries = data["binaries"]
@@ -362,7 +409,9 @@ def test_members_read_in_parallel_come_back_in_order(tmp_path: Path, cuda_sos: d
     assert [b.path for b in one.binaries] == list(files)
 
 
-def test_the_first_bad_member_in_order_raises_however_many_threads(tmp_path: Path, cuda_sos: dict[str, Path]) -> None:
+def test_the_first_bad_member_in_order_raises_however_many_threads(
+    tmp_path: Path, cuda_sos: dict[str, Path]
+) -> None:
     good = cuda_sos["multi"].read_bytes()
     files = {"pkg/a.so": good, "pkg/b.so": good[:4096], "pkg/c.so": good, "pkg/d.so": b"\x7fELF" + b"\0" * 8}
     whl = make_wheel(tmp_path, files=files, tags=TAGS)

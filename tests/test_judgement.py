@@ -27,14 +27,25 @@ LABEL = ("--torch", "2.9", "--cuda", "12.8")  # cu128torch2.9: a combo PyTorch s
 
 
 def device_so(
-    *sms: int, release: str = "12.8", needed: tuple[str, ...] = (), glibc: str = "GLIBC_2.17",
-    pyinit: str | None = None, kernels: bool = True,
-) -> bytes:  # fmt: skip
+    *sms: int,
+    release: str = "12.8",
+    needed: tuple[str, ...] = (),
+    glibc: str = "GLIBC_2.17",
+    pyinit: str | None = None,
+    kernels: bool = True,
+) -> bytes:
     """A host .so whose fatbin holds one cubin per SM (built by ``release``), needing ``glibc``."""
-    blob = fatbin_blob(*(fatbin_entry(2, sm, cubin_bytes(sm, release=release, kernels=kernels)) for sm in sms))
+    blob = fatbin_blob(
+        *(fatbin_entry(2, sm, cubin_bytes(sm, release=release, kernels=kernels)) for sm in sms)
+    )
     symbols = {pyinit: True} if pyinit else None
-    return elf_bytes(needed=needed, verneed={"libc.so.6": (glibc,)}, symbols=symbols,
-                     sections=((".nv_fatbin", SHT_PROGBITS, blob),), flags={".nv_fatbin": 0x2})  # fmt: skip
+    return elf_bytes(
+        needed=needed,
+        verneed={"libc.so.6": (glibc,)},
+        symbols=symbols,
+        sections=((".nv_fatbin", SHT_PROGBITS, blob),),
+        flags={".nv_fatbin": 0x2},
+    )
 
 
 def host_so(*, needed: tuple[str, ...] = (), glibc: str = "GLIBC_2.17") -> bytes:
@@ -57,7 +68,9 @@ BNB_FACTS = WheelFacts(BNB, (
 
 
 def test_other_vendors_and_cpu_fallbacks_never_load_on_an_nvidia_machine() -> None:
-    j = judge(Wheel(WheelName.parse(BNB), BNB_FACTS), machine(sm="89", torch="2.9", cuda="12.8", glibc="2.31"))
+    j = judge(
+        Wheel(WheelName.parse(BNB), BNB_FACTS), machine(sm="89", torch="2.9", cuda="12.8", glibc="2.31")
+    )
     assert j.runs is Runs.RUNS, [str(v) for v in j.verdicts if not v.ok]
     assert dict(j.skipped) == {
         "bitsandbytes/libbitsandbytes_xpu2025.so": "for Intel XPU GPUs",
@@ -68,7 +81,9 @@ def test_other_vendors_and_cpu_fallbacks_never_load_on_an_nvidia_machine() -> No
     assert j.verdict(Demand.GLIBC).wheel_needs == "GLIBC_2.17"  # not the XPU library's 2.32
     # On CUDA 13.0 the other build loads, and its sm_120 serves a Blackwell GPU natively.
     blackwell = judge(Wheel(WheelName.parse(BNB), BNB_FACTS), machine(sm="120", torch="2.9", cuda="13.0"))
-    assert blackwell.native and blackwell.serving is not None and str(blackwell.serving) == "its own sm_120 SASS"
+    assert (
+        blackwell.native and blackwell.serving is not None and str(blackwell.serving) == "its own sm_120 SASS"
+    )
 
 
 def test_the_label_cuda_claim_counts_only_what_that_line_loads() -> None:
@@ -87,16 +102,28 @@ SGL = "sgl_kernel-0.3.9-cp310-abi3-manylinux2014_x86_64.whl"
 
 @pytest.mark.parametrize("extension", [True, None])  # None: facts from an older index, the name decides
 def test_own_extension_modules_decide_over_vendored_libraries(extension: bool | None) -> None:
-    own = BinaryFacts("sgl_kernel/common_ops.abi3.so", BinaryFormat.ELF, "x86_64",
-                      sass=(GpuArch.parse("sm_90a"), GpuArch.parse("sm_100a")), extension=extension)
-    vendored = BinaryFacts("sgl_kernel/libflashmla.so", BinaryFormat.ELF, "x86_64",
-                           ptx=(GpuArch.parse("compute_80"),), extension=False if extension else None)  # fmt: skip
+    own = BinaryFacts(
+        "sgl_kernel/common_ops.abi3.so",
+        BinaryFormat.ELF,
+        "x86_64",
+        sass=(GpuArch.parse("sm_90a"), GpuArch.parse("sm_100a")),
+        extension=extension,
+    )
+    vendored = BinaryFacts(
+        "sgl_kernel/libflashmla.so",
+        BinaryFormat.ELF,
+        "x86_64",
+        ptx=(GpuArch.parse("compute_80"),),
+        extension=False if extension else None,
+    )
     wheel = Wheel(WheelName.parse(SGL), WheelFacts(SGL, (own, vendored)))
     on_103 = judge(wheel, machine(sm="103", cuda="12.9", torch="2.8"))
     gpu = on_103.verdict(Demand.GPU)
     assert gpu.ok is False and on_103.runs is Runs.NO and on_103.serving is None
-    assert gpu.reason == ("sgl_kernel/common_ops.abi3.so has no code for sm_103 "
-                          "(only libraries it vendors do; its own extension modules decide)")  # fmt: skip
+    assert gpu.reason == (
+        "sgl_kernel/common_ops.abi3.so has no code for sm_103 "
+        "(only libraries it vendors do; its own extension modules decide)"
+    )
     on_90 = judge(wheel, machine(sm="90", cuda="12.9", torch="2.8"))
     assert on_90.runs is Runs.RUNS and on_90.native and on_90.serving is not None
     assert on_90.serving.match is GpuMatch.EXACT and str(on_90.serving.arch) == "sm_90a"
@@ -129,7 +156,10 @@ def test_cells_are_where_the_judgement_runs_natively() -> None:
     name = WheelName.parse("kern-1.0+cu128torch2.8-cp312-cp312-linux_x86_64.whl")
     facts = WheelFacts(str(name), (so(sass="sm_86", ptx="compute_86"),))
     found = cells(Wheel(name, facts))
-    assert [(str(c.sm), c.serving.match) for c in found] == [("sm_86", GpuMatch.EXACT), ("sm_89", GpuMatch.SASS)]
+    assert [(str(c.sm), c.serving.match) for c in found] == [
+        ("sm_86", GpuMatch.EXACT),
+        ("sm_89", GpuMatch.SASS),
+    ]
     on_90 = judge(Wheel(name, facts), machine(sm="90"))
     assert on_90.runs is Runs.RUNS and not on_90.native  # PTX JIT: runs, but files no cell
 
@@ -141,7 +171,9 @@ def bnb_wheel(directory: Path) -> Path:
     members = {
         "bitsandbytes/__init__.py": b"",
         "bitsandbytes/libbitsandbytes_cuda128.so": device_so(80, 89, needed=("libcudart.so.12",)),
-        "bitsandbytes/libbitsandbytes_cuda130.so": device_so(80, 89, 120, release="13.0", needed=("libcudart.so.13",)),
+        "bitsandbytes/libbitsandbytes_cuda130.so": device_so(
+            80, 89, 120, release="13.0", needed=("libcudart.so.13",)
+        ),
         "bitsandbytes/libbitsandbytes_xpu2025.so": host_so(needed=("libsycl.so.8",), glibc="GLIBC_2.32"),
     }
     return make_wheel(directory, "bitsandbytes", "0.50.2", "py3-none-manylinux_2_24_x86_64", members)
@@ -150,12 +182,19 @@ def bnb_wheel(directory: Path) -> Path:
 HERE = ("--python", "3.12", "--platform", "manylinux_2_24_x86_64")
 
 
-def test_bitsandbytes_gets_one_answer_from_inspect_doctor_publish_verify_and_pull(run: Run, tmp_path: Path) -> None:
+def test_bitsandbytes_gets_one_answer_from_inspect_doctor_publish_verify_and_pull(
+    run: Run, tmp_path: Path
+) -> None:
     whl = bnb_wheel(tmp_path / "dist")
     seen = run("inspect", str(whl))
     assert seen.code == 0 and "!" not in seen.out, seen.out  # no contradiction: the XPU library never loads
-    assert "  - bitsandbytes/libbitsandbytes_xpu2025.so: never loads on an NVIDIA machine (for Intel XPU GPUs)" in seen.out
-    doctor = run("doctor", str(whl), "--sm", "89", *LABEL, *HERE, "--glibc", "2.31", "--driver", "12.8", "--json")
+    assert (
+        "  - bitsandbytes/libbitsandbytes_xpu2025.so: never loads on an NVIDIA machine (for Intel XPU GPUs)"
+        in seen.out
+    )
+    doctor = run(
+        "doctor", str(whl), "--sm", "89", *LABEL, *HERE, "--glibc", "2.31", "--driver", "12.8", "--json"
+    )
     report = json.loads(doctor.out)["wheels"][0]
     assert doctor.code == 0 and report["runs"] is True and report["native"] is True, report
     assert report["serving"] == {"arch": "sm_89", "how": "exact"}
@@ -173,7 +212,9 @@ def test_overrides_are_remembered_and_verify_accepts_them(run: Run, tmp_path: Pa
     refused = run("publish", str(whl), *LABEL)
     assert refused.code == 2 and refused.err.count("\n") == 1
     assert refused.err.endswith("; pass --allow-glibc-mismatch to publish it anyway\n")
-    assert str(whl.name) in refused.err and "librarian-publish-" not in refused.err  # the user's file, never a temp
+    assert (
+        str(whl.name) in refused.err and "librarian-publish-" not in refused.err
+    )  # the user's file, never a temp
     assert not (tmp_path / "wheelhouse").exists()
     assert run("publish", str(whl), *LABEL, "--allow-glibc-mismatch").code == 0
     shard = json.loads((tmp_path / "wheelhouse/index/kern.json").read_text())
@@ -184,7 +225,10 @@ def test_overrides_are_remembered_and_verify_accepts_them(run: Run, tmp_path: Pa
     assert [a["flag"] for a in data["accepted"]] == ["--allow-glibc-mismatch"]
     assert "promises glibc 2.17" in data["accepted"][0]["finding"]
     text = run("verify", "--deep").out
-    assert "accepted at publish (--allow-glibc-mismatch): platform manylinux_2_17_x86_64 promises glibc 2.17" in text
+    assert (
+        "accepted at publish (--allow-glibc-mismatch): platform manylinux_2_17_x86_64 promises glibc 2.17"
+        in text
+    )
 
 
 def test_a_corrupt_arch_field_is_a_finding_and_nothing_is_written(run: Run, tmp_path: Path) -> None:
@@ -204,14 +248,18 @@ def _shard(store: Path, package: str) -> dict:  # type: ignore[type-arg]
 
 def test_one_bad_entry_poisons_only_itself_and_reindex_repairs_it(run: Run, tmp_path: Path) -> None:
     for version in ("1.0", "1.1"):
-        whl = make_wheel(tmp_path / "dist", "kern", version, "cp312-cp312-linux_x86_64", {"kern/_C.so": device_so(89)})
+        whl = make_wheel(
+            tmp_path / "dist", "kern", version, "cp312-cp312-linux_x86_64", {"kern/_C.so": device_so(89)}
+        )
         assert run("publish", str(whl), *LABEL).code == 0
     store = tmp_path / "wheelhouse"
     shard = _shard(store, "kern")
     newest = next(w for w in shard["wheels"] if "1.1+" in w["path"])
     newest["facts"]["binaries"][0]["sass"] = ["sm_2197815386"]  # as an older librarian stored a corrupt field
     (store / "index/kern.json").write_text(json.dumps(shard, indent=1, sort_keys=True) + "\n")
-    pulled = run("pull", "kern", "--sm", "89", *LABEL, "--python", "3.12", "--platform", "linux_x86_64", "-o", "out")
+    pulled = run(
+        "pull", "kern", "--sm", "89", *LABEL, "--python", "3.12", "--platform", "linux_x86_64", "-o", "out"
+    )
     assert pulled.code == 0 and "kern-1.0+" in pulled.out  # the rest of the package stays pullable
     assert "skipped an index entry" in pulled.err and newest["path"] in pulled.err
     listed = run("ls", "kern")
@@ -222,13 +270,20 @@ def test_one_bad_entry_poisons_only_itself_and_reindex_repairs_it(run: Run, tmp_
     repaired = run("reindex")
     assert repaired.code == 0 and f"   repaired  {newest['path']}" in repaired.out, repaired.out
     assert run("verify", "--deep").code == 0
-    again = run("pull", "kern", "--sm", "89", *LABEL, "--python", "3.12", "--platform", "linux_x86_64", "-o", "out")
+    again = run(
+        "pull", "kern", "--sm", "89", *LABEL, "--python", "3.12", "--platform", "linux_x86_64", "-o", "out"
+    )
     assert again.code == 0 and "kern-1.1+" in again.out and again.err == ""
 
 
 def test_reindex_refresh_brings_an_older_store_up_to_date(run: Run, tmp_path: Path) -> None:
-    whl = make_wheel(tmp_path / "dist", "kern", "1.0", "cp312-cp312-linux_x86_64",
-                     {"kern/_C.so": device_so(89, pyinit="PyInit__C")})  # fmt: skip
+    whl = make_wheel(
+        tmp_path / "dist",
+        "kern",
+        "1.0",
+        "cp312-cp312-linux_x86_64",
+        {"kern/_C.so": device_so(89, pyinit="PyInit__C")},
+    )
     assert run("publish", str(whl), *LABEL).code == 0
     store = tmp_path / "wheelhouse"
     shard = _shard(store, "kern")
@@ -253,25 +308,37 @@ def test_reindex_refresh_brings_an_older_store_up_to_date(run: Run, tmp_path: Pa
 
 
 def test_retag_warns_where_its_label_contradicts_the_bytes(run: Run, tmp_path: Path) -> None:
-    whl = make_wheel(tmp_path / "dist", "kern", "1.0", "cp312-cp312-linux_x86_64",
-                     {"kern/_C.so": device_so(89, release="13.0", needed=("libcudart.so.13",))})  # fmt: skip
+    whl = make_wheel(
+        tmp_path / "dist",
+        "kern",
+        "1.0",
+        "cp312-cp312-linux_x86_64",
+        {"kern/_C.so": device_so(89, release="13.0", needed=("libcudart.so.13",))},
+    )
     result = run("retag", str(whl), "--cuda", "12.8", "--torch", "2.9", "-o", "out", "--json")
     assert result.code == 0, result.err
     (done,) = json.loads(result.out)["wheels"]
     assert [(c["kind"], c["flag"]) for c in done["claims"]] == [("cuda", "--allow-cuda-mismatch")] * 2
-    assert "label says CUDA 12.8, device code built by CUDA 13.0 (publish refuses it without --allow-cuda-mismatch)" in result.err
+    assert (
+        "label says CUDA 12.8, device code built by CUDA 13.0 (publish refuses it without --allow-cuda-mismatch)"
+        in result.err
+    )
     fine = run("retag", str(whl), "--cuda", "13.0", "--torch", "2.9", "-o", "out2")
     assert fine.code == 0 and fine.err == "", fine.err
 
 
-def test_publish_reads_a_relabelled_wheel_once(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_publish_reads_a_relabelled_wheel_once(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from librarian.ops import publish as publish_op
 
     def second_read(*args: object, **kwargs: object) -> None:
         raise AssertionError("the relabel already inspected every native member")
 
     monkeypatch.setattr(publish_op, "read_deep", second_read)
-    whl = make_wheel(tmp_path / "dist", "kern", "1.0", "cp312-cp312-linux_x86_64", {"kern/_C.so": device_so(89)})
+    whl = make_wheel(
+        tmp_path / "dist", "kern", "1.0", "cp312-cp312-linux_x86_64", {"kern/_C.so": device_so(89)}
+    )
     result = run("publish", str(whl), *LABEL)
     assert result.code == 0 and "kern/sm89/torch2.9-cu128/" in result.out, result.err
     assert run("verify", "--deep").code == 0

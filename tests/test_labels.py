@@ -28,13 +28,17 @@ def test_installed_cuda_torch_fills_in(installed) -> None:  # type: ignore[no-un
     assert labels.label_from_flags(None, None) == Label.parse("cu130torch2.9")
     assert labels.label_from_flags((12, 8), None) == Label.parse("cu128torch2.9")
     assert labels.label_from_flags(None, (2, 9)) == Label.parse("cu130torch2.9")
-    with pytest.raises(BadInput, match=r"--cuda: needed too \(the installed torch 2.9.1\+cu130 is not torch 2.8\)"):
+    with pytest.raises(
+        BadInput, match=r"--cuda: needed too \(the installed torch 2.9.1\+cu130 is not torch 2.8\)"
+    ):
         labels.label_from_flags(None, (2, 8))
 
 
 def test_cpu_torch_and_no_torch_say_what_to_pass(installed) -> None:  # type: ignore[no-untyped-def]
     installed(TorchInfo("2.13.0+cpu", None))
-    with pytest.raises(BadInput, match=r"torch 2.13.0\+cpu installed here is a CPU build; pass --cuda and --torch"):
+    with pytest.raises(
+        BadInput, match=r"torch 2.13.0\+cpu installed here is a CPU build; pass --cuda and --torch"
+    ):
         labels.label_from_flags(None, None)
     installed(None)
     assert labels.label_from_flags(None, None) is None

@@ -63,15 +63,20 @@ def test_store_paths_checked(path: str) -> None:
 
 def test_layout_file_rejects_unknown_fields(tmp_path: Path) -> None:
     path = tmp_path / "mine.toml"
-    path.write_text('[layout]\nname = "mine"\npath = "{package}/sm{sm}/torch{torch}-cu{cuda}/{filename}"\ncolour = "red"\n')
+    path.write_text(
+        '[layout]\nname = "mine"\npath = "{package}/sm{sm}/torch{torch}-cu{cuda}/{filename}"\ncolour = "red"\n'
+    )
     with pytest.raises(LayoutError, match=r"mine\.toml: unknown fields in \[layout\]: colour"):
         load_layout(str(path))
 
 
 @pytest.mark.parametrize(
     ("template", "problem"),
-    [("{package}/{filename}", "exactly once"), ("{package}/sm{sm}/{torch}{cuda}/{filename}/x", "end in"),
-     ("{package}/sm{sm}/torch{torch}-cu{cuda}/{python}/{filename}", "unknown fields")],
+    [
+        ("{package}/{filename}", "exactly once"),
+        ("{package}/sm{sm}/{torch}{cuda}/{filename}/x", "end in"),
+        ("{package}/sm{sm}/torch{torch}-cu{cuda}/{python}/{filename}", "unknown fields"),
+    ],
 )
 def test_layout_templates_checked(template: str, problem: str) -> None:
     with pytest.raises(LayoutError, match=problem):

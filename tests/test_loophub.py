@@ -408,10 +408,14 @@ def test_runs_as_a_module(tmp_path: Path) -> None:
         assert RemoteControl(url).add_fault("delay", delay_s=0.0)["kind"] == "delay"
     finally:
         proc.send_signal(signal.SIGINT)  # the way a person stops it: Ctrl-C, then a clean stop()
-        assert proc.wait(timeout=60) == 0  # generous: a stop joins every handler thread, slow on a loaded machine
+        assert (
+            proc.wait(timeout=60) == 0
+        )  # generous: a stop joins every handler thread, slow on a loaded machine
 
 
-def test_commit_limit_answers_429_in_the_hubs_words_and_preuploaded_blobs_stay(api: HfApi, loophub: LoopHub) -> None:
+def test_commit_limit_answers_429_in_the_hubs_words_and_preuploaded_blobs_stay(
+    api: HfApi, loophub: LoopHub
+) -> None:
     loophub.limit_commits(1)
     api.create_commit(REPO, [CommitOperationAdd("a.txt", b"a\n")], commit_message="one", repo_type="dataset")
     blob = os.urandom(2048)
@@ -423,8 +427,10 @@ def test_commit_limit_answers_429_in_the_hubs_words_and_preuploaded_blobs_stay(a
     response = caught.value.response
     assert response is not None and response.status_code == 429
     assert 3500 < int(response.headers["Retry-After"]) <= 3600
-    assert caught.value.server_message.startswith("You have exceeded the rate limit for repository commits (1 per hour). "
-                                                  "You can retry this action in 60 minutes.")  # fmt: skip
+    assert caught.value.server_message.startswith(
+        "You have exceeded the rate limit for repository commits (1 per hour). "
+        "You can retry this action in 60 minutes."
+    )
     loophub.limit_commits(None)
     again = CommitOperationAdd("w.bin", blob)
     api.create_commit(REPO, [again], commit_message="two", repo_type="dataset")

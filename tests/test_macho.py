@@ -33,13 +33,19 @@ UNIVERSAL = universal((CPU_X86_64, STABLE), (CPU_ARM64, EXACT))
 def test_dylibs_agree_with_macholib(tmp_path: Path, data: bytes) -> None:
     path = tmp_path / "_C.so"
     path.write_bytes(data)
-    oracle = [lc[2].split(b"\0")[0].decode() for h in MachO(str(path)).headers for lc in h.commands
-              if lc[0].cmd == LC_LOAD_DYLIB]  # fmt: skip
+    oracle = [
+        lc[2].split(b"\0")[0].decode()
+        for h in MachO(str(path)).headers
+        for lc in h.commands
+        if lc[0].cmd == LC_LOAD_DYLIB
+    ]
     assert read_macho(data).dylibs == tuple(dict.fromkeys(p.rsplit("/", 1)[-1] for p in oracle))
 
 
-@pytest.mark.parametrize(("data", "cpu", "exact"), [(EXACT, "arm64", True), (STABLE, "x86_64", False),
-                                                    (UNIVERSAL, "universal2", True)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("data", "cpu", "exact"),
+    [(EXACT, "arm64", True), (STABLE, "x86_64", False), (UNIVERSAL, "universal2", True)],
+)
 def test_a_mach_o_member_s_torch_linkage_and_binding(data: bytes, cpu: str, exact: bool) -> None:
     facts = inspect_binary(io.BytesIO(data), "pkg/_C.so")
     assert facts.format is BinaryFormat.MACHO and facts.cpu == cpu and not facts.has_device_code
@@ -48,10 +54,17 @@ def test_a_mach_o_member_s_torch_linkage_and_binding(data: bytes, cpu: str, exac
 
 
 def test_a_macos_wheel_files_no_cuda_cell(run: Run, tmp_path: Path) -> None:
-    whl = make_wheel(tmp_path / "dist", "macvision", "0.24.0", "cp312-cp312-macosx_11_0_arm64",
-                     {"macvision/__init__.py": b"", "macvision/_C.so": EXACT})  # fmt: skip
+    whl = make_wheel(
+        tmp_path / "dist",
+        "macvision",
+        "0.24.0",
+        "cp312-cp312-macosx_11_0_arm64",
+        {"macvision/__init__.py": b"", "macvision/_C.so": EXACT},
+    )
     seen = run("inspect", str(whl)).out
-    assert "  GPU arch  no GPU code" in seen and "  OS        macos (macho)" in seen and f"imports {C10}" in seen
+    assert (
+        "  GPU arch  no GPU code" in seen and "  OS        macos (macho)" in seen and f"imports {C10}" in seen
+    )
     for flags in ((), ("--sm", "80")):
         refused = run("publish", str(whl), "--torch", "2.9", "--cuda", "12.8", *flags)
         assert refused.code == 2 and "macOS has no CUDA: it files no CUDA cell" in refused.err, refused

@@ -190,7 +190,9 @@ def test_refresh_keeps_the_users_own_rows(tmp_path: Path, override: Path) -> Non
     assert m.status(Label.parse("cu134torch2.14")) is Status.SERVED
 
 
-def test_refresh_offline_exits_3_in_one_line(run: Run, override: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_refresh_offline_exits_3_in_one_line(
+    run: Run, override: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with socket.socket() as s:  # a port nothing listens on: what an unreachable index looks like
         s.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{s.getsockname()[1]}"

@@ -25,7 +25,19 @@ COMMANDS = json.loads(MANIFEST.read_text())["files"]
 GPUS = [g for g in known_gpus() if "x86_64" in g.cpus]
 LINE = ("--torch", "2.9", "--cuda", "13.0")  # the fixtures are built by nvcc 13.0: cu130torch2.9
 HERE = (*LINE, "--python", "3.11", "--platform", "manylinux_2_39_x86_64", "--driver", "13.0")
-FIXTURES = ["multi", "special", "torch_list", "sm_80", "sm_86", "sm_90", "sm_90a", "sm75", "two_tu", "debug", "ptx"]
+FIXTURES = [
+    "multi",
+    "special",
+    "torch_list",
+    "sm_80",
+    "sm_86",
+    "sm_90",
+    "sm_90a",
+    "sm75",
+    "two_tu",
+    "debug",
+    "ptx",
+]
 
 
 def sass_of(command: str) -> list[tuple[int, int, str]]:
@@ -63,7 +75,11 @@ def test_filed_iff_doctor_says_natively_iff_pull_finds_it_exactly(
     else:
         assert published.code == 0, published.err
     shard = tmp_path / "wheelhouse/index/kern.json"
-    filed = {e["path"].split("/")[1] for e in json.loads(shard.read_text())["wheels"]} if shard.exists() else set()
+    filed = (
+        {e["path"].split("/")[1] for e in json.loads(shard.read_text())["wheels"]}
+        if shard.exists()
+        else set()
+    )
     assert filed == expected
     for gpu in GPUS:
         sm = gpu.arch.sm
@@ -74,8 +90,11 @@ def test_filed_iff_doctor_says_natively_iff_pull_finds_it_exactly(
 
 
 # A helper library needing GLIBC_2.35 and one mangled c10 symbol: bound to its torch line by its bytes.
-HELPER = elf_bytes(needed=("libc10.so",), verneed={"libc.so.6": ("GLIBC_2.35",)},
-                   symbols={"_ZN3c106detail14torchCheckFailEPKcS2_jRKSs": False})  # fmt: skip
+HELPER = elf_bytes(
+    needed=("libc10.so",),
+    verneed={"libc.so.6": ("GLIBC_2.35",)},
+    symbols={"_ZN3c106detail14torchCheckFailEPKcS2_jRKSs": False},
+)
 
 
 @pytest.mark.parametrize(
@@ -97,8 +116,14 @@ def test_each_refusal_is_the_same_demand_in_doctor_and_pull(
     built = make_wheel(tmp_path / "dist", "kern", "1.0", "cp311-cp311-linux_x86_64", members)
     assert run("publish", str(built), *LINE).code == 0
     whl = tmp_path / "wheelhouse/kern/sm89/torch2.9-cu130/kern-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl"
-    base = {"--sm": "89", "--torch": "2.9", "--cuda": "13.0", "--python": "3.11",
-            "--platform": "manylinux_2_39_x86_64", "--driver": "13.0"}  # fmt: skip
+    base = {
+        "--sm": "89",
+        "--torch": "2.9",
+        "--cuda": "13.0",
+        "--python": "3.11",
+        "--platform": "manylinux_2_39_x86_64",
+        "--driver": "13.0",
+    }
     fits = [x for k, v in base.items() for x in (k, v)]
     assert run("doctor", str(whl), *fits).code == 0 and run("pull", "kern", *fits, "-o", "out").code == 0
     asked = dict(base, **dict(zip(flags[::2], flags[1::2], strict=True)))

@@ -44,7 +44,9 @@ def test_no_glibc_where_there_is_none(platform: str) -> None:
     assert detect_glibc(platform).reason == f"no glibc on {platform}"
 
 
-def test_the_windows_lock_waits_until_it_has_the_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_windows_lock_waits_until_it_has_the_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     calls: list[tuple[int, int, int]] = []
 
     def locking(fd: int, mode: int, size: int) -> None:
@@ -57,8 +59,14 @@ def test_the_windows_lock_waits_until_it_has_the_file(monkeypatch: pytest.Monkey
     try:
         local._lock_exclusively(fd, "win32")
         assert calls == [(fd, 1, 1)] * 3
-        monkeypatch.setitem(sys.modules, "msvcrt", types.SimpleNamespace(
-            locking=lambda *a: (_ for _ in ()).throw(OSError(errno.EBADF, "Bad file descriptor")), LK_LOCK=1))  # fmt: skip
+        monkeypatch.setitem(
+            sys.modules,
+            "msvcrt",
+            types.SimpleNamespace(
+                locking=lambda *a: (_ for _ in ()).throw(OSError(errno.EBADF, "Bad file descriptor")),
+                LK_LOCK=1,
+            ),
+        )
         with pytest.raises(StoreError, match="cannot lock the store"):
             local._lock_exclusively(fd, "win32")
     finally:

@@ -35,12 +35,15 @@ def _many(directory: Path, count: int = 700, **kwargs: object) -> Path:
 
 
 @pytest.mark.parametrize("verify", [True, False])
-def test_retag_output_is_the_same_bytes_whatever_the_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          verify: bool) -> None:  # fmt: skip
+def test_retag_output_is_the_same_bytes_whatever_the_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verify: bool
+) -> None:
     monkeypatch.setattr(record, "_BATCH", 64 << 10)  # many batches in flight, not a few
     monkeypatch.setattr(record, "_INLINE", 1000)  # some members checked in the calling thread
     src = _many(tmp_path / "src")
-    outputs = [retag(src, LABEL, tmp_path / f"j{jobs}", verify=verify, jobs=jobs).read_bytes() for jobs in (1, 2, 5)]
+    outputs = [
+        retag(src, LABEL, tmp_path / f"j{jobs}", verify=verify, jobs=jobs).read_bytes() for jobs in (1, 2, 5)
+    ]
     assert outputs[0] == outputs[1] == outputs[2]
 
 
@@ -61,17 +64,23 @@ def test_a_bad_wheel_gives_the_same_error_whatever_the_jobs(tmp_path: Path, case
     assert messages[:2] == messages[2:]
 
 
-@pytest.mark.parametrize("inline", [0, 1000, 1 << 20])  # none, some, all members checked in the calling thread
+@pytest.mark.parametrize(
+    "inline", [0, 1000, 1 << 20]
+)  # none, some, all members checked in the calling thread
 @pytest.mark.parametrize("jobs", [1, 3])
-def test_the_first_liar_in_member_order_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int,
-                                                 inline: int) -> None:  # fmt: skip
+def test_the_first_liar_in_member_order_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int, inline: int
+) -> None:
     monkeypatch.setattr(record, "_BATCH_MEMBERS", 2)
     monkeypatch.setattr(record, "_INLINE", inline)
     lies = {f"tinykern/m{i:04d}.py": record_hash(b"not this") for i in (40, 400, 650)}
     src = _many(tmp_path / "src", record_override=lies)
     with zipfile.ZipFile(src) as zf:
         first = next(i.filename for i in zf.infolist() if i.filename in lies)
-    for check in (lambda: retag(src, LABEL, tmp_path / "out", jobs=jobs), lambda: verify_record(src, jobs=jobs)):
+    for check in (
+        lambda: retag(src, LABEL, tmp_path / "out", jobs=jobs),
+        lambda: verify_record(src, jobs=jobs),
+    ):
         with pytest.raises(BadWheel, match=re.escape(f"{first}: RECORD says")):
             check()
 

@@ -23,11 +23,17 @@ from tests.conftest import Run
 from tests.cuda_fixtures import cubin_bytes, fatbin_blob, fatbin_entry
 from tests.pe_builders import CODE, DATA, pe_dll
 
-MSVC_C10 = "?torchCheckFail@detail@c10@@YAXPEBD0IAEBV?$basic_string@DU?$char_traits@D@std@@V?$allocator@D@2@@std@@@Z"
-FATBIN = fatbin_blob(fatbin_entry(2, 89, cubin_bytes(89, release="12.8")), fatbin_entry(2, 80, cubin_bytes(80, release="12.8")))
+MSVC_C10 = (
+    "?torchCheckFail@detail@c10@@YAXPEBD0IAEBV?$basic_string@DU?$char_traits@D@std@@V?$allocator@D@2@@std@@@Z"
+)
+FATBIN = fatbin_blob(
+    fatbin_entry(2, 89, cubin_bytes(89, release="12.8")), fatbin_entry(2, 80, cubin_bytes(80, release="12.8"))
+)
 
 
-def dll(*, torch: list[str] | None = None, fatbin_in: str = ".nv_fatb", cudart: str = "cudart64_12.dll") -> bytes:
+def dll(
+    *, torch: list[str] | None = None, fatbin_in: str = ".nv_fatb", cudart: str = "cudart64_12.dll"
+) -> bytes:
     imports = {cudart: ["cudaLaunchKernel"], "KERNEL32.dll": ["GetProcAddress"]}
     if torch is not None:
         imports["torch_cpu.dll"] = torch
@@ -35,13 +41,19 @@ def dll(*, torch: list[str] | None = None, fatbin_in: str = ".nv_fatb", cudart: 
     return pe_dll(((".text", b"\xc3" * 64, CODE), (fatbin_in, FATBIN, DATA)), imports)
 
 
-@pytest.mark.parametrize("data", [dll(), dll(torch=[MSVC_C10]), dll(fatbin_in=".data", torch=["aoti_torch_empty_strided"])])
+@pytest.mark.parametrize(
+    "data", [dll(), dll(torch=[MSVC_C10]), dll(fatbin_in=".data", torch=["aoti_torch_empty_strided"])]
+)
 def test_sections_and_imports_agree_with_pefile(data: bytes) -> None:
     ours, oracle = read_pe(data), pefile.PE(data=data)
     assert [s.name for s in ours.sections] == [s.Name.rstrip(b"\0").decode() for s in oracle.sections]
-    assert [(s.offset, s.raw_size) for s in ours.sections] == [(s.PointerToRawData, s.SizeOfRawData) for s in oracle.sections]
+    assert [(s.offset, s.raw_size) for s in ours.sections] == [
+        (s.PointerToRawData, s.SizeOfRawData) for s in oracle.sections
+    ]
     assert ours.dlls == tuple(e.dll.decode() for e in oracle.DIRECTORY_ENTRY_IMPORT)
-    assert ours.imported == tuple(i.name.decode() for e in oracle.DIRECTORY_ENTRY_IMPORT for i in e.imports if i.name)
+    assert ours.imported == tuple(
+        i.name.decode() for e in oracle.DIRECTORY_ENTRY_IMPORT for i in e.imports if i.name
+    )
     assert ours.cpu == "x86_64"
 
 
@@ -60,8 +72,13 @@ def test_device_code_in_a_dll_is_read_like_an_elf_member_s(section: str) -> None
      ([MSVC_C10, "aoti_torch_empty_strided"], f"imports {MSVC_C10}")],
 )  # fmt: skip
 def test_the_torch_binding_of_a_dll(run: Run, tmp_path: Path, torch: list[str] | None, binding: str) -> None:
-    whl = make_wheel(tmp_path / "dist", "kern", "1.0", "cp312-cp312-win_amd64",
-                     {"kern/__init__.py": b"", "kern/_C.pyd": dll(torch=torch)})  # fmt: skip
+    whl = make_wheel(
+        tmp_path / "dist",
+        "kern",
+        "1.0",
+        "cp312-cp312-win_amd64",
+        {"kern/__init__.py": b"", "kern/_C.pyd": dll(torch=torch)},
+    )
     out = run("inspect", str(whl)).out
     row = next(line for line in out.splitlines() if line.startswith("  torch"))
     assert binding in row
@@ -69,16 +86,37 @@ def test_the_torch_binding_of_a_dll(run: Run, tmp_path: Path, torch: list[str] |
 
 
 def test_a_windows_wheel_is_filed_and_judged_by_its_bytes(run: Run, tmp_path: Path) -> None:
-    whl = make_wheel(tmp_path / "dist", "kern", "1.0", "cp312-cp312-win_amd64",
-                     {"kern/__init__.py": b"", "kern/_C.pyd": dll()})  # fmt: skip
+    whl = make_wheel(
+        tmp_path / "dist",
+        "kern",
+        "1.0",
+        "cp312-cp312-win_amd64",
+        {"kern/__init__.py": b"", "kern/_C.pyd": dll()},
+    )
     seen = run("inspect", str(whl))
-    assert "  GPU arch  runs natively on sm80 sm86 sm89" in seen.out and "  OS        windows (pe)" in seen.out
+    assert (
+        "  GPU arch  runs natively on sm80 sm86 sm89" in seen.out and "  OS        windows (pe)" in seen.out
+    )
     published = run("publish", str(whl), "--torch", "2.9", "--cuda", "12.8")
     assert published.code == 0 and "kern/sm89/torch2.9-cu128/" in published.out, published.err
-    flags = ("--sm", "89", "--torch", "2.9", "--cuda", "12.8", "--python", "3.12", "--driver", "12.8", "--json")
+    flags = (
+        "--sm",
+        "89",
+        "--torch",
+        "2.9",
+        "--cuda",
+        "12.8",
+        "--python",
+        "3.12",
+        "--driver",
+        "12.8",
+        "--json",
+    )
     windows = json.loads(run("doctor", str(whl), *flags, "--platform", "win_amd64").out)["wheels"][0]
     assert windows["runs"] is True and windows["native"] is True
-    linux = json.loads(run("doctor", str(whl), *flags, "--platform", "manylinux_2_28_x86_64").out)["wheels"][0]
+    linux = json.loads(run("doctor", str(whl), *flags, "--platform", "manylinux_2_28_x86_64").out)["wheels"][
+        0
+    ]
     assert {v["demand"] for v in linux["verdicts"] if v["ok"] is False} >= {"os"}
 
 
@@ -126,20 +164,52 @@ def test_compiled_dlls_agree_with_pefile_and_with_nvcc_s_command(fixture: str, e
     assert ".nv_fatb" in [s.name for s in ours.sections]
     facts = inspect_binary(io.BytesIO(data), "kern/_C.pyd")
     # multi.fatbin: nvcc -gencode arch=compute_80,code=[sm_80,compute_80] -gencode arch=compute_120f,code=[sm_120f]
-    assert [str(a) for a in facts.sass] == ["sm_80", "sm_120f"] and [str(a) for a in facts.ptx] == ["compute_80"]
-    assert facts.cudart_major == 13 and facts.toolkit == (13, 0) and facts.torch_libraries == ("torch_cpu.dll",)
+    assert [str(a) for a in facts.sass] == ["sm_80", "sm_120f"] and [str(a) for a in facts.ptx] == [
+        "compute_80"
+    ]
+    assert (
+        facts.cudart_major == 13 and facts.toolkit == (13, 0) and facts.torch_libraries == ("torch_cpu.dll",)
+    )
     assert bool(facts.torch_symbols) is exact
 
 
 def test_a_compiled_windows_extension_end_to_end(run: Run, tmp_path: Path) -> None:
-    for fixture, binding in (("stable.pyd", "stable ABI"), ("exact.pyd", "imports ?torchCheckFail@detail@c10@@")):
-        whl = make_wheel(tmp_path / fixture, "kern", "1.0", "cp312-cp312-win_amd64",
-                         {"kern/__init__.py": b"", "kern/_C.pyd": (PE_DATA / fixture).read_bytes()})  # fmt: skip
+    for fixture, binding in (
+        ("stable.pyd", "stable ABI"),
+        ("exact.pyd", "imports ?torchCheckFail@detail@c10@@"),
+    ):
+        whl = make_wheel(
+            tmp_path / fixture,
+            "kern",
+            "1.0",
+            "cp312-cp312-win_amd64",
+            {"kern/__init__.py": b"", "kern/_C.pyd": (PE_DATA / fixture).read_bytes()},
+        )
         seen = run("inspect", str(whl)).out
         assert "runs natively on sm80 sm86 sm89 sm120; PTX compute_80" in seen and binding in seen
-    published = run("publish", str(tmp_path / "stable.pyd" / "kern-1.0-cp312-cp312-win_amd64.whl"), "--torch", "2.9",
-                    "--cuda", "13.0")  # fmt: skip
+    published = run(
+        "publish",
+        str(tmp_path / "stable.pyd" / "kern-1.0-cp312-cp312-win_amd64.whl"),
+        "--torch",
+        "2.9",
+        "--cuda",
+        "13.0",
+    )
     assert published.code == 0 and "kern/sm120/torch2.9-cu130/" in published.out, published.err
-    later = run("pull", "kern", "--preset", "windows-rtx4090", "--torch", "2.11", "--cuda", "13.0", "--driver", "13.0",
-                "-o", "out")  # fmt: skip
-    assert later.code == 0 and "stable ABI since 2.9" in later.err  # the stable-ABI DLL serves later torch lines
+    later = run(
+        "pull",
+        "kern",
+        "--preset",
+        "windows-rtx4090",
+        "--torch",
+        "2.11",
+        "--cuda",
+        "13.0",
+        "--driver",
+        "13.0",
+        "-o",
+        "out",
+    )
+    assert (
+        later.code == 0 and "stable ABI since 2.9" in later.err
+    )  # the stable-ABI DLL serves later torch lines

@@ -14,8 +14,24 @@ FILE = "tinykern-0.1.0+cu128torch2.8-cp311-cp311-linux_x86_64.whl"
 
 
 def pip_download(find_links: str, dest: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-index", "--no-deps", "--find-links", find_links,
-           "--python-version", "3.11", "--platform", "linux_x86_64", "--only-binary=:all:", "-d", str(dest), "tinykern"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-index",
+        "--no-deps",
+        "--find-links",
+        find_links,
+        "--python-version",
+        "3.11",
+        "--platform",
+        "linux_x86_64",
+        "--only-binary=:all:",
+        "-d",
+        str(dest),
+        "tinykern",
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
 
 
@@ -49,8 +65,23 @@ def test_pip_index_url_installs_from_a_local_stores_simple_tree(run: Run, tmp_pa
     host that serves a folder's index.html; not the Hub's resolve/, which serves no folder)."""
     publish_two_combos(run, tmp_path)
     simple = (tmp_path / "wheelhouse" / "pages" / "sm89-torch2.8-cu128" / "simple").as_uri() + "/"
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--index-url", simple, "--python-version", "3.11",
-           "--platform", "linux_x86_64", "--only-binary=:all:", "-d", str(tmp_path / "got"), "tinykern"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--index-url",
+        simple,
+        "--python-version",
+        "3.11",
+        "--platform",
+        "linux_x86_64",
+        "--only-binary=:all:",
+        "-d",
+        str(tmp_path / "got"),
+        "tinykern",
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
     assert result.returncode == 0, result.stderr
     assert [p.name for p in (tmp_path / "got").iterdir()] == [FILE]  # the cu128 build, never the cu129 one

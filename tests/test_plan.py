@@ -66,11 +66,15 @@ def test_toolkit_ranges_are_data(sm: str, cuda: str, compiles: bool) -> None:
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed: the toolkit oracle needs it")
 def test_toolkit_ranges_agree_with_the_installed_nvcc() -> None:
-    version = re.search(r"release (\d+)\.(\d+)", subprocess.run(["nvcc", "--version"], capture_output=True,
-                                                                   text=True, check=True).stdout)  # fmt: skip
+    version = re.search(
+        r"release (\d+)\.(\d+)",
+        subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout,
+    )
     assert version is not None
     cuda = (int(version[1]), int(version[2]))
-    listed = subprocess.run(["nvcc", "--list-gpu-code"], capture_output=True, text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        ["nvcc", "--list-gpu-code"], capture_output=True, text=True, check=True
+    ).stdout.split()
     real = {g.arch.sm for g in known_gpus()}
     by_nvcc = {code.removeprefix("sm_") for code in listed if code.removeprefix("sm_") in real}
     assert {g.arch.sm for g in compiled_by(cuda)} == by_nvcc
@@ -79,7 +83,9 @@ def test_toolkit_ranges_agree_with_the_installed_nvcc() -> None:
 def test_judgement_says_when_no_build_of_the_line_can_serve_the_gpu(run: Run) -> None:
     # The sample kernel is a CUDA 13.0 build; sm_61 (Pascal) is beyond every CUDA 13 nvcc.
     wheel = SAMPLES / "tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"
-    result = run("doctor", str(wheel), "--sm", "61", "--torch", "2.9", "--cuda", "13.0", "--python", "3.12", "--json")
+    result = run(
+        "doctor", str(wheel), "--sm", "61", "--torch", "2.9", "--cuda", "13.0", "--python", "3.12", "--json"
+    )
     assert result.code == 1
     gpu = next(v for v in json.loads(result.out)["wheels"][0]["verdicts"] if v["demand"] == "gpu")
     assert "no CUDA 13.0 build can serve it (CUDA 8.0 to 12.9 targets sm_61)" in gpu["reason"]
@@ -159,8 +165,14 @@ def test_a_torch_line_newer_than_the_matrix_is_taken_with_one_warning(run: Run, 
 def test_a_known_torch_line_with_an_unknown_cuda_line_is_still_refused(run: Run, matrix: Matrix) -> None:
     known = next(t.version for t in matrix.doc.torch if not t.partial)
     torch = f"{known[0]}.{known[1]}"
-    result = run("publish", str(SAMPLES / "tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"), "--torch", torch,
-                 "--cuda", "13.9")  # fmt: skip
+    result = run(
+        "publish",
+        str(SAMPLES / "tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"),
+        "--torch",
+        torch,
+        "--cuda",
+        "13.9",
+    )
     assert result.code == 2 and f"PyTorch never shipped cu139torch{torch}" in result.err
 
 
@@ -176,9 +188,28 @@ def test_spec_parsing() -> None:
 
 
 def test_plan_lists_exactly_the_cells_the_store_lacks(run: Run, tmp_path: Path) -> None:
-    assert run("publish", *map(str, sorted(SAMPLES.glob("*.whl"))), "--torch", "2.9", "--cuda", "13.0").code == 0
-    result = run("plan", "tinykern==0.1.0", "--sm", "80", "--sm", "89", "--sm", "120", "--torch", "2.9",
-                 "--cuda", "13.0", "--python", "3.12", "--python", "3.13", "--json")  # fmt: skip
+    assert (
+        run("publish", *map(str, sorted(SAMPLES.glob("*.whl"))), "--torch", "2.9", "--cuda", "13.0").code == 0
+    )
+    result = run(
+        "plan",
+        "tinykern==0.1.0",
+        "--sm",
+        "80",
+        "--sm",
+        "89",
+        "--sm",
+        "120",
+        "--torch",
+        "2.9",
+        "--cuda",
+        "13.0",
+        "--python",
+        "3.12",
+        "--python",
+        "3.13",
+        "--json",
+    )
     assert result.code == 0, result.err
     data = json.loads(result.out)
     held = {(h["python"], h["sm"]) for h in data["held"]}
@@ -190,17 +221,55 @@ def test_plan_lists_exactly_the_cells_the_store_lacks(run: Run, tmp_path: Path) 
     assert job["torch-install"] == "torch==2.9.* --index-url https://download.pytorch.org/whl/cu130"
     assert job["container"] == "pytorch/manylinux2_28-builder:cuda13.0" and job["label"] == "cu130torch2.9"
     # The text form says the same.
-    text = run("plan", "tinykern==0.1.0", "--sm", "80", "--sm", "89", "--sm", "120", "--torch", "2.9",
-               "--cuda", "13.0", "--python", "3.12", "--python", "3.13").out  # fmt: skip
+    text = run(
+        "plan",
+        "tinykern==0.1.0",
+        "--sm",
+        "80",
+        "--sm",
+        "89",
+        "--sm",
+        "120",
+        "--torch",
+        "2.9",
+        "--cuda",
+        "13.0",
+        "--python",
+        "3.12",
+        "--python",
+        "3.13",
+    ).out
     assert text.splitlines()[0] == "tinykern 0.1.0: 2 cell(s) held, 4 missing in 2 job(s)"
 
 
 def test_a_wheel_that_serves_another_line_by_its_bytes_holds_it(run: Run) -> None:
     # The sample kernel links no torch: its cu130torch2.9 build serves torch 2.10's CUDA 13.0 line as it is.
-    assert run("publish", str(SAMPLES / "tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"), "--torch", "2.9",
-               "--cuda", "13.0").code == 0  # fmt: skip
-    data = json.loads(run("plan", "tinykern==0.1.0", "--sm", "89", "--torch", "2.10", "--cuda", "13.0",
-                          "--python", "3.12", "--json").out)  # fmt: skip
+    assert (
+        run(
+            "publish",
+            str(SAMPLES / "tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"),
+            "--torch",
+            "2.9",
+            "--cuda",
+            "13.0",
+        ).code
+        == 0
+    )
+    data = json.loads(
+        run(
+            "plan",
+            "tinykern==0.1.0",
+            "--sm",
+            "89",
+            "--torch",
+            "2.10",
+            "--cuda",
+            "13.0",
+            "--python",
+            "3.12",
+            "--json",
+        ).out
+    )
     assert data["jobs"] == []
     assert [h["note"] for h in data["held"]] == ["built for cu130torch2.9, filed under sm89"]
 
@@ -211,10 +280,14 @@ def test_wheels_bound_to_their_torch_line_hold_only_it() -> None:
     for label in ("cu128torch2.8", "cu128torch2.9"):
         cell = StoreCell("pkg", GpuArch.parse("sm_89"), Label.parse(label))
         name = f"pkg-1.0+{label}-cp312-cp312-linux_x86_64.whl"
-        entries.append(IndexEntry(layout.path_for(cell, name), "0" * 64, 1, cell))  # no facts: bound to its line
+        entries.append(
+            IndexEntry(layout.path_for(cell, name), "0" * 64, 1, cell)
+        )  # no facts: bound to its line
     index = Index(layout, tuple(entries))
     matrix = load_matrix(Path("/nonexistent/override.toml"))
-    sel = Selection.parse(torch=["2.8", "2.9", "2.10"], cuda=["12.8"], python=["3.12"], platform=["linux-x86_64"])
+    sel = Selection.parse(
+        torch=["2.8", "2.9", "2.10"], cuda=["12.8"], python=["3.12"], platform=["linux-x86_64"]
+    )
     result = make_plan(index, matrix, sel, [Spec.parse("pkg==1.0")], [GpuArch.parse("sm_89")], location="mem")
     assert {h.cell.combo.torch for h in result.held} == {(2, 8), (2, 9)}
     assert [(j.combo.torch, j.arch_list) for j in result.jobs] == [((2, 10), "8.9")]
@@ -224,24 +297,75 @@ def test_wheels_bound_to_their_torch_line_hold_only_it() -> None:
 
 
 def test_plan_names_what_no_build_can_fill_and_skips_gpus_of_other_cpus(run: Run) -> None:
-    data = json.loads(run("plan", "tinykern==0.1.0", "--sm", "87", "--sm", "120", "--torch", "2.9", "--cuda", "12.6",
-                          "--python", "3.12", "--json").out)  # fmt: skip
+    data = json.loads(
+        run(
+            "plan",
+            "tinykern==0.1.0",
+            "--sm",
+            "87",
+            "--sm",
+            "120",
+            "--torch",
+            "2.9",
+            "--cuda",
+            "12.6",
+            "--python",
+            "3.12",
+            "--json",
+        ).out
+    )
     assert data["jobs"] == []  # sm87 (Jetson Orin) is no x86_64 cell; CUDA 12.6 cannot target sm120
     assert [(u["sm"], u["reason"]) for u in data["unbuildable"]] == [
         ("120", "CUDA 12.6 cannot target sm_120 (CUDA 12.8 or newer can)")
     ]
-    arm = json.loads(run("plan", "tinykern==0.1.0", "--sm", "87", "--torch", "2.9", "--cuda", "12.6",
-                         "--python", "3.12", "--platform", "linux-aarch64", "--ptx", "--json").out)  # fmt: skip
+    arm = json.loads(
+        run(
+            "plan",
+            "tinykern==0.1.0",
+            "--sm",
+            "87",
+            "--torch",
+            "2.9",
+            "--cuda",
+            "12.6",
+            "--python",
+            "3.12",
+            "--platform",
+            "linux-aarch64",
+            "--ptx",
+            "--json",
+        ).out
+    )
     assert [(j["TORCH_CUDA_ARCH_LIST"], j["container"]) for j in arm["jobs"]] == [
         ("8.7+PTX", "pytorch/manylinuxaarch64-builder:cuda12.6")
     ]
 
 
 def test_plan_sm_from_store_and_github_output(run: Run) -> None:
-    assert run("publish", str(SAMPLES / "tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"), "--torch", "2.9",
-               "--cuda", "13.0").code == 0  # fmt: skip
-    result = run("plan", "other==2.0", "--sm-from", "store", "--torch", "2.9", "--cuda", "13.0", "--python", "3.12",
-                 "--github")  # fmt: skip
+    assert (
+        run(
+            "publish",
+            str(SAMPLES / "tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"),
+            "--torch",
+            "2.9",
+            "--cuda",
+            "13.0",
+        ).code
+        == 0
+    )
+    result = run(
+        "plan",
+        "other==2.0",
+        "--sm-from",
+        "store",
+        "--torch",
+        "2.9",
+        "--cuda",
+        "13.0",
+        "--python",
+        "3.12",
+        "--github",
+    )
     assert result.code == 0, result.err
     include = json.loads(result.out)["include"]
     assert len(include) == 1 and include[0]["TORCH_CUDA_ARCH_LIST"] == "8.0;8.6;8.9;9.0"  # the samples' cells
@@ -263,4 +387,6 @@ def test_plan_bad_input_is_one_line(run: Run) -> None:
     ):
         result = run(*argv)
         assert result.code == 2, argv
-        assert result.err.startswith("librarian: error: ") and result.err.count("\n") == 1 and text in result.err
+        assert (
+            result.err.startswith("librarian: error: ") and result.err.count("\n") == 1 and text in result.err
+        )

@@ -42,7 +42,9 @@ def sha(n: int) -> str:
 
 def facts(filename: str, sass: str = "", ptx: str = "") -> WheelFacts:
     """A torch extension's facts: its SASS/PTX, and a mangled c10 symbol that binds it to its torch line."""
-    return wheel(so(sass=sass, ptx=ptx, needed=("libc10.so",), torch_symbols=("_ZN3c103fooEv",)), name=filename)
+    return wheel(
+        so(sass=sass, ptx=ptx, needed=("libc10.so",), torch_symbols=("_ZN3c103fooEv",)), name=filename
+    )
 
 
 def entry(
@@ -64,15 +66,24 @@ def entry(
     cell = Cell(package, GpuArch.parse(sm), Label.parse(label))
     filename = f"{package}-{version}+{label}-{py}-{py}-{platform}.whl"
     code = f"sm_{sm}" if sass is None else sass
-    return IndexEntry(LAYOUT.path_for(cell, filename), sha(digest), size, cell, added,
-                      facts(filename, code, ptx), requires_python)  # fmt: skip
+    return IndexEntry(
+        LAYOUT.path_for(cell, filename),
+        sha(digest),
+        size,
+        cell,
+        added,
+        facts(filename, code, ptx),
+        requires_python,
+    )
 
 
 def index(*entries: IndexEntry) -> Index:
     return Index(LAYOUT).with_entries(entries)
 
 
-def wants(sm: str = "89", torch: str = "2.8", cuda: str | None = "12.8", python: str = "3.12", driver: str = "12.8") -> Wants:
+def wants(
+    sm: str = "89", torch: str = "2.8", cuda: str | None = "12.8", python: str = "3.12", driver: str = "12.8"
+) -> Wants:
     return Wants.of(machine(sm=sm, torch=torch, cuda=cuda, python=python, driver=driver))
 
 
@@ -86,9 +97,18 @@ def prepared(
     metadata: Path | None = None,
 ) -> PreparedWheel:
     source = Path("/dist") / filename
-    return PreparedWheel(source, source, WheelName.parse(filename), sha(digest), 100,
-                         tuple(GpuArch.parse(s) for s in sms.split()), facts(filename, "sm_89"),
-                         ">=3.10", metadata, sha(99) if metadata else "")  # fmt: skip
+    return PreparedWheel(
+        source,
+        source,
+        WheelName.parse(filename),
+        sha(digest),
+        100,
+        tuple(GpuArch.parse(s) for s in sms.split()),
+        facts(filename, "sm_89"),
+        ">=3.10",
+        metadata,
+        sha(99) if metadata else "",
+    )
 
 
 def test_publish_files_a_wheel_in_each_of_its_cells() -> None:
@@ -101,7 +121,9 @@ def test_publish_files_a_wheel_in_each_of_its_cells() -> None:
     assert plan.changes.deletes == () and plan.changes.message == "librarian publish: 2 wheels (kern)"
     stored = plan.changes.index.by_path()
     assert [(stored[p].cell.sm.sm, stored[p].added, stored[p].requires_python) for p in paths] == [
-        ("86", NOW, ">=3.10"), ("89", NOW, ">=3.10")]  # fmt: skip
+        ("86", NOW, ">=3.10"),
+        ("89", NOW, ">=3.10"),
+    ]
 
 
 def test_publish_skips_the_same_bytes_at_the_same_path() -> None:
@@ -116,7 +138,9 @@ def test_publish_skips_the_same_bytes_at_the_same_path() -> None:
 def test_publish_refuses_an_occupied_path_unless_replace() -> None:
     stored = plan_publish(index(), [prepared(digest=1)], PublishOptions(now=NOW)).changes.index
     other = prepared(digest=2)
-    with pytest.raises(Refused, match=r"already stored with other bytes \(sha256 010101010101…\); pass --replace"):
+    with pytest.raises(
+        Refused, match=r"already stored with other bytes \(sha256 010101010101…\); pass --replace"
+    ):
         plan_publish(stored, [other], PublishOptions(now=NOW))
     plan = plan_publish(stored, [other], PublishOptions(replace=True, now=NOW))
     assert [f.action for f in plan.filings] == ["replace"]
@@ -182,7 +206,9 @@ def test_cells_ptx_alone_files_nothing_and_sm_is_checked() -> None:
         gpu_cells(ampere, (GpuArch.parse("75"),), False, filename)
     assert gpu_cells(ampere, (GpuArch.parse("75"),), True, filename) == ((GpuArch.parse("75"),), True)
     # PTX that a GPU only JIT-compiles files no cell either, unless --trust-sm says so (and is recorded)
-    with pytest.raises(Refused, match=r"run on sm89 only by JIT-compiling PTX \(they have compute_80\); pass --trust-sm"):
+    with pytest.raises(
+        Refused, match=r"run on sm89 only by JIT-compiling PTX \(they have compute_80\); pass --trust-sm"
+    ):
         gpu_cells(ptx_only, (GpuArch.parse("89"),), False, filename)
     assert gpu_cells(ptx_only, (GpuArch.parse("89"),), True, filename)[1] is True
 
@@ -205,7 +231,7 @@ def test_resolve_names_every_miss_nearest_first() -> None:
         "sm_89cp312": ("another torch line: 2.9, not 2.8",),
         "sm_90cp312": ("its code does not run on sm_89: kern/_C.so has no code for sm_89",),
         "sm_89cp311": ("another Python: cp311, this interpreter is cp312",),
-    }  # fmt: skip
+    }
     assert resolve([], "kern", wants()).near == ()  # not in the store at all
 
 
@@ -232,7 +258,9 @@ def test_judge_candidate_exact_and_compatible() -> None:
     assert ampere.exact and ampere.fit is GpuMatch.SASS and ampere.misses == () and ampere.blockers == ()
     hopper = judge_candidate(entry(sm="90"), wants())  # sm_90 SASS never runs on sm89
     assert not hopper.compatible and hopper.fit is None
-    ptx = judge_candidate(entry(sm="80", sass="", ptx="compute_80"), wants())  # JIT only: compatible, not exact
+    ptx = judge_candidate(
+        entry(sm="80", sass="", ptx="compute_80"), wants()
+    )  # JIT only: compatible, not exact
     assert ptx.misses == ("runs on sm_89 only by JIT-compiling its compute_80 PTX",) and ptx.compatible
     older_minor = judge_candidate(entry(label="cu126torch2.8"), wants())  # 12.6 runs under 12.8: served
     assert older_minor.exact and older_minor.other_cuda and older_minor.other_line
@@ -265,14 +293,18 @@ def test_resolve_hints_at_compatible_and_takes_it_when_asked() -> None:
     assert missed.hint == f"kern: {ptx.filename} (sm80) runs here by {how}; pass --compatible to take it"
     took = resolve([ptx], "kern", wants(), compatible=True)
     assert took.pick == ptx
-    assert took.note == f"kern: no exact match; took {ptx.filename} (filed under sm80), which runs here by {how}"
+    assert (
+        took.note == f"kern: no exact match; took {ptx.filename} (filed under sm80), which runs here by {how}"
+    )
 
 
 def test_resolve_takes_a_wheel_filed_under_fewer_gpus_than_it_runs_on_and_says_where() -> None:
     ampere = entry(sm="86")
     took = resolve([ampere], "kern", wants())
     assert took.pick == ampere
-    assert took.note == f"kern: took {ampere.filename}, filed under sm86; it runs here by compatible sm_86 SASS"
+    assert (
+        took.note == f"kern: took {ampere.filename}, filed under sm86; it runs here by compatible sm_86 SASS"
+    )
     same_bytes = [ampere, entry(sm="89", sass="sm_86")]  # the same wheel filed in both cells
     assert resolve(same_bytes, "kern", wants()).pick == same_bytes[1]  # the copy filed for this very GPU
 
@@ -299,8 +331,10 @@ def test_gc_keep_torch_and_drop_torch() -> None:
     assert _removed(index(*e), keep_torch=2) == {e[0].path: "torch 2.7 is not among the newest 2 (2.9, 2.8)"}
     assert _removed(index(*e), drop_torch=((2, 8),)) == {e[1].path: "torch 2.8 dropped (--drop-torch)"}
     both = _removed(index(*e), keep_torch=2, drop_torch=((2, 7), (2, 9)))
-    assert both == {e[0].path: "torch 2.7 is not among the newest 2 (2.9, 2.8)",  # the first reason is kept
-                    e[2].path: "torch 2.9 dropped (--drop-torch)"}  # fmt: skip
+    assert both == {
+        e[0].path: "torch 2.7 is not among the newest 2 (2.9, 2.8)",  # the first reason is kept
+        e[2].path: "torch 2.9 dropped (--drop-torch)",
+    }
     assert _removed(index(*e)) == {}  # no rule: nothing goes
 
 
@@ -309,16 +343,25 @@ def test_gc_keep_versions_counts_per_cell_python_and_platform() -> None:
     other_cuda = entry(version="0.9", label="cu126torch2.8", digest=3)  # another cell: its own count
     arm = entry(version="0.9", platform="linux_aarch64", digest=4)
     removed = _removed(index(old, new, other_cuda, arm), keep_versions=1)
-    assert removed == {old.path: "superseded: keeping the newest 1 version(s) of this cell (1.1+cu128torch2.8)"}
+    assert removed == {
+        old.path: "superseded: keeping the newest 1 version(s) of this cell (1.1+cu128torch2.8)"
+    }
 
 
 def test_gc_older_than_never_takes_the_last_wheel_of_a_kept_line() -> None:
     old = entry(version="1.0", added="2026-01-01T00:00:00Z")
     older = entry(version="0.9", added="2025-01-01T00:00:00Z", digest=2)
-    assert _removed(index(old, older), older_than_days=30) == {older.path: "published 2025-01-01T00:00:00Z, older than 30 days"}
-    assert _removed(index(old), older_than_days=30, keep_versions=0) == {}  # every rule says go: the last stays
+    assert _removed(index(old, older), older_than_days=30) == {
+        older.path: "published 2025-01-01T00:00:00Z, older than 30 days"
+    }
+    assert (
+        _removed(index(old), older_than_days=30, keep_versions=0) == {}
+    )  # every rule says go: the last stays
     # a line gc drops may lose every wheel
-    assert set(_removed(index(old, older), older_than_days=30, drop_torch=((2, 8),))) == {old.path, older.path}
+    assert set(_removed(index(old, older), older_than_days=30, drop_torch=((2, 8),))) == {
+        old.path,
+        older.path,
+    }
     undated = entry(version="0.1", added="", digest=3)  # no date: never "older than"
     assert undated.path not in _removed(index(old, undated), older_than_days=1)
 
@@ -350,7 +393,9 @@ def test_reindex_merges_what_landed_and_clears_every_pending_file() -> None:
     pending = {pending_path(landed): landed, pending_path(lost): lost}
     changes, report = plan_reindex(index(), _tree(landed), pending)
     assert report.merged == (landed,) and report.cleared == 2
-    assert [(p.path, p.problem) for p in report.dropped] == [(pending_path(lost), "its wheel is not in the store")]
+    assert [(p.path, p.problem) for p in report.dropped] == [
+        (pending_path(lost), "its wheel is not in the store")
+    ]
     assert changes.index.entries == (landed,) and changes.deletes == tuple(sorted(pending))
     assert changes.uploads == () and changes.rebuild
 
@@ -365,7 +410,8 @@ def test_reindex_settles_racing_stages_of_one_path_by_the_bytes_there() -> None:
     intruder = entry(digest=3)
     _, report = plan_reindex(index(), _tree(intruder), {pending_path(first): first})
     assert report.merged == () and [p.problem for p in report.dropped] == [
-        "the stored file is not the wheel staged (another job filed other bytes there)"]  # fmt: skip
+        "the stored file is not the wheel staged (another job filed other bytes there)"
+    ]
 
 
 def test_reindex_matches_by_size_where_the_listing_has_no_hash() -> None:
@@ -385,7 +431,8 @@ def test_reindex_adopts_or_reports_wheels_the_index_lacks() -> None:
     files = [*_tree(known, stray), StoredFile("index.json", 10), StoredFile("kern/sm86/README.txt", 3)]
     _, report = plan_reindex(index(known), files, {})
     assert [(p.path, p.problem) for p in report.unindexed] == [
-        (stray.path, "not in the index and not staged (reindex --adopt files it from its path)")]  # fmt: skip
+        (stray.path, "not in the index and not staged (reindex --adopt files it from its path)")
+    ]
     adopt = entries_from_tree(LAYOUT, files, lambda f: "unused")
     assert [e.path for e in adopt] == [known.path, stray.path]  # facts unknown, from the path alone
     changes, report = plan_reindex(index(known), files, {}, adopt)
@@ -407,7 +454,10 @@ def test_entries_from_tree_skips_misfiled_and_unasked_wheels() -> None:
 
     files = [StoredFile(e.path, e.size, None), other_gpu, foreign, relabelled, *_tree(other)]
     found = entries_from_tree(LAYOUT, files, sha_of, {"kern"})
-    assert [(x.path, x.sha256, x.facts) for x in found] == [(e.path, sha(1), None), (other_gpu.path, sha(7), None)]
+    assert [(x.path, x.sha256, x.facts) for x in found] == [
+        (e.path, sha(1), None),
+        (other_gpu.path, sha(7), None),
+    ]
     assert hashed == [e.path]  # only where the listing had no hash
 
 
@@ -435,4 +485,3 @@ def test_manifest_plan_commits_metadata_it_has_and_forgets_what_it_lacks(tmp_pat
     assert [e.metadata_sha256 for e in merged] == [sha(50), None]  # never names a file that is not stored
     assert Upload(metadata_path(with_meta.path), meta, sha(50), meta.stat().st_size) in changes.uploads
     assert not any(u.path == metadata_path(lacking.path) for u in changes.uploads)
-

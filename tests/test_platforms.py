@@ -28,14 +28,21 @@ ELF, PE, MACHO = BinaryFormat.ELF, BinaryFormat.PE, BinaryFormat.MACHO
         ("any", None, None, None, None),
     ],
 )  # fmt: skip
-def test_what_a_tag_names(tag: str, cpu: str | None, os: str | None, fmt: BinaryFormat | None, glibc: tuple[int, int] | None) -> None:
+def test_what_a_tag_names(
+    tag: str, cpu: str | None, os: str | None, fmt: BinaryFormat | None, glibc: tuple[int, int] | None
+) -> None:
     named = parse_platform(tag)
     assert (named.cpu, named.os, named.format, named.glibc) == (cpu, os, fmt, glibc)
 
 
 def test_legacy_names_and_os_formats_read_both_ways() -> None:
     assert legacy_manylinux((2, 17)) == "manylinux2014" and legacy_manylinux((2, 28)) is None
-    assert (os_format("linux"), os_format("win32"), os_format("darwin"), os_format("cygwin")) == (ELF, PE, MACHO, PE)
+    assert (os_format("linux"), os_format("win32"), os_format("darwin"), os_format("cygwin")) == (
+        ELF,
+        PE,
+        MACHO,
+        PE,
+    )
     assert os_format("freebsd") is None
 
 

@@ -44,18 +44,63 @@ def test_a_preset_describes_another_machine(run: Run, preset: str, fails: set[st
 
 
 def test_flags_given_beside_a_preset_win(run: Run) -> None:
-    report = json.loads(run("doctor", str(CP310), "--preset", "gh200", "--sm", "89", "--platform", "linux_x86_64",
-                            "--torch", "2.9", "--cuda", "13.0", "--python", "3.10", "--json").out)  # fmt: skip
+    report = json.loads(
+        run(
+            "doctor",
+            str(CP310),
+            "--preset",
+            "gh200",
+            "--sm",
+            "89",
+            "--platform",
+            "linux_x86_64",
+            "--torch",
+            "2.9",
+            "--cuda",
+            "13.0",
+            "--python",
+            "3.10",
+            "--json",
+        ).out
+    )
     machine = {v["demand"]: v["machine_has"] for v in report["wheels"][0]["verdicts"]}
     assert machine["gpu"] == "sm_89" and machine["cpu"] == "x86_64"
 
 
 def test_pull_takes_a_preset_too(run: Run) -> None:
-    assert run("publish", *map(str, sorted(SAMPLES.glob("*.whl"))), "--torch", "2.9", "--cuda", "13.0").code == 0
-    pulled = run("pull", "tinykern", "--preset", "rtx4090-linux", "--torch", "2.9", "--cuda", "13.0", "--driver", "13.0",
-                 "-o", "out")  # fmt: skip
-    assert pulled.code == 0 and "tinykern/sm89/torch2.9-cu130/tinykern-0.1.0+cu130torch2.9-cp312" in pulled.out
-    orin = run("pull", "tinykern", "--preset", "jetson-orin", "--torch", "2.9", "--cuda", "13.0", "--driver", "13.0", "--json")
+    assert (
+        run("publish", *map(str, sorted(SAMPLES.glob("*.whl"))), "--torch", "2.9", "--cuda", "13.0").code == 0
+    )
+    pulled = run(
+        "pull",
+        "tinykern",
+        "--preset",
+        "rtx4090-linux",
+        "--torch",
+        "2.9",
+        "--cuda",
+        "13.0",
+        "--driver",
+        "13.0",
+        "-o",
+        "out",
+    )
+    assert (
+        pulled.code == 0 and "tinykern/sm89/torch2.9-cu130/tinykern-0.1.0+cu130torch2.9-cp312" in pulled.out
+    )
+    orin = run(
+        "pull",
+        "tinykern",
+        "--preset",
+        "jetson-orin",
+        "--torch",
+        "2.9",
+        "--cuda",
+        "13.0",
+        "--driver",
+        "13.0",
+        "--json",
+    )
     assert orin.code == 1 and all("cpu" in c["fails"] for c in json.loads(orin.out)["candidates"])
 
 

@@ -397,7 +397,9 @@ def test_torch_symbols_pass_against_the_matching_libc10_and_name_the_missing_one
         info = TorchInfo("2.8.0+cu128", (12, 8), None, lib_dir)
         return with_torch_exports(Machine(torch=Probed.found(info, "test")))
 
-    assert torch_demand.check(torch_demand.needs(Wheel(name, facts)), machine_with(abi_libs["new"])).ok is True
+    assert (
+        torch_demand.check(torch_demand.needs(Wheel(name, facts)), machine_with(abi_libs["new"])).ok is True
+    )
     v = torch_demand.check(torch_demand.needs(Wheel(name, facts)), machine_with(abi_libs["old"]))
     assert v.demand is Demand.TORCH and v.ok is False
     assert v.predicted_error == f"undefined symbol: {needed[0]}"

@@ -34,13 +34,20 @@ def test_install_keeps_the_pinned_torch(tmp_path: Path) -> None:
 def test_replace_in_one_cell_leaves_the_other_cells_bytes(run: Run, tmp_path: Path) -> None:
     """Breakage: the local store writing in place instead of temp file then rename. The same bytes filed under
     two GPUs are hard links to one file: written in place, a --replace in one cell changed both."""
-    old = make_wheel(tmp_path / "old", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", {"tinykern/__init__.py": b"OLD\n"})
+    old = make_wheel(
+        tmp_path / "old", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", {"tinykern/__init__.py": b"OLD\n"}
+    )
     assert run("publish", str(old), *FLAGS, "--sm", "86", "--sm", "89", "--trust-sm").code == 0
-    cell86 = tmp_path / "wheelhouse/tinykern/sm86/torch2.8-cu128/tinykern-0.1.0+cu128torch2.8-cp311-cp311-linux_x86_64.whl"
+    cell86 = (
+        tmp_path
+        / "wheelhouse/tinykern/sm86/torch2.8-cu128/tinykern-0.1.0+cu128torch2.8-cp311-cp311-linux_x86_64.whl"
+    )
     cell89 = Path(str(cell86).replace("/sm86/", "/sm89/"))
     before = sha(cell89)
     assert sha(cell86) == before
-    new = make_wheel(tmp_path / "new", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", {"tinykern/__init__.py": b"NEW\n"})
+    new = make_wheel(
+        tmp_path / "new", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64", {"tinykern/__init__.py": b"NEW\n"}
+    )
     replaced = run("publish", str(new), *FLAGS, "--sm", "86", "--trust-sm", "--replace")
     assert replaced.code == 0, replaced.err
     assert sha(cell86) != before and sha(cell89) == before  # the other cell keeps its bytes
@@ -52,14 +59,41 @@ def test_concurrent_publishers_into_one_local_store_all_land(tmp_path: Path) -> 
     last one's write drops the others' entries."""
     wheels = [make_wheel(tmp_path / f"d{i}", f"kern{i}", "1.0", "cp311-cp311-linux_x86_64") for i in range(6)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-m", "librarian", "publish", str(w), *FLAGS, "--sm", "89", "--repo",
-                               str(tmp_path / "store")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-             for w in wheels]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "librarian",
+                "publish",
+                str(w),
+                *FLAGS,
+                "--sm",
+                "89",
+                "--repo",
+                str(tmp_path / "store"),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for w in wheels
+    ]
     errors = [p.communicate(timeout=120)[1] for p in procs]
     assert all(p.returncode == 0 for p in procs), errors
-    listed = subprocess.run([sys.executable, "-m", "librarian", "ls", "--repo", str(tmp_path / "store"), "--json"],
-                            env=env, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    listed = subprocess.run(
+        [sys.executable, "-m", "librarian", "ls", "--repo", str(tmp_path / "store"), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert all(f'"kern{i}"' in listed for i in range(6))  # every publisher's entry is in the index
-    verified = subprocess.run([sys.executable, "-m", "librarian", "verify", "--repo", str(tmp_path / "store")],
-                              env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    verified = subprocess.run(
+        [sys.executable, "-m", "librarian", "verify", "--repo", str(tmp_path / "store")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -23,9 +23,19 @@ def wheel_path(package: str) -> str:
     return f"{package}/sm89/torch2.8-cu128/{package}-1.0+cu128torch2.8-cp311-cp311-linux_x86_64.whl"
 
 
-def publish_packages(run: Run, tmp_path: Path, repo: str, *extra: str, names: tuple[str, ...] = ("alpha", "beta", "gamma")) -> None:
+def publish_packages(
+    run: Run, tmp_path: Path, repo: str, *extra: str, names: tuple[str, ...] = ("alpha", "beta", "gamma")
+) -> None:
     dist = [
-        str(make_wheel(tmp_path / "dist", name, "1.0", "cp311-cp311-linux_x86_64", {f"{name}/__init__.py": os.urandom(32)}))
+        str(
+            make_wheel(
+                tmp_path / "dist",
+                name,
+                "1.0",
+                "cp311-cp311-linux_x86_64",
+                {f"{name}/__init__.py": os.urandom(32)},
+            )
+        )
         for name in names
     ]
     result = run("publish", *dist, *COMBO, "--repo", repo, *extra)
@@ -37,7 +47,9 @@ def test_pull_of_one_package_downloads_the_root_its_shard_and_the_wheel(
 ) -> None:
     publish_packages(run, tmp_path, HUB, "--create")
     loophub.log.clear()
-    here = run("pull", "beta", *PULL, "--repo", HUB, "-o", "here")  # the publisher's machine cached its commit
+    here = run(
+        "pull", "beta", *PULL, "--repo", HUB, "-o", "here"
+    )  # the publisher's machine cached its commit
     assert here.code == 0 and here.err == "", here.err
     assert loophub.log.downloaded() == [wheel_path("beta")]
     loophub.log.clear()

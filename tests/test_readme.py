@@ -56,7 +56,10 @@ def index_page(url: str, timeout: float = 30.0) -> tuple[str, str | None]:
 def test_the_set_up_commands_are_two_and_unchanged() -> None:
     setup = bash_blocks(README.read_text())[:2]
     assert "pip install -e . && .venv/bin/librarian publish samples/dist/*.whl" in setup[0]
-    assert setup[1].strip() == "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest -q"
+    assert (
+        setup[1].strip()
+        == "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest -q"
+    )
 
 
 def test_links_stay_inside_the_repo() -> None:
@@ -91,7 +94,9 @@ def test_every_readme_command_runs(
                 argv = [sys.executable, *argv[1:]]
             else:
                 argv = ["bash", "-c", command]
-            done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+            done = subprocess.run(
+                argv, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
+            )
             code, err = done.returncode, done.stderr
         assert code == expected, f"{command}: exit {code}, expected {expected}\n{err}"
 

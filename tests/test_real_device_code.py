@@ -68,8 +68,9 @@ def test_bitsandbytes_toolkit_from_e_version(
 
 
 def _cuobjdump_counts(tool: Path, path: Path) -> collections.Counter[str]:
-    out = subprocess.run([str(tool), "--list-elf", "--list-ptx", str(path)], capture_output=True, text=True,
-                         check=False).stdout  # fmt: skip
+    out = subprocess.run(
+        [str(tool), "--list-elf", "--list-ptx", str(path)], capture_output=True, text=True, check=False
+    ).stdout
     found = re.findall(r"(ELF|PTX) file\s+\d+: .*\.(sm_\w+)\.(?:cubin|ptx)", out)
     return collections.Counter(f"{kind} {arch}" for kind, arch in found)
 
@@ -100,8 +101,11 @@ def _carve(data: bytes) -> tuple[bytes, collections.Counter[str]]:
 
 def _counts(entries: list[FatbinEntry]) -> collections.Counter[str]:
     # cuobjdump names executable cubins and PTX by SM, drops the `f` of cubins and ignores LTO-IR
-    names = [f"ELF sm_{e.arch.number}{e.arch.suffix.replace('f', '')}"
-             for e in entries if e.arch.kind.value == "sm"]  # fmt: skip
+    names = [
+        f"ELF sm_{e.arch.number}{e.arch.suffix.replace('f', '')}"
+        for e in entries
+        if e.arch.kind.value == "sm"
+    ]
     names += [f"PTX sm_{e.arch.sm}" for e in entries if e.arch.kind.value == "compute"]
     return collections.Counter(names)
 
@@ -151,11 +155,13 @@ def test_libcufft_fatbins_kept_as_data(
     registered = {e.arch for e in entries if e.section == ".nv_fatbin" and e.arch.kind.value == "sm"}
     if section == ".ldata":  # CUDA 12.8's libcufft registers sm_52 alone; CUDA 11's has every arch in both
         assert set(lib.sass) > registered and GpuArch.parse("sm_100") in lib.sass
-    print(f"\n{whl.name}: {lib.path} {len(data) >> 20} MiB, inspected in {seconds:.1f} s;",
-          f"{len(entries)} entries ({found} in {section});",
-          f"cuobjdump lists {sum(so_only.values())} in the .so,",
-          f"{sum(theirs.values())} in the carved blobs; SASS {' '.join(str(a) for a in lib.sass)};",
-          f"PTX {' '.join(str(a) for a in lib.ptx)}; toolkit {lib.toolkit}")  # fmt: skip
+    print(
+        f"\n{whl.name}: {lib.path} {len(data) >> 20} MiB, inspected in {seconds:.1f} s;",
+        f"{len(entries)} entries ({found} in {section});",
+        f"cuobjdump lists {sum(so_only.values())} in the .so,",
+        f"{sum(theirs.values())} in the carved blobs; SASS {' '.join(str(a) for a in lib.sass)};",
+        f"PTX {' '.join(str(a) for a in lib.ptx)}; toolkit {lib.toolkit}",
+    )
 
 
 def test_flashinfer_loose_cubins(
@@ -184,6 +190,8 @@ def test_flashinfer_loose_cubins(
             listed = _cuobjdump_counts(cuobjdump, where / b.path)
             assert listed == collections.Counter([f"ELF {b.sass[0]}"]), b.path
     archs = collections.Counter(str(b.sass[0]) for b in binaries)
-    print(f"\n{whl.name}: {len(binaries)} cubins in {seconds:.1f} s; {dict(archs)};",
-          f"toolkits {dict(collections.Counter(b.toolkit for b in binaries))};",
-          f"{by_name} checked against their names, {len(sample)} against cuobjdump")  # fmt: skip
+    print(
+        f"\n{whl.name}: {len(binaries)} cubins in {seconds:.1f} s; {dict(archs)};",
+        f"toolkits {dict(collections.Counter(b.toolkit for b in binaries))};",
+        f"{by_name} checked against their names, {len(sample)} against cuobjdump",
+    )

@@ -58,7 +58,9 @@ def test_bitsandbytes_one_answer(run: Run, wheels: dict[str, Path]) -> None:
     assert published.code == 0, published.err
     assert run("verify", "--deep").code == 0
     pulled = run("pull", "bitsandbytes", "--sm", "87", "--torch", "2.9", "--cuda", "12.8", *X86, "-o", "out")
-    assert pulled.code == 0 and "filed under sm86; it runs here by compatible sm_86 SASS" in pulled.err, pulled
+    assert pulled.code == 0 and "filed under sm86; it runs here by compatible sm_86 SASS" in pulled.err, (
+        pulled
+    )
 
 
 def test_a_wheel_file_that_disagrees_with_its_filename_is_reported_and_repaired(
@@ -74,7 +76,9 @@ def test_a_wheel_file_that_disagrees_with_its_filename_is_reported_and_repaired(
 
 
 @pytest.mark.parametrize(("sm", "runs"), [("90", True), ("100", True), ("103", False), ("121", False)])
-def test_sgl_kernel_is_judged_by_its_own_extension_modules(run: Run, wheels: dict[str, Path], sm: str, runs: bool) -> None:
+def test_sgl_kernel_is_judged_by_its_own_extension_modules(
+    run: Run, wheels: dict[str, Path], sm: str, runs: bool
+) -> None:
     report = doctor(run, wheels["sgl"], "--sm", sm, "--torch", "2.9", "--cuda", "12.8", *ARM)
     gpu = verdict(report, "gpu")
     assert gpu["ok"] is runs, gpu  # on 10.3 and 12.1 only mscclpp's (vendored) PTX has code
@@ -93,7 +97,9 @@ def test_libcufftw_s_stub_cubin_does_not_make_cufft_run_partly(run: Run, wheels:
 def test_the_machine_s_torch_is_shown_for_an_unlabelled_wheel_that_links_torch(
     run: Run, wheels: dict[str, Path]
 ) -> None:
-    torch = verdict(doctor(run, wheels["xformers"], "--sm", "89", "--torch", "2.9", "--cuda", "12.8", *X86), "torch")
+    torch = verdict(
+        doctor(run, wheels["xformers"], "--sm", "89", "--torch", "2.9", "--cuda", "12.8", *X86), "torch"
+    )
     assert torch["ok"] is None and torch["machine_has"] == "torch 2.9"
 
 
@@ -106,27 +112,63 @@ def torch_row(run: Run, wheel: Path) -> str:
 
 
 def test_torchao_is_stable_abi_and_serves_later_torch_lines(run: Run, wheels: dict[str, Path]) -> None:
-    assert "stable ABI since its build (links libtorch, imports only its C shim)" in torch_row(run, wheels["torchao"])
+    assert "stable ABI since its build (links libtorch, imports only its C shim)" in torch_row(
+        run, wheels["torchao"]
+    )
     published = run("publish", str(wheels["torchao"]), "--torch", "2.9", "--cuda", "13.0")
     assert published.code == 0, published.err
     for torch in ("2.10", "2.11"):
-        pulled = run("pull", "torchao", "--sm", "90", "--torch", torch, "--cuda", "13.0", "--python", "3.12",
-                     "--driver", "13.0", "-o", "out")  # fmt: skip
+        pulled = run(
+            "pull",
+            "torchao",
+            "--sm",
+            "90",
+            "--torch",
+            torch,
+            "--cuda",
+            "13.0",
+            "--python",
+            "3.12",
+            "--driver",
+            "13.0",
+            "-o",
+            "out",
+        )
         assert pulled.code == 0 and "stable ABI since 2.9" in pulled.err, pulled
-    older = run("pull", "torchao", "--sm", "90", "--torch", "2.8", "--cuda", "13.0", "--python", "3.12", "-o", "out")
+    older = run(
+        "pull", "torchao", "--sm", "90", "--torch", "2.8", "--cuda", "13.0", "--python", "3.12", "-o", "out"
+    )
     assert older.code == 1
 
 
-def test_bitsandbytes_links_no_torch_and_serves_every_cuda_line_it_carries(run: Run, wheels: dict[str, Path]) -> None:
+def test_bitsandbytes_links_no_torch_and_serves_every_cuda_line_it_carries(
+    run: Run, wheels: dict[str, Path]
+) -> None:
     assert torch_row(run, wheels["bitsandbytes"]).endswith("no label; does not link torch")
     assert run("publish", str(wheels["bitsandbytes"]), "--torch", "2.9", "--cuda", "12.8").code == 0
     for cuda in ("11.8", "12.1", "12.4", "12.6", "12.8", "13.0", "13.2"):
-        pulled = run("pull", "bitsandbytes", "--sm", "89", "--torch", "2.10", "--cuda", cuda, "--python", "3.12",
-                     "--driver", "13.2", "-o", "out")  # fmt: skip
+        pulled = run(
+            "pull",
+            "bitsandbytes",
+            "--sm",
+            "89",
+            "--torch",
+            "2.10",
+            "--cuda",
+            cuda,
+            "--python",
+            "3.12",
+            "--driver",
+            "13.2",
+            "-o",
+            "out",
+        )
         assert pulled.code == 0, (cuda, pulled)
         assert "does not link torch" in pulled.err
         if cuda != "12.8":
-            assert f"carries a CUDA {cuda} build (libbitsandbytes_cuda{cuda.replace('.', '')}.so)" in pulled.err
+            assert (
+                f"carries a CUDA {cuda} build (libbitsandbytes_cuda{cuda.replace('.', '')}.so)" in pulled.err
+            )
 
 
 def undefined_symbols(wheel: Path, member: str) -> set[str]:
@@ -142,12 +184,16 @@ def undefined_symbols(wheel: Path, member: str) -> set[str]:
         return {s.name for s in dynsym.iter_symbols() if s["st_shndx"] == "SHN_UNDEF" and s.name}
 
 
-def test_xformers_0_0_35_imports_only_torch_s_c_shim_so_it_is_stable_abi(run: Run, wheels: dict[str, Path]) -> None:
+def test_xformers_0_0_35_imports_only_torch_s_c_shim_so_it_is_stable_abi(
+    run: Run, wheels: dict[str, Path]
+) -> None:
     # The issue took xformers for an exact wheel; its Linux _C.so (0.0.35) imports aoti_torch_*/torch_* and
     # std:: symbols only: by the rule ("no mangled torch symbol") it is stable-ABI, as the oracle confirms.
     imported = undefined_symbols(wheels["xformers"], "xformers/_C.so")
     assert any(s.startswith("aoti_torch_") for s in imported)
-    assert not [s for s in imported if s.startswith("_Z") and any(ns in s for ns in ("3c10", "2at", "5torch"))]
+    assert not [
+        s for s in imported if s.startswith("_Z") and any(ns in s for ns in ("3c10", "2at", "5torch"))
+    ]
     assert "stable ABI since its build" in torch_row(run, wheels["xformers"])
 
 

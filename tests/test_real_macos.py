@@ -36,14 +36,24 @@ def test_macos_extensions_agree_with_macholib_and_bind_exactly(
     with zipfile.ZipFile(wheels[name]) as zf:
         member = {"torchvision": "torchvision/_C.so", "torchaudio": "torchaudio/lib/libtorchaudio.so"}[name]
         (tmp_path / "m.so").write_bytes(zf.read(member))
-    oracle = [lc[2].split(b"\0")[0].decode().rsplit("/", 1)[-1] for h in MachO(str(tmp_path / "m.so")).headers
-              for lc in h.commands if lc[0].cmd == LC_LOAD_DYLIB]  # fmt: skip
+    oracle = [
+        lc[2].split(b"\0")[0].decode().rsplit("/", 1)[-1]
+        for h in MachO(str(tmp_path / "m.so")).headers
+        for lc in h.commands
+        if lc[0].cmd == LC_LOAD_DYLIB
+    ]
     assert facts[member].needed == tuple(dict.fromkeys(oracle))
     assert "libtorch_cpu.dylib" in facts[member].torch_libraries and facts[member].torch_symbols
-    row = next(line for line in run("inspect", str(wheels[name])).out.splitlines() if line.startswith("  torch"))
+    row = next(
+        line for line in run("inspect", str(wheels[name])).out.splitlines() if line.startswith("  torch")
+    )
     assert "imports _ZN2at" in row and "libtorchaudio" not in row.split("links", 1)[-1]
-    report = json.loads(run("doctor", str(wheels[name]), "--preset", "mac", "--torch", "2.9", "--json").out)["wheels"][0]
+    report = json.loads(run("doctor", str(wheels[name]), "--preset", "mac", "--torch", "2.9", "--json").out)[
+        "wheels"
+    ][0]
     verdicts = {v["demand"]: v["ok"] for v in report["verdicts"]}
-    assert verdicts["os"] is True and verdicts["cpu"] is True and verdicts["gpu"] is True  # no device code to run
+    assert (
+        verdicts["os"] is True and verdicts["cpu"] is True and verdicts["gpu"] is True
+    )  # no device code to run
     refused = run("publish", str(wheels[name]), "--torch", "2.9", "--cuda", "12.8", "--sm", "80")
     assert refused.code == 2 and "macOS has no CUDA: it files no CUDA cell" in refused.err

@@ -38,7 +38,9 @@ def gpu_verdict(run: Run, wheel: Path, *flags: str) -> dict[str, object]:
     ("sm", "lacking"),
     [("90", "torchao/_C_mxfp8.cpython-310-x86_64-linux-gnu.so"), ("100", "torchao/_C_cutlass_90a.abi3.so")],
 )
-def test_torchao_runs_partly_on_hopper_and_blackwell(run: Run, wheels: dict[str, Path], sm: str, lacking: str) -> None:
+def test_torchao_runs_partly_on_hopper_and_blackwell(
+    run: Run, wheels: dict[str, Path], sm: str, lacking: str
+) -> None:
     v = gpu_verdict(run, wheels["torchao"], "--sm", sm)
     assert v["ok"] is True and v["partly"] == [lacking], v
     assert lacking in str(v["reason"])

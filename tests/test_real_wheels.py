@@ -51,16 +51,27 @@ def auditwheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _download(project: str, platform: str, where: Path) -> Path:
-    done = _pip("download", "--no-deps", "--only-binary=:all:", "--platform", platform, "--python-version",
-                "3.12", "-d", str(where), project)  # fmt: skip
+    done = _pip(
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--platform",
+        platform,
+        "--python-version",
+        "3.12",
+        "-d",
+        str(where),
+        project,
+    )
     wheels = sorted(where.glob("*.whl"))
     assert done.returncode == 0 and wheels, f"cannot download {project}: {done.stderr.strip()[-200:]}"
     return wheels[0]
 
 
 def _cuobjdump_fails(tool: Path, path: Path) -> bool:
-    done = subprocess.run([str(tool), "--list-elf", "--list-ptx", str(path)], capture_output=True, text=True,
-                          check=False)  # fmt: skip
+    done = subprocess.run(
+        [str(tool), "--list-elf", "--list-ptx", str(path)], capture_output=True, text=True, check=False
+    )
     return done.returncode != 0 and "fatal" in done.stderr
 
 
@@ -86,8 +97,13 @@ def test_real_wheel_agrees_with_cuobjdump_and_auditwheel(
     files = {b.path: tmp_path / "x" / b.path for b in facts.binaries}
     assert facts.device_binaries, f"{whl.name}: expected device code"
 
-    oracle = subprocess.run([sys.executable, "-c", ORACLE, *map(str, files.values())], capture_output=True,
-                            text=True, check=True, env={"PYTHONPATH": str(auditwheel)})  # fmt: skip
+    oracle = subprocess.run(
+        [sys.executable, "-c", ORACLE, *map(str, files.values())],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(auditwheel)},
+    )
     needs = json.loads(oracle.stdout)
     report = []
     for b in facts.binaries:

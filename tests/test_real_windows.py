@@ -53,7 +53,15 @@ def oracle(data: bytes) -> tuple[set[str], tuple[str, ...], set[str]]:
 
 
 # The least number of DLLs in which the oracle finds device code, per wheel.
-FATBIN_DLLS = {"bitsandbytes": 7, "xformers": 1, "cupy": 1, "onnxruntime": 1, "cufft": 1, "curand": 1, "nvjpeg": 1}
+FATBIN_DLLS = {
+    "bitsandbytes": 7,
+    "xformers": 1,
+    "cupy": 1,
+    "onnxruntime": 1,
+    "cufft": 1,
+    "curand": 1,
+    "nvjpeg": 1,
+}
 
 
 @pytest.mark.parametrize("name", sorted(FATBIN_DLLS))
@@ -68,7 +76,9 @@ def test_windows_members_agree_with_pefile(wheels: dict[str, Path], name: str) -
             b = facts[member]
             assert b.needed == dlls, member
             if archs:
-                assert {str(a) for a in (*b.sass, *b.ptx)} == {a for a in archs if not a.startswith("lto")}, member
+                assert {str(a) for a in (*b.sass, *b.ptx)} == {a for a in archs if not a.startswith("lto")}, (
+                    member
+                )
                 checked += 1
     assert checked >= FATBIN_DLLS[name]
 
@@ -86,7 +96,9 @@ def test_windows_rows_and_verdicts(run: Run, wheels: dict[str, Path]) -> None:
     assert "stable ABI" in xformers and "torch_cpu.dll" in xformers and "cudart64_12.dll" in xformers
     with zipfile.ZipFile(wheels["xformers"]) as zf:
         _, _, imported = oracle(zf.read("xformers/_C.pyd"))
-    assert not [s for s in imported if s.startswith("?") and "@c10@@" in s]  # the oracle: no mangled c10 import
+    assert not [
+        s for s in imported if s.startswith("?") and "@c10@@" in s
+    ]  # the oracle: no mangled c10 import
     flags = ("--sm", "89", "--torch", "2.9", "--cuda", "12.8", "--python", "3.12", "--driver", "12.8")
     assert run("doctor", str(wheels["bitsandbytes"]), *flags, "--platform", "win_amd64").code == 0
     wrong_os = run("doctor", str(wheels["bitsandbytes"]), *flags, "--platform", "manylinux_2_28_x86_64")

@@ -12,16 +12,49 @@ from tests.conftest import Run
 
 # Modules a command on a local store never needs: the Hub client and its HTTP stack, the terminal UI
 # (a bar is shown only on a terminal), the fatbin codecs and the binary readers (only when bytes are read).
-HEAVY = ("huggingface_hub", "httpx", "httpx2", "rich", "lz4", "zstandard", "elftools", "librarian.wheel.binaries",
-         "librarian.wheel.elf", "librarian.wheel.fatbin", "librarian.stores.hub", "librarian.stores.hub_read", "librarian.stores.hub_errors",
-         "librarian.stores.hub_lfs", "librarian.stores.hub_http", "librarian.pytorch.releases")  # fmt: skip
+HEAVY = (
+    "huggingface_hub",
+    "httpx",
+    "httpx2",
+    "rich",
+    "lz4",
+    "zstandard",
+    "elftools",
+    "librarian.wheel.binaries",
+    "librarian.wheel.elf",
+    "librarian.wheel.fatbin",
+    "librarian.stores.hub",
+    "librarian.stores.hub_read",
+    "librarian.stores.hub_errors",
+    "librarian.stores.hub_lfs",
+    "librarian.stores.hub_http",
+    "librarian.pytorch.releases",
+)
 # `librarian --version` is answered before the command group is built: no typer (nor its vendored click,
 # nor the pydantic it coerces options with), no command module.
-NO_GROUP = ("typer", "click", "pydantic", "librarian.cli.app", "librarian.cli.funnel", "librarian.cli.options")
+NO_GROUP = (
+    "typer",
+    "click",
+    "pydantic",
+    "librarian.cli.app",
+    "librarian.cli.funnel",
+    "librarian.cli.options",
+)
 # The other commands' modules and ops, which `librarian pull` does not load.
-NOT_PULL = ("librarian.cli.retag", "librarian.cli.inspect", "librarian.cli.publish", "librarian.cli.store",
-            "librarian.cli.matrix", "librarian.ops.publish", "librarian.ops.verify", "librarian.ops.gc",
-            "librarian.ops.inspect", "librarian.ops.doctor", "librarian.ops.staged", "librarian.wheel.retag")  # fmt: skip
+NOT_PULL = (
+    "librarian.cli.retag",
+    "librarian.cli.inspect",
+    "librarian.cli.publish",
+    "librarian.cli.store",
+    "librarian.cli.matrix",
+    "librarian.ops.publish",
+    "librarian.ops.verify",
+    "librarian.ops.gc",
+    "librarian.ops.inspect",
+    "librarian.ops.doctor",
+    "librarian.ops.staged",
+    "librarian.wheel.retag",
+)
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "dist"
 
@@ -61,9 +94,33 @@ def test_a_local_pull_imports_no_hub_no_ui_no_binary_readers() -> None:
 
 def test_a_local_pull_loads_the_pull_command_only(run: Run, tmp_path: Path) -> None:
     shutil.copytree(SAMPLES, tmp_path / "dist")
-    assert run("publish", *map(str, sorted((tmp_path / "dist").glob("*.whl"))), "--torch", "2.9", "--cuda", "13.0").code == 0
-    pull = _main("pull", "tinykern", "--repo", "wheelhouse", "--sm", "89", "--torch", "2.9", "--cuda", "13.0",
-                 "--python", "3.12", "-o", "pulled")  # fmt: skip
+    assert (
+        run(
+            "publish",
+            *map(str, sorted((tmp_path / "dist").glob("*.whl"))),
+            "--torch",
+            "2.9",
+            "--cuda",
+            "13.0",
+        ).code
+        == 0
+    )
+    pull = _main(
+        "pull",
+        "tinykern",
+        "--repo",
+        "wheelhouse",
+        "--sm",
+        "89",
+        "--torch",
+        "2.9",
+        "--cuda",
+        "13.0",
+        "--python",
+        "3.12",
+        "-o",
+        "pulled",
+    )
     # The ELF reader is the one exception: the machine probe reads libstdc++'s version definitions.
     unwanted = tuple(m for m in HEAVY if m != "librarian.wheel.elf") + NOT_PULL
     assert _loaded(pull, unwanted, cwd=tmp_path) == []

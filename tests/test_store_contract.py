@@ -75,14 +75,18 @@ def wheel(tmp_path: Path, n: int, sm: str = "89", version: str = "1.0", package:
     source.parent.mkdir(parents=True, exist_ok=True)
     source.write_bytes(data)
     digest = hashlib.sha256(data).hexdigest()
-    return Wheel(IndexEntry(path, digest, len(data), cell, NOW), Upload(path, source, digest, len(data)), data)
+    return Wheel(
+        IndexEntry(path, digest, len(data), cell, NOW), Upload(path, source, digest, len(data)), data
+    )
 
 
 def adding(*wheels: Wheel, seen: list[Index] | None = None) -> Planner[None]:
     def plan(index: Index) -> tuple[Changes, None]:
         if seen is not None:
             seen.append(index)
-        return Changes(index.with_entries(added=[w.entry for w in wheels]), tuple(w.upload for w in wheels), (), "add"), None
+        return Changes(
+            index.with_entries(added=[w.entry for w in wheels]), tuple(w.upload for w in wheels), (), "add"
+        ), None
 
     return plan
 
@@ -139,7 +143,11 @@ def test_publish_creates_the_store(backend: Backend, tmp_path: Path) -> None:
     applied = backend.open(create=True).update(adding(w), LAYOUT)
     assert applied.changes.index.entries == (w.entry,)
     # On purpose: the Hub names the commit it made; a directory has none.
-    assert applied.commit.startswith(f"{backend.hub.url}/datasets/{REPO_ID}/commit/") if backend.hub else applied.commit == ""
+    assert (
+        applied.commit.startswith(f"{backend.hub.url}/datasets/{REPO_ID}/commit/")
+        if backend.hub
+        else applied.commit == ""
+    )
     index = assert_consistent(backend.open())
     assert index.entries == (w.entry,) and index.layout.name == LAYOUT.name  # (the description is not stored)
 
@@ -185,12 +193,17 @@ def test_open_reads_the_stored_bytes(backend: Backend, two: tuple[Wheel, Wheel])
     assert store.is_local == (backend.kind == "local")
     with store.open(two[1].entry.path) as f:
         assert f.read() == two[1].data
-        where = Path(f.name)  # the bytes lie there on this machine while open, for readers that reopen by path
+        where = Path(
+            f.name
+        )  # the bytes lie there on this machine while open, for readers that reopen by path
         assert where.read_bytes() == two[1].data
     # On purpose: a directory opens the stored file itself; the Hub's download is gone once closed.
     assert where.is_file() if backend.kind == "local" else not where.exists()
     assert sha256_stored(store, two[0].entry.path) == two[0].entry.sha256
-    with pytest.raises(StoreError, match="not in the"), store.open("kern/sm89/torch2.8-cu128/absent-1.0-py3-none-any.whl"):
+    with (
+        pytest.raises(StoreError, match="not in the"),
+        store.open("kern/sm89/torch2.8-cu128/absent-1.0-py3-none-any.whl"),
+    ):
         pass
 
 
@@ -217,14 +230,18 @@ def test_update_applies_uploads_and_deletes_with_the_index(
     c = wheel(tmp_path, 3, sm="90")
 
     def swap(index: Index) -> tuple[Changes, None]:
-        return Changes(index.with_entries(added=[c.entry], removed=[a.entry.path]), (c.upload,), (a.entry.path,), "swap"), None
+        return Changes(
+            index.with_entries(added=[c.entry], removed=[a.entry.path]), (c.upload,), (a.entry.path,), "swap"
+        ), None
 
     applied = backend.open().update(swap, LAYOUT)
     assert [e.path for e in applied.changes.index.entries] == [b.entry.path, c.entry.path]
     index = assert_consistent(backend.open())
     assert index.entries == (b.entry, c.entry)
     files = paths_in(backend.open())
-    assert a.entry.path not in files and "pages/sm86-torch2.8-cu128.html" not in files  # its page went with it
+    assert (
+        a.entry.path not in files and "pages/sm86-torch2.8-cu128.html" not in files
+    )  # its page went with it
     assert "pages/sm90-torch2.8-cu128.html" in files
     backend.open().update(removing(b, c), LAYOUT)
     assert assert_consistent(backend.open()).entries == ()
@@ -276,7 +293,9 @@ def test_reads_after_an_update_see_it(backend: Backend, tmp_path: Path) -> None:
 # ---- staging ---------------------------------------------------------------------------------------
 
 
-def test_stage_adds_files_and_leaves_the_index(backend: Backend, two: tuple[Wheel, Wheel], tmp_path: Path) -> None:
+def test_stage_adds_files_and_leaves_the_index(
+    backend: Backend, two: tuple[Wheel, Wheel], tmp_path: Path
+) -> None:
     before = read_index(backend.open(), LAYOUT)
     c = wheel(tmp_path, 3, sm="90")
     pending = pending_path(c.entry)
@@ -288,7 +307,9 @@ def test_stage_adds_files_and_leaves_the_index(backend: Backend, two: tuple[Whee
     assert_consistent(store)
 
 
-def test_stage_blobs_then_commit_them_by_reference(backend: Backend, two: tuple[Wheel, Wheel], tmp_path: Path) -> None:
+def test_stage_blobs_then_commit_them_by_reference(
+    backend: Backend, two: tuple[Wheel, Wheel], tmp_path: Path
+) -> None:
     c = wheel(tmp_path, 3, sm="90")
     blob = Blob(c.entry.sha256, c.entry.size, c.entry.path)
     assert backend.open().missing_blobs([blob]) == (blob,)
@@ -302,7 +323,10 @@ def test_stage_blobs_then_commit_them_by_reference(backend: Backend, two: tuple[
     # On purpose: the Hub holds content by sha256, wherever it will be filed; a directory holds it at a path.
     assert backend.open().missing_blobs([elsewhere]) == ((elsewhere,) if backend.kind == "local" else ())
     by_reference = Upload(c.entry.path, None, c.entry.sha256, c.entry.size)
-    backend.open().update(lambda index: (Changes(index.with_entries(added=[c.entry]), (by_reference,), (), "land"), None), LAYOUT)
+    backend.open().update(
+        lambda index: (Changes(index.with_entries(added=[c.entry]), (by_reference,), (), "land"), None),
+        LAYOUT,
+    )
     store = backend.open()
     assert assert_consistent(store).by_path()[c.entry.path] == c.entry
     assert store.fetch(c.entry.path, tmp_path / "got.whl").read_bytes() == c.data
@@ -335,6 +359,7 @@ def test_purgeable_and_purge(backend: Backend, two: tuple[Wheel, Wheel]) -> None
 
 
 # ---- where the stores differ, not on purpose (strict xfail: each turns into a failure once fixed) ------
+
 
 @pytest.mark.parametrize("path", ["../outside", "/abs", "a//b", "kern/../index.json"])
 def test_an_unsafe_path_is_refused(

@@ -58,18 +58,33 @@ def store(run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return tmp_path / "wheelhouse"
 
 
-@pytest.mark.parametrize(("text", "version"), [("3.12", True), ("312", True), ("cp312", True), ("3", True),
-                                              ("/usr/bin/python3", False), ("venv", False), (".venv", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("3.12", True),
+        ("312", True),
+        ("cp312", True),
+        ("3", True),
+        ("/usr/bin/python3", False),
+        ("venv", False),
+        (".venv", False),
+    ],
+)
 def test_python_is_a_version_or_a_path(text: str, version: bool) -> None:
     assert is_version(text) is version
 
 
 def test_the_target_is_the_flag_then_the_active_venv_then_our_own(tmp_path: Path) -> None:
     python = make_venv(tmp_path / "v")
-    assert find_target(str(tmp_path / "v"), {}).executable == python and find_target(str(python), {}).how == "--python"
+    assert (
+        find_target(str(tmp_path / "v"), {}).executable == python
+        and find_target(str(python), {}).how == "--python"
+    )
     active = find_target(None, {"VIRTUAL_ENV": str(tmp_path / "v")})
     assert active.executable == python and active.how == "VIRTUAL_ENV" and not active.own
-    assert find_target("3.12", {"VIRTUAL_ENV": str(tmp_path / "v")}).how == "VIRTUAL_ENV"  # a version is no path
+    assert (
+        find_target("3.12", {"VIRTUAL_ENV": str(tmp_path / "v")}).how == "VIRTUAL_ENV"
+    )  # a version is no path
     assert find_target(None, {}).own
     with pytest.raises(BadInput, match="no such interpreter"):
         find_target(str(tmp_path / "nope"), {})
@@ -83,11 +98,14 @@ def test_a_probe_answer_that_is_not_python_is_one_line() -> None:
         parse_probe("hello", "x")
 
 
-def test_doctor_machine_reads_torch_and_tags_from_the_target(run: Run, monkeypatch: pytest.MonkeyPatch,
-                                                              tmp_path: Path) -> None:  # fmt: skip
+def test_doctor_machine_reads_torch_and_tags_from_the_target(
+    run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     found_torch = probe_torch._find_torch
     isolate_machine(monkeypatch, tmp_path / "bin")
-    monkeypatch.setattr(probe_torch, "_find_torch", found_torch)  # torch is read for real, from the target's sys.path
+    monkeypatch.setattr(
+        probe_torch, "_find_torch", found_torch
+    )  # torch is read for real, from the target's sys.path
     python = make_venv(tmp_path / "t")
     fake_torch(site_packages(python), "2.9.1+cu130", VERSION_PY.format("'13.0'"), cmake_abi="1")
     result = run("doctor", "--machine", "--python", str(tmp_path / "t"), "--json")
@@ -97,13 +115,18 @@ def test_doctor_machine_reads_torch_and_tags_from_the_target(run: Run, monkeypat
     assert machine["torch"]["value"]["version"] == "2.9.1+cu130" and machine["cuda"]["value"] == "13.0"
     assert machine["python"]["value"] == ".".join(map(str, sys.version_info[:3]))
     # no packaging and no pip there: the tags are computed for its version, glibc and CPU
-    assert "computed" in machine["python_tags"]["source"] and f"cp{PY.replace('.', '')}" in machine["python_tags"]["value"][0]
+    assert (
+        "computed" in machine["python_tags"]["source"]
+        and f"cp{PY.replace('.', '')}" in machine["python_tags"]["value"][0]
+    )
     assert version_in(Path(sys.executable), "torch") is None  # librarian's own environment has no torch
     own = json.loads(run("doctor", "--machine", "--json").out)["machine"]
     assert own["torch"]["value"] is None and own["interpreter"]["source"] == "librarian's own interpreter"
 
 
-def test_retag_takes_the_label_from_the_targets_torch(run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_retag_takes_the_label_from_the_targets_torch(
+    run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     python = make_venv(tmp_path / "t")
     fake_torch(site_packages(python), "2.8.0+cu128", VERSION_PY.format("'12.8'"))
     wheel = min(SAMPLES.glob("*.whl"))
@@ -116,13 +139,18 @@ def test_retag_takes_the_label_from_the_targets_torch(run: Run, monkeypatch: pyt
 def test_retag_refuses_a_python_version_it_cannot_take_a_torch_from(run: Run) -> None:
     result = run("retag", str(min(SAMPLES.glob("*.whl"))), "--python", "3.12", "-o", "out")
     assert result.code == 2
-    assert "--python 3.12: retag takes an interpreter or venv path (whose torch gives the label)" in result.err
+    assert (
+        "--python 3.12: retag takes an interpreter or venv path (whose torch gives the label)" in result.err
+    )
 
 
-def test_pull_install_goes_into_the_active_venv(run: Run, store: Path, monkeypatch: pytest.MonkeyPatch,
-                                                tmp_path: Path) -> None:  # fmt: skip
+def test_pull_install_goes_into_the_active_venv(
+    run: Run, store: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     python = make_venv(tmp_path / "work")
-    assert our_pip("--python", str(python), "install", "-q", "pip").returncode == 0  # a venv as people make them
+    assert (
+        our_pip("--python", str(python), "install", "-q", "pip").returncode == 0
+    )  # a venv as people make them
     monkeypatch.setenv("VIRTUAL_ENV", str(tmp_path / "work"))
     result = run("pull", "tinykern", *WANT, "--install", "-o", "pulled")
     assert result.code == 0, result.err
@@ -137,10 +165,14 @@ def test_pull_install_into_a_venv_without_pip_uses_uv(run: Run, store: Path, tmp
     assert version_in(python, "tinykern") == "0.1.0+cu130torch2.9"
 
 
-def test_requirements_install_exactly_those_bytes_with_pip_and_uv(run: Run, store: Path, tmp_path: Path) -> None:
+def test_requirements_install_exactly_those_bytes_with_pip_and_uv(
+    run: Run, store: Path, tmp_path: Path
+) -> None:
     result = run("pull", "tinykern", *WANT, "--python", PY, "--requirements", "req.txt")
     assert result.code == 0, result.err
-    assert not (tmp_path / "tinykern-0.1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl").exists()  # nothing fetched
+    assert not (
+        tmp_path / "tinykern-0.1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl"
+    ).exists()  # nothing fetched
     lines = [line for line in (tmp_path / "req.txt").read_text().splitlines() if not line.startswith("#")]
     tag = f"cp{PY.replace('.', '')}"
     stored = store / f"tinykern/sm89/torch2.9-cu130/tinykern-0.1.0+cu130torch2.9-{tag}-{tag}-linux_x86_64.whl"
@@ -151,8 +183,12 @@ def test_requirements_install_exactly_those_bytes_with_pip_and_uv(run: Run, stor
     assert version_in(pip_env, "tinykern") == "0.1.0+cu130torch2.9"
     uv_env = make_venv(tmp_path / "u")
     uv = Path(sys.executable).parent / "uv"
-    done = subprocess.run([str(uv), "pip", "install", "--python", str(uv_env), "--no-deps", "-r", str(tmp_path / "req.txt")],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        [str(uv), "pip", "install", "--python", str(uv_env), "--no-deps", "-r", str(tmp_path / "req.txt")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert version_in(uv_env, "tinykern") == "0.1.0+cu130torch2.9"
     # One changed byte in the stored wheel: pip refuses it by its hash.
@@ -160,7 +196,9 @@ def test_requirements_install_exactly_those_bytes_with_pip_and_uv(run: Run, stor
     data[-30] ^= 0xFF
     os.unlink(stored)  # the cells share one inode: write a new file rather than change them all
     stored.write_bytes(bytes(data))
-    tampered = our_pip("--python", str(make_venv(tmp_path / "q")), "install", "--no-deps", "-r", str(tmp_path / "req.txt"))
+    tampered = our_pip(
+        "--python", str(make_venv(tmp_path / "q")), "install", "--no-deps", "-r", str(tmp_path / "req.txt")
+    )
     assert tampered.returncode != 0 and "THESE PACKAGES DO NOT MATCH THE HASHES" in tampered.stderr
 
 
@@ -175,14 +213,21 @@ def test_installed_as_a_uv_tool_it_acts_on_the_active_venv(store: Path, tmp_path
     uv = str(Path(sys.executable).parent / "uv")
     env = {**os.environ, "UV_TOOL_DIR": str(tmp_path / "tools"), "UV_TOOL_BIN_DIR": str(tmp_path / "tbin")}
     checkout = Path(__file__).resolve().parent.parent
-    done = subprocess.run([uv, "tool", "install", str(checkout)], env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [uv, "tool", "install", str(checkout)], env=env, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
     python = make_venv(tmp_path / "work")
     assert our_pip("--python", str(python), "install", "-q", "pip").returncode == 0
     env.pop("VIRTUAL_ENV", None)
-    pulled = subprocess.run([str(tmp_path / "tbin/librarian"), "pull", "tinykern", *WANT, "--install", "-o", "out"],
-                            cwd=tmp_path, env={**env, "VIRTUAL_ENV": str(tmp_path / "work")}, capture_output=True,
-                            text=True, check=False)  # fmt: skip
+    pulled = subprocess.run(
+        [str(tmp_path / "tbin/librarian"), "pull", "tinykern", *WANT, "--install", "-o", "out"],
+        cwd=tmp_path,
+        env={**env, "VIRTUAL_ENV": str(tmp_path / "work")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert pulled.returncode == 0, pulled.stderr
     assert version_in(python, "tinykern") == "0.1.0+cu130torch2.9"
 
@@ -208,8 +253,23 @@ def test_install_refuses_a_python_version_that_is_not_the_target_s_before_downlo
     isolate_machine(monkeypatch, tmp_path / "bin")
     other = "3.12" if PY != "3.12" else "3.11"
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)  # the target: librarian's own interpreter, Python PY
-    result = run("pull", "tinykern", "--sm", "89", "--torch", "2.9", "--cuda", "13.0", "--python", other,
-                 "--install", "-o", "out", "--repo", "nowhere")  # fmt: skip
+    result = run(
+        "pull",
+        "tinykern",
+        "--sm",
+        "89",
+        "--torch",
+        "2.9",
+        "--cuda",
+        "13.0",
+        "--python",
+        other,
+        "--install",
+        "-o",
+        "out",
+        "--repo",
+        "nowhere",
+    )
     assert result.code == 2 and result.err.count("\n") == 1, result
     assert f"--python {other}: --install installs into {sys.executable}, which is Python {PY}" in result.err
     assert not (tmp_path / "out").exists()  # refused before a store was even opened

@@ -172,15 +172,50 @@ def test_writer_directory_is_what_a_reader_finds(force_zip64: bool) -> None:
         assert sink.getvalue() == copy
     with zipfile.ZipFile(io.BytesIO(copy)) as back:
         read = back.infolist()
-    fields = ("orig_filename", "filename", "header_offset", "CRC", "compress_size", "file_size", "flag_bits",
-              "compress_type", "external_attr", "date_time")  # fmt: skip
+    fields = (
+        "orig_filename",
+        "filename",
+        "header_offset",
+        "CRC",
+        "compress_size",
+        "file_size",
+        "flag_bits",
+        "compress_type",
+        "external_attr",
+        "date_time",
+    )
     written = writer.directory()
-    assert [[getattr(i, f) for f in fields] for i in written.infos] == [[getattr(i, f) for f in fields] for i in read]
+    assert [[getattr(i, f) for f in fields] for i in written.infos] == [
+        [getattr(i, f) for f in fields] for i in read
+    ]
     assert written.offsets == zipraw.data_offsets(io.BytesIO(copy), read)
 
 
-NAMES = ["a/b.py", "", "/", "/abs", "a//b", "a/./b", "../x", "./x", "a/..", "a/.", "C:x", "c:/x", "a\\b", "a\x00b",
-         "a/b/", "a//", "a/.hidden", "x/", "a/..b", ".dist", "..", ".", "a/b/../c"]  # fmt: skip
+NAMES = [
+    "a/b.py",
+    "",
+    "/",
+    "/abs",
+    "a//b",
+    "a/./b",
+    "../x",
+    "./x",
+    "a/..",
+    "a/.",
+    "C:x",
+    "c:/x",
+    "a\\b",
+    "a\x00b",
+    "a/b/",
+    "a//",
+    "a/.hidden",
+    "x/",
+    "a/..b",
+    ".dist",
+    "..",
+    ".",
+    "a/b/../c",
+]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -189,7 +224,9 @@ def test_unsafe_name_fast_path_agrees_with_the_rules(name: str) -> None:
     expected = None
     if "\\" in name or "\x00" in name:
         expected = "backslash or NUL in the name"
-    elif name.startswith("/") or (len(name) > 1 and name[1] == ":" and name[0].isascii() and name[0].isalpha()):
+    elif name.startswith("/") or (
+        len(name) > 1 and name[1] == ":" and name[0].isascii() and name[0].isalpha()
+    ):
         expected = "absolute path"
     elif any(part in {"", ".", ".."} for part in path.split("/")):
         expected = "'..', '.' or empty path segment"

@@ -55,13 +55,36 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def _global_options(
-    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print librarian's version and exit.")] = False,
-    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only errors on stderr: no notes, no progress bars (anywhere on the line).")] = False,
-    verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, show_default=False, help="More on stderr: -v says what is done, -vv debugs (anywhere on the line).")] = 0,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Print librarian's version and exit."
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "-q", "--quiet", help="Only errors on stderr: no notes, no progress bars (anywhere on the line)."
+        ),
+    ] = False,
+    verbose: Annotated[
+        int,
+        typer.Option(
+            "-v",
+            "--verbose",
+            count=True,
+            show_default=False,
+            help="More on stderr: -v says what is done, -vv debugs (anywhere on the line).",
+        ),
+    ] = 0,
 ) -> None:
     """Keep a cache of compiled CUDA / PyTorch extension wheels: retag, publish, verify, pull, prune."""
     ui.state.quiet, ui.state.verbose = quiet, verbose
-    level = "ERROR" if quiet else {0: os.environ.get("LIBRARIAN_LOG", "WARNING").upper(), 1: "INFO"}.get(verbose, "DEBUG")
+    level = (
+        "ERROR"
+        if quiet
+        else {0: os.environ.get("LIBRARIAN_LOG", "WARNING").upper(), 1: "INFO"}.get(verbose, "DEBUG")
+    )
     logging.getLogger("librarian").setLevel(level)
     if not quiet and not ui.state.json and sys.stderr.isatty():  # bars for a person at a terminal only
         # Imported here, not at the top: rich is loaded only when bars are drawn (issue 15;

@@ -20,7 +20,9 @@ def sm_values(ctx: Any, param: Any, incomplete: str) -> list[str]:
     """The GPUs that exist: ``89`` for ``--sm 8``."""
     from librarian.gpus import known_gpus
 
-    return _starting([g.arch.sm for g in known_gpus()], incomplete.lower().removeprefix("sm_").removeprefix("sm"))
+    return _starting(
+        [g.arch.sm for g in known_gpus()], incomplete.lower().removeprefix("sm_").removeprefix("sm")
+    )
 
 
 def torch_values(ctx: Any, param: Any, incomplete: str) -> list[str]:
@@ -54,8 +56,16 @@ def preset_values(ctx: Any, param: Any, incomplete: str) -> list[str]:
 def package_values(ctx: Any, param: Any, incomplete: str) -> list[str]:
     """Package names from the store's index on this machine; none when it has none (never an error)."""
     try:
-        return _starting(sorted(_packages((ctx.params or {}).get("repo") if ctx is not None else None)), incomplete)
-    except (OSError, ValueError, AttributeError, TypeError, LibrarianError):  # never a traceback in the user's shell
+        return _starting(
+            sorted(_packages((ctx.params or {}).get("repo") if ctx is not None else None)), incomplete
+        )
+    except (
+        OSError,
+        ValueError,
+        AttributeError,
+        TypeError,
+        LibrarianError,
+    ):  # never a traceback in the user's shell
         return []
 
 
@@ -67,7 +77,9 @@ def _packages(repo: str | None) -> list[str]:
     where = load_settings(repo).repo
     if "://" not in where:
         root = Path(where) / "index.json"
-        return list(json.loads(root.read_text(encoding="utf-8")).get("packages", {})) if root.is_file() else []
+        return (
+            list(json.loads(root.read_text(encoding="utf-8")).get("packages", {})) if root.is_file() else []
+        )
     from librarian.stores.hub_address import parse_hub_address
     from librarian.stores.hub_cache import ReadCache
 

@@ -23,7 +23,9 @@ from librarian.redact import clean
 log = logging.getLogger("librarian.cli")
 
 
-def fail(message: str, code: int, details: list[str] | None = None, data: dict[str, object] | None = None) -> NoReturn:
+def fail(
+    message: str, code: int, details: list[str] | None = None, data: dict[str, object] | None = None
+) -> NoReturn:
     """Print ``librarian: error: <message>`` (and its indented details) and exit with ``code``.
 
     ``data``: more fields for the ``--json`` document (pull's candidates and the demands each fails)."""
@@ -47,7 +49,9 @@ def _usage_error(e: typer.TyperException) -> NoReturn:
         raise SystemExit(2) from None
     message = e.format_message()
     name = getattr(ctx, "info_name", None)
-    hint = f" (see 'librarian {name} --help')" if name and name != "librarian" else " (see 'librarian --help')"
+    hint = (
+        f" (see 'librarian {name} --help')" if name and name != "librarian" else " (see 'librarian --help')"
+    )
     fail(" ".join(message.split()) + hint, e.exit_code)
 
 

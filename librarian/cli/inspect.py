@@ -32,8 +32,15 @@ app = typer.Typer(rich_markup_mode=None)
 
 @app.command()
 def inspect(
-    files: Annotated[list[Path], typer.Argument(help="Wheels, bare .so / .pyd files, or directories (every wheel inside).", show_default=False)],
-    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Also show each native member (the global -v).")] = False,
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Wheels, bare .so / .pyd files, or directories (every wheel inside).", show_default=False
+        ),
+    ],
+    verbose: Annotated[
+        bool, typer.Option("-v", "--verbose", help="Also show each native member (the global -v).")
+    ] = False,
     jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -50,7 +57,9 @@ def inspect(
 
 @app.command()
 def doctor(
-    wheels: Annotated[list[Path] | None, typer.Argument(help="Wheels to judge, or directories of them.", show_default=False)] = None,
+    wheels: Annotated[
+        list[Path] | None, typer.Argument(help="Wheels to judge, or directories of them.", show_default=False)
+    ] = None,
     sm: SmOpt = None,
     torch: TorchOpt = None,
     cuda: CudaOpt = None,
@@ -59,7 +68,9 @@ def doctor(
     glibc: Annotated[str | None, typer.Option("--glibc", help="glibc version, e.g. 2.31.")] = None,
     driver: DriverOpt = None,
     gpu: GpuOpt = None,
-    machine: Annotated[bool, typer.Option("--machine", help="Show what was detected about this machine, and how.")] = False,
+    machine: Annotated[
+        bool, typer.Option("--machine", help="Show what was detected about this machine, and how.")
+    ] = False,
     preset: PresetOpt = None,
     cpu: CpuOpt = None,
     os: OsOpt = None,
@@ -70,7 +81,9 @@ def doctor(
     Example: librarian doctor dist/ --sm 89 --torch 2.9 --cuda 12.8 --python 3.12
     """
     paths = expand_paths(wheels, (".whl",)) if wheels else []
-    described = machine_of(sm, torch, cuda, python, platform, glibc, driver, gpu, preset=preset, cpu=cpu, os=os)
+    described = machine_of(
+        sm, torch, cuda, python, platform, glibc, driver, gpu, preset=preset, cpu=cpu, os=os
+    )
     found = checkup(paths, described, show_machine=machine)
     ui.emit_json(found.to_json()) if as_json else ui.out(found.render())
     if found.fails:

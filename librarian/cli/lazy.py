@@ -50,7 +50,11 @@ class LazyGroup(TyperGroup):
         return self._load(cmd_name)
 
     def _load(self, name: str) -> Command:
-        command = self.commands[name] if name in self.commands else with_words(_group_of(self.modules[name]).commands[name])
+        command = (
+            self.commands[name]
+            if name in self.commands
+            else with_words(_group_of(self.modules[name]).commands[name])
+        )
         if not isinstance(command, Command):
             raise TypeError(f"{self.modules[name]}: {name} is not a typer command")
         self.commands[name] = command

@@ -33,12 +33,28 @@ def matrix(
     ctx: typer.Context,
     torch: Annotated[ListOpt, typer.Option("--torch", help="torch minor(s), e.g. 2.8 (repeatable).")] = None,
     cuda: Annotated[ListOpt, typer.Option("--cuda", help="CUDA line(s), e.g. 12.8 (repeatable).")] = None,
-    python: Annotated[ListOpt, typer.Option("--python", help="Python version(s), e.g. 3.12 (repeatable).")] = None,
-    platform: Annotated[ListOpt, typer.Option("--platform", help="Platform(s), e.g. linux-x86_64 (repeatable).")] = None,
+    python: Annotated[
+        ListOpt, typer.Option("--python", help="Python version(s), e.g. 3.12 (repeatable).")
+    ] = None,
+    platform: Annotated[
+        ListOpt, typer.Option("--platform", help="Platform(s), e.g. linux-x86_64 (repeatable).")
+    ] = None,
     newest: Annotated[int | None, typer.Option("--newest", help="Only the newest N torch lines.")] = None,
-    stable_only: Annotated[bool, typer.Option("--stable-only", help="Only stable CUDA lines (no experimental or served-only).")] = False,
-    github: Annotated[bool, typer.Option("--github", help="Print a GitHub Actions strategy.matrix (JSON) of build jobs (at most 256).")] = False,
-    split: Annotated[bool, typer.Option("--split", help="With --github: past 256 jobs, print {\"matrices\": [...]} of at most 256 each.")] = False,
+    stable_only: Annotated[
+        bool, typer.Option("--stable-only", help="Only stable CUDA lines (no experimental or served-only).")
+    ] = False,
+    github: Annotated[
+        bool,
+        typer.Option(
+            "--github", help="Print a GitHub Actions strategy.matrix (JSON) of build jobs (at most 256)."
+        ),
+    ] = False,
+    split: Annotated[
+        bool,
+        typer.Option(
+            "--split", help='With --github: past 256 jobs, print {"matrices": [...]} of at most 256 each.'
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """The combos PyTorch shipped, as a table, JSON, or a GitHub Actions build matrix.
@@ -58,7 +74,13 @@ def matrix(
 
 @matrix_app.command("refresh")
 def matrix_refresh(
-    source: Annotated[str | None, typer.Option("--from", help="An index page: URL or file (PEP 503 HTML or PEP 691 JSON). Default: PyTorch's index, every CUDA line.")] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="An index page: URL or file (PEP 503 HTML or PEP 691 JSON). Default: PyTorch's index, every CUDA line.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Record what PyTorch's wheel index serves, in your user override file (not the installed package).
@@ -67,9 +89,17 @@ def matrix_refresh(
     """
     result = refresh(source)
     if as_json:
-        ui.emit_json({"schema": 1, "path": str(result.path), "sources": list(result.sources), "served": result.served,
-                      "skipped": result.skipped, "added": [str(c) for c in result.added],
-                      "removed": [str(c) for c in result.removed]})  # fmt: skip
+        ui.emit_json(
+            {
+                "schema": 1,
+                "path": str(result.path),
+                "sources": list(result.sources),
+                "served": result.served,
+                "skipped": result.skipped,
+                "added": [str(c) for c in result.added],
+                "removed": [str(c) for c in result.removed],
+            }
+        )
         return
     for combo in result.added:
         ui.out(f"added    {combo}")
@@ -80,19 +110,56 @@ def matrix_refresh(
 
 @app.command("plan")
 def plan(
-    specs: Annotated[list[str], typer.Argument(help="What to build: NAME==VERSION (e.g. flash-attn==2.8.3), several allowed.", show_default=False)],
-    sm: Annotated[ListOpt, typer.Option("--sm", help="A GPU to serve, e.g. 89 (repeatable); or --sm-from store.")] = None,
-    sm_from: Annotated[str | None, typer.Option("--sm-from", help="'store': every GPU the store already serves.")] = None,
+    specs: Annotated[
+        list[str],
+        typer.Argument(
+            help="What to build: NAME==VERSION (e.g. flash-attn==2.8.3), several allowed.", show_default=False
+        ),
+    ],
+    sm: Annotated[
+        ListOpt, typer.Option("--sm", help="A GPU to serve, e.g. 89 (repeatable); or --sm-from store.")
+    ] = None,
+    sm_from: Annotated[
+        str | None, typer.Option("--sm-from", help="'store': every GPU the store already serves.")
+    ] = None,
     torch: Annotated[ListOpt, typer.Option("--torch", help="torch minor(s), e.g. 2.9 (repeatable).")] = None,
-    newest: Annotated[int | None, typer.Option("--newest", help="The newest N torch lines (default 1 without --torch).")] = None,
-    cuda: Annotated[ListOpt, typer.Option("--cuda", help="CUDA line(s), e.g. 12.8 (repeatable; default: every line of each torch).")] = None,
-    python: Annotated[ListOpt, typer.Option("--python", help="Python version(s), e.g. 3.12 (repeatable; default: the combo's, free-threaded ones only when named).")] = None,
-    platform: Annotated[ListOpt, typer.Option("--platform", help="linux-x86_64 (default), linux-aarch64, windows-amd64 (repeatable).")] = None,
+    newest: Annotated[
+        int | None, typer.Option("--newest", help="The newest N torch lines (default 1 without --torch).")
+    ] = None,
+    cuda: Annotated[
+        ListOpt,
+        typer.Option(
+            "--cuda", help="CUDA line(s), e.g. 12.8 (repeatable; default: every line of each torch)."
+        ),
+    ] = None,
+    python: Annotated[
+        ListOpt,
+        typer.Option(
+            "--python",
+            help="Python version(s), e.g. 3.12 (repeatable; default: the combo's, free-threaded ones only when named).",
+        ),
+    ] = None,
+    platform: Annotated[
+        ListOpt,
+        typer.Option("--platform", help="linux-x86_64 (default), linux-aarch64, windows-amd64 (repeatable)."),
+    ] = None,
     stable_only: Annotated[bool, typer.Option("--stable-only", help="Only stable CUDA lines.")] = False,
-    glibc: Annotated[str | None, typer.Option("--glibc", help="The oldest glibc the wheels must run on (default 2.28, torch's own).")] = None,
-    ptx: Annotated[bool, typer.Option("--ptx", help="Add +PTX to each job's newest arch (JIT for GPUs newer than all).")] = False,
-    github: Annotated[bool, typer.Option("--github", help="Print the jobs as a GitHub Actions strategy.matrix (JSON).")] = False,
-    split: Annotated[bool, typer.Option("--split", help="With --github: past 256 jobs, print {\"matrices\": [...]} of at most 256 each.")] = False,
+    glibc: Annotated[
+        str | None,
+        typer.Option("--glibc", help="The oldest glibc the wheels must run on (default 2.28, torch's own)."),
+    ] = None,
+    ptx: Annotated[
+        bool, typer.Option("--ptx", help="Add +PTX to each job's newest arch (JIT for GPUs newer than all).")
+    ] = False,
+    github: Annotated[
+        bool, typer.Option("--github", help="Print the jobs as a GitHub Actions strategy.matrix (JSON).")
+    ] = False,
+    split: Annotated[
+        bool,
+        typer.Option(
+            "--split", help='With --github: past 256 jobs, print {"matrices": [...]} of at most 256 each.'
+        ),
+    ] = False,
     repo: RepoOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -111,8 +178,14 @@ def plan(
     sms = [parse_real_sm(s) for s in sm] if sm else None
     floor = parse_major_minor(glibc, "glibc") if glibc else plan_op.DEFAULT_GLIBC
     loaded = load_matrix()
-    sel = Selection.parse(torch or (), cuda or (), python or (), platform or ("linux-x86_64",),
-                          newest if newest is not None or torch else 1, stable_only)  # fmt: skip
+    sel = Selection.parse(
+        torch or (),
+        cuda or (),
+        python or (),
+        platform or ("linux-x86_64",),
+        newest if newest is not None or torch else 1,
+        stable_only,
+    )
     if not python:  # free-threaded builds only when asked for by name
         every = {c.python for c in loaded.select(sel)}
         sel = replace(sel, python=frozenset(p for p in every if not p.free_threaded))

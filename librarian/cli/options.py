@@ -25,25 +25,72 @@ from librarian.stores.base import Store
 log = logging.getLogger("librarian")
 T = TypeVar("T")
 
-RepoOpt = Annotated[str | None, typer.Option("--repo", help="Store: a directory or hf://datasets/OWNER/NAME[@REV] (env LIBRARIAN_REPO).", show_default="./wheelhouse")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output (with \"schema\": 1).")]
-CudaOpt = Annotated[str | None, typer.Option("--cuda", help="CUDA line, e.g. 12.8 (default: the installed torch's).")]
-TorchOpt = Annotated[str | None, typer.Option("--torch", help="torch minor, e.g. 2.8 (default: the installed torch's).")]
+RepoOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--repo",
+        help="Store: a directory or hf://datasets/OWNER/NAME[@REV] (env LIBRARIAN_REPO).",
+        show_default="./wheelhouse",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help='Machine-readable output (with "schema": 1).')]
+CudaOpt = Annotated[
+    str | None, typer.Option("--cuda", help="CUDA line, e.g. 12.8 (default: the installed torch's).")
+]
+TorchOpt = Annotated[
+    str | None, typer.Option("--torch", help="torch minor, e.g. 2.8 (default: the installed torch's).")
+]
 WheelsArg = Annotated[list[Path], typer.Argument(help="Wheel files.", show_default=False)]
-JobsOpt = Annotated[int | None, typer.Option("-j", "--jobs", min=1, help="Threads reading wheels (default: the cores available; -j 1: one).")]
-RelabelOpt = Annotated[bool, typer.Option("--relabel", help="Replace the label a wheel already carries (ours or a foreign one).")]
-OldForceOpt = Annotated[bool, typer.Option("--force", hidden=True, help="Deprecated: see --relabel and the other --allow-* flags.")]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "-j", "--jobs", min=1, help="Threads reading wheels (default: the cores available; -j 1: one)."
+    ),
+]
+RelabelOpt = Annotated[
+    bool, typer.Option("--relabel", help="Replace the label a wheel already carries (ours or a foreign one).")
+]
+OldForceOpt = Annotated[
+    bool,
+    typer.Option("--force", hidden=True, help="Deprecated: see --relabel and the other --allow-* flags."),
+]
 SmOpt = Annotated[str | None, typer.Option("--sm", help="GPU arch, e.g. 89 (default: the detected GPU).")]
-PythonOpt = Annotated[str | None, typer.Option("--python", help="An interpreter or venv to act for (default: the active venv, else librarian's own), or a version, e.g. 3.12, to resolve for.")]
-PlatformOpt = Annotated[str | None, typer.Option("--platform", help="Platform tag, e.g. manylinux_2_28_x86_64.")]
-GpuOpt = Annotated[int | None, typer.Option("--gpu", help="Which GPU to judge when there are several (default 0).")]
-DriverOpt = Annotated[str | None, typer.Option("--driver", help="The driver's CUDA version, e.g. 12.8 (for PTX JIT).")]
-GlibcOpt = Annotated[str | None, typer.Option("--glibc", help="The machine's glibc, e.g. 2.31 (default: detected).")]
-CpuOpt = Annotated[str | None, typer.Option("--cpu", help="With --os, instead of --platform: x86_64 or aarch64.")]
-OsOpt = Annotated[str | None, typer.Option("--os", help="With --cpu, instead of --platform: linux, windows or macos.")]
-PresetOpt = Annotated[str | None, typer.Option("--preset", help="A common machine: jetson-orin, gh200, rtx4090-linux, windows-rtx4090, mac (flags given win).")]
+PythonOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--python",
+        help="An interpreter or venv to act for (default: the active venv, else librarian's own), or a version, e.g. 3.12, to resolve for.",
+    ),
+]
+PlatformOpt = Annotated[
+    str | None, typer.Option("--platform", help="Platform tag, e.g. manylinux_2_28_x86_64.")
+]
+GpuOpt = Annotated[
+    int | None, typer.Option("--gpu", help="Which GPU to judge when there are several (default 0).")
+]
+DriverOpt = Annotated[
+    str | None, typer.Option("--driver", help="The driver's CUDA version, e.g. 12.8 (for PTX JIT).")
+]
+GlibcOpt = Annotated[
+    str | None, typer.Option("--glibc", help="The machine's glibc, e.g. 2.31 (default: detected).")
+]
+CpuOpt = Annotated[
+    str | None, typer.Option("--cpu", help="With --os, instead of --platform: x86_64 or aarch64.")
+]
+OsOpt = Annotated[
+    str | None, typer.Option("--os", help="With --cpu, instead of --platform: linux, windows or macos.")
+]
+PresetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--preset",
+        help="A common machine: jetson-orin, gh200, rtx4090-linux, windows-rtx4090, mac (flags given win).",
+    ),
+]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the plan; change nothing.")]
-AllowUnknownComboOpt = Annotated[bool, typer.Option("--allow-unknown-combo", help="Accept a torch/CUDA combo PyTorch never shipped.")]
+AllowUnknownComboOpt = Annotated[
+    bool, typer.Option("--allow-unknown-combo", help="Accept a torch/CUDA combo PyTorch never shipped.")
+]
 
 
 def maybe(parse: Callable[[str], T], text: str | None) -> T | None:
@@ -51,11 +98,18 @@ def maybe(parse: Callable[[str], T], text: str | None) -> T | None:
     return None if text is None else parse(text)
 
 
-def store_and_layout(repo: str | None, *, create: bool = False, publishing: bool = False) -> tuple[Store, Layout]:
+def store_and_layout(
+    repo: str | None, *, create: bool = False, publishing: bool = False
+) -> tuple[Store, Layout]:
     """The store ``--repo`` (else the environment, else the project's settings) names, and its layout."""
     settings = load_settings(repo)
-    store = open_store(settings.repo, create=create, publishing=publishing, license=settings.license,
-                       install=settings.install)  # fmt: skip
+    store = open_store(
+        settings.repo,
+        create=create,
+        publishing=publishing,
+        license=settings.license,
+        install=settings.install,
+    )
     return store, load_layout(settings.layout)
 
 
@@ -64,10 +118,20 @@ def label_of(cuda: str | None, torch: str | None, python: str | None = None) -> 
     return label_from_flags(maybe(parse_cuda, cuda), maybe(parse_torch, torch), find_target(python))
 
 
-def machine_of(sm: str | None, torch: str | None, cuda: str | None, python: str | None, platform: str | None,
-               glibc: str | None = None, driver: str | None = None, gpu: int | None = None,
-               installing: bool = False, preset: str | None = None, cpu: str | None = None,
-               os: str | None = None) -> Machine:  # fmt: skip
+def machine_of(
+    sm: str | None,
+    torch: str | None,
+    cuda: str | None,
+    python: str | None,
+    platform: str | None,
+    glibc: str | None = None,
+    driver: str | None = None,
+    gpu: int | None = None,
+    installing: bool = False,
+    preset: str | None = None,
+    cpu: str | None = None,
+    os: str | None = None,
+) -> Machine:
     """This machine as detected (for ``--python``'s interpreter), with what the flags say over it; with
     ``preset``, the common machine it names (nothing of this one detected), the flags over it.
 
@@ -81,7 +145,11 @@ def machine_of(sm: str | None, torch: str | None, cuda: str | None, python: str 
         platform = platform_for(os, cpu, maybe(lambda g: parse_major_minor(g, "glibc"), glibc))
     if preset is not None:
         named = find_preset(preset)
-        sm, platform, driver = sm or named.get("sm"), platform or named.get("platform"), driver or named.get("driver")
+        sm, platform, driver = (
+            sm or named.get("sm"),
+            platform or named.get("platform"),
+            driver or named.get("driver"),
+        )
         cuda, glibc = cuda or named.get("cuda"), glibc or named.get("glibc")
         python = python or named.get("python")
     # --python is a version (resolve for it) or a path (act for that interpreter): uv's convention.
@@ -90,14 +158,18 @@ def machine_of(sm: str | None, torch: str | None, cuda: str | None, python: str 
     if preset is not None and version is not None and not installing:
         # Another machine: nothing of this one leaks in (its GPU, driver, torch, glibc).
         why = f"--preset {preset} names no NVIDIA GPU; pass --sm"
-        detected = Machine(gpus=Probed.unknown(why), interpreter=Probed.unknown(f"--preset {preset}: another machine"))
+        detected = Machine(
+            gpus=Probed.unknown(why), interpreter=Probed.unknown(f"--preset {preset}: another machine")
+        )
     else:
         detected = detect_machine(target=target)
     if installing and version is not None and detected.python.value is not None:
         have = detected.python.value[:2]
         if parse_python(version) != have:
-            raise BadInput(f"--python {version}: --install installs into {target.executable}, which is Python "
-                           f"{have[0]}.{have[1]}; pass --python PATH of a {version} interpreter, or drop --install")  # fmt: skip
+            raise BadInput(
+                f"--python {version}: --install installs into {target.executable}, which is Python "
+                f"{have[0]}.{have[1]}; pass --python PATH of a {version} interpreter, or drop --install"
+            )
     return detected.with_overrides(
         sm=sm, gpu=gpu, torch=torch, cuda=cuda, python=version, platform=platform, glibc=glibc, driver=driver
     )

@@ -42,19 +42,58 @@ def publish(
     repo: RepoOpt = None,
     cuda: CudaOpt = None,
     torch: TorchOpt = None,
-    sm: Annotated[list[str] | None, typer.Option("--sm", help="GPU arch to file under (repeatable); default: from the binaries.")] = None,
+    sm: Annotated[
+        list[str] | None,
+        typer.Option("--sm", help="GPU arch to file under (repeatable); default: from the binaries."),
+    ] = None,
     dry_run: DryRunOpt = False,
-    replace: Annotated[bool, typer.Option("--replace", help="Overwrite a different wheel at the same path.")] = False,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Overwrite a different wheel at the same path.")
+    ] = False,
     relabel: RelabelOpt = False,
-    trust_sm: Annotated[bool, typer.Option("--trust-sm", help="File under each --sm even where the binaries have no code for it.")] = False,
-    allow_glibc_mismatch: Annotated[bool, typer.Option("--allow-glibc-mismatch", help="Accept a manylinux tag older than the glibc the binaries need.")] = False,
-    allow_cuda_mismatch: Annotated[bool, typer.Option("--allow-cuda-mismatch", help="Accept a label whose CUDA line the device code or libcudart contradicts.")] = False,
-    allow_platform_mismatch: Annotated[bool, typer.Option("--allow-platform-mismatch", help="Accept a platform tag naming another CPU or OS than the binaries.")] = False,
+    trust_sm: Annotated[
+        bool,
+        typer.Option("--trust-sm", help="File under each --sm even where the binaries have no code for it."),
+    ] = False,
+    allow_glibc_mismatch: Annotated[
+        bool,
+        typer.Option(
+            "--allow-glibc-mismatch", help="Accept a manylinux tag older than the glibc the binaries need."
+        ),
+    ] = False,
+    allow_cuda_mismatch: Annotated[
+        bool,
+        typer.Option(
+            "--allow-cuda-mismatch",
+            help="Accept a label whose CUDA line the device code or libcudart contradicts.",
+        ),
+    ] = False,
+    allow_platform_mismatch: Annotated[
+        bool,
+        typer.Option(
+            "--allow-platform-mismatch",
+            help="Accept a platform tag naming another CPU or OS than the binaries.",
+        ),
+    ] = False,
     force: OldForceOpt = False,
     allow_unknown_combo: AllowUnknownComboOpt = False,
-    create: Annotated[bool, typer.Option("--create", help="Create the Hub dataset repo if it does not exist.")] = False,
-    stage: Annotated[bool, typer.Option("--stage", help="Fan-in: store the wheels and pending entries only; one final 'librarian reindex' indexes them.")] = False,
-    manifest: Annotated[Path | None, typer.Option("--manifest", help="With --stage: upload the bytes only (no commit) and write the entries to FILE, for 'reindex --manifest'.")] = None,
+    create: Annotated[
+        bool, typer.Option("--create", help="Create the Hub dataset repo if it does not exist.")
+    ] = False,
+    stage: Annotated[
+        bool,
+        typer.Option(
+            "--stage",
+            help="Fan-in: store the wheels and pending entries only; one final 'librarian reindex' indexes them.",
+        ),
+    ] = False,
+    manifest: Annotated[
+        Path | None,
+        typer.Option(
+            "--manifest",
+            help="With --stage: upload the bytes only (no commit) and write the entries to FILE, for 'reindex --manifest'.",
+        ),
+    ] = None,
     jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -87,18 +126,44 @@ def publish(
     if as_json:
         ui.emit_json(plan.to_json(store.location, dry_run=dry_run, stage=stage, manifest=manifest))
     else:
-        ui.result(plan.render(store.location, dry_run=dry_run, stage=stage, manifest=manifest), len(plan.filings))
+        ui.result(
+            plan.render(store.location, dry_run=dry_run, stage=stage, manifest=manifest), len(plan.filings)
+        )
 
 
 @app.command()
 def reindex(
     repo: RepoOpt = None,
-    adopt: Annotated[bool, typer.Option("--adopt", help="Also index wheels in the tree that have no entry, from their paths.")] = False,
-    refresh: Annotated[bool, typer.Option("--refresh", help="Re-read every indexed wheel's bytes and write its entry anew (stores from older versions).")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be merged; change nothing.")] = False,
-    manifest: Annotated[list[Path] | None, typer.Option("--manifest", help="Merge the wheels these 'publish --stage --manifest' files (or folders of them) staged, in one commit (repeatable).")] = None,
-    replace: Annotated[bool, typer.Option("--replace", help="With --manifest: overwrite a different wheel at the same path.")] = False,
-    allow_unknown_combo: Annotated[bool, typer.Option("--allow-unknown-combo", help="With --manifest: accept a torch/CUDA combo PyTorch never shipped.")] = False,
+    adopt: Annotated[
+        bool,
+        typer.Option("--adopt", help="Also index wheels in the tree that have no entry, from their paths."),
+    ] = False,
+    refresh: Annotated[
+        bool,
+        typer.Option(
+            "--refresh",
+            help="Re-read every indexed wheel's bytes and write its entry anew (stores from older versions).",
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would be merged; change nothing.")
+    ] = False,
+    manifest: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--manifest",
+            help="Merge the wheels these 'publish --stage --manifest' files (or folders of them) staged, in one commit (repeatable).",
+        ),
+    ] = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="With --manifest: overwrite a different wheel at the same path.")
+    ] = False,
+    allow_unknown_combo: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unknown-combo", help="With --manifest: accept a torch/CUDA combo PyTorch never shipped."
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Fan-in: merge every staged entry (publish --stage) into the index, in one commit. Exit 1 if any was dropped.

@@ -32,19 +32,42 @@ app = typer.Typer(rich_markup_mode=None)
 
 @app.command()
 def pull(
-    packages: Annotated[list[str], typer.Argument(help="Packages to fetch (pip's name matching: flash-attn finds flash_attn).", show_default=False)],
+    packages: Annotated[
+        list[str],
+        typer.Argument(
+            help="Packages to fetch (pip's name matching: flash-attn finds flash_attn).", show_default=False
+        ),
+    ],
     sm: Annotated[str | None, typer.Option("--sm", help="GPU arch, e.g. 89 (default: detected GPU).")] = None,
     torch: TorchOpt = None,
     cuda: CudaOpt = None,
     python: PythonOpt = None,
     platform: PlatformOpt = None,
-    gpu: Annotated[int | None, typer.Option("--gpu", help="Which GPU to serve when there are several (default 0).")] = None,
+    gpu: Annotated[
+        int | None, typer.Option("--gpu", help="Which GPU to serve when there are several (default 0).")
+    ] = None,
     repo: RepoOpt = None,
     out: Annotated[Path, typer.Option("-o", "--out", help="Directory to put the wheels in.")] = Path("."),
-    install: Annotated[bool, typer.Option("--install", help="Then pip install --force-reinstall --no-deps them into the target interpreter.")] = False,
-    requirements: Annotated[Path | None, typer.Option("--requirements", help="Download nothing; write 'name @ URL --hash=sha256:...' lines to FILE for pip/uv.")] = None,
-    compatible: Annotated[bool, typer.Option("--compatible", help="With no exact cell, take a wheel that runs on this GPU anyway.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="--install even a wheel the verdicts say will not run here.")] = False,
+    install: Annotated[
+        bool,
+        typer.Option(
+            "--install", help="Then pip install --force-reinstall --no-deps them into the target interpreter."
+        ),
+    ] = False,
+    requirements: Annotated[
+        Path | None,
+        typer.Option(
+            "--requirements",
+            help="Download nothing; write 'name @ URL --hash=sha256:...' lines to FILE for pip/uv.",
+        ),
+    ] = None,
+    compatible: Annotated[
+        bool,
+        typer.Option("--compatible", help="With no exact cell, take a wheel that runs on this GPU anyway."),
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="--install even a wheel the verdicts say will not run here.")
+    ] = False,
     driver: DriverOpt = None,
     glibc: GlibcOpt = None,
     preset: PresetOpt = None,
@@ -57,12 +80,34 @@ def pull(
     Example: librarian pull flash-attn --sm 89 --torch 2.9 --python 3.12 --install
     """
     if install and requirements is not None:
-        raise BadInput("--install and --requirements: choose one (the file is for installing without librarian)")
+        raise BadInput(
+            "--install and --requirements: choose one (the file is for installing without librarian)"
+        )
     # The machine first: a --python that --install contradicts is refused before the store is touched.
-    found = machine_of(sm, torch, cuda, python, platform, glibc=glibc, driver=driver, gpu=gpu, installing=install,
-                       preset=preset, cpu=cpu, os=os)  # fmt: skip
+    found = machine_of(
+        sm,
+        torch,
+        cuda,
+        python,
+        platform,
+        glibc=glibc,
+        driver=driver,
+        gpu=gpu,
+        installing=install,
+        preset=preset,
+        cpu=cpu,
+        os=os,
+    )
     store, layout = store_and_layout(repo)
-    report = pull_op.pull(store, layout, packages, pull_op.Wants.of(found), out, compatible=compatible, requirements=requirements)
+    report = pull_op.pull(
+        store,
+        layout,
+        packages,
+        pull_op.Wants.of(found),
+        out,
+        compatible=compatible,
+        requirements=requirements,
+    )
     for note in report.notes:
         ui.note(note)
     ui.emit_json(report.to_json()) if as_json else ui.out(report.render())

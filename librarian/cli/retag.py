@@ -34,7 +34,13 @@ def retag(
     out: Annotated[Path, typer.Option("-o", "--out", help="Directory for the labelled wheels.")] = Path("."),
     relabel: RelabelOpt = False,
     force: OldForceOpt = False,
-    python: Annotated[str | None, typer.Option("--python", help="Interpreter or venv whose torch gives the default label (default: the active venv, else librarian's own).")] = None,
+    python: Annotated[
+        str | None,
+        typer.Option(
+            "--python",
+            help="Interpreter or venv whose torch gives the default label (default: the active venv, else librarian's own).",
+        ),
+    ] = None,
     jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -47,7 +53,9 @@ def retag(
         relabel = True
     written = []
     if python is not None and is_version(python):
-        raise BadInput(f"--python {python}: retag takes an interpreter or venv path (whose torch gives the label)")
+        raise BadInput(
+            f"--python {python}: retag takes an interpreter or venv path (whose torch gives the label)"
+        )
     for done in retag_each(wheels, label_of(cuda, torch, python), out, relabel=relabel, jobs=jobs):
         written.append(done.to_json())
         if not as_json:

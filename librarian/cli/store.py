@@ -23,7 +23,9 @@ app = typer.Typer(rich_markup_mode=None)
 @app.command()
 def verify(
     repo: RepoOpt = None,
-    deep: Annotated[bool, typer.Option("--deep", help="Also read every byte: RECORD hashes, binaries against cells.")] = False,
+    deep: Annotated[
+        bool, typer.Option("--deep", help="Also read every byte: RECORD hashes, binaries against cells.")
+    ] = False,
     jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -40,9 +42,13 @@ def verify(
 
 @app.command("ls")
 def ls_command(
-    packages: Annotated[list[str] | None, typer.Argument(help="Packages to show (default: all).", show_default=False)] = None,
+    packages: Annotated[
+        list[str] | None, typer.Argument(help="Packages to show (default: all).", show_default=False)
+    ] = None,
     repo: RepoOpt = None,
-    html_file: Annotated[Path | None, typer.Option("--html", help="Also write the table as a web page to FILE.")] = None,
+    html_file: Annotated[
+        Path | None, typer.Option("--html", help="Also write the table as a web page to FILE.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """What is stored: a coverage table of packages x torch/CUDA combos x GPU archs; '-' marks a hole.
@@ -62,16 +68,47 @@ def ls_command(
 @app.command()
 def gc(
     repo: RepoOpt = None,
-    keep_torch: Annotated[int | None, typer.Option("--keep-torch", min=1, help="Keep the newest N torch lines in the store.")] = None,
-    keep_torch_from: Annotated[str, typer.Option("--keep-torch-from", help="Count --keep-torch over the torch lines in the 'store' or the ones PyTorch shipped ('matrix').")] = "store",
-    drop_torch: Annotated[list[str] | None, typer.Option("--drop-torch", help="Drop a torch line, e.g. 2.4 (repeatable).")] = None,
-    keep_versions: Annotated[int | None, typer.Option("--keep-versions", min=1, help="Keep the newest K versions per cell.")] = None,
-    older_than: Annotated[int | None, typer.Option("--older-than", min=0, help="Drop wheels published more than DAYS ago.")] = None,
+    keep_torch: Annotated[
+        int | None, typer.Option("--keep-torch", min=1, help="Keep the newest N torch lines in the store.")
+    ] = None,
+    keep_torch_from: Annotated[
+        str,
+        typer.Option(
+            "--keep-torch-from",
+            help="Count --keep-torch over the torch lines in the 'store' or the ones PyTorch shipped ('matrix').",
+        ),
+    ] = "store",
+    drop_torch: Annotated[
+        list[str] | None, typer.Option("--drop-torch", help="Drop a torch line, e.g. 2.4 (repeatable).")
+    ] = None,
+    keep_versions: Annotated[
+        int | None, typer.Option("--keep-versions", min=1, help="Keep the newest K versions per cell.")
+    ] = None,
+    older_than: Annotated[
+        int | None, typer.Option("--older-than", min=0, help="Drop wheels published more than DAYS ago.")
+    ] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Act on the plan (without it, only print it).")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only print the plan (what gc does without --yes), said explicitly.")] = False,
-    purge: Annotated[bool, typer.Option("--purge", help="Hub: also delete for good every LFS object no branch or tag references (this gc's removals and earlier ones'); frees the storage.")] = False,
-    purge_grace: Annotated[float | None, typer.Option("--purge-grace", help="With --purge: spare objects pushed within HOURS (default 24: staged wheels awaiting reindex).")] = None,
-    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Accept a plan that removes every wheel of a package.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Only print the plan (what gc does without --yes), said explicitly."),
+    ] = False,
+    purge: Annotated[
+        bool,
+        typer.Option(
+            "--purge",
+            help="Hub: also delete for good every LFS object no branch or tag references (this gc's removals and earlier ones'); frees the storage.",
+        ),
+    ] = False,
+    purge_grace: Annotated[
+        float | None,
+        typer.Option(
+            "--purge-grace",
+            help="With --purge: spare objects pushed within HOURS (default 24: staged wheels awaiting reindex).",
+        ),
+    ] = None,
+    allow_empty: Annotated[
+        bool, typer.Option("--allow-empty", help="Accept a plan that removes every wheel of a package.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Prune stale torch lines and superseded versions; prints the plan, acts only with --yes.
@@ -80,9 +117,18 @@ def gc(
     """
     if yes and dry_run:
         raise BadInput("gc: --yes and --dry-run: choose one")
-    policy = policy_from_flags(keep_torch, keep_torch_from, drop_torch or (), keep_versions, older_than, purge=purge,
-                               purge_grace_hours=purge_grace)  # fmt: skip
+    policy = policy_from_flags(
+        keep_torch,
+        keep_torch_from,
+        drop_torch or (),
+        keep_versions,
+        older_than,
+        purge=purge,
+        purge_grace_hours=purge_grace,
+    )
     store, layout = store_and_layout(repo)
     report = prune(store, layout, policy, act=yes, purge=purge, allow_empty=allow_empty)
-    ui.emit_json(report.to_json(store.location)) if as_json else ui.result(report.render(store.location, purge_asked=purge),
-                                                                   len(report.removals) + len(report.kept) + len(report.purge))
+    ui.emit_json(report.to_json(store.location)) if as_json else ui.result(
+        report.render(store.location, purge_asked=purge),
+        len(report.removals) + len(report.kept) + len(report.purge),
+    )

@@ -19,13 +19,25 @@ OPTION_WORDS = {
     "--purge-grace": "HOURS", "--newest": "N", "--from": "URL|FILE", "--sm-from": "store", "--html": "FILE",
 }  # fmt: skip
 # Arguments by their parameter name: the word in the usage line and the help.
-ARGUMENT_WORDS = {"packages": "PACKAGE", "wheels": "WHEEL", "paths": "PATH", "specs": "NAME==VERSION",
-                  "files": "FILE", "path": "PATH"}  # fmt: skip
+ARGUMENT_WORDS = {
+    "packages": "PACKAGE",
+    "wheels": "WHEEL",
+    "paths": "PATH",
+    "specs": "NAME==VERSION",
+    "files": "FILE",
+    "path": "PATH",
+}
 
 
 # Values the shell completes, by option or argument name (librarian.cli.completion).
-COMPLETIONS = {"--sm": "sm_values", "--torch": "torch_values", "--cuda": "cuda_values", "--drop-torch": "torch_values",
-               "--preset": "preset_values", "packages": "package_values"}  # fmt: skip
+COMPLETIONS = {
+    "--sm": "sm_values",
+    "--torch": "torch_values",
+    "--cuda": "cuda_values",
+    "--drop-torch": "torch_values",
+    "--preset": "preset_values",
+    "packages": "package_values",
+}
 
 
 def _completer(name: str) -> Any:

@@ -68,10 +68,16 @@ def said_claims(name: WheelName, said: Said) -> list[Claim]:
     if canonicalize_name(said.name) != canonicalize_name(name.distribution):
         found.append(Claim(ClaimKind.NAME, f"METADATA Name: {said.name}, filename says {name.distribution}"))
     if version_of(said.version) != name.version:
-        found.append(Claim(ClaimKind.VERSION, f"METADATA Version: {said.version}, filename says {name.version}"))
+        found.append(
+            Claim(ClaimKind.VERSION, f"METADATA Version: {said.version}, filename says {name.version}")
+        )
     if tag_set(said.tags) != {str(t) for t in name.tags}:
-        found.append(Claim(ClaimKind.TAGS, f"WHEEL Tag: {', '.join(sorted(tag_set(said.tags)))}, "
-                                           f"filename says {name.tag_text}"))  # fmt: skip
+        found.append(
+            Claim(
+                ClaimKind.TAGS,
+                f"WHEEL Tag: {', '.join(sorted(tag_set(said.tags)))}, filename says {name.tag_text}",
+            )
+        )
     return found
 
 
@@ -94,7 +100,9 @@ def byte_claims(wheel: Wheel) -> list[Claim]:
     # The label's CUDA line picks among CUDA-line builds (a major alone: its .0, the oldest of the major).
     view = seen(wheel, (claim.cuda_major, claim.cuda_minor or 0) if claim is not None else None)
     nvidia = view.nvidia
-    found = [Claim(ClaimKind.PLATFORM, t) for t in dict.fromkeys([*cpu.claims(nvidia), *os_demand.claims(nvidia)])]
+    found = [
+        Claim(ClaimKind.PLATFORM, t) for t in dict.fromkeys([*cpu.claims(nvidia), *os_demand.claims(nvidia)])
+    ]
     found += [Claim(ClaimKind.GLIBC, t) for t in glibc.claims(nvidia)]
     if claim is not None:  # only the members that line loads count
         found += [Claim(ClaimKind.CUDA, t) for t in cuda.claims(view.loaded)]

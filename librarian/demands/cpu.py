@@ -45,7 +45,9 @@ def check(need: CpuNeed, machine: Machine) -> Verdict:
     """Judge the CPU demand against the machine's CPU."""
     raw = machine.cpu.value
     if not need.cpus:
-        return Verdict(Demand.CPU, True, "any CPU", canonical_cpu(raw) if raw else "unknown", "no native code")
+        return Verdict(
+            Demand.CPU, True, "any CPU", canonical_cpu(raw) if raw else "unknown", "no native code"
+        )
     text = ", ".join(sorted(need.cpus))
     if raw is None:
         return unknown(Demand.CPU, text, machine.cpu.reason)

@@ -72,8 +72,9 @@ def check(need: CudaNeed, machine: Machine) -> Verdict:
     text = _text(need, cudarts)
     if load.missing:
         has = f"torch CUDA {format_version(torch_cuda)}" if torch_cuda else "CUDA (from the label)"
-        return Verdict(Demand.CUDA, False, text, has, load.missing_text(torch_cuda or need.label_line),
-                       NO_SUCH_LIBRARY)  # fmt: skip
+        return Verdict(
+            Demand.CUDA, False, text, has, load.missing_text(torch_cuda or need.label_line), NO_SUCH_LIBRARY
+        )
     # The newest runtime the process loads: torch's, the label's, a linked libcudart, or (statically
     # linked) the toolkit that built its device code.
     linked = [(m, 0) for m in cudarts] or ([need.toolkit] if need.toolkit and not need.code.empty else [])
@@ -96,12 +97,24 @@ def check(need: CudaNeed, machine: Machine) -> Verdict:
     picked = [m for m in load.loaded if m.path in in_choices]
     if picked:  # it carries a build per CUDA line: the one this line loads decides, not the label
         line = picked[0].cuda_token or (picked[0].cudart or torch_cuda[0], 0)
-        return Verdict(Demand.CUDA, True, text, has, f"carries a CUDA {format_version(line)} build ({picked[0].name})",
-                       exact=same)  # fmt: skip
+        return Verdict(
+            Demand.CUDA,
+            True,
+            text,
+            has,
+            f"carries a CUDA {format_version(line)} build ({picked[0].name})",
+            exact=same,
+        )
     if not cudarts and not need.links_torch:
         # No CUDA runtime of its own and no torch: its device code and the driver bind it, no CUDA line does.
-        return Verdict(Demand.CUDA, True, text, has, "links no CUDA runtime and no torch: only the driver runs its code",
-                       exact=same)  # fmt: skip
+        return Verdict(
+            Demand.CUDA,
+            True,
+            text,
+            has,
+            "links no CUDA runtime and no torch: only the driver runs its code",
+            exact=same,
+        )
     return _against_torch(need, text, cudarts, torch_cuda)
 
 
@@ -110,8 +123,14 @@ def _against_torch(need: CudaNeed, text: str, cudarts: list[int], torch_cuda: Ma
     has = f"torch CUDA {format_version(torch_cuda)}"
     for major in cudarts:
         if major != torch_cuda[0]:
-            return Verdict(Demand.CUDA, False, text, has, f"links libcudart.so.{major}, torch ships the CUDA "
-                           f"{torch_cuda[0]} runtime", f"libcudart.so.{major}: {NO_SUCH_LIBRARY}")  # fmt: skip
+            return Verdict(
+                Demand.CUDA,
+                False,
+                text,
+                has,
+                f"links libcudart.so.{major}, torch ships the CUDA {torch_cuda[0]} runtime",
+                f"libcudart.so.{major}: {NO_SUCH_LIBRARY}",
+            )
     label = need.label
     if label is not None and label[0] != torch_cuda[0]:
         why = f"built for CUDA {label[0]}, torch is built for CUDA {torch_cuda[0]}"
@@ -120,8 +139,9 @@ def _against_torch(need: CudaNeed, text: str, cudarts: list[int], torch_cuda: Ma
         why = f"built against a newer CUDA runtime than torch's {format_version(torch_cuda)}"
         return Verdict(Demand.CUDA, False, text, has, why, "undefined symbol: cuda... (from libcudart)")
     if label is not None and label[1] is not None and label[1] < torch_cuda[1]:
-        return Verdict(Demand.CUDA, True, text, has, "older CUDA minor: runs by minor-version compatibility",
-                       exact=False)  # fmt: skip
+        return Verdict(
+            Demand.CUDA, True, text, has, "older CUDA minor: runs by minor-version compatibility", exact=False
+        )
     return Verdict(Demand.CUDA, True, text, has)
 
 
@@ -134,10 +154,14 @@ def claims(wheel: Wheel) -> list[str]:
     problems = []
     # Only the major must agree: an extension built by nvcc 12.9 against torch cu128 is common and fine.
     if need.toolkit is not None and need.toolkit[0] != claim.cuda_major:
-        problems.append(f"label says CUDA {claim.cuda_text}, device code built by CUDA {format_version(need.toolkit)}")
+        problems.append(
+            f"label says CUDA {claim.cuda_text}, device code built by CUDA {format_version(need.toolkit)}"
+        )
     load = loading(need.code, need.label_line or (claim.cuda_major, 0))
     linking = [(m.path, m.cudart) for m in load.loaded if m.cudart]
-    linking += [(b.path, b.cudart_major) for b in wheel.facts.binaries if b.cudart_major and not b.has_kernels]
+    linking += [
+        (b.path, b.cudart_major) for b in wheel.facts.binaries if b.cudart_major and not b.has_kernels
+    ]
     for path, major in linking:
         if major != claim.cuda_major:
             problems.append(f"label says CUDA {claim.cuda_text}, {path} links libcudart.so.{major}")

@@ -84,6 +84,8 @@ def claims(wheel: Wheel) -> list[str]:
         floor = platform_glibc(plat)
         for b in wheel.facts.binaries:
             if floor and b.glibc and b.glibc > floor:
-                problems.append(f"platform {plat} promises glibc {format_dotted(floor)}, "
-                                f"but {b.path} needs GLIBC_{format_dotted(b.glibc)}")  # fmt: skip
+                problems.append(
+                    f"platform {plat} promises glibc {format_dotted(floor)}, "
+                    f"but {b.path} needs GLIBC_{format_dotted(b.glibc)}"
+                )
     return problems

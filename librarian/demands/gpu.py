@@ -138,7 +138,9 @@ class _Served:
     blocked: bool = False  # PTX that fits, but the driver is too old to JIT it
 
 
-def _serve(m: Member, capability: MajorMinor, driver: MajorMinor | None, toolkit: MajorMinor | None) -> _Served:
+def _serve(
+    m: Member, capability: MajorMinor, driver: MajorMinor | None, toolkit: MajorMinor | None
+) -> _Served:
     if found := gpu_match(m.sass, capability):
         return _Served(found[0], found[1])
     if found := gpu_match(m.ptx, capability):
@@ -156,7 +158,9 @@ def check(need: GpuNeed, machine: Machine) -> Verdict:
 def judge(need: GpuNeed, machine: Machine) -> tuple[Verdict, Serving | None]:
     """The GPU verdict and what serves the GPU (``None``: no device code, GPU unknown, or it does not run)."""
     if need.code.empty:
-        return Verdict(Demand.GPU, True, "no GPU code", _gpu_text(machine), "the wheel carries no device code"), None
+        return Verdict(
+            Demand.GPU, True, "no GPU code", _gpu_text(machine), "the wheel carries no device code"
+        ), None
     gpu = machine.gpu
     if gpu is None:
         reason = machine.gpus.reason if not machine.gpus.known else f"no GPU {machine.selected}; pass --gpu"
@@ -202,7 +206,9 @@ def _kinds(load: Loading) -> tuple[_Kind, ...]:
     groups: dict[tuple[object, ...], list[tuple[int, Member]]] = {}
     for i, m in enumerate(load.loaded):
         groups.setdefault((m.sass, m.ptx, m.toolkit, m.own), []).append((i, m))
-    return tuple(_Kind(tuple(m for _, m in g), tuple((i, m.path) for i, m in g), g[0][1].own) for g in groups.values())
+    return tuple(
+        _Kind(tuple(m for _, m in g), tuple((i, m.path) for i, m in g), g[0][1].own) for g in groups.values()
+    )
 
 
 def _judge(
@@ -218,7 +224,9 @@ def _judge(
     undecided = [_Unit(c.describe(), c.members) for c in load.undecided]
     if not kinds and not undecided:
         why = load.missing_text(line) or "no device-code member loads"
-        return Verdict(Demand.GPU, False, need.text, has, why, NO_KERNEL_IMAGE, not_loaded=names(load.not_loaded)), None
+        return Verdict(
+            Demand.GPU, False, need.text, has, why, NO_KERNEL_IMAGE, not_loaded=names(load.not_loaded)
+        ), None
     served: list[tuple[bool, _Served]] = []  # (own, how it serves)
     missing_code: list[tuple[int, str]] = []
     lacking: list[str] = []
@@ -247,7 +255,9 @@ def _judge(
     if (any(k.own for k in kinds) or any(u.own for u in undecided)) and not any(own for own, _ in served):
         units = [*_units(load), *undecided]  # only on failing: the message names them
         own_units = [u for u in units if u.own]
-        return _fail(need, capability, driver, has, own_units, blocked, not_loaded, vendored=bool(served)), None
+        return _fail(
+            need, capability, driver, has, own_units, blocked, not_loaded, vendored=bool(served)
+        ), None
     if not served:
         units = [*_units(load), *undecided]
         return _fail(need, capability, driver, has, units, blocked, not_loaded), None
@@ -259,11 +269,23 @@ def _judge(
     if load.undecided:
         how += " (which member loads depends on torch's CUDA line; pass --cuda)"
     if lacking:
-        reason = f"runs, partly: {some(lacking)} {'has' if len(lacking) == 1 else 'have'} no code for " \
-                 f"{GpuArch(*capability)} (calls into {'it' if len(lacking) == 1 else 'them'} fail); {how}"  # fmt: skip
-        return Verdict(Demand.GPU, True, need.text, has, reason, partly=tuple(lacking), not_loaded=not_loaded,
-                       exact=worst is GpuMatch.EXACT), serving  # fmt: skip
-    return Verdict(Demand.GPU, True, need.text, has, how, not_loaded=not_loaded, exact=worst is GpuMatch.EXACT), serving
+        reason = (
+            f"runs, partly: {some(lacking)} {'has' if len(lacking) == 1 else 'have'} no code for "
+            f"{GpuArch(*capability)} (calls into {'it' if len(lacking) == 1 else 'them'} fail); {how}"
+        )
+        return Verdict(
+            Demand.GPU,
+            True,
+            need.text,
+            has,
+            reason,
+            partly=tuple(lacking),
+            not_loaded=not_loaded,
+            exact=worst is GpuMatch.EXACT,
+        ), serving
+    return Verdict(
+        Demand.GPU, True, need.text, has, how, not_loaded=not_loaded, exact=worst is GpuMatch.EXACT
+    ), serving
 
 
 def _how(r: _Served, driver: MajorMinor | None) -> str:
@@ -287,8 +309,10 @@ def _fail(
         _, m, r = blocked[0]
         tk = m.toolkit or need.label_cuda
         assert tk is not None and driver is not None  # blocked only when both are known
-        reason = (f"{m.path}: {r.arch} PTX from CUDA {format_version(tk)} needs a driver for CUDA "
-                  f"{format_version(tk)}+, the driver is for CUDA {format_version(driver)}")  # fmt: skip
+        reason = (
+            f"{m.path}: {r.arch} PTX from CUDA {format_version(tk)} needs a driver for CUDA "
+            f"{format_version(tk)}+, the driver is for CUDA {format_version(driver)}"
+        )
         return Verdict(Demand.GPU, False, need.text, has, reason, PTX_TOO_NEW, not_loaded=not_loaded)
     members = [m for u in units for m in u.members]
     arch = GpuArch(*capability)

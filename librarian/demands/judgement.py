@@ -40,7 +40,9 @@ class Judgement:
     loads: tuple[str, ...]  # the native and device-code members that load there (or may: line unknown)
     skipped: tuple[tuple[str, str], ...]  # (member, why it never loads there)
     picked: tuple[str, ...] = ()  # the CUDA-line alternatives torch's CUDA line loads
-    undecided: tuple[str, ...] = ()  # sets of alternatives no line picks yet (torch's CUDA unknown), described
+    undecided: tuple[
+        str, ...
+    ] = ()  # sets of alternatives no line picks yet (torch's CUDA unknown), described
     torch_binding: str = ""  # how its bytes bind it to torch: "does not link torch", "stable ABI since 2.9 ...", "imports _ZN3c10..."
 
     def verdict(self, demand: Demand) -> Verdict:
@@ -72,7 +74,6 @@ class Judgement:
         return self.serving is not None and self.serving.native and self.verdict(Demand.GPU).ok is True
 
 
-
 def judge(wheel: Wheel, machine: Machine) -> Judgement:
     """The one judgement of ``wheel`` on ``machine``: every demand over the members that load there."""
     view = seen(wheel, machine.cuda.value or gpu.needs(wheel).label_cuda)
@@ -87,7 +88,9 @@ def judge(wheel: Wheel, machine: Machine) -> Judgement:
         os_demand.check(os_demand.needs(view.loaded), machine),
         glibc.check(glibc.needs(view.loaded), machine),
     )
-    return Judgement(verdicts, serving, view.loads, view.skipped, view.picked, view.undecided, torch_need.why())
+    return Judgement(
+        verdicts, serving, view.loads, view.skipped, view.picked, view.undecided, torch_need.why()
+    )
 
 
 def cell_machine(cell: Cell) -> Machine:
@@ -95,8 +98,9 @@ def cell_machine(cell: Cell) -> Machine:
     arch = cell.sm
     gpus: Probed[tuple[Gpu, ...]] = Probed.found((Gpu(0, f"sm{arch.sm}", arch.capability),), "its cell")
     torch_info = TorchInfo(format_version(cell.label.torch), cell.label.cuda)
-    return Machine(gpus=gpus, torch=Probed.found(torch_info, "its cell"),
-                   cuda=Probed.found(cell.label.cuda, "its cell"))  # fmt: skip
+    return Machine(
+        gpus=gpus, torch=Probed.found(torch_info, "its cell"), cuda=Probed.found(cell.label.cuda, "its cell")
+    )
 
 
 def judge_cell(wheel: Wheel, cell: Cell) -> Judgement:
@@ -147,8 +151,10 @@ def serves_line(wheel: Wheel, torch_line: MajorMinor, cuda_line: MajorMinor | No
     """
     version = f"{torch_line[0]}.{torch_line[1]}"
     info = TorchInfo(version, cuda_line)
-    machine = Machine(torch=Probed.found(info, "line"),
-                      cuda=Probed.found(cuda_line, "line") if cuda_line else Probed.unknown("no CUDA line"))  # fmt: skip
+    machine = Machine(
+        torch=Probed.found(info, "line"),
+        cuda=Probed.found(cuda_line, "line") if cuda_line else Probed.unknown("no CUDA line"),
+    )
     view = seen(wheel, cuda_line or gpu.needs(wheel).label_cuda)
     verdicts = (torch.check(torch.needs(view.loaded), machine), cuda.check(cuda.needs(view.nvidia), machine))
     if any(v.ok is not True for v in verdicts if v.demand is Demand.TORCH or cuda_line is not None):

@@ -28,8 +28,13 @@ _TOKEN = re.compile(r"(?<![a-z0-9])(cuda|cu)(\d{2,3})(?![0-9])", re.IGNORECASE)
 # libraries it needs: such a member is never loaded where the GPU is NVIDIA's.
 _VENDOR_TOKEN = re.compile(r"(?<![a-z])(xpu|sycl|rocm|hip)(?![a-z])", re.IGNORECASE)
 _VENDOR_NAMES = {"xpu": "Intel XPU", "sycl": "Intel XPU", "rocm": "AMD ROCm", "hip": "AMD ROCm"}
-_VENDOR_LIBS = (("libsycl", "Intel XPU"), ("libze_loader", "Intel XPU"), ("libamdhip64", "AMD ROCm"),
-                ("libhsa-runtime64", "AMD ROCm"), ("librocblas", "AMD ROCm"))  # fmt: skip
+_VENDOR_LIBS = (
+    ("libsycl", "Intel XPU"),
+    ("libze_loader", "Intel XPU"),
+    ("libamdhip64", "AMD ROCm"),
+    ("libhsa-runtime64", "AMD ROCm"),
+    ("librocblas", "AMD ROCm"),
+)
 # The CPU-only build beside CUDA builds of the same library: libbitsandbytes_cpu.so.
 _CPU_TOKEN = re.compile(r"(?<![a-z0-9])cpu(?![a-z0-9])", re.IGNORECASE)
 # An extension module by its file name, where the facts do not say (an older index): no ``lib`` prefix,
@@ -60,7 +65,9 @@ def _never_loaded(facts: WheelFacts) -> tuple[tuple[str, str], ...]:
         lib = next((who for prefix, who in _VENDOR_LIBS if any(n.startswith(prefix) for n in b.needed)), None)
         if vendor or lib:
             found[b.path] = f"for {_VENDOR_NAMES[vendor[1].lower()] if vendor else lib} GPUs"
-        elif _CPU_TOKEN.search(base) and (posixpath.dirname(b.path), _CPU_TOKEN.sub("{x}", base)) in cuda_stems:
+        elif (
+            _CPU_TOKEN.search(base) and (posixpath.dirname(b.path), _CPU_TOKEN.sub("{x}", base)) in cuda_stems
+        ):
             found[b.path] = "the CPU-only build of a CUDA library"
     return tuple(found.items())
 
@@ -69,7 +76,9 @@ def is_own(b: BinaryFacts) -> bool:
     """Whether a member is one of the package's own extension modules, not a library it vendors."""
     if b.extension is not None:
         return b.extension
-    return b.format is not BinaryFormat.CUDA and _MODULE_NAME.fullmatch(posixpath.basename(b.path)) is not None
+    return (
+        b.format is not BinaryFormat.CUDA and _MODULE_NAME.fullmatch(posixpath.basename(b.path)) is not None
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +273,13 @@ def seen(wheel: Wheel, line: MajorMinor | None) -> Seen:
     loaded = WheelFacts(facts.filename, tuple(b for b in nvidia.binaries if b.path not in out))
     in_choices = {m.path for c in code.choices for m in c.members}
     picked = tuple(m.path for m in load.loaded if m.path in in_choices)
-    skipped = tuple(sorted(never.items())) + tuple((m.path, "another CUDA line's build") for m in load.not_loaded)
-    return Seen(replace(wheel, facts=nvidia), replace(wheel, facts=loaded), picked,
-                 tuple(c.describe() for c in load.undecided), skipped)  # fmt: skip
+    skipped = tuple(sorted(never.items())) + tuple(
+        (m.path, "another CUDA line's build") for m in load.not_loaded
+    )
+    return Seen(
+        replace(wheel, facts=nvidia),
+        replace(wheel, facts=loaded),
+        picked,
+        tuple(c.describe() for c in load.undecided),
+        skipped,
+    )

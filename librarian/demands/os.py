@@ -40,7 +40,9 @@ def needs(wheel: Wheel) -> OsNeed:
         found = tuple((b.path, b.format) for b in wheel.facts.binaries if b.format.is_host)
         return OsNeed(found)
     formats = {platform_format(p) for p in wheel.name.platform_tag.split(".")}
-    return OsNeed(tuple(("(its platform tag)", f) for f in sorted((f for f in formats if f), key=lambda f: f.value)))
+    return OsNeed(
+        tuple(("(its platform tag)", f) for f in sorted((f for f in formats if f), key=lambda f: f.value))
+    )
 
 
 def check(need: OsNeed, machine: Machine) -> Verdict:
@@ -69,6 +71,9 @@ def claims(wheel: Wheel) -> list[str]:
             problems += [f"platform any, but {b.path} is a native binary" for b in host]
             continue
         want = platform_format(plat)
-        problems += [f"platform {plat}, but {b.path} is {_A_FORMAT[b.format]} binary"
-                     for b in host if want is not None and b.format is not want]  # fmt: skip
+        problems += [
+            f"platform {plat}, but {b.path} is {_A_FORMAT[b.format]} binary"
+            for b in host
+            if want is not None and b.format is not want
+        ]
     return problems

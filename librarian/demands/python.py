@@ -52,7 +52,12 @@ def check(need: PythonNeed, machine: Machine) -> Verdict:
     if need.requires_python is not None and version is not None:
         text = format_dotted(version)
         if not need.requires_python.contains(text, prereleases=True):
-            return Verdict(Demand.PYTHON, False, f"Requires-Python {need.requires_python}", f"Python {text}",
-                           "METADATA's Requires-Python excludes this interpreter",
-                           f"ERROR: Package requires a different Python: {text} not in '{need.requires_python}'")  # fmt: skip
+            return Verdict(
+                Demand.PYTHON,
+                False,
+                f"Requires-Python {need.requires_python}",
+                f"Python {text}",
+                "METADATA's Requires-Python excludes this interpreter",
+                f"ERROR: Package requires a different Python: {text} not in '{need.requires_python}'",
+            )
     return Verdict(Demand.PYTHON, True, need.tag_text, str(hit))

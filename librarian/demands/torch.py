@@ -73,7 +73,9 @@ class TorchNeed:
         if self.binding is Binding.STABLE:
             since = format_version(self.minor) if self.minor else "its build"
             return f"stable ABI since {since} (links libtorch, imports only its C shim)"
-        return f"imports {self.symbol}" if self.symbol else "links torch (its symbols were not recorded: exact)"
+        return (
+            f"imports {self.symbol}" if self.symbol else "links torch (its symbols were not recorded: exact)"
+        )
 
 
 def binding_of(binaries: Iterable[BinaryFacts]) -> tuple[Binding, str | None]:
@@ -117,8 +119,14 @@ def check(need: TorchNeed, machine: Machine) -> Verdict:
         return Verdict(Demand.TORCH, False, need.text, has, why, first)
     if need.cxx11abi is not None and torch.cxx11abi is not None and need.cxx11abi != torch.cxx11abi:
         reason = f"built with cxx11abi={need.cxx11abi}, torch uses cxx11abi={torch.cxx11abi}"
-        return Verdict(Demand.TORCH, False, f"{need.text} cxx11abi={need.cxx11abi}",
-                       f"{has} cxx11abi={torch.cxx11abi}", reason, UNDEFINED_TORCH_SYMBOL)  # fmt: skip
+        return Verdict(
+            Demand.TORCH,
+            False,
+            f"{need.text} cxx11abi={need.cxx11abi}",
+            f"{has} cxx11abi={torch.cxx11abi}",
+            reason,
+            UNDEFINED_TORCH_SYMBOL,
+        )
     if torch.exports is not None:
         missing = [s for s in need.symbols if s not in torch.exports]
         if missing:
@@ -127,14 +135,26 @@ def check(need: TorchNeed, machine: Machine) -> Verdict:
         if need.minor is None:
             return Verdict(Demand.TORCH, True, need.text, has, f"all {len(need.symbols)} torch symbols found")
     if need.minor is None:  # the machine's torch is known; it is the wheel's line that is not
-        return Verdict(Demand.TORCH, None, need.text, has, "the wheel's label names no torch version; retag it with --torch")
+        return Verdict(
+            Demand.TORCH,
+            None,
+            need.text,
+            has,
+            "the wheel's label names no torch version; retag it with --torch",
+        )
     return Verdict(Demand.TORCH, True, need.text, has, need.why() if need.symbol else "")
 
 
 def _stable(need: TorchNeed, line: MajorMinor, has: str) -> Verdict:
     serves = need.serves(line)
     if serves is None:
-        return Verdict(Demand.TORCH, None, need.text, has, "stable ABI; its label names no torch line it was built against")
+        return Verdict(
+            Demand.TORCH,
+            None,
+            need.text,
+            has,
+            "stable ABI; its label names no torch line it was built against",
+        )
     if serves:
         return Verdict(Demand.TORCH, True, need.text, has, need.why(), exact=need.minor == line)
     assert need.minor is not None

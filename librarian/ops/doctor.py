@@ -145,7 +145,9 @@ def machine_json(machine: Machine) -> dict[str, Any]:
         "gpus": _part(machine.gpus, gpus or None),
         "selected_gpu": machine.selected,
         "interpreter": _part(machine.interpreter, machine.interpreter.value),
-        "python": _part(machine.python, format_dotted(machine.python.value) if machine.python.value else None),
+        "python": _part(
+            machine.python, format_dotted(machine.python.value) if machine.python.value else None
+        ),
         "driver_cuda": _part(
             machine.driver_cuda, v(machine.driver_cuda.value) if machine.driver_cuda.value else None
         ),

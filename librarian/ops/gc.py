@@ -72,13 +72,24 @@ def policy_from_flags(
         raise BadInput(f"--keep-torch-from {keep_torch_from}: expected 'store' or 'matrix'")
     lines = load_matrix().torch_versions() if keep_torch_from == "matrix" else None
     if purge_grace_hours is not None and (not purge or purge_grace_hours < 0):
-        raise BadInput(f"--purge-grace {purge_grace_hours:g}: " + ("goes with --purge" if not purge else "must be 0 or more"))
+        raise BadInput(
+            f"--purge-grace {purge_grace_hours:g}: "
+            + ("goes with --purge" if not purge else "must be 0 or more")
+        )
     grace = DEFAULT_PURGE_GRACE if purge_grace_hours is None else purge_grace_hours * 3600.0
-    policy = GcPolicy(keep_torch, tuple(parse_torch(t) for t in drop_torch), keep_versions, older_than_days, lines=lines,
-                      purge_grace=grace)  # fmt: skip
+    policy = GcPolicy(
+        keep_torch,
+        tuple(parse_torch(t) for t in drop_torch),
+        keep_versions,
+        older_than_days,
+        lines=lines,
+        purge_grace=grace,
+    )
     if policy.empty and not purge:  # --purge alone frees what earlier gcs left in the history
-        raise BadInput("gc: say what to prune: --keep-torch N, --drop-torch X.Y, --keep-versions K, --older-than DAYS "
-                       "or --purge")  # fmt: skip
+        raise BadInput(
+            "gc: say what to prune: --keep-torch N, --drop-torch X.Y, --keep-versions K, --older-than DAYS "
+            "or --purge"
+        )
     return policy
 
 
@@ -139,7 +150,11 @@ def plan_gc_and_kept(index: Index, policy: GcPolicy) -> tuple[list[Removal], lis
     for e in index.entries:
         if e.cell.label.torch in policy.drop_torch:
             reasons.setdefault(e.path, f"torch {format_version(e.cell.label.torch)} dropped (--drop-torch)")
-    live = [t for t in torches if t not in dropped and (policy.keep_torch is None or t in torches[: policy.keep_torch])]
+    live = [
+        t
+        for t in torches
+        if t not in dropped and (policy.keep_torch is None or t in torches[: policy.keep_torch])
+    ]
     names = {e.path: e.name for e in index.entries}  # each filename parsed once
     serving = _serving(index, [e for e in index.entries if e.path in reasons], live, names)
     for path in serving:
@@ -221,33 +236,54 @@ class GcReport:
 
     def to_json(self, location: str) -> dict[str, Any]:
         """The plan (or what was done) for ``--json``."""
-        return {"schema": 1, "repo": location, "acted": self.acted, "freed": self.freed, "files_freed": self.files,
-                "commit": self.commit or None, "emptied": list(self.emptied),
-                "remove": [{"path": r.entry.path, "reason": r.reason, "size": r.entry.size} for r in self.removals],
-                "kept": [{"path": path, "reason": why} for path, why in self.kept],
-                "purge": [{"sha256": b.sha256, "size": b.size, "name": b.name} for b in self.purge]}  # fmt: skip
+        return {
+            "schema": 1,
+            "repo": location,
+            "acted": self.acted,
+            "freed": self.freed,
+            "files_freed": self.files,
+            "commit": self.commit or None,
+            "emptied": list(self.emptied),
+            "remove": [
+                {"path": r.entry.path, "reason": r.reason, "size": r.entry.size} for r in self.removals
+            ],
+            "kept": [{"path": path, "reason": why} for path, why in self.kept],
+            "purge": [{"sha256": b.sha256, "size": b.size, "name": b.name} for b in self.purge],
+        }
 
     def render(self, location: str, *, purge_asked: bool = False) -> str:
         """Each removal with its reason, what is purged, and the totals; said as a plan until it is acted on."""
         acted = self.acted
         lines = [f"{'removed' if acted else 'remove'}  {r.entry.path}  ({r.reason})" for r in self.removals]
         lines += [f"{'kept' if acted else 'keep'}  {path}  ({why})" for path, why in self.kept]
-        lines += [f"{'purged' if acted else 'purge'}  LFS object {b.sha256[:12]} ({b.size / 1e6:.1f} MB, {b.name})"
-                  for b in self.purge]  # fmt: skip
+        lines += [
+            f"{'purged' if acted else 'purge'}  LFS object {b.sha256[:12]} ({b.size / 1e6:.1f} MB, {b.name})"
+            for b in self.purge
+        ]
         purged = sum(b.size for b in self.purge) / 1e6
         files = f"; {self.files} file(s) in all, pages and shards included" if self.removals else ""
         size = f"{len(self.removals)} wheel file(s), {self.freed / 1e6:.1f} MB of stored content, from {location}"
         if acted:
-            gone = f"; {len(self.purge)} LFS object(s), {purged:.1f} MB, deleted for good" if self.purge else ""
+            gone = (
+                f"; {len(self.purge)} LFS object(s), {purged:.1f} MB, deleted for good" if self.purge else ""
+            )
             lines.append(f"removed {size}{gone}{files}")
             if self.commit:
                 lines.append(f"commit {self.commit}")
             if self.removals and not purge_asked and self.commit:
-                lines.append("the Hub keeps removed files in the repo's history; 'gc --purge' frees that storage")
+                lines.append(
+                    "the Hub keeps removed files in the repo's history; 'gc --purge' frees that storage"
+                )
             return "\n".join(lines)
         if self.emptied:
-            lines.append(f"warning: this plan removes every wheel of {', '.join(self.emptied)}; --yes needs --allow-empty")
-        will = f"; {len(self.purge)} LFS object(s), {purged:.1f} MB, would be deleted for good" if self.purge else ""
+            lines.append(
+                f"warning: this plan removes every wheel of {', '.join(self.emptied)}; --yes needs --allow-empty"
+            )
+        will = (
+            f"; {len(self.purge)} LFS object(s), {purged:.1f} MB, would be deleted for good"
+            if self.purge
+            else ""
+        )
         lines.append(f"plan: remove {size}{will}{files}; nothing changed (pass --yes to act)")
         return "\n".join(lines)
 
@@ -293,8 +329,14 @@ def gc(
         index = read_index(store, default_layout)
         removals, kept = plan_gc_and_kept(index, policy)
         blobs = _purgeable(store, removals, policy.purge_grace) if purge else ()
-        return GcReport(tuple(removals), freed_bytes(index, removals), emptied_packages(index, removals), blobs,
-                        files=freed_files(index, removals), kept=tuple(kept))  # fmt: skip
+        return GcReport(
+            tuple(removals),
+            freed_bytes(index, removals),
+            emptied_packages(index, removals),
+            blobs,
+            files=freed_files(index, removals),
+            kept=tuple(kept),
+        )
 
     def planner(index: Index) -> tuple[Changes, GcReport]:
         removals, kept = plan_gc_and_kept(index, policy)
@@ -304,8 +346,13 @@ def gc(
                 f"{store.location}: the plan removes every wheel of {', '.join(emptied)}; "
                 "pass --allow-empty to accept that (nothing was changed)"
             )
-        report = GcReport(tuple(removals), freed_bytes(index, removals), emptied, files=freed_files(index, removals),
-                          kept=tuple(kept))  # fmt: skip
+        report = GcReport(
+            tuple(removals),
+            freed_bytes(index, removals),
+            emptied,
+            files=freed_files(index, removals),
+            kept=tuple(kept),
+        )
         paths = tuple(r.entry.path for r in removals)
         message = f"librarian gc: remove {len(paths)} wheel{'s' if len(paths) != 1 else ''}"
         # Each wheel with its PEP 658 METADATA file, side by side, so that a change cut in pieces takes both.
@@ -323,4 +370,3 @@ def gc(
 
 def _purgeable(store: Store, removals: Sequence[Removal], grace: float) -> tuple[Blob, ...]:
     return store.purgeable(leaving={r.entry.path for r in removals}, grace=grace)
-

@@ -93,7 +93,9 @@ def _gpu_row(item: Inspection) -> str:
         else:
             groups.append((c.partly, [f"sm{c.sm.sm}"]))
     if groups:
-        shown = [" ".join(sms) + (f" (partly: not {some(lacking)})" if lacking else "") for lacking, sms in groups]
+        shown = [
+            " ".join(sms) + (f" (partly: not {some(lacking)})" if lacking else "") for lacking, sms in groups
+        ]
         parts.append("runs natively on " + "; ".join(shown))
     else:
         parts.append("its SASS runs natively on no GPU that exists")
@@ -157,10 +159,17 @@ def demands(item: Inspection) -> list[tuple[str, str]]:
 
 
 def _member_rows(b: BinaryFacts) -> list[str]:
-    kind = "device code (loaded by the driver)" if b.format is BinaryFormat.CUDA else f"{b.format.value} {b.cpu or '?'}"
+    kind = (
+        "device code (loaded by the driver)"
+        if b.format is BinaryFormat.CUDA
+        else f"{b.format.value} {b.cpu or '?'}"
+    )
     rows = [f"  {b.path}: {kind}"]
     if b.has_device_code:
-        rows.append(f"    SASS {_archs(b.sass)}; PTX {_archs(b.ptx)}" + ("; no kernels (a stub)" if b.no_kernels else ""))
+        rows.append(
+            f"    SASS {_archs(b.sass)}; PTX {_archs(b.ptx)}"
+            + ("; no kernels (a stub)" if b.no_kernels else "")
+        )
         if b.relocatable_sass or b.relocatable_ptx:
             rows.append(f"    relocatable SASS {_archs(b.relocatable_sass)}; PTX {_archs(b.relocatable_ptx)}")
         if b.toolkit:
@@ -179,8 +188,11 @@ def render_inspection(item: Inspection, verbose: bool = False) -> str:
     width = max(len(k) for k, _ in rows)
     lines += [f"  {k.ljust(width)}  {v}" for k, v in rows]
     for path, why in item.judgement.skipped:
-        lines.append(f"  - {path}: never loads on an NVIDIA machine ({why})"
-                     if why != "another CUDA line's build" else f"  - {path}: not loaded ({why})")  # fmt: skip
+        lines.append(
+            f"  - {path}: never loads on an NVIDIA machine ({why})"
+            if why != "another CUDA line's build"
+            else f"  - {path}: not loaded ({why})"
+        )
     for m in item.mismatches:
         lines.append(f"  ! {m}")
     if verbose:
@@ -197,7 +209,12 @@ def inspection_json(item: Inspection) -> dict[str, Any]:
         "mismatches": list(item.mismatches),
         "claims": [{"kind": c.kind.value, "text": c.text, "flag": c.flag or None} for c in item.claims],
         "gpus": [
-            {"sm": f"sm{c.sm.sm}", "partly": list(c.partly), "serving": str(c.serving.arch), "how": c.serving.kind}
+            {
+                "sm": f"sm{c.sm.sm}",
+                "partly": list(c.partly),
+                "serving": str(c.serving.arch),
+                "how": c.serving.kind,
+            }
             for c in item.cells
         ],
         "never_loaded": [{"member": m, "why": why} for m, why in item.judgement.skipped],

@@ -11,7 +11,9 @@ from librarian.probe import detect_target_torch
 from librarian.probe.target import Target, find_target
 
 
-def label_from_flags(cuda: MajorMinor | None, torch: MajorMinor | None, target: Target | None = None) -> Label | None:
+def label_from_flags(
+    cuda: MajorMinor | None, torch: MajorMinor | None, target: Target | None = None
+) -> Label | None:
     """The label ``--cuda/--torch`` ask for; when neither is given, the target's installed torch's; else ``None``.
 
     Only one of the two given: the other comes from the installed torch, if its line agrees. The target is
@@ -29,7 +31,9 @@ def label_from_flags(cuda: MajorMinor | None, torch: MajorMinor | None, target: 
         raise BadInput(f"{missing}: needed too (no CUDA build of torch is installed here to take it from)")
     if torch is not None and torch != info.minor:
         # The installed torch's CUDA line says nothing about another torch line's build.
-        raise BadInput(f"--cuda: needed too (the installed torch {info.version} is not torch {torch[0]}.{torch[1]})")
+        raise BadInput(
+            f"--cuda: needed too (the installed torch {info.version} is not torch {torch[0]}.{torch[1]})"
+        )
     return Label(cuda or info.cuda, torch or info.minor)
 
 

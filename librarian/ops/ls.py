@@ -23,7 +23,9 @@ FILE_GUIDANCE = 100_000
 WARN_SHARE = 0.8
 
 
-LS_SCHEMA = 2  # 2: each stored wheel once (``wheels``), its facts once per sha256 (``facts``); cells list paths
+LS_SCHEMA = (
+    2  # 2: each stored wheel once (``wheels``), its facts once per sha256 (``facts``); cells list paths
+)
 
 
 def coverage_json(cov: Coverage) -> dict[str, Any]:
@@ -42,11 +44,21 @@ def coverage_json(cov: Coverage) -> dict[str, Any]:
                 if "facts" in row:
                     facts.setdefault(e.sha256, row.pop("facts"))
                 wheels[e.path] = row
-    data: dict[str, Any] = {"schema": LS_SCHEMA, "repo": cov.location, "sms": [f"sm{s}" for s in cov.sms],
-                            "packages": dict(packages), "wheels": [wheels[p] for p in sorted(wheels)], "facts": facts}  # fmt: skip
+    data: dict[str, Any] = {
+        "schema": LS_SCHEMA,
+        "repo": cov.location,
+        "sms": [f"sm{s}" for s in cov.sms],
+        "packages": dict(packages),
+        "wheels": [wheels[p] for p in sorted(wheels)],
+        "facts": facts,
+    }
     if cov.files is not None:
-        data["files"] = {"count": cov.files, "guidance": FILE_GUIDANCE, "share": round(cov.files / FILE_GUIDANCE, 4),
-                         "warning": cov.files > WARN_SHARE * FILE_GUIDANCE}  # fmt: skip
+        data["files"] = {
+            "count": cov.files,
+            "guidance": FILE_GUIDANCE,
+            "share": round(cov.files / FILE_GUIDANCE, 4),
+            "warning": cov.files > WARN_SHARE * FILE_GUIDANCE,
+        }
     return data
 
 
@@ -64,6 +76,11 @@ def ls(store: Store, default_layout: Layout, packages: Sequence[str] = ()) -> Co
         return cov  # only some shards were read: the whole store's count is unknown
     files = store_files(index)
     if files > WARN_SHARE * FILE_GUIDANCE:
-        log.warning("%s: %d files, %.0f%% of the Hub's guidance of %d files per repo; 'gc' frees some",
-                    store.location, files, 100 * files / FILE_GUIDANCE, FILE_GUIDANCE)  # fmt: skip
+        log.warning(
+            "%s: %d files, %.0f%% of the Hub's guidance of %d files per repo; 'gc' frees some",
+            store.location,
+            files,
+            100 * files / FILE_GUIDANCE,
+            FILE_GUIDANCE,
+        )
     return replace(cov, files=files)

@@ -29,7 +29,9 @@ class Problem:
     def __str__(self) -> str:
         # A count, not the paths: a wheel filed in 40 cells would make a line of kilobytes (--json lists them).
         n = len(self.also)
-        where = f"{self.path} (and {n} other path{'s' if n != 1 else ''} with the same bytes)" if n else self.path
+        where = (
+            f"{self.path} (and {n} other path{'s' if n != 1 else ''} with the same bytes)" if n else self.path
+        )
         return f"{where}: {self.problem}"
 
 

@@ -72,9 +72,15 @@ class Cell:
 
     def to_json(self) -> dict[str, Any]:
         c = self.combo
-        return {"package": self.spec.package, "version": str(self.spec.version), "torch": format_version(c.torch),
-                "cuda": format_version(c.cuda), "python": str(c.python), "platform": c.platform.value,
-                "sm": self.sm.sm}  # fmt: skip
+        return {
+            "package": self.spec.package,
+            "version": str(self.spec.version),
+            "torch": format_version(c.torch),
+            "cuda": format_version(c.cuda),
+            "python": str(c.python),
+            "platform": c.platform.value,
+            "sm": self.sm.sm,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +104,15 @@ class Job:
         """An Actions matrix entry: the combo's job (runner, container, torch install line) for this build."""
         job = combo_job(matrix, self.combo)
         job.pop("arch-source")
-        job.update({"package": self.spec.package, "version": str(self.spec.version), "spec": self.spec.text,
-                    "TORCH_CUDA_ARCH_LIST": self.arch_list, "cells": [f"sm{sm.sm}" for sm in self.sms]})  # fmt: skip
+        job.update(
+            {
+                "package": self.spec.package,
+                "version": str(self.spec.version),
+                "spec": self.spec.text,
+                "TORCH_CUDA_ARCH_LIST": self.arch_list,
+                "cells": [f"sm{sm.sm}" for sm in self.sms],
+            }
+        )
         return job
 
 
@@ -156,8 +169,16 @@ class Plan:
             missing = sum(len(j.sms) for j in jobs)
             lines.append(f"{spec.display}: {held} cell(s) held, {missing} missing in {len(jobs)} job(s)")
             rows = [("TORCH", "CUDA", "PYTHON", "PLATFORM", "TORCH_CUDA_ARCH_LIST")]
-            rows += [(format_version(j.combo.torch), format_version(j.combo.cuda), str(j.combo.python),
-                      j.combo.platform.value, j.arch_list) for j in jobs]  # fmt: skip
+            rows += [
+                (
+                    format_version(j.combo.torch),
+                    format_version(j.combo.cuda),
+                    str(j.combo.python),
+                    j.combo.platform.value,
+                    j.arch_list,
+                )
+                for j in jobs
+            ]
             if jobs:
                 widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
                 lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
@@ -165,10 +186,14 @@ class Plan:
         groups: dict[tuple[GpuArch, MajorMinor, str], list[Cell]] = {}
         for u in self.unbuildable:
             groups.setdefault((u.cell.sm, u.cell.combo.cuda, u.reason), []).append(u.cell)
-        for (sm, cuda, reason), group in sorted(groups.items(), key=lambda kv: (kv[0][0].capability, kv[0][1])):
+        for (sm, cuda, reason), group in sorted(
+            groups.items(), key=lambda kv: (kv[0][0].capability, kv[0][1])
+        ):
             torches = ", ".join(format_version(t) for t in sorted({c.combo.torch for c in group}))
-            lines.append(f"cannot be built: sm{sm.sm} with CUDA {format_version(cuda)} (torch {torches}; "
-                         f"{len(group)} cell(s)): {reason}")  # fmt: skip
+            lines.append(
+                f"cannot be built: sm{sm.sm} with CUDA {format_version(cuda)} (torch {torches}; "
+                f"{len(group)} cell(s)): {reason}"
+            )
         return "\n".join(lines)
 
 
@@ -195,7 +220,9 @@ def wanted_cells(
                 if real.compiled_by(combo.cuda):
                     cells.append(cell)
                 else:
-                    why = f"CUDA {format_version(combo.cuda)} cannot target sm_{sm.sm} ({real.toolkits()} can)"
+                    why = (
+                        f"CUDA {format_version(combo.cuda)} cannot target sm_{sm.sm} ({real.toolkits()} can)"
+                    )
                     unbuildable.append(Unbuildable(cell, why))
     return cells, unbuildable
 
@@ -209,8 +236,10 @@ def _tags(python: str, platform: Platform, glibc: MajorMinor) -> tuple[Tag, ...]
     else:
         plats = linux_platforms(glibc, platform.cpu)
     abis = [python] if free else None  # free-threaded: its own ABI only (no abi3)
-    return (*cpython_tags((major, minor), abis=abis, platforms=plats),
-            *compatible_tags((major, minor), f"cp{major}{minor}", plats))  # fmt: skip
+    return (
+        *cpython_tags((major, minor), abis=abis, platforms=plats),
+        *compatible_tags((major, minor), f"cp{major}{minor}", plats),
+    )
 
 
 def cell_wants(cell: Cell, glibc: MajorMinor) -> Wants:
@@ -241,16 +270,22 @@ def holdings(index: Index, cells: Sequence[Cell], glibc: MajorMinor) -> tuple[li
     # Per entry, once: its tags and whether its bytes bind it to its own torch line.
     by_spec: dict[Spec, list[tuple[IndexEntry, frozenset[Tag], bool]]] = {}
     for spec in {c.spec for c in cells}:
-        by_spec[spec] = [(e, e.name.tags, _bound(e)) for e in index.for_package(spec.package)
-                         if Version(e.name.version.public) == spec.version]  # fmt: skip
+        by_spec[spec] = [
+            (e, e.name.tags, _bound(e))
+            for e in index.for_package(spec.package)
+            if Version(e.name.version.public) == spec.version
+        ]
     held: list[Held] = []
     missing: list[Cell] = []
     for cell in cells:
         accepted = _tag_set(str(cell.combo.python), cell.combo.platform, glibc)
         # Judge only wheels pull could take: tags this interpreter accepts, and not bound by their bytes to
         # another torch line (the two cheap tests; the judgement decides the rest).
-        candidates = [e for e, tags, bound in by_spec[cell.spec]
-                      if not accepted.isdisjoint(tags) and (not bound or e.cell.label.torch == cell.combo.torch)]  # fmt: skip
+        candidates = [
+            e
+            for e, tags, bound in by_spec[cell.spec]
+            if not accepted.isdisjoint(tags) and (not bound or e.cell.label.torch == cell.combo.torch)
+        ]
         pick = resolve(candidates, cell.spec.package, cell_wants(cell, glibc)).pick if candidates else None
         if pick is None:
             missing.append(cell)
@@ -271,8 +306,10 @@ def group_jobs(missing: Iterable[Cell], ptx: bool = False) -> tuple[Job, ...]:
     groups: dict[tuple[Spec, Combo], list[GpuArch]] = {}
     for cell in missing:
         groups.setdefault((cell.spec, cell.combo), []).append(cell.sm)
-    jobs = [Job(spec, combo, tuple(sorted(set(sms), key=lambda a: a.capability)), ptx)
-            for (spec, combo), sms in groups.items()]  # fmt: skip
+    jobs = [
+        Job(spec, combo, tuple(sorted(set(sms), key=lambda a: a.capability)), ptx)
+        for (spec, combo), sms in groups.items()
+    ]
     return tuple(sorted(jobs, key=lambda j: (j.spec.text, j.combo.key)))
 
 

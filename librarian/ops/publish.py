@@ -86,22 +86,36 @@ class PublishPlan:
 
     def to_json(self, location: str, *, dry_run: bool, stage: bool, manifest: Path | None) -> dict[str, Any]:
         """The plan (or what was done) for ``--json``."""
-        return {"schema": 1, "repo": location, "dry_run": dry_run, "staged": stage, "commit": self.commit or None,
-                "manifest": str(manifest) if manifest is not None and not dry_run else None,
-                "filings": [{"path": f.path, "action": f.action, "source": str(f.wheel.source), "sha256": f.wheel.sha256}
-                            for f in self.filings]}  # fmt: skip
+        return {
+            "schema": 1,
+            "repo": location,
+            "dry_run": dry_run,
+            "staged": stage,
+            "commit": self.commit or None,
+            "manifest": str(manifest) if manifest is not None and not dry_run else None,
+            "filings": [
+                {"path": f.path, "action": f.action, "source": str(f.wheel.source), "sha256": f.wheel.sha256}
+                for f in self.filings
+            ],
+        }
 
     def render(self, location: str, *, dry_run: bool, stage: bool, manifest: Path | None) -> str:
         """One line per path (added, replaced, unchanged), then what was written where, and the commit."""
-        verb = {"add": "would add" if dry_run else "added", "replace": "would replace" if dry_run else "replaced",
-                "skip": "unchanged"}  # fmt: skip
+        verb = {
+            "add": "would add" if dry_run else "added",
+            "replace": "would replace" if dry_run else "replaced",
+            "skip": "unchanged",
+        }
         lines = [f"{verb[f.action]:>13}  {f.path}" for f in self.filings]
         done = "would be written" if dry_run else "written"
         if stage:
             done = "would be staged" if dry_run else "staged (awaiting 'librarian reindex')"
         if stage and manifest is not None and not dry_run:
             done = f"staged, no commit (manifest {manifest}; 'librarian reindex --manifest' indexes them)"
-        lines.append(f"{len(self.added)} file(s) {done} to {location}" + (" (dry run: nothing changed)" if dry_run else ""))
+        lines.append(
+            f"{len(self.added)} file(s) {done} to {location}"
+            + (" (dry run: nothing changed)" if dry_run else "")
+        )
         if self.commit:
             lines.append(f"commit {self.commit}")
         return "\n".join(lines)
@@ -138,7 +152,9 @@ def gpu_cells(
     assert label is not None  # publish labels before it files
     hosts = [b for b in wheel.facts.binaries if b.format.is_host] if wheel.facts is not None else []
     if hosts and all(b.format is BinaryFormat.MACHO for b in hosts):
-        raise BadInput(f"{source}: its binaries are Mach-O (macOS), and macOS has no CUDA: it files no CUDA cell")
+        raise BadInput(
+            f"{source}: its binaries are Mach-O (macOS), and macOS has no CUDA: it files no CUDA cell"
+        )
     has_code = wheel.facts is not None and any(b.has_kernels for b in wheel.facts.binaries)
     if requested:
         if not has_code:
@@ -152,15 +168,19 @@ def gpu_cells(
                 what = f"have no code for {', '.join(f'sm{a.sm}' for a in failing)}"
             else:
                 what = f"run on {', '.join(f'sm{a.sm}' for a in jit)} only by JIT-compiling PTX"
-            raise Refused(f"{source}: its binaries {what} (they have {offered}); pass --trust-sm to file it there anyway")
+            raise Refused(
+                f"{source}: its binaries {what} (they have {offered}); pass --trust-sm to file it there anyway"
+            )
         return tuple(sorted(set(requested))), bool(failing or jit)
     if not has_code:
         raise BadInput(f"{source}: no GPU code found in its binaries; pass --sm to say which GPUs it is for")
     found = cells(wheel, label.cuda)
     if not found:
         offered = ", ".join(str(a) for a in wheel.facts.archs) if wheel.facts else ""
-        raise BadInput(f"{source}: its SASS runs natively on no GPU that exists ({offered}); PTX alone files "
-                       "no cell: pass --sm to choose (pull --compatible finds it there)")  # fmt: skip
+        raise BadInput(
+            f"{source}: its SASS runs natively on no GPU that exists ({offered}); PTX alone files "
+            "no cell: pass --sm to choose (pull --compatible finds it there)"
+        )
     return tuple(c.sm for c in found), False
 
 
@@ -173,12 +193,16 @@ def check_combo(label: Label, name: str, matrix: Matrix) -> str | None:
     known = matrix.torch_versions()
     if not known or label.torch > known[0]:
         newest = format_version(known[0]) if known else "none"
-        return (f"torch {torch} is newer than every line librarian's matrix knows (newest: {newest}); "
-                f"{label} is taken on trust: run 'librarian matrix refresh' to read PyTorch's index")  # fmt: skip
+        return (
+            f"torch {torch} is newer than every line librarian's matrix knows (newest: {newest}); "
+            f"{label} is taken on trust: run 'librarian matrix refresh' to read PyTorch's index"
+        )
     shipped = ", ".join(str(l) for l in matrix.labels_for_torch(label.torch)) or "none known"
     if matrix.is_partial(label.torch):
-        return (f"torch {torch}'s CUDA lines are known only in part ({shipped}); {label} is taken on trust: "
-                "run 'librarian matrix refresh' to read PyTorch's index")  # fmt: skip
+        return (
+            f"torch {torch}'s CUDA lines are known only in part ({shipped}); {label} is taken on trust: "
+            "run 'librarian matrix refresh' to read PyTorch's index"
+        )
     raise Refused(
         f"{name}: PyTorch never shipped {label}; for torch {torch} it shipped "
         f"{shipped} (pass --allow-unknown-combo if you know better)"
@@ -244,7 +268,9 @@ def _publishable(read: DeepRead, source: Path) -> tuple[WheelInfo, WheelFacts]:
         raise type(e)(_as_source(str(e), read.path, source)) from e
 
 
-def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path, *, write: bool = True) -> list[PreparedWheel]:
+def prepare(
+    paths: Sequence[Path], options: PublishOptions, staging: Path, *, write: bool = True
+) -> list[PreparedWheel]:
     """Read, label, verify and inspect each wheel; labelled copies go to ``staging`` (``write`` ``False``:
     measured, not written: a dry run writes nothing the size of a wheel)."""
     prepared = []
@@ -254,7 +280,11 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path, *, wr
         for path in paths:
             name = WheelName.parse(path.name)
             label = choose_label(name, options.label, relabel=options.relabel)
-            if matrix is not None and (warning := check_combo(label, path.name, matrix)) and warning not in warned:
+            if (
+                matrix is not None
+                and (warning := check_combo(label, path.name, matrix))
+                and warning not in warned
+            ):
                 warned.add(warning)  # one warning per combo, however many wheels share it
                 log.warning("%s", warning)
             # METADATA and WHEEL (small members) are checked before anything is relabelled or inflated.
@@ -267,43 +297,71 @@ def prepare(paths: Sequence[Path], options: PublishOptions, staging: Path, *, wr
                 staged = path
                 info, facts = _publishable(read_deep(path, record=True, jobs=options.jobs), path)
             else:
-                out = retag_with_directory(path, label, staging, relabel=True, jobs=options.jobs,
-                                           repair_tags=repair, write=write)  # fmt: skip
+                out = retag_with_directory(
+                    path, label, staging, relabel=True, jobs=options.jobs, repair_tags=repair, write=write
+                )
                 staged, written_sha, written_size = out.path, out.sha256, out.size
                 if out.facts is not None or out.unread is not None:
-                    info = _relabelled_info(out, path)  # its metadata is judged before its binaries, as verify does
+                    info = _relabelled_info(
+                        out, path
+                    )  # its metadata is judged before its binaries, as verify does
                     if out.unread is not None:  # a binary the readers refuse
                         raise type(out.unread)(_as_source(str(out.unread), staged, path)) from out.unread
                     assert out.facts is not None
                     facts = out.facts
                 else:  # a member too big to inflate whole: the deep read of the very bytes says which
-                    read = read_deep(staged, record=False, jobs=options.jobs, directory=out.directory) if write \
-                        else read_deep(path, record=False, jobs=options.jobs)  # fmt: skip
+                    read = (
+                        read_deep(staged, record=False, jobs=options.jobs, directory=out.directory)
+                        if write
+                        else read_deep(path, record=False, jobs=options.jobs)
+                    )
                     info, facts = _publishable(read, path)
             if repair:
-                log.warning("%s: WHEEL's Tag lines disagree with its filename; publish wrote the filename's", path)
+                log.warning(
+                    "%s: WHEEL's Tag lines disagree with its filename; publish wrote the filename's", path
+                )
             staged_name = WheelName.parse(staged.name)
             wheel = Wheel(staged_name, facts, said=said_of(info))
             overrides = check_claims(wheel, options, path.name)
             sms, trusted = gpu_cells(wheel, options.sms, options.trust_sm, path.name)
-            log.info("%s: labelled %s, %d binar%s read, filed under %s", path.name, label, len(facts.binaries),
-                     "y" if len(facts.binaries) == 1 else "ies", " ".join(f"sm{s.sm}" for s in sms) or "no GPU")  # fmt: skip
+            log.info(
+                "%s: labelled %s, %d binar%s read, filed under %s",
+                path.name,
+                label,
+                len(facts.binaries),
+                "y" if len(facts.binaries) == 1 else "ies",
+                " ".join(f"sm{s.sm}" for s in sms) or "no GPU",
+            )
             if trusted:
                 overrides += ("--trust-sm",)
             if info.requires_python:
                 try:
                     SpecifierSet(info.requires_python)
                 except InvalidSpecifier as e:
-                    raise BadWheel(f"{path.name}: METADATA Requires-Python {info.requires_python!r} is not valid") from e
+                    raise BadWheel(
+                        f"{path.name}: METADATA Requires-Python {info.requires_python!r} is not valid"
+                    ) from e
             metadata = staging / f"{staged.name}.metadata"
             metadata.write_bytes(info.metadata)  # hashed and measured from the bytes, not read back
             # The relabelled copy was hashed as it was written: read once, not again for its sha256.
             sha = written_sha or sha256_file(staged)
             size = staged.stat().st_size if written_size is None else written_size
-            prepared.append(PreparedWheel(path, staged, staged_name, sha, size, sms,
-                                          facts, info.requires_python, metadata,
-                                          hashlib.sha256(info.metadata).hexdigest(), len(info.metadata),
-                                          overrides))  # fmt: skip
+            prepared.append(
+                PreparedWheel(
+                    path,
+                    staged,
+                    staged_name,
+                    sha,
+                    size,
+                    sms,
+                    facts,
+                    info.requires_python,
+                    metadata,
+                    hashlib.sha256(info.metadata).hexdigest(),
+                    len(info.metadata),
+                    overrides,
+                )
+            )
             bar.advance()
     return prepared
 
@@ -334,9 +392,19 @@ def plan_publish(index: Index, wheels: Sequence[PreparedWheel], options: Publish
                     f"{path}: already stored with other bytes (sha256 {old.sha256[:12]}…); pass --replace"
                 )
             filings.append(Filing(path, wheel, "replace" if old else "add"))
-            entries.append(IndexEntry(path, wheel.sha256, wheel.size, cell, options.now, wheel.facts,
-                                      wheel.requires_python, wheel.metadata_sha256 or None,
-                                      wheel.overrides))  # fmt: skip
+            entries.append(
+                IndexEntry(
+                    path,
+                    wheel.sha256,
+                    wheel.size,
+                    cell,
+                    options.now,
+                    wheel.facts,
+                    wheel.requires_python,
+                    wheel.metadata_sha256 or None,
+                    wheel.overrides,
+                )
+            )
             uploads.append(Upload(path, wheel.staged, wheel.sha256, wheel.size))
             if wheel.metadata is not None:
                 size = wheel.metadata.stat().st_size if wheel.metadata_size is None else wheel.metadata_size
@@ -366,8 +434,11 @@ def stage_to_manifest(store: Store, plan: PublishPlan, manifest: Path) -> Manife
     # PEP 658 METADATA files are too small for the Hub to keep as pre-uploaded LFS objects: they travel in
     # the manifest and reindex commits them beside their wheels.
     wheels = tuple(u for u in plan.changes.uploads if not u.path.endswith(".metadata"))
-    metadata = {f.wheel.metadata_sha256: metadata_text(f.wheel.metadata.read_bytes())
-                for f in plan.added if f.wheel.metadata is not None}  # fmt: skip
+    metadata = {
+        f.wheel.metadata_sha256: metadata_text(f.wheel.metadata.read_bytes())
+        for f in plan.added
+        if f.wheel.metadata is not None
+    }
     head = store.stage_blobs(wheels) if entries else ""
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     hub = "://" in store.location
@@ -411,6 +482,7 @@ def publish(
                 log.info("staged in %s", where)
                 return replace(plan, commit=where) if "://" in where else plan
             return plan
+
         def planner(index: Index) -> tuple[Changes, PublishPlan]:
             plan = plan_publish(index, wheels, options)
             return plan.changes, plan

@@ -105,7 +105,11 @@ class Candidate:
 
     def why_this_line(self) -> str:
         """Why a wheel built for another line runs on this one: ``does not link torch``, ``stable ABI since 2.9``."""
-        reasons = [v.reason for v in self.judgement.verdicts if v.demand in (Demand.TORCH, Demand.CUDA) and not v.exact]
+        reasons = [
+            v.reason
+            for v in self.judgement.verdicts
+            if v.demand in (Demand.TORCH, Demand.CUDA) and not v.exact
+        ]
         return "; ".join(r for r in reasons if r)
 
     @property
@@ -219,7 +223,12 @@ def best_compatible(candidates: Sequence[Candidate], wants: Wants) -> Candidate 
 
 
 def resolve(
-    entries: Sequence[IndexEntry], package: str, wants: Wants, *, compatible: bool = False, explain: bool = False
+    entries: Sequence[IndexEntry],
+    package: str,
+    wants: Wants,
+    *,
+    compatible: bool = False,
+    explain: bool = False,
 ) -> Resolution:
     """Pure: the newest wheel the judgement takes exactly for ``wants``; or the nearest candidates and why they miss.
 
@@ -227,8 +236,12 @@ def resolve(
     """
     candidates = [judge_candidate(e, wants) for e in entries]
     for c in candidates if explain else ():  # pull -v: every wheel considered, and why it is passed over
-        log.info("%s: %s %s", package, "fits" if c.exact else "passed over", c.entry.path
-                 + ("" if c.exact else f" ({'; '.join(c.differences)})"))  # fmt: skip
+        log.info(
+            "%s: %s %s",
+            package,
+            "fits" if c.exact else "passed over",
+            c.entry.path + ("" if c.exact else f" ({'; '.join(c.differences)})"),
+        )
     exact = [c for c in candidates if c.exact]
     note = ""
     if exact:
@@ -239,12 +252,23 @@ def resolve(
             note = f"{package}: several CUDA lines fit ({listed}); took cu{format_cuda(newest)} (pass --cuda to choose)"
             exact = [c for c in exact if c.entry.cell.label.cuda == newest]
         # The newest version; within it, the wheel built for this very torch and CUDA line wins.
-        best = max(exact, key=lambda c: (_release(c), not c.other_line, -_tag_rank(c.entry, wants.tags),
-                                         *_nearness(c, wants)))  # fmt: skip
+        best = max(
+            exact,
+            key=lambda c: (
+                _release(c),
+                not c.other_line,
+                -_tag_rank(c.entry, wants.tags),
+                *_nearness(c, wants),
+            ),
+        )
         if best.other_line:
             label = best.entry.cell.label
             built = f"built for torch {format_version(label.torch)}, cu{format_cuda(label.cuda)}"
-            note = "; ".join(filter(None, (note, f"{package}: took {best.entry.filename} ({built}): {best.why_this_line()}")))
+            note = "; ".join(
+                filter(
+                    None, (note, f"{package}: took {best.entry.filename} ({built}): {best.why_this_line()}")
+                )
+            )
         elif best.entry.cell.sm != wants.sm:  # filed by hand under fewer GPUs than its code runs on natively
             where = f"took {best.entry.filename}, filed under sm{best.entry.cell.sm.sm}"
             note = "; ".join(filter(None, (note, f"{package}: {where}; it runs here by {_how(best, wants)}")))
@@ -254,7 +278,9 @@ def resolve(
         what = f"{alt.entry.filename} (filed under sm{alt.entry.cell.sm.sm})"
         note = f"{package}: no exact match; took {what}, which runs here by {_how(alt, wants)}"
         if alt.other_cuda:
-            note += f", built for CUDA {format_version(alt.entry.cell.label.cuda)} (minor-version compatibility)"
+            note += (
+                f", built for CUDA {format_version(alt.entry.cell.label.cuda)} (minor-version compatibility)"
+            )
         return Resolution(package, alt.entry, note=note)
     near = sorted(candidates, key=lambda c: (len(c.differences), c.entry.path))
     hint = ""
@@ -343,15 +369,23 @@ class PullReport:
         if self.requirements is not None:
             n = len(self.resolutions)
             return f"wrote {self.requirements} ({n} wheel(s)); install with: pip install --force-reinstall --no-deps -r {self.requirements}"
-        return "\n".join(f"{r.pick.path} -> {f}" for r, f in zip(self.resolutions, self.files) if r.pick is not None)
+        return "\n".join(
+            f"{r.pick.path} -> {f}" for r, f in zip(self.resolutions, self.files) if r.pick is not None
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The picks for ``--json``."""
         files = self.files if self.requirements is None else (self.requirements,) * len(self.resolutions)
-        return {"schema": 1, "repo": self.location, "wants": self.wants.describe(),
-                "requirements": str(self.requirements) if self.requirements else None,
-                "wheels": [{"package": r.package, "path": r.pick.path if r.pick else None, "file": str(f)}
-                           for r, f in zip(self.resolutions, files)]}  # fmt: skip
+        return {
+            "schema": 1,
+            "repo": self.location,
+            "wants": self.wants.describe(),
+            "requirements": str(self.requirements) if self.requirements else None,
+            "wheels": [
+                {"package": r.package, "path": r.pick.path if r.pick else None, "file": str(f)}
+                for r, f in zip(self.resolutions, files)
+            ],
+        }
 
 
 def render_requirements(picks: Sequence[tuple[IndexEntry, str]]) -> str:
@@ -359,7 +393,9 @@ def render_requirements(picks: Sequence[tuple[IndexEntry, str]]) -> str:
 
     A hash on every line puts pip in hash-checking mode: it installs exactly these bytes or refuses.
     """
-    lines = ["# written by librarian pull: install with  pip install --force-reinstall --no-deps -r THIS_FILE"]
+    lines = [
+        "# written by librarian pull: install with  pip install --force-reinstall --no-deps -r THIS_FILE"
+    ]
     lines += [f"{e.name.distribution} @ {url} --hash=sha256:{e.sha256}" for e, url in picks]
     return "\n".join(lines) + "\n"
 
@@ -372,7 +408,9 @@ def write_requirements(path: Path, picks: Sequence[tuple[IndexEntry, str]]) -> N
     try:
         atomic_write(path, render_requirements(picks).encode("utf-8"))
     except OSError as e:
-        raise BadInput(f"{path}: cannot write the requirements file ({e.strerror or type(e).__name__})") from e
+        raise BadInput(
+            f"{path}: cannot write the requirements file ({e.strerror or type(e).__name__})"
+        ) from e
 
 
 class NoMatch(NotFound):
@@ -397,11 +435,18 @@ class NoMatch(NotFound):
 
     def data(self) -> dict[str, object]:
         """For ``--json``: each near candidate, the demands its judgement fails, and every way it misses."""
-        return {"candidates": [
-            {"package": r.package, "path": c.entry.path, "fails": [v.demand.value for v in c.judgement.failures],
-             "differences": list(c.differences)}
-            for r in self.misses for c in r.near
-        ]}  # fmt: skip
+        return {
+            "candidates": [
+                {
+                    "package": r.package,
+                    "path": c.entry.path,
+                    "fails": [v.demand.value for v in c.judgement.failures],
+                    "differences": list(c.differences),
+                }
+                for r in self.misses
+                for c in r.near
+            ]
+        }
 
 
 def install(files: Sequence[Path], interpreter: str) -> None:
@@ -418,12 +463,17 @@ def install(files: Sequence[Path], interpreter: str) -> None:
 
 
 def _installer(interpreter: str) -> list[str]:
-    has_pip = subprocess.run([interpreter, "-m", "pip", "--version"], capture_output=True, check=False).returncode == 0
+    has_pip = (
+        subprocess.run([interpreter, "-m", "pip", "--version"], capture_output=True, check=False).returncode
+        == 0
+    )
     if has_pip:
         return [interpreter, "-m", "pip", "install", "--force-reinstall", "--no-deps"]
     uv = shutil.which("uv") or _uv_beside_us()
     if uv is None:
-        raise BadInput(f"{interpreter}: has no pip, and uv is not installed; install either (python -m ensurepip)")
+        raise BadInput(
+            f"{interpreter}: has no pip, and uv is not installed; install either (python -m ensurepip)"
+        )
     return [uv, "pip", "install", "--python", interpreter, "--reinstall", "--no-deps"]
 
 

@@ -45,7 +45,9 @@ class Known:
         if self.entry is not None:
             return self.entry.overrides
         flags = self.raw.get("overrides") if isinstance(self.raw, dict) else None
-        ok = isinstance(flags, list) and all(isinstance(f, str) and f.startswith("--") and len(f) <= 64 for f in flags)
+        ok = isinstance(flags, list) and all(
+            isinstance(f, str) and f.startswith("--") and len(f) <= 64 for f in flags
+        )
         return tuple(flags) if ok and isinstance(flags, list) else ()
 
 
@@ -65,16 +67,31 @@ def entry_from_bytes(store: Store, layout: Layout, stored: StoredFile, known: Kn
             assert read.info is not None and read.facts is not None
             sha = stored.sha256 or sha256_file(local)
     except LibrarianError as e:
-        return Problem(stored.path, f"cannot re-read its bytes ({str(e).split(': ', 1)[-1]}); its entry is left as it was")
+        return Problem(
+            stored.path,
+            f"cannot re-read its bytes ({str(e).split(': ', 1)[-1]}); its entry is left as it was",
+        )
     info = read.info
-    return IndexEntry(stored.path, sha, stored.size, cell, known.added, read.facts, info.requires_python,
-                      hashlib.sha256(info.metadata).hexdigest(), known.overrides)  # fmt: skip
+    return IndexEntry(
+        stored.path,
+        sha,
+        stored.size,
+        cell,
+        known.added,
+        read.facts,
+        info.requires_python,
+        hashlib.sha256(info.metadata).hexdigest(),
+        known.overrides,
+    )
 
 
 def refresh_entries(
-    store: Store, layout: Layout, files: Mapping[str, StoredFile], targets: Mapping[str, Known],
+    store: Store,
+    layout: Layout,
+    files: Mapping[str, StoredFile],
+    targets: Mapping[str, Known],
     cache: dict[tuple[str, str | None, int], IndexEntry | Problem],
-) -> list[IndexEntry | Problem]:  # fmt: skip
+) -> list[IndexEntry | Problem]:
     """Each target path's new entry (or why not); ``cache`` keeps what a re-plan of the same run read."""
     out = []
     for path, known in sorted(targets.items()):

@@ -59,7 +59,9 @@ class ReindexReport:
     @property
     def changed(self) -> bool:
         """Whether the store changed (or would)."""
-        return bool(self.merged or self.adopted or self.cleared or self.restored or self.refreshed or self.settled)
+        return bool(
+            self.merged or self.adopted or self.cleared or self.restored or self.refreshed or self.settled
+        )
 
     @property
     def findings(self) -> tuple[Problem, ...]:
@@ -73,8 +75,11 @@ def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
     lines += [f"{'would adopt' if dry_run else 'adopted':>11}  {e.path}" for e in report.adopted]
     lines += [f"{'would restore' if dry_run else 'restored':>11}  {p}" for p in report.restored]
     repaired = set(report.repaired)
-    lines += [f"{('would repair' if dry_run else 'repaired') if e.path in repaired else ('would refresh' if dry_run else 'refreshed'):>11}"
-              f"  {e.path}" for e in report.refreshed]  # fmt: skip
+    lines += [
+        f"{('would repair' if dry_run else 'repaired') if e.path in repaired else ('would refresh' if dry_run else 'refreshed'):>11}"
+        f"  {e.path}"
+        for e in report.refreshed
+    ]
     lines += [f"{'would drop' if dry_run else 'dropped':>11}  {p}" for p in report.settled]
     lines += [str(p) for p in report.findings]
     if not report.changed:
@@ -86,7 +91,11 @@ def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
         summary += f"cleared {report.cleared} pending file(s) in {report.location}"
     summary += f" ({len(report.adopted)} adopted)" if report.adopted else ""
     summary += f" ({len(report.restored)} METADATA file(s) restored)" if report.restored else ""
-    summary += f" ({len(report.refreshed)} entr{'y' if len(report.refreshed) == 1 else 'ies'} re-read from their bytes)" if report.refreshed else ""
+    summary += (
+        f" ({len(report.refreshed)} entr{'y' if len(report.refreshed) == 1 else 'ies'} re-read from their bytes)"
+        if report.refreshed
+        else ""
+    )
     commit = [f"commit {report.commit}"] if report.commit else []
     return "\n".join([*lines, summary + (" (dry run: nothing changed)" if dry_run else ""), *commit])
 
@@ -143,15 +152,26 @@ def plan_reindex(
         pick, why = _settle(tree.get(path), [e for _, e in staged])
         for pending_file, entry in staged:
             if entry is not pick:
-                dropped.append(Problem(pending_file, why or f"superseded: {path} holds the bytes staged later"))
+                dropped.append(
+                    Problem(pending_file, why or f"superseded: {path} holds the bytes staged later")
+                )
         old = current.get(path)
         if pick is not None and (old is None or old.sha256 != pick.sha256 or old.size != pick.size):
             merged.append(pick)
     renewed = {e.path for e in fresh}
-    adopted = [e for e in adopt if e.path not in current and e.path not in by_target and e.path not in renewed]
-    refreshed = [e for e in fresh if e.path not in by_target and (e.path not in current or _differs(current[e.path], e))]
-    settled = [Problem(b.where, f"index entry dropped ({b.problem}); no wheel of it to re-read")
-               for b in index.bad if b.path not in renewed]  # fmt: skip
+    adopted = [
+        e for e in adopt if e.path not in current and e.path not in by_target and e.path not in renewed
+    ]
+    refreshed = [
+        e
+        for e in fresh
+        if e.path not in by_target and (e.path not in current or _differs(current[e.path], e))
+    ]
+    settled = [
+        Problem(b.where, f"index entry dropped ({b.problem}); no wheel of it to re-read")
+        for b in index.bad
+        if b.path not in renewed
+    ]
     known = set(current) | set(by_target) | {e.path for e in adopted} | renewed
     unindexed = [
         Problem(f.path, "not in the index and not staged (reindex --adopt files it from its path)")
@@ -159,16 +179,30 @@ def plan_reindex(
         if is_wheel(f.path) and f.path not in known
     ]
     new_index = replace(index.with_entries(added=[*merged, *adopted, *refreshed]), bad=())
-    message = f"librarian reindex: {len(merged)} staged wheel(s) merged, {len(pending)} pending file(s) cleared"
+    message = (
+        f"librarian reindex: {len(merged)} staged wheel(s) merged, {len(pending)} pending file(s) cleared"
+    )
     if adopted:
         message += f", {len(adopted)} adopted from the tree"
     if refreshed or settled:
-        message += f", {len(refreshed)} entr{'y' if len(refreshed) == 1 else 'ies'} re-read, {len(settled)} dropped"
+        message += (
+            f", {len(refreshed)} entr{'y' if len(refreshed) == 1 else 'ies'} re-read, {len(settled)} dropped"
+        )
     # rebuild: every generated file is rewritten from the index where it differs (a killed change's repair).
     changes = Changes(new_index, (), tuple(sorted(pending)), message, rebuild=True)
     repaired = tuple(b.path for b in index.bad if b.path in renewed)
-    report = ReindexReport("", tuple(merged), tuple(adopted), tuple(dropped), tuple(unindexed), (), len(pending),
-                           refreshed=tuple(refreshed), repaired=repaired, settled=tuple(settled))  # fmt: skip
+    report = ReindexReport(
+        "",
+        tuple(merged),
+        tuple(adopted),
+        tuple(dropped),
+        tuple(unindexed),
+        (),
+        len(pending),
+        refreshed=tuple(refreshed),
+        repaired=repaired,
+        settled=tuple(settled),
+    )
     return changes, report
 
 
@@ -217,7 +251,9 @@ def reindex(
             paths = {f.path for f in listed}
             pending = {p: e for p, e in cache.items() if p in paths}
             files = _hash_where_sizes_cannot_tell(listed, pending, sha_of)
-            candidates = entries_from_tree(index.layout, _unindexed(files, index, pending), sha_of) if adopt else []
+            candidates = (
+                entries_from_tree(index.layout, _unindexed(files, index, pending), sha_of) if adopt else []
+            )
             tree = {f.path: f for f in files}
             targets = {b.path: Known(raw=b.raw) for b in index.bad if b.path in tree}
             if refresh:
@@ -229,7 +265,9 @@ def reindex(
             restores = _restore_metadata(store, changes.index, listed, Path(tmp))
             changes = replace(changes, uploads=(*changes.uploads, *restores))
             restored = tuple(u.path for u in restores)
-            return changes, replace(report, unreadable=tuple(unreadable), location=store.location, restored=restored)
+            return changes, replace(
+                report, unreadable=tuple(unreadable), location=store.location, restored=restored
+            )
 
         if dry_run:
             return planner(read_index(store, default_layout))[1]
@@ -255,7 +293,9 @@ def _restore_metadata(store: Store, index: Index, files: Sequence[StoredFile], t
     uploads = []
     for entry in missing_metadata(index, files):
         path = entry.metadata_path
-        assert path is not None and entry.metadata_sha256 is not None  # missing_metadata: only entries naming one
+        assert (
+            path is not None and entry.metadata_sha256 is not None
+        )  # missing_metadata: only entries naming one
         source = tmp / f"{entry.metadata_sha256}.metadata"
         if source.is_file():
             uploads.append(Upload(path, source, entry.metadata_sha256, source.stat().st_size))
@@ -273,7 +313,9 @@ def _restore_metadata(store: Store, index: Index, files: Sequence[StoredFile], t
     return uploads
 
 
-def _unindexed(files: Sequence[StoredFile], index: Index, pending: Mapping[str, IndexEntry]) -> list[StoredFile]:
+def _unindexed(
+    files: Sequence[StoredFile], index: Index, pending: Mapping[str, IndexEntry]
+) -> list[StoredFile]:
     known = set(index.by_path()) | {e.path for e in pending.values()}
     return [f for f in files if is_wheel(f.path) and f.path not in known]
 

@@ -34,12 +34,21 @@ class Retagged:
 
     def to_json(self) -> dict[str, object]:
         """The wheel as a JSON object."""
-        return {"source": str(self.source), "path": str(self.path), "label": str(self.label),
-                "claims": [{"kind": c.kind.value, "text": c.text, "flag": c.flag or None} for c in self.claims]}  # fmt: skip
+        return {
+            "source": str(self.source),
+            "path": str(self.path),
+            "label": str(self.label),
+            "claims": [{"kind": c.kind.value, "text": c.text, "flag": c.flag or None} for c in self.claims],
+        }
 
 
 def retag_each(
-    paths: Sequence[Path], label: Label | None, out_dir: Path, *, relabel: bool = False, jobs: int | None = None
+    paths: Sequence[Path],
+    label: Label | None,
+    out_dir: Path,
+    *,
+    relabel: bool = False,
+    jobs: int | None = None,
 ) -> Iterator[Retagged]:
     """Each wheel relabelled into ``out_dir``, one at a time (a caller can show each before the next is read)."""
     for path in paths:
@@ -54,7 +63,11 @@ def retag_each(
             log.warning("%s: WHEEL's Tag lines disagree with its filename; retag wrote the filename's", path)
         found: tuple[Claim, ...] = ()
         if out.facts is not None:
-            found = tuple(c for c in claims(Wheel(WheelName.parse(out.path.name), out.facts)) if c.kind is not ClaimKind.TAGS)
+            found = tuple(
+                c
+                for c in claims(Wheel(WheelName.parse(out.path.name), out.facts))
+                if c.kind is not ClaimKind.TAGS
+            )
         elif out.unread is not None:
             log.warning("%s: its binaries were not checked against the label (%s)", out.path.name, out.unread)
         for claim in found:

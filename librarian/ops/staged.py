@@ -76,7 +76,10 @@ def read_manifests(paths: Sequence[Path], store: Store) -> tuple[tuple[IndexEntr
 
 
 def plan_manifests(
-    index: Index, entries: Sequence[IndexEntry], options: ManifestOptions, metadata: Mapping[str, Path] | None = None
+    index: Index,
+    entries: Sequence[IndexEntry],
+    options: ManifestOptions,
+    metadata: Mapping[str, Path] | None = None,
 ) -> tuple[Changes, list[IndexEntry]]:
     """Pure: the change that files ``entries`` (their bytes staged) into ``index``; the entries it adds.
 
@@ -85,8 +88,10 @@ def plan_manifests(
     whose METADATA is not there loses its ``metadata_sha256`` rather than name a file that is not stored.
     """
     files = metadata or {}
-    entries = [e if e.metadata_sha256 in files or not e.metadata_sha256 else replace(e, metadata_sha256=None)
-               for e in entries]  # fmt: skip
+    entries = [
+        e if e.metadata_sha256 in files or not e.metadata_sha256 else replace(e, metadata_sha256=None)
+        for e in entries
+    ]
     current = index.by_path()
     merged: list[IndexEntry] = []
     for entry in entries:
@@ -94,19 +99,33 @@ def plan_manifests(
         if old is not None and old.sha256 == entry.sha256:
             continue
         if old is not None and not options.replace:
-            raise Refused(f"{entry.path}: already stored with other bytes (sha256 {old.sha256[:12]}…); pass --replace")
+            raise Refused(
+                f"{entry.path}: already stored with other bytes (sha256 {old.sha256[:12]}…); pass --replace"
+            )
         merged.append(entry)
     uploads = tuple(Upload(e.path, None, e.sha256, e.size) for e in merged)
-    uploads += tuple(Upload(metadata_path(e.path), files[e.metadata_sha256], e.metadata_sha256,
-                            files[e.metadata_sha256].stat().st_size)
-                     for e in merged if e.metadata_sha256)  # fmt: skip
+    uploads += tuple(
+        Upload(
+            metadata_path(e.path),
+            files[e.metadata_sha256],
+            e.metadata_sha256,
+            files[e.metadata_sha256].stat().st_size,
+        )
+        for e in merged
+        if e.metadata_sha256
+    )
     packages = sorted({e.cell.package for e in merged})
     message = f"librarian reindex --manifest: {len(merged)} staged wheel(s) ({', '.join(packages)})"
     return Changes(index.with_entries(added=merged), uploads, (), message), merged
 
 
 def reindex_manifests(
-    store: Store, default_layout: Layout, paths: Sequence[Path], options: ManifestOptions, *, dry_run: bool = False
+    store: Store,
+    default_layout: Layout,
+    paths: Sequence[Path],
+    options: ManifestOptions,
+    *,
+    dry_run: bool = False,
 ) -> ReindexReport:
     """Merge the wheels the manifests at ``paths`` staged into the index, in one change.
 
@@ -121,7 +140,10 @@ def reindex_manifests(
     missing = store.missing_blobs([Blob(e.sha256, e.size, e.path) for e in entries])
     gone = {(b.name, b.sha256) for b in missing}
     dropped = tuple(
-        Problem(e.path, f"staged, but the store does not hold its bytes (sha256 {e.sha256[:12]}…, {e.size} bytes): stage it again")
+        Problem(
+            e.path,
+            f"staged, but the store does not hold its bytes (sha256 {e.sha256[:12]}…, {e.size} bytes): stage it again",
+        )
         for e in entries
         if (e.path, e.sha256) in gone
     )
@@ -144,5 +166,7 @@ def reindex_manifests(
     return _with(report, applied.result, applied.where, applied.commit)
 
 
-def _with(report: ReindexReport, merged: list[IndexEntry], where: str = "", commit: str = "") -> ReindexReport:
+def _with(
+    report: ReindexReport, merged: list[IndexEntry], where: str = "", commit: str = ""
+) -> ReindexReport:
     return replace(report, merged=tuple(merged), where=where, commit=commit)

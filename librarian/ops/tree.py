@@ -20,7 +20,10 @@ def is_wheel(path: str) -> bool:
 
 
 def entries_from_tree(
-    layout: Layout, files: Iterable[StoredFile], sha_of: Callable[[StoredFile], str], packages: Collection[str] | None = None
+    layout: Layout,
+    files: Iterable[StoredFile],
+    sha_of: Callable[[StoredFile], str],
+    packages: Collection[str] | None = None,
 ) -> list[IndexEntry]:
     """Index entries for the wheels whose paths the layout parses (and whose filenames agree with them).
 

@@ -46,23 +46,36 @@ class VerifyReport:
 
     def render(self) -> str:
         """Every problem, one line each, then what was accepted, what was checked and the state."""
-        lines = [str(p) for p in self.problems] + [f"{path}: staged, awaiting reindex" for path in self.staged]
+        lines = [str(p) for p in self.problems] + [
+            f"{path}: staged, awaiting reindex" for path in self.staged
+        ]
         lines += [str(a) for a in self.accepted]
         state = f"{len(self.problems)} problem(s)" if self.problems else "all consistent"
         if self.accepted:
             state += f"; {len(self.accepted)} accepted at publish"
         if self.staged:
             state += f"; {len(self.staged)} staged, awaiting 'librarian reindex'"
-        lines.append(f"checked {self.wheels} wheel(s) in {self.location}{' (deep)' if self.deep else ''}: {state}")
+        lines.append(
+            f"checked {self.wheels} wheel(s) in {self.location}{' (deep)' if self.deep else ''}: {state}"
+        )
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
         """The report for ``--json``; a problem's ``also`` lists the other paths of the same bytes, where any."""
-        problems = [{"path": p.path, "problem": p.problem, **({"also": list(p.also)} if p.also else {})}
-                    for p in self.problems]  # fmt: skip
+        problems = [
+            {"path": p.path, "problem": p.problem, **({"also": list(p.also)} if p.also else {})}
+            for p in self.problems
+        ]
         accepted = [{"path": a.path, "flag": a.flag, "finding": a.finding} for a in self.accepted]
-        return {"schema": 1, "repo": self.location, "wheels": self.wheels, "ok": not self.problems,
-                "problems": problems, "staged": list(self.staged), "accepted": accepted}  # fmt: skip
+        return {
+            "schema": 1,
+            "repo": self.location,
+            "wheels": self.wheels,
+            "ok": not self.problems,
+            "problems": problems,
+            "staged": list(self.staged),
+            "accepted": accepted,
+        }
 
 
 @dataclass(slots=True)
@@ -73,7 +86,9 @@ class _Blob:
     problems: list[str]
     facts: WheelFacts | None
     paths: list[str] = field(default_factory=list)
-    claims: tuple[Claim, ...] = ()  # where its name and its bytes disagree: a problem unless an override accepted it
+    claims: tuple[
+        Claim, ...
+    ] = ()  # where its name and its bytes disagree: a problem unless an override accepted it
 
 
 class _Reader:
@@ -133,7 +148,9 @@ class _Reader:
     def _read(self, f: StoredFile, name: WheelName, jobs: int) -> _Blob:
         if not (self.deep or self.store.is_local):  # a shallow check downloads nothing
             return self._judge(name, None, f.sha256, jobs)
-        with contextlib.ExitStack() as stack:  # a download is removed once read: disk holds the blobs in flight
+        with (
+            contextlib.ExitStack() as stack
+        ):  # a download is removed once read: disk holds the blobs in flight
             try:
                 file = stack.enter_context(self.store.open(f.path))
             except LibrarianError as e:
@@ -165,7 +182,9 @@ class _Reader:
         return blob
 
 
-def _check_wheel(f: StoredFile, entry: IndexEntry | None, blob: _Blob, layout: Layout) -> tuple[list[str], list[str]]:
+def _check_wheel(
+    f: StoredFile, entry: IndexEntry | None, blob: _Blob, layout: Layout
+) -> tuple[list[str], list[str]]:
     """The problems of one stored path (against the index, and its bytes against its cell), and the findings
     its entry's overrides accept."""
     problems: list[str] = []
@@ -198,7 +217,9 @@ def _check_binaries(name: WheelName, facts: WheelFacts, cell: Cell) -> list[str]
     return [f"its binaries run on sm{cell.sm.sm} only by JIT-compiling PTX (they have {gpu.wheel_needs})"]
 
 
-def verify(store: Store, default_layout: Layout, *, deep: bool = False, jobs: int | None = None) -> VerifyReport:
+def verify(
+    store: Store, default_layout: Layout, *, deep: bool = False, jobs: int | None = None
+) -> VerifyReport:
     """Check the whole store; every problem is listed, none stops the check.
 
     Wheels' bytes are read by ``jobs`` threads (default: the cores available); the report is the same.
@@ -247,10 +268,17 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False, jobs: in
             else:
                 problems.append(Problem(first, claim.text, tuple(rest)))
     for path in sorted(set(pending) - set(files)):
-        problems.append(Problem(path, "staged, but its wheel is not in the store (reindex will drop the entry)"))
+        problems.append(
+            Problem(path, "staged, but its wheel is not in the store (reindex will drop the entry)")
+        )
     for bad in index.bad:  # each poisons only itself: named here, repaired by reindex
-        problems.append(Problem(bad.where, f"index entry fails its checks ({bad.problem}); 'librarian reindex' "
-                                           "re-reads its wheel and writes it anew"))  # fmt: skip
+        problems.append(
+            Problem(
+                bad.where,
+                f"index entry fails its checks ({bad.problem}); 'librarian reindex' "
+                "re-reads its wheel and writes it anew",
+            )
+        )
     unindexed = {f.path.rsplit("/", 1)[-1]: f.path for f in wheels if f.path not in by_path}
     for path in sorted(set(by_path) - set(files)):
         moved = unindexed.get(path.rsplit("/", 1)[-1])
@@ -259,14 +287,22 @@ def verify(store: Store, default_layout: Layout, *, deep: bool = False, jobs: in
     problems.extend(_check_metadata_files(store, index, files))
     problems.extend(_check_catalogue(store, index, files))
     problems.extend(Problem(path, why) for path, why in listing.strays)  # links, FIFOs, temp files, journal
-    return VerifyReport(store.location, len(wheels), tuple(sorted(problems)), tuple(staged), deep,
-                        tuple(sorted(dict.fromkeys(accepted))))  # fmt: skip
+    return VerifyReport(
+        store.location,
+        len(wheels),
+        tuple(sorted(problems)),
+        tuple(staged),
+        deep,
+        tuple(sorted(dict.fromkeys(accepted))),
+    )
 
 
 def _check_metadata_files(store: Store, index: Index, files: dict[str, StoredFile]) -> list[Problem]:
     """PEP 658 files travel with their wheel: each indexed one present with its bytes, none left orphaned."""
-    problems = [Problem(metadata_path(e.path), "the wheel's METADATA file (PEP 658) is missing (reindex restores it)")
-                for e in missing_metadata(index, files.values())]  # fmt: skip
+    problems = [
+        Problem(metadata_path(e.path), "the wheel's METADATA file (PEP 658) is missing (reindex restores it)")
+        for e in missing_metadata(index, files.values())
+    ]
     for entry in index.entries:
         path = entry.metadata_path
         stored = files.get(path) if path is not None and entry.path in files else None
@@ -276,7 +312,11 @@ def _check_metadata_files(store: Store, index: Index, files: dict[str, StoredFil
         if sha is not None and sha != entry.metadata_sha256:
             problems.append(Problem(path, "does not match the METADATA the index records for its wheel"))
     for path in sorted(files):
-        if path.endswith(".whl.metadata") and not is_generated(path) and path.removesuffix(".metadata") not in files:
+        if (
+            path.endswith(".whl.metadata")
+            and not is_generated(path)
+            and path.removesuffix(".metadata") not in files
+        ):
             problems.append(Problem(path, "METADATA file (PEP 658) of a wheel that is not in the store"))
     return problems
 

@@ -86,15 +86,21 @@ def _target_machine(hardware: Machine, target: Target, facts: TargetFacts) -> Ma
     """The machine as another interpreter sees it, from its probe's answer."""
     where = str(target.executable)
     torch, cuda = _torch_safely(list(facts.path))
-    glibc = Probed.found(facts.glibc, f"{where}: os.confstr") if facts.glibc else _safely("glibc", detect_glibc)
+    glibc = (
+        Probed.found(facts.glibc, f"{where}: os.confstr") if facts.glibc else _safely("glibc", detect_glibc)
+    )
     if facts.tags is not None:
         tags: Probed[tuple[Tag, ...]] = Probed.found(facts.tags, f"{where}: packaging.tags")
     elif facts.implementation == "cpython" and facts.platform == "linux" and glibc.value is not None:
         # Neither packaging nor pip there: the tags its version, glibc and CPU give, as packaging would list them.
         platforms = linux_platforms(glibc.value, canonical_cpu(facts.machine))
-        tags = Probed.found(interpreter_tags(facts.version[:2], platforms), f"{where}: computed (no packaging there)")
+        tags = Probed.found(
+            interpreter_tags(facts.version[:2], platforms), f"{where}: computed (no packaging there)"
+        )
     else:
-        tags = Probed.unknown(f"{where} has neither packaging nor pip to list its tags; pass --python X.Y --platform")
+        tags = Probed.unknown(
+            f"{where} has neither packaging nor pip to list its tags; pass --python X.Y --platform"
+        )
     return replace(
         hardware,
         torch=torch,

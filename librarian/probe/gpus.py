@@ -208,5 +208,3 @@ def detect_gpus(
         tried.append(f"{source}: no GPUs")
     log.debug("no GPU found: %s", "; ".join(tried))
     return Probed.unknown(NO_GPU), Probed.unknown(NO_DRIVER)
-
-

@@ -88,5 +88,3 @@ def detect_glibcxx() -> Probed[tuple[int, ...]]:
     if not versions:
         return Probed.unknown(f"{path}: defines no GLIBCXX_ versions")
     return Probed.found(max(versions), str(path))
-
-

@@ -93,7 +93,9 @@ def find_target(python: str | None, environ: Mapping[str, str] | None = None) ->
         if path.is_dir():
             found = _interpreter_in(path)
             if found is None:
-                raise BadInput(f"--python {python}: a folder, but no virtual environment (no bin/python in it)")
+                raise BadInput(
+                    f"--python {python}: a folder, but no virtual environment (no bin/python in it)"
+                )
             return Target(found, "--python")
         if not path.exists():
             raise BadInput(f"--python {python}: no such interpreter or virtual environment")
@@ -127,10 +129,15 @@ def parse_probe(text: str, where: str) -> TargetFacts:
         version = tuple(int(x) for x in data["version"])
         tags = None if data.get("tags") is None else tuple(t for s in data["tags"] for t in parse_tag(s))
         return TargetFacts(
-            (version[0], version[1], version[2]), str(data["implementation"]), str(data["executable"]),
-            tuple(str(p) for p in data["path"]), tags, str(data["machine"]), str(data["platform"]),
+            (version[0], version[1], version[2]),
+            str(data["implementation"]),
+            str(data["executable"]),
+            tuple(str(p) for p in data["path"]),
+            tags,
+            str(data["machine"]),
+            str(data["platform"]),
             parse_glibc_version(str(data.get("libc") or "")),
-        )  # fmt: skip
+        )
     except (ValueError, KeyError, TypeError, IndexError) as e:
         raise BadInput(f"{where}: did not answer librarian's probe as a Python interpreter ({e})") from e
 
@@ -145,8 +152,9 @@ def probe_target(target: Target) -> TargetFacts:
     cmd = [str(exe), "-c", _PROBE]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
-            returncode = subprocess.run(cmd, stdout=out, stderr=err, timeout=PROBE_TIMEOUT, check=False,
-                                        stdin=subprocess.DEVNULL).returncode  # fmt: skip
+            returncode = subprocess.run(
+                cmd, stdout=out, stderr=err, timeout=PROBE_TIMEOUT, check=False, stdin=subprocess.DEVNULL
+            ).returncode
         except subprocess.TimeoutExpired as e:  # its text quotes the command line, the probe's source with it
             raise BadInput(f"{exe}: did not answer librarian's probe within {PROBE_TIMEOUT} s") from e
         except OSError as e:
@@ -156,8 +164,10 @@ def probe_target(target: Target) -> TargetFacts:
             raise BadInput(f"{exe}: exited with status {returncode} ({last[:200]})")
         size = out.seek(0, os.SEEK_END)
         if size > MAX_PROBE_OUTPUT:
-            raise BadInput(f"{exe}: printed {size} bytes to librarian's probe, which answers in one short line; "
-                           "not a Python interpreter librarian can use")  # fmt: skip
+            raise BadInput(
+                f"{exe}: printed {size} bytes to librarian's probe, which answers in one short line; "
+                "not a Python interpreter librarian can use"
+            )
         out.seek(0)
         text = out.read().decode("utf-8", "replace")
     return parse_probe(text, str(exe))

@@ -124,5 +124,3 @@ def _torch_parts(path: list[str] | None) -> tuple[Probed[TorchInfo], Probed[Majo
     if source:
         return torch, Probed.unknown(f"torch {info.version} is a CPU build; pass --cuda")
     return torch, Probed.unknown(f"torch {info.version}: its CUDA line is not written down; pass --cuda")
-
-

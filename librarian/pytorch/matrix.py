@@ -277,7 +277,9 @@ def derived_arch_list(cuda: MajorMinor, platform: Platform) -> ArchRow:
     """
     gpus = compiled_by(cuda, frozenset({platform.cpu}))
     arch_list = ";".join(format_version(g.capability) for g in gpus)
-    return ArchRow(cuda, platform, arch_list, "derived from librarian/data/gpus.toml: no source gives torch's own list")
+    return ArchRow(
+        cuda, platform, arch_list, "derived from librarian/data/gpus.toml: no source gives torch's own list"
+    )
 
 
 GITHUB_MAX_JOBS = 256  # GitHub Actions' limit on the jobs one matrix generates
@@ -291,8 +293,10 @@ def github_matrices(include: list[dict[str, Any]], split: bool = False) -> dict[
     if len(include) <= GITHUB_MAX_JOBS:
         return {"include": include}
     if not split:
-        raise BadInput(f"{len(include)} jobs: past GitHub Actions' limit of {GITHUB_MAX_JOBS} jobs per matrix; "
-                       "narrow the selection (--newest, --python, --platform, --cuda) or pass --split")  # fmt: skip
+        raise BadInput(
+            f"{len(include)} jobs: past GitHub Actions' limit of {GITHUB_MAX_JOBS} jobs per matrix; "
+            "narrow the selection (--newest, --python, --platform, --cuda) or pass --split"
+        )
     parts = [include[i : i + GITHUB_MAX_JOBS] for i in range(0, len(include), GITHUB_MAX_JOBS)]
     return {"matrices": [{"include": p} for p in parts]}
 

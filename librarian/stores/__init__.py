@@ -9,7 +9,12 @@ from librarian.stores.local import LocalStore
 
 
 def open_store(
-    repo: str, *, create: bool = False, publishing: bool = False, license: str | None = None, install: str | None = None
+    repo: str,
+    *,
+    create: bool = False,
+    publishing: bool = False,
+    license: str | None = None,
+    install: str | None = None,
 ) -> Store:
     """A local directory, or a Hub dataset repo for ``hf://datasets/owner/name[@revision]`` or its web URL.
 

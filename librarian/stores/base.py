@@ -182,10 +182,22 @@ def read_index(store: Store, default_layout: Layout, packages: Iterable[str] | N
         good, broken = parse_shard(shard, f"{store.location}/{path}", package)
         entries.extend(good)
         bad.extend(broken)
-    log.info("%s: read %s and %d shard(s)%s", store.location, ROOT, len(wanted),
-             f" ({', '.join(root.shards[p] for p in sorted(wanted)[:5])}{', ...' if len(wanted) > 5 else ''})" if wanted else "")  # fmt: skip
+    log.info(
+        "%s: read %s and %d shard(s)%s",
+        store.location,
+        ROOT,
+        len(wanted),
+        f" ({', '.join(root.shards[p] for p in sorted(wanted)[:5])}{', ...' if len(wanted) > 5 else ''})"
+        if wanted
+        else "",
+    )
     for b in bad:
-        log.warning("%s/%s: skipped an index entry (%s); 'librarian reindex' repairs it", store.location, b.where, b.problem)
+        log.warning(
+            "%s/%s: skipped an index entry (%s); 'librarian reindex' repairs it",
+            store.location,
+            b.where,
+            b.problem,
+        )
     return Index(root.layout, tuple(sorted(entries, key=lambda e: e.path)), tuple(bad))
 
 

@@ -51,7 +51,9 @@ class HubStore(HubReader):
     """A dataset repo on the Hugging Face Hub (or any server speaking its API, via HF_ENDPOINT)."""
 
     @classmethod
-    def from_url(cls, url: str, *, create: bool = False, license: str | None = None, install: str | None = None) -> HubStore:
+    def from_url(
+        cls, url: str, *, create: bool = False, license: str | None = None, install: str | None = None
+    ) -> HubStore:
         """A store for ``hf://datasets/owner/name[@revision]`` or the repo's web URL."""
         parsed = parse_hub_address(url)
         if parsed is None:
@@ -72,7 +74,10 @@ class HubStore(HubReader):
         if head is None:
             raise self._missing_repo()
         gone = set(leaving)
-        refs = self._read("refs", lambda: self.api.list_repo_refs(self.repo_id, repo_type=REPO_TYPE, include_pull_requests=True))
+        refs = self._read(
+            "refs",
+            lambda: self.api.list_repo_refs(self.repo_id, repo_type=REPO_TYPE, include_pull_requests=True),
+        )
         heads = {r.target_commit for r in (*refs.branches, *refs.tags, *(refs.pull_requests or ()))} | {head}
         referenced: set[str] = set()
         for sha in sorted(heads):
@@ -106,7 +111,9 @@ class HubStore(HubReader):
             # This commit's index, cached as the parent's plus what was written: a pull after it works
             # offline (the parent's whole index was read above, to plan).
             made = urls[-1].rsplit("/", 1)[-1]
-            staged = [u for u in changes.uploads if u.source is None]  # uploaded earlier, committed by reference
+            staged = [
+                u for u in changes.uploads if u.source is None
+            ]  # uploaded earlier, committed by reference
             if staged:
                 self._lfs.prove(staged, made)
             if made != parent:
@@ -124,7 +131,9 @@ class HubStore(HubReader):
             if self._sha is None:
                 self._create_repo()
             operations: list[Any] = [add_operation(u) for u in sorted(uploads, key=lambda u: u.path)]
-            operations += [CommitOperationAdd(path_in_repo=p, path_or_fileobj=d) for p, d in sorted(files.items())]
+            operations += [
+                CommitOperationAdd(path_in_repo=p, path_or_fileobj=d) for p, d in sorted(files.items())
+            ]
             return self._commit_once(operations, message, None)
 
         return self._attempts(step)
@@ -139,8 +148,10 @@ class HubStore(HubReader):
         unique = {u.sha256: u for u in uploads if u.source is not None}
         missing = self.missing_blobs([Blob(u.sha256, u.size, u.path) for u in unique.values()])
         if missing:
-            raise StoreError(f"{self.location}/{missing[0].name}: the Hub did not keep it as an LFS object "
-                             "(it stores the file inline); publish it without --manifest")  # fmt: skip
+            raise StoreError(
+                f"{self.location}/{missing[0].name}: the Hub did not keep it as an LFS object "
+                "(it stores the file inline); publish it without --manifest"
+            )
         return head
 
     def missing_blobs(self, blobs: Sequence[Blob]) -> tuple[Blob, ...]:
@@ -171,15 +182,19 @@ class HubStore(HubReader):
                     raise
                 if e.wait is None or e.wait > self.policy.max_wait:
                     raise commits_refused(self.location, e) from e
-                notes.append(f"attempt {attempt}: the Hub limits commits; waiting {say_wait(e.wait)} as it asks "
-                             f"(up to {say_wait(self.policy.max_wait)}: LIBRARIAN_HUB_MAX_WAIT)")  # fmt: skip
+                notes.append(
+                    f"attempt {attempt}: the Hub limits commits; waiting {say_wait(e.wait)} as it asks "
+                    f"(up to {say_wait(self.policy.max_wait)}: LIBRARIAN_HUB_MAX_WAIT)"
+                )
                 wait = e.wait + random.random() * 4 * self.policy.commit_backoff
                 log.warning("%s: %s", self.location, notes[-1])
                 time.sleep(wait)
                 continue
             log.info("%s", notes[-1])
             time.sleep(wait)
-        raise Unreachable(f"{self.location}: could not commit after {MAX_ATTEMPTS} attempts ({notes[-1] if notes else ''})")
+        raise Unreachable(
+            f"{self.location}: could not commit after {MAX_ATTEMPTS} attempts ({notes[-1] if notes else ''})"
+        )
 
     def _commit_once(self, operations: list[Any], message: str, parent: str | None) -> str:
         """One ``create_commit`` carrying a marker; a lost answer is looked up in the history. Returns its URL."""
@@ -188,8 +203,13 @@ class HubStore(HubReader):
             bar = progress.task(f"commit {len(operations)} file(s)", unit="files")
             with self._translated("commit", conflicts=True), bar:
                 info = self.api.create_commit(
-                    self.repo_id, operations, commit_message=message, commit_description=f"{MARKER}: {change_id}",
-                    repo_type=REPO_TYPE, revision=self.revision, parent_commit=parent,
+                    self.repo_id,
+                    operations,
+                    commit_message=message,
+                    commit_description=f"{MARKER}: {change_id}",
+                    repo_type=REPO_TYPE,
+                    revision=self.revision,
+                    parent_commit=parent,
                 )
         except Transient:
             landed = self._landed(change_id)
@@ -199,7 +219,9 @@ class HubStore(HubReader):
             return landed
         return self.commit_url(str(info.oid))
 
-    def _commit_pieces(self, old: Index, changes: Changes, parent: str, notes: list[str]) -> tuple[list[str], Generated]:
+    def _commit_pieces(
+        self, old: Index, changes: Changes, parent: str, notes: list[str]
+    ) -> tuple[list[str], Generated]:
         """Commit ``changes`` in pieces of at most ``policy.commit_ops`` files: wheels first, then the index
         (with as many deletions as fit), then the remaining deletions. The index never names a file that
         is not there: a failure between pieces leaves only files the index does not list yet, which the
@@ -209,20 +231,26 @@ class HubStore(HubReader):
         uploaded = {u.path for u in changes.uploads}
         deletes = [CommitOperationDelete(path_in_repo=p) for p in changes.deletes if p not in uploaded]
         generated = self._generated(old, changes)
-        catalogue: list[Any] = [CommitOperationAdd(path_in_repo=p, path_or_fileobj=d) for p, d in generated.writes]
+        catalogue: list[Any] = [
+            CommitOperationAdd(path_in_repo=p, path_or_fileobj=d) for p, d in generated.writes
+        ]
         catalogue += [CommitOperationDelete(path_in_repo=p) for p in generated.deletes]
         if len(adds) + len(deletes) + len(catalogue) > cap:
             adds = self._lfs.not_there_yet(adds, changes.uploads, parent)
         pieces = plan_pieces(adds, catalogue, deletes, cap)
         urls: list[str] = []
         for n, ops in enumerate(pieces, start=1):
-            message = changes.message if len(pieces) == 1 else f"{changes.message} (part {n} of {len(pieces)})"
+            message = (
+                changes.message if len(pieces) == 1 else f"{changes.message} (part {n} of {len(pieces)})"
+            )
             urls.append(self._commit_once(ops, message, parent))
             parent = urls[-1].rsplit("/", 1)[-1]
             if len(pieces) > 1:
                 notes.append(f"committed part {n} of {len(pieces)} ({len(ops)} file(s)): {urls[-1]}")
                 log.info("%s", notes[-1])
-        return urls or [self.commit_url(parent)], generated  # every file already there: nothing left to commit
+        return urls or [
+            self.commit_url(parent)
+        ], generated  # every file already there: nothing left to commit
 
     def _note_new_head(self) -> None:
         """Read the head once more after a commit, so that an offline read later finds this commit's index,
@@ -243,15 +271,21 @@ class HubStore(HubReader):
             tree = {path: data for path in listed if (data := self.read_file(path)) is not None}
         card = None
         if changes.index.entries:  # an empty store gets no card: its current one is not even read
-            card = CardSource(self.read_file(CARD), self.repo_id, public_endpoint(self.api.endpoint), self.license,
-                              self.install)  # fmt: skip
+            card = CardSource(
+                self.read_file(CARD),
+                self.repo_id,
+                public_endpoint(self.api.endpoint),
+                self.license,
+                self.install,
+            )
         return plan_generated(old, changes.index, tree=tree, card=card)
 
     def _landed(self, change_id: str) -> str | None:
         """The URL of the commit carrying ``change_id`` when it is in the history (its answer may have been lost)."""
         try:
             commits = self._read(
-                "commit history", lambda: self.api.list_repo_commits(self.repo_id, repo_type=REPO_TYPE, revision=self.revision)
+                "commit history",
+                lambda: self.api.list_repo_commits(self.repo_id, repo_type=REPO_TYPE, revision=self.revision),
             )
         except LibrarianError:
             return None
@@ -262,7 +296,11 @@ class HubStore(HubReader):
         if not self.create:
             raise self._missing_repo()
         with self._translated("create repo"):
-            retrying(f"{self.location}: create repo", lambda: self.api.create_repo(self.repo_id, repo_type=REPO_TYPE, exist_ok=True), self.policy)
+            retrying(
+                f"{self.location}: create repo",
+                lambda: self.api.create_repo(self.repo_id, repo_type=REPO_TYPE, exist_ok=True),
+                self.policy,
+            )
         head = self._head()
         if head is None:
             raise StoreError(f"{self.location}: created, but the repo is still not there")

@@ -14,7 +14,9 @@ _NAME = r"[A-Za-z0-9][\w.-]*/[\w.-]+"
 _HF_URL = re.compile(rf"hf://datasets/(?P<repo>{_NAME}?)(?:@(?P<rev>\S+?))?/?")
 _WEB_PATH = re.compile(rf"/datasets/(?P<repo>{_NAME}?)(?:/tree/(?P<rev>[^/]+)(?:/.*)?)?/?")
 HUB_HOSTS = ("huggingface.co", "hf.co", "www.huggingface.co")
-USAGE = "expected a directory, hf://datasets/OWNER/NAME[@REVISION] or https://huggingface.co/datasets/OWNER/NAME"
+USAGE = (
+    "expected a directory, hf://datasets/OWNER/NAME[@REVISION] or https://huggingface.co/datasets/OWNER/NAME"
+)
 
 
 def _origin(url: str) -> tuple[str, str]:
@@ -44,7 +46,10 @@ def parse_hub_address(text: str) -> tuple[str, str] | None:
             raise BadInput(f"{text}: not a Hub dataset repo ({USAGE})")
         return m["repo"], m["rev"] or "main"
     scheme, host = _origin(text)
-    known = {("https", h) for h in HUB_HOSTS} | {_origin(constants.ENDPOINT), _origin(os.environ.get("HF_ENDPOINT") or constants.ENDPOINT)}
+    known = {("https", h) for h in HUB_HOSTS} | {
+        _origin(constants.ENDPOINT),
+        _origin(os.environ.get("HF_ENDPOINT") or constants.ENDPOINT),
+    }
     m = _WEB_PATH.fullmatch(urlsplit(text).path) if (scheme, host) in known else None
     if m is None or urlsplit(text).query:
         raise BadInput(f"{text}: not a store address ({USAGE})")

@@ -64,23 +64,33 @@ def no_repo(location: str) -> NoRepo:
 
 
 @contextmanager
-def translated(location: str, revision: str, what: str, *, max_wait: float, conflicts: bool = False) -> Iterator[None]:
+def translated(
+    location: str, revision: str, what: str, *, max_wait: float, conflicts: bool = False
+) -> Iterator[None]:
     """Turn the client's errors raised inside into ours; ``conflicts`` for a commit (412, 5xx, lost answers
     are the commit loop's to handle). A 429 asking for more than ``max_wait`` seconds ends the command."""
     try:
         yield
     except RepositoryNotFoundError as e:
         response = e.response
-        if response is not None and response.status_code == 401 and response.headers.get("X-Error-Code") != "RepoNotFound":
+        if (
+            response is not None
+            and response.status_code == 401
+            and response.headers.get("X-Error-Code") != "RepoNotFound"
+        ):
             # huggingface_hub reads any 401 from an https:// Hub as "no such repo"; a bad token is not that.
-            raise Unreachable(f"{location}: {what}: refused (HTTP 401); check HF_TOKEN or `hf auth login`") from e
+            raise Unreachable(
+                f"{location}: {what}: refused (HTTP 401); check HF_TOKEN or `hf auth login`"
+            ) from e
         raise no_repo(location) from e
     except RevisionNotFoundError as e:
         raise StoreError(f"{location}: no revision {revision!r}") from e
     except EntryNotFoundError as e:
         raise NoEntry(f"{location}/{what}: no such file") from e
     except OfflineModeIsEnabled as e:
-        raise CannotReach(f"{location}: HF_HUB_OFFLINE is set; {what} needs the network", "HF_HUB_OFFLINE is set") from e
+        raise CannotReach(
+            f"{location}: HF_HUB_OFFLINE is set; {what} needs the network", "HF_HUB_OFFLINE is set"
+        ) from e
     except HfHubHTTPError as e:
         raise _http_error(e, location, what, max_wait=max_wait, conflicts=conflicts) from e
     except RuntimeError as e:
@@ -98,7 +108,9 @@ def translated(location: str, revision: str, what: str, *, max_wait: float, conf
         raise CannotReach(f"{location}: {what}: {why}", why) from e
 
 
-def _http_error(e: HfHubHTTPError, location: str, what: str, *, max_wait: float, conflicts: bool) -> StoreError:
+def _http_error(
+    e: HfHubHTTPError, location: str, what: str, *, max_wait: float, conflicts: bool
+) -> StoreError:
     """Ours for an HTTP error status (the retries of a read are spent by now)."""
     status = e.response.status_code if e.response is not None else None
     if conflicts and status == 412:

@@ -150,7 +150,9 @@ class _Paced(httpx2.SyncByteStream):
             got += len(chunk)
             elapsed = time.monotonic() - start
             if elapsed > self.read and got < MIN_RATE * elapsed:
-                raise httpx2.ReadTimeout(f"the answer trickles in ({got} bytes in {elapsed:.0f} s)", request=self.request)
+                raise httpx2.ReadTimeout(
+                    f"the answer trickles in ({got} bytes in {elapsed:.0f} s)", request=self.request
+                )
             yield chunk
 
     def close(self) -> None:
@@ -239,8 +241,13 @@ def retrying(what: str, call: Callable[[], T], policy: NetPolicy) -> T:
                 if limited + asked > policy.max_wait:
                     raise  # translated to one line naming the wait (exit 3)
                 if limited == 0:
-                    log.warning("%s: the Hub limits our requests (HTTP 429); waiting %s as it asks (up to %s in "
-                                "all: LIBRARIAN_HUB_MAX_WAIT)", what, _seconds(asked), _seconds(policy.max_wait))  # fmt: skip
+                    log.warning(
+                        "%s: the Hub limits our requests (HTTP 429); waiting %s as it asks (up to %s in "
+                        "all: LIBRARIAN_HUB_MAX_WAIT)",
+                        what,
+                        _seconds(asked),
+                        _seconds(policy.max_wait),
+                    )
                 else:
                     log.info("%s: HTTP 429 again; waiting %s", what, _seconds(asked))
                 limited += asked
@@ -250,7 +257,9 @@ def retrying(what: str, call: Callable[[], T], policy: NetPolicy) -> T:
             wait = max(policy.wait(attempt), retry_after(e) or 0.0)
             if attempt > policy.retries or time.monotonic() - start + wait > policy.budget:
                 raise
-            log.info("%s: %s; trying again in %.1f s (%d of %d)", what, describe(e), wait, attempt, policy.retries)
+            log.info(
+                "%s: %s; trying again in %.1f s (%d of %d)", what, describe(e), wait, attempt, policy.retries
+            )
             time.sleep(wait)
 
 

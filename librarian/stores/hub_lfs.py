@@ -36,15 +36,24 @@ class Reader(Protocol):
 class LfsObjects:
     """The LFS objects of one dataset repo, read and changed through the store's reader and translation."""
 
-    def __init__(self, api: HfApi, repo_id: str, revision: str, location: str, read: Reader,
-                 translated: Callable[[str], AbstractContextManager[None]]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        api: HfApi,
+        repo_id: str,
+        revision: str,
+        location: str,
+        read: Reader,
+        translated: Callable[[str], AbstractContextManager[None]],
+    ) -> None:
         self.api, self.repo_id, self.revision, self.location = api, repo_id, revision, location
         self.read, self.translated = read, translated
 
     def upload(self, uploads: Sequence[Upload]) -> None:
         """Send the uploads' files as LFS objects, no commit (huggingface_hub skips those already there)."""
         unique = {u.sha256: u for u in uploads if u.source is not None}
-        ops = [CommitOperationAdd(path_in_repo=u.path, path_or_fileobj=str(u.source)) for u in unique.values()]
+        ops = [
+            CommitOperationAdd(path_in_repo=u.path, path_or_fileobj=str(u.source)) for u in unique.values()
+        ]
         if ops:
             with self.translated("upload"):
                 self.api.preupload_lfs_files(self.repo_id, ops, repo_type=REPO_TYPE, revision=self.revision)
@@ -64,22 +73,34 @@ class LfsObjects:
             chunk = items[start : start + _LFS_BATCH]
             infos = [UploadInfo(size=b.size, sample=b"", sha256=bytes.fromhex(b.sha256)) for b in chunk]
 
-            def ask(infos: list[UploadInfo] = infos) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
-                return post_lfs_batch_info(infos, token, REPO_TYPE, self.repo_id, quote(self.revision, safe=""), self.api.endpoint)
+            def ask(
+                infos: list[UploadInfo] = infos,
+            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
+                return post_lfs_batch_info(
+                    infos, token, REPO_TYPE, self.repo_id, quote(self.revision, safe=""), self.api.endpoint
+                )
 
             actions, errors, transfer = self.read("LFS check", ask)
             if transfer in (None, "basic", "multipart"):
-                absent |= {str(o.get("oid")) for o in actions if o.get("actions")} | {str(o.get("oid")) for o in errors}
+                absent |= {str(o.get("oid")) for o in actions if o.get("actions")} | {
+                    str(o.get("oid")) for o in errors
+                }
                 continue
             if listed is None:
-                log.info("%s: the LFS batch API answers in the %r shape; checking the LFS file listing", self.location, transfer)
+                log.info(
+                    "%s: the LFS batch API answers in the %r shape; checking the LFS file listing",
+                    self.location,
+                    transfer,
+                )
                 listed = self.listed()
             absent |= {b.sha256 for b in chunk if listed.get(b.sha256) != b.size}
         return tuple(b for b in blobs if b.sha256 in absent)
 
     def listed(self) -> dict[str, int]:
         """Every LFS object the repo stores (pushed, committed or not), sha256 -> size."""
-        items = self.read("LFS listing", lambda: list(self.api.list_lfs_files(self.repo_id, repo_type=REPO_TYPE)))
+        items = self.read(
+            "LFS listing", lambda: list(self.api.list_lfs_files(self.repo_id, repo_type=REPO_TYPE))
+        )
         return {str(item.file_oid): int(item.size) for item in items}
 
     def prove(self, uploads: Sequence[Upload], sha: str) -> None:
@@ -103,14 +124,20 @@ class LfsObjects:
                 lfs = getattr(item, "lfs", None)
                 held = (lfs.sha256, lfs.size) if lfs is not None else (None, getattr(item, "size", None))
                 if held != (upload.sha256, upload.size):
-                    raise StoreError(f"{self.location}/{item.path}: after commit {sha[:12]} the Hub reports "
-                                     f"sha256 {held[0]}, {held[1]} bytes, not the staged {upload.sha256[:12]}…, "
-                                     f"{upload.size} bytes; run 'librarian verify'")  # fmt: skip
+                    raise StoreError(
+                        f"{self.location}/{item.path}: after commit {sha[:12]} the Hub reports "
+                        f"sha256 {held[0]}, {held[1]} bytes, not the staged {upload.sha256[:12]}…, "
+                        f"{upload.size} bytes; run 'librarian verify'"
+                    )
         for path in paths:
             if path not in seen:
-                raise StoreError(f"{self.location}/{path}: not in commit {sha[:12]} after committing it; run 'librarian verify'")
+                raise StoreError(
+                    f"{self.location}/{path}: not in commit {sha[:12]} after committing it; run 'librarian verify'"
+                )
 
-    def unreferenced(self, referenced: set[str], grace: float, now: datetime | None = None) -> tuple[Blob, ...]:
+    def unreferenced(
+        self, referenced: set[str], grace: float, now: datetime | None = None
+    ) -> tuple[Blob, ...]:
         """The repo's LFS objects that are not in ``referenced`` (sha256s) and were pushed more than ``grace``
         seconds ago (uploads staged for a reindex yet to come are younger), by a path that names each."""
         cutoff = (now or datetime.now(timezone.utc)) - timedelta(seconds=grace)
@@ -137,23 +164,34 @@ class LfsObjects:
         if not blobs:
             return
         wanted = {b.sha256 for b in blobs}
-        items = [item for item in self.read("LFS listing", lambda: list(self.api.list_lfs_files(self.repo_id, repo_type=REPO_TYPE)))
-                 if item.file_oid in wanted]  # fmt: skip
+        items = [
+            item
+            for item in self.read(
+                "LFS listing", lambda: list(self.api.list_lfs_files(self.repo_id, repo_type=REPO_TYPE))
+            )
+            if item.file_oid in wanted
+        ]
         with self.translated("LFS deletion"):
-            self.api.permanently_delete_lfs_files(self.repo_id, items, repo_type=REPO_TYPE, rewrite_history=False)
+            self.api.permanently_delete_lfs_files(
+                self.repo_id, items, repo_type=REPO_TYPE, rewrite_history=False
+            )
 
     def not_there_yet(self, adds: list[Any], uploads: Sequence[Upload], parent: str) -> list[Any]:
         """The adds whose path at ``parent`` does not already hold the same bytes (an earlier piece landed)."""
         by_path = {u.path: u.sha256 for u in uploads}
         # Small files (PEP 658 METADATA) are stored inline, named by their git blob id, not an LFS sha256.
-        git_ids = {u.path: git_blob_id(u.source) for u in uploads if u.source is not None and u.size < _INLINE_MAX}
+        git_ids = {
+            u.path: git_blob_id(u.source) for u in uploads if u.source is not None and u.size < _INLINE_MAX
+        }
         there: set[str] = set()
         paths = sorted(by_path)
         for start in range(0, len(paths), _PATHS_INFO_BATCH):
             chunk = paths[start : start + _PATHS_INFO_BATCH]
 
             def ask(chunk: list[str] = chunk) -> list[Any]:
-                return list(self.api.get_paths_info(self.repo_id, chunk, repo_type=REPO_TYPE, revision=parent))
+                return list(
+                    self.api.get_paths_info(self.repo_id, chunk, repo_type=REPO_TYPE, revision=parent)
+                )
 
             for item in self.read("paths info", ask):
                 lfs = getattr(item, "lfs", None)
@@ -162,7 +200,11 @@ class LfsObjects:
                 if held is not None and held == wanted:
                     there.add(item.path)
         if there:
-            log.info("%s: %d wheel(s) already there from an earlier piece; not sent again", self.location, len(there))
+            log.info(
+                "%s: %d wheel(s) already there from an earlier piece; not sent again",
+                self.location,
+                len(there),
+            )
         return [op for op in adds if op.path_in_repo not in there]
 
 

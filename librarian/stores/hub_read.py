@@ -47,7 +47,12 @@ _CHUNK = 1 << 20
 
 
 def _offline() -> bool:
-    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}
+    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").upper() in {
+        "1",
+        "ON",
+        "YES",
+        "TRUE",
+    }
 
 
 def _age(date: str) -> str:
@@ -59,7 +64,13 @@ def _age(date: str) -> str:
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     seconds = max(0, int((datetime.now(timezone.utc) - when).total_seconds()))
-    ago = f"{seconds // 86400} d" if seconds >= 86400 else f"{seconds // 3600} h" if seconds >= 3600 else f"{seconds // 60} min"
+    ago = (
+        f"{seconds // 86400} d"
+        if seconds >= 86400
+        else f"{seconds // 3600} h"
+        if seconds >= 3600
+        else f"{seconds // 60} min"
+    )
     return f" of {when.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC, {ago} ago"
 
 
@@ -129,12 +140,17 @@ class HubReader:
     def _head(self) -> str | None:
         """The revision's commit sha, or ``None`` when the repo does not exist yet."""
         try:
-            info = self._read("repo info", lambda: self.api.repo_info(self.repo_id, repo_type=REPO_TYPE, revision=self.revision))
+            info = self._read(
+                "repo info",
+                lambda: self.api.repo_info(self.repo_id, repo_type=REPO_TYPE, revision=self.revision),
+            )
         except NoRepo:
             return None
         sha = str(info.sha)
         modified = getattr(info, "last_modified", None)
-        self._cache.remember_head(self.revision, sha, modified.isoformat() if isinstance(modified, datetime) else "")
+        self._cache.remember_head(
+            self.revision, sha, modified.isoformat() if isinstance(modified, datetime) else ""
+        )
         return sha
 
     def _pinned(self) -> str | None:
@@ -164,15 +180,25 @@ class HubReader:
         if found is None:
             raise CannotReach(f"{self.location}: {why}, and nothing of this repo is cached here", why)
         sha, date = found
-        log.warning("%s: %s; using the cached index of commit %s%s (it may be stale)", self.location, why, sha[:12],
-                    _age(date))  # fmt: skip
+        log.warning(
+            "%s: %s; using the cached index of commit %s%s (it may be stale)",
+            self.location,
+            why,
+            sha[:12],
+            _age(date),
+        )
         return sha
 
     def _missing_repo(self) -> StoreError:
         return no_repo(self.location)
 
-    def _get(self, sha: str, path: str, sink: Callable[[Iterator[bytes]], None],
-             sized: Callable[[int | None], None] | None = None) -> None:
+    def _get(
+        self,
+        sha: str,
+        path: str,
+        sink: Callable[[Iterator[bytes]], None],
+        sized: Callable[[int | None], None] | None = None,
+    ) -> None:
         """GET the file at ``sha`` into ``sink`` (called again from scratch on a retry); ``sized`` gets its length."""
         url = hf_hub_url(self.repo_id, path, repo_type=REPO_TYPE, revision=sha, endpoint=self.api.endpoint)
         headers = build_hf_headers(token=self.api.token, library_name="librarian")
@@ -198,7 +224,10 @@ class HubReader:
         if cached is not None:
             return cached
         if _offline():
-            raise CannotReach(f"{self.location}/{path}: HF_HUB_OFFLINE is set and commit {sha[:12]} of it is not cached here", "offline")
+            raise CannotReach(
+                f"{self.location}/{path}: HF_HUB_OFFLINE is set and commit {sha[:12]} of it is not cached here",
+                "offline",
+            )
         chunks: list[bytes] = []
 
         def sink(stream: Iterator[bytes]) -> None:
@@ -223,17 +252,23 @@ class HubReader:
     def _listing_at(self, sha: str) -> Listing:
         """The whole tree at commit ``sha`` (listed once per run)."""
         held = self._listings.get(sha)
-        if held is not None:  # a commit's tree never changes: a planner and the store's rebuild share one listing
+        if (
+            held is not None
+        ):  # a commit's tree never changes: a planner and the store's rebuild share one listing
             return held
 
         def listing() -> list[StoredFile]:
             return [
                 StoredFile(item.path, item.size, item.lfs.sha256 if item.lfs else None)
-                for item in self.api.list_repo_tree(self.repo_id, recursive=True, repo_type=REPO_TYPE, revision=sha)
+                for item in self.api.list_repo_tree(
+                    self.repo_id, recursive=True, repo_type=REPO_TYPE, revision=sha
+                )
                 if isinstance(item, RepoFile)
             ]
 
-        found = self._listings[sha] = Listing(tuple(sorted(self._read("tree listing", listing), key=lambda f: f.path)))
+        found = self._listings[sha] = Listing(
+            tuple(sorted(self._read("tree listing", listing), key=lambda f: f.path))
+        )
         return found
 
     def fetch(self, path: str, dest: Path) -> Path:
@@ -246,7 +281,10 @@ class HubReader:
         with atomic_path(dest) as tmp:
 
             def sink(stream: Iterator[bytes]) -> None:  # a retried download starts the file over ("wb")
-                with open(tmp, "wb") as out, progress.task(f"download {PurePosixPath(path).name}", size[0]) as bar:
+                with (
+                    open(tmp, "wb") as out,
+                    progress.task(f"download {PurePosixPath(path).name}", size[0]) as bar,
+                ):
                     for chunk in stream:
                         out.write(chunk)
                         bar.advance(len(chunk))
@@ -281,4 +319,6 @@ class HubReader:
 
     def _translated(self, what: str, conflicts: bool = False) -> AbstractContextManager[None]:
         """The client's errors raised inside, turned into ours (:func:`hub_errors.translated`)."""
-        return translated(self.location, self.revision, what, max_wait=self.policy.max_wait, conflicts=conflicts)
+        return translated(
+            self.location, self.revision, what, max_wait=self.policy.max_wait, conflicts=conflicts
+        )

@@ -171,7 +171,9 @@ class LocalStore:
                 if d.startswith("."):
                     continue
                 if (here / d).is_symlink():  # os.walk lists links to folders here, without entering them
-                    strays.append((prefix + d, "a symbolic link inside the store (librarian never follows it)"))
+                    strays.append(
+                        (prefix + d, "a symbolic link inside the store (librarian never follows it)")
+                    )
                 else:
                     kept.append(d)
             dirnames[:] = kept
@@ -181,9 +183,16 @@ class LocalStore:
                 rel = prefix + name
                 st = (here / name).lstat()
                 if name.startswith(TMP_PREFIX):
-                    strays.append((rel, "a temp file left by an interrupted change (the next change removes it)"))
+                    strays.append(
+                        (rel, "a temp file left by an interrupted change (the next change removes it)")
+                    )
                 elif name == JOURNAL_NAME:
-                    strays.append((rel, "an interrupted change left its journal (reindex, or the next publish or gc, finishes it)"))
+                    strays.append(
+                        (
+                            rel,
+                            "an interrupted change left its journal (reindex, or the next publish or gc, finishes it)",
+                        )
+                    )
                 elif not stat.S_ISREG(st.st_mode):
                     strays.append((rel, f"{kind(st.st_mode)}, not a regular file (never read)"))
                 else:
@@ -209,7 +218,10 @@ class LocalStore:
 
     def fetch(self, path: str, dest: Path) -> Path:
         """Copy a stored file to ``dest``."""
-        with self.open(path) as stored, atomic_output(dest, 0o644, durable=True) as out:  # open refuses links, FIFOs
+        with (
+            self.open(path) as stored,
+            atomic_output(dest, 0o644, durable=True) as out,
+        ):  # open refuses links, FIFOs
             shutil.copyfileobj(stored, out, 1 << 20)
         return dest
 
@@ -256,7 +268,11 @@ class LocalStore:
         missing = []
         for blob in blobs:
             target = self._resolve(blob.name)
-            if not target.is_file() or target.stat().st_size != blob.size or sha256_file(target) != blob.sha256:
+            if (
+                not target.is_file()
+                or target.stat().st_size != blob.size
+                or sha256_file(target) != blob.sha256
+            ):
                 missing.append(blob)
         return tuple(missing)
 
@@ -280,7 +296,9 @@ class LocalStore:
                 atomic_write(target, source=upload.source)
             by_sha.setdefault(upload.sha256, target)
 
-    def _write_journal(self, added: Iterable[IndexEntry], unlisted: Iterable[str], deletes: Iterable[str]) -> None:
+    def _write_journal(
+        self, added: Iterable[IndexEntry], unlisted: Iterable[str], deletes: Iterable[str]
+    ) -> None:
         data = {
             "schema": 1,
             "add": [e.to_json() for e in added],
@@ -370,14 +388,22 @@ class LocalStore:
         old = read_index(self, default_layout)
         # A wheel whose PEP 658 file the kill left unwritten is kept, served without it (pip reads the
         # wheel then): the file is optional, the wheel is not.
-        present = [e if self._holds_metadata(e) else replace(e, metadata_sha256=None) for e in added if self._holds(e)]
+        present = [
+            e if self._holds_metadata(e) else replace(e, metadata_sha256=None)
+            for e in added
+            if self._holds(e)
+        ]
         new = old.with_entries(added=present, removed=unlisted)
         self._write_catalogue(old, new, rebuild=True)
         self._delete(deletes)
         self._sweep_temp_files()
         journal.unlink(missing_ok=True)
-        log.warning("%s: finished a change that was interrupted (%d entries kept, %d removed)",
-                    self.root, len(present), len(unlisted))  # fmt: skip
+        log.warning(
+            "%s: finished a change that was interrupted (%d entries kept, %d removed)",
+            self.root,
+            len(present),
+            len(unlisted),
+        )
 
     @staticmethod
     def _parse_journal(raw: bytes, journal: Path) -> tuple[list[IndexEntry], list[str], list[str]]:
@@ -387,7 +413,9 @@ class LocalStore:
             unlisted = [str(p) for p in data["unlist"]]
             deletes = [str(p) for p in data["delete"]]
         except (ValueError, KeyError, TypeError, RecursionError, StoreError) as e:
-            raise StoreError(f"{journal}: unreadable journal of an interrupted change ({e}); remove it and run reindex") from e
+            raise StoreError(
+                f"{journal}: unreadable journal of an interrupted change ({e}); remove it and run reindex"
+            ) from e
         return added, unlisted, deletes
 
     def _holds(self, entry: IndexEntry) -> bool:

@@ -43,7 +43,9 @@ WHOLE_FILE = "(whole file)"  # where a fatbin of an ELF file without section hea
 SMALL_MEMBER = 8 << 20  # members up to this size are inflated into memory; bigger ones are spooled
 _NATIVE = re.compile(r"\.(?:so(?:\.\d+)*|pyd|dylib|dll)$", re.IGNORECASE)
 _DEVICE_CODE = re.compile(r"\.(?:cubin|fatbin|ptx)$", re.IGNORECASE)
-_INSPECTED = re.compile(r"\.(?:so(?:\.\d+)*|pyd|dylib|dll|cubin|fatbin|ptx)$", re.IGNORECASE)  # either of the two
+_INSPECTED = re.compile(
+    r"\.(?:so(?:\.\d+)*|pyd|dylib|dll|cubin|fatbin|ptx)$", re.IGNORECASE
+)  # either of the two
 # Mangled names of libtorch / libc10 / ATen: namespaces c10, at, torch, caffe2, behind an optional
 # vtable/typeinfo prefix (TV, TI, TS) and cv-qualifiers (K, V, r).
 _TORCH_SYMBOL = re.compile(r"_Z(?:T[VIS])?N?[KVr]*(?:3c10|2at|5torch|6caffe2)")
@@ -87,8 +89,9 @@ def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
     entries: list[FatbinEntry] = []
     for sec in elf.sections:
         if sec.name in FATBIN_SECTIONS and sec.type != elfmod.SHT_NOBITS:
-            entries += read_fatbin(fileobj, sec.offset, sec.size, relocatable=FATBIN_SECTIONS[sec.name],
-                                   section=sec.name)  # fmt: skip
+            entries += read_fatbin(
+                fileobj, sec.offset, sec.size, relocatable=FATBIN_SECTIONS[sec.name], section=sec.name
+            )
         elif _holds_data(sec):  # fatbins a library loads itself (cuModuleLoadData): libcufft's .ldata
             entries += scan_fatbins(fileobj, sec.offset, sec.size, section=sec.name)
     if not elf.sections:  # no section headers (sstrip): the magic scan is all there is
@@ -119,8 +122,9 @@ def _inspect_pe(fileobj: BinaryIO, path: str) -> BinaryFacts:
     entries: list[FatbinEntry] = []
     for sec in pe.sections:
         if sec.name in PE_FATBIN_SECTIONS and sec.size:
-            entries += read_fatbin(fileobj, sec.offset, sec.size, relocatable=PE_FATBIN_SECTIONS[sec.name],
-                                   section=sec.name)  # fmt: skip
+            entries += read_fatbin(
+                fileobj, sec.offset, sec.size, relocatable=PE_FATBIN_SECTIONS[sec.name], section=sec.name
+            )
         elif sec.holds_data and sec.size:  # fatbins a library loads itself: Windows cuFFT's .data
             entries += scan_fatbins(fileobj, sec.offset, sec.size, section=sec.name)
     named = (".nv_fatb", "__nv_rel")
@@ -137,7 +141,9 @@ def _inspect_macho(fileobj: BinaryIO, path: str, cpu: str | None) -> BinaryFacts
     loads and the mangled torch symbols among what it imports."""
     macho = machomod.read_macho(fileobj)
     symbols = tuple(sorted(s for s in macho.imported if _TORCH_SYMBOL.match(s)))
-    return BinaryFacts(path=path, format=BinaryFormat.MACHO, cpu=cpu, needed=macho.dylibs, torch_symbols=symbols)
+    return BinaryFacts(
+        path=path, format=BinaryFormat.MACHO, cpu=cpu, needed=macho.dylibs, torch_symbols=symbols
+    )
 
 
 def _holds_data(sec: elfmod.Section) -> bool:
@@ -154,14 +160,17 @@ def _device_facts(
         one = (e.arch,)
         kind, reloc = e.arch.kind, e.relocatable
         return BinaryFacts(
-            path=path, format=fmt, cpu=cpu,
+            path=path,
+            format=fmt,
+            cpu=cpu,
             sass=one if kind is ArchKind.SASS and not reloc else (),
             ptx=one if kind is ArchKind.PTX and not reloc else (),
             relocatable_sass=one if kind is ArchKind.SASS and reloc else (),
             relocatable_ptx=one if kind is ArchKind.PTX and reloc else (),
             lto=one if kind is ArchKind.LTO else (),
-            toolkit=e.toolkit, no_kernels=e.kernels is False,
-        )  # fmt: skip
+            toolkit=e.toolkit,
+            no_kernels=e.kernels is False,
+        )
 
     def archs(kind: ArchKind, relocatable: bool) -> tuple[GpuArch, ...]:
         return tuple(
@@ -187,7 +196,9 @@ def inspected(info: zipfile.ZipInfo) -> bool:
     return _INSPECTED.search(info.filename) is not None and not info.is_dir()
 
 
-def inspect_wheel(path: Path, *, jobs: int | None = None, directory: zipraw.Directory | None = None) -> WheelFacts:
+def inspect_wheel(
+    path: Path, *, jobs: int | None = None, directory: zipraw.Directory | None = None
+) -> WheelFacts:
     """What every native and device-code member of a wheel demands; errors name ``wheel.whl!member``.
 
     A member of up to :data:`SMALL_MEMBER` bytes is inflated into memory (flashinfer-cubin has 16,000
@@ -225,7 +236,9 @@ def inspect_members(
 ) -> WheelFacts:
     """:func:`inspect_wheel` of the open zip ``f``: ``infos`` (:func:`inspected`, past :func:`refuse_bombs`),
     their data at ``offsets``; errors name ``wheel!member``."""
-    pread = hasattr(os, "pread")  # threads read by pread; without it, one reads by seek and read (jobs_for: 1)
+    pread = hasattr(
+        os, "pread"
+    )  # threads read by pread; without it, one reads by seek and read (jobs_for: 1)
 
     def inspect_one(info: zipfile.ZipInfo, bar: progress.Task) -> BinaryFacts:
         start = offsets[info.orig_filename]
@@ -240,7 +253,9 @@ def inspect_members(
         first = offsets[batch[0].orig_filename]
         end = max(offsets[i.orig_filename] + i.compress_size for i in batch)
         try:
-            window = zipraw.read_at(f.fileno(), first, end - first) if pread else _read_span(f, first, end - first)
+            window = (
+                zipraw.read_at(f.fileno(), first, end - first) if pread else _read_span(f, first, end - first)
+            )
         except zipraw.ZipError as e:
             raise BadWheel(f"{wheel}!{batch[0].filename}: cannot inflate ({e})") from e
         out = []
@@ -283,7 +298,9 @@ def _batches(infos: list[zipfile.ZipInfo], offsets: dict[str, int]) -> list[list
     for info in infos:
         at = offsets[info.orig_filename]
         small = info.file_size <= BATCH_MEMBER
-        if run and (not small or len(run) >= BATCH_COUNT or at < start or at + info.compress_size - start > BATCH_SPAN):
+        if run and (
+            not small or len(run) >= BATCH_COUNT or at < start or at + info.compress_size - start > BATCH_SPAN
+        ):
             groups.append(run)
             run = []
         if not small:

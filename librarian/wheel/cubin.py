@@ -48,8 +48,18 @@ _PTX_TARGET = re.compile(rb"^[ \t]*\.target[ \t]+sm_(\d+)([af]?)\b", re.MULTILIN
 
 # PTX ISA major -> CUDA major, where the minor carries over (reference section 5); the rest are listed.
 _ISA_LINES = {9: 13, 7: 11}
-_ISA_TABLE = {(8, 6): (12, 7), (8, 7): (12, 8), (8, 8): (12, 9), (6, 5): (10, 2), (6, 4): (10, 1),
-              (6, 3): (10, 0), (6, 2): (9, 2), (6, 1): (9, 1), (6, 0): (9, 0), (5, 0): (8, 0)}  # fmt: skip
+_ISA_TABLE = {
+    (8, 6): (12, 7),
+    (8, 7): (12, 8),
+    (8, 8): (12, 9),
+    (6, 5): (10, 2),
+    (6, 4): (10, 1),
+    (6, 3): (10, 0),
+    (6, 2): (9, 2),
+    (6, 1): (9, 1),
+    (6, 0): (9, 0),
+    (5, 0): (8, 0),
+}
 
 
 def read_cubin(data: BinaryIO | bytes) -> FatbinEntry:
@@ -60,8 +70,15 @@ def read_cubin(data: BinaryIO | bytes) -> FatbinEntry:
     elf = read_elf(data)
     if elf.machine != EM_CUDA:
         raise BadBinary(f"an ELF file for machine {elf.machine}, not a cubin (EM_CUDA, {EM_CUDA})")
-    return FatbinEntry(cubin_arch(elf, src), elf.type == ET_REL, "none", toolkit=_toolkit(elf, src),
-                       payload_size=src.size, uncompressed_size=src.size, kernels=holds_code(elf))  # fmt: skip
+    return FatbinEntry(
+        cubin_arch(elf, src),
+        elf.type == ET_REL,
+        "none",
+        toolkit=_toolkit(elf, src),
+        payload_size=src.size,
+        uncompressed_size=src.size,
+        kernels=holds_code(elf),
+    )
 
 
 _EHDR = struct.Struct("<HHIQQQIHHHHHH")  # e_type ... e_shstrndx of a 64-bit little-endian ELF header
@@ -147,8 +164,15 @@ class _Unusual(Exception):
     """Something the lean cubin reader leaves to the generic one (which says what is wrong)."""
 
 
-def _lean_entry(data: bytes, etype: int, version: int, flags: int, named: Callable[[str], list[int]],
-                header: Callable[[int], tuple[int, ...]], body: Callable[[int], bytes]) -> FatbinEntry | None:  # fmt: skip
+def _lean_entry(
+    data: bytes,
+    etype: int,
+    version: int,
+    flags: int,
+    named: Callable[[str], list[int]],
+    header: Callable[[int], tuple[int, ...]],
+    body: Callable[[int], bytes],
+) -> FatbinEntry | None:
     """The entry, reading the sections in the order (and only as far as) the generic reader does."""
     osabi = data[7]
     if osabi == ABI8_OSABI:
@@ -164,8 +188,15 @@ def _lean_entry(data: bytes, etype: int, version: int, flags: int, named: Callab
     arch = GpuArch.from_number(sm, "a" if specific else "", ArchKind.SASS)
     toolkit = _toolkit_of((body(i) for i in named("note")), (body(i) for i in named("info")), osabi, version)
     kernels = any(header(i)[5] > 0 for i in named("text"))  # sh_size: holds_code's test
-    return FatbinEntry(arch, etype == ET_REL, "none", toolkit=toolkit, payload_size=len(data),
-                       uncompressed_size=len(data), kernels=kernels)  # fmt: skip
+    return FatbinEntry(
+        arch,
+        etype == ET_REL,
+        "none",
+        toolkit=toolkit,
+        payload_size=len(data),
+        uncompressed_size=len(data),
+        kernels=kernels,
+    )
 
 
 def _notes_toolkit(sections: Iterable[bytes], little_endian: bool = True) -> MajorMinor | None:
@@ -217,7 +248,9 @@ def cubin_arch(elf: ElfFile, src: Source) -> GpuArch:
         sm = elf.flags & 0xFF
         specific = bool(elf.flags & ABI7_ARCH_SPECIFIC)
     if not is_sm_number(sm):
-        raise BadBinary(f"cubin e_flags {elf.flags:#x} (ELF OS/ABI {elf.osabi:#x}) name no SM a compiler emits")
+        raise BadBinary(
+            f"cubin e_flags {elf.flags:#x} (ELF OS/ABI {elf.osabi:#x}) name no SM a compiler emits"
+        )
     return GpuArch.from_number(sm, "a" if specific else "", ArchKind.SASS)
 
 

@@ -58,7 +58,11 @@ class DeepRead:
 
 
 def read_deep(
-    path: Path, name: WheelName | None = None, *, record: bool = True, jobs: int | None = None,
+    path: Path,
+    name: WheelName | None = None,
+    *,
+    record: bool = True,
+    jobs: int | None = None,
     directory: zipraw.Directory | None = None,
 ) -> DeepRead:
     """Read ``path`` (named ``name``, default its filename) once: metadata, RECORD (``record``) and binaries.
@@ -160,7 +164,9 @@ class _Source:
             raise
 
 
-def _inspect_checked(rec: Record, info: zipfile.ZipInfo, outcomes: dict[str, BinaryFacts | LibrarianError]) -> None:
+def _inspect_checked(
+    rec: Record, info: zipfile.ZipInfo, outcomes: dict[str, BinaryFacts | LibrarianError]
+) -> None:
     """Check one native member against RECORD and inspect the same plain bytes; a RECORD failure raises,
     inspection's is kept in ``outcomes``."""
     wheel = rec.w.path.name

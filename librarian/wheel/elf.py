@@ -34,8 +34,16 @@ DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 5, 10, 14, 
 DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFFE, 0x6FFFFFFF
 
 # e_machine -> the CPU name wheel platform tags use.
-_MACHINES = {3: "i686", 62: "x86_64", 183: "aarch64", 40: "armv7l", 22: "s390x", 243: "riscv64",
-             258: "loongarch64", 190: "cuda"}  # fmt: skip
+_MACHINES = {
+    3: "i686",
+    62: "x86_64",
+    183: "aarch64",
+    40: "armv7l",
+    22: "s390x",
+    243: "riscv64",
+    258: "loongarch64",
+    190: "cuda",
+}
 
 
 class Source:
@@ -134,8 +142,21 @@ def _read(src: Source) -> ElfFile:
         raise BadBinary(f"unknown ELF class {ident[4]} or byte order {ident[5]}")
     bits, e = (32 if ident[4] == 1 else 64), ("<" if ident[5] == 1 else ">")
     hfmt = e + ("HHIIIIIHHHHHH" if bits == 32 else "HHIQQQIHHHHHH")
-    (etype, machine, version, _entry, phoff, shoff, flags, _ehsize, phentsize, phnum, shentsize, shnum,
-     shstrndx) = struct.unpack(hfmt, src.read(16, struct.calcsize(hfmt), "ELF header"))  # fmt: skip
+    (
+        etype,
+        machine,
+        version,
+        _entry,
+        phoff,
+        shoff,
+        flags,
+        _ehsize,
+        phentsize,
+        phnum,
+        shentsize,
+        shnum,
+        shstrndx,
+    ) = struct.unpack(hfmt, src.read(16, struct.calcsize(hfmt), "ELF header"))
     sections = _sections(src, bits, e, shoff, shentsize, shnum, shstrndx)
     segments = _segments(src, bits, e, phoff, phentsize, phnum)
     elf = ElfFile(bits, e == "<", ident[7], etype, machine, flags, sections, segments, version=version)
@@ -236,8 +257,14 @@ def _with_dynamic(src: Source, elf: ElfFile) -> ElfFile:
     runpath = [p for s in strings(DT_RUNPATH) for p in s.split(":") if p]
     sonames = strings(DT_SONAME)
     needs = _version_needs(src, elf, strtab, tags)
-    return replace(elf, needed=tuple(strings(DT_NEEDED)), soname=sonames[0] if sonames else None,
-                   rpath=tuple(rpath), runpath=tuple(runpath), version_needs=needs)  # fmt: skip
+    return replace(
+        elf,
+        needed=tuple(strings(DT_NEEDED)),
+        soname=sonames[0] if sonames else None,
+        rpath=tuple(rpath),
+        runpath=tuple(runpath),
+        version_needs=needs,
+    )
 
 
 def _dynamic_strings(
@@ -385,8 +412,13 @@ def parse_notes(data: bytes, little_endian: bool = True) -> tuple[tuple[str, int
         desc_end = desc_start + descsz
         if desc_end > len(data):
             raise BadBinary("note runs past its section")
-        out.append((data[pos + 12 : name_end].rstrip(b"\0").decode("utf-8", "replace"), ntype,
-                    data[desc_start:desc_end]))  # fmt: skip
+        out.append(
+            (
+                data[pos + 12 : name_end].rstrip(b"\0").decode("utf-8", "replace"),
+                ntype,
+                data[desc_start:desc_end],
+            )
+        )
         pos = desc_start + ((descsz + 3) & ~3)
     return tuple(out)
 

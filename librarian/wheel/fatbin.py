@@ -53,6 +53,7 @@ _KINDS = {
     KIND_LTO: ArchKind.LTO,
 }
 
+
 @dataclass(frozen=True, slots=True)
 class EntryHeader:
     """The fixed 0x40-byte head of one fatbin entry, with where it sits in the file."""
@@ -85,9 +86,13 @@ class EntryHeader:
 
 
 def read_fatbin(
-    data: BinaryIO | bytes, offset: int = 0, size: int | None = None, *, relocatable: bool = False,
+    data: BinaryIO | bytes,
+    offset: int = 0,
+    size: int | None = None,
+    *,
+    relocatable: bool = False,
     section: str = ".nv_fatbin",
-) -> tuple[FatbinEntry, ...]:  # fmt: skip
+) -> tuple[FatbinEntry, ...]:
     """Every entry of the fatbin blobs in ``size`` bytes at ``offset`` (a ``.nv_fatbin`` section)."""
     src = Source(data)
     size = src.size - offset if size is None else size
@@ -118,8 +123,9 @@ def _kernels(src: Source, blobs: list[tuple[EntryHeader, ...]]) -> dict[int, boo
     return found
 
 
-def scan_fatbins(data: BinaryIO | bytes, offset: int = 0, size: int | None = None, *,
-                 section: str = "") -> tuple[FatbinEntry, ...]:  # fmt: skip
+def scan_fatbins(
+    data: BinaryIO | bytes, offset: int = 0, size: int | None = None, *, section: str = ""
+) -> tuple[FatbinEntry, ...]:
     """Every entry of the fatbin blobs found by their magic in bytes that are no fatbin section.
 
     For fatbins a library keeps as data and loads itself with ``cuModuleLoadData`` (libcufft holds
@@ -143,9 +149,12 @@ def scan_fatbins(data: BinaryIO | bytes, offset: int = 0, size: int | None = Non
 
 
 def _blob_entries(
-    blob: tuple[EntryHeader, ...], toolkit: MajorMinor | None, relocatable: bool, section: str,
+    blob: tuple[EntryHeader, ...],
+    toolkit: MajorMinor | None,
+    relocatable: bool,
+    section: str,
     kernels: dict[int, bool] | None = None,
-) -> list[FatbinEntry]:  # fmt: skip
+) -> list[FatbinEntry]:
     out = []
     for h in blob:
         if h.kind not in _KINDS:
@@ -155,9 +164,20 @@ def _blob_entries(
             log.info("%s: entry at %#x has unknown flags %#x", section, h.offset, h.flags & ~KNOWN_FLAGS)
         isa = (h.major, h.minor) if h.kind == KIND_PTX else None
         tk = ptx_toolkit(isa) if isa else (toolkit if h.kind != KIND_LTO else None)
-        out.append(FatbinEntry(h.gpu_arch, relocatable, h.compression, isa, tk, bool(h.flags & FLAG_DEBUG),
-                               h.payload_size, h.uncompressed_size or h.payload_size, section,
-                               (kernels or {}).get(h.offset)))  # fmt: skip
+        out.append(
+            FatbinEntry(
+                h.gpu_arch,
+                relocatable,
+                h.compression,
+                isa,
+                tk,
+                bool(h.flags & FLAG_DEBUG),
+                h.payload_size,
+                h.uncompressed_size or h.payload_size,
+                section,
+                (kernels or {}).get(h.offset),
+            )
+        )
     return out
 
 
@@ -286,8 +306,9 @@ def _entries(src: Source, pos: int, end: int, section: str) -> tuple[EntryHeader
     while pos < end:
         if end - pos < ENTRY_HEADER.size:
             raise BadBinary(f"{section}: entry at {pos:#x} is cut off by the end of its blob")
-        (kind, _u2, hsz, psize, csize, _opt, minor, major, arch, _name, _nlen, flags, _u30,
-         usize) = ENTRY_HEADER.unpack(src.read(pos, ENTRY_HEADER.size, f"{section} entry header"))  # fmt: skip
+        (kind, _u2, hsz, psize, csize, _opt, minor, major, arch, _name, _nlen, flags, _u30, usize) = (
+            ENTRY_HEADER.unpack(src.read(pos, ENTRY_HEADER.size, f"{section} entry header"))
+        )
         if hsz < ENTRY_HEADER.size or hsz > MAX_ENTRY_HEADER:
             raise BadBinary(f"{section}: entry at {pos:#x} has header_size {hsz:#x}")
         if pos + hsz + psize > end:
@@ -297,7 +318,9 @@ def _entries(src: Source, pos: int, end: int, section: str) -> tuple[EntryHeader
                 f"{section}: entry at {pos:#x} has compressed_size {csize:#x} > payload {psize:#x}"
             )
         if kind in _KINDS and not is_sm_number(arch):
-            raise BadBinary(f"{section}: entry at {pos:#x} names arch {arch}, which no compiler emits (a corrupt field)")
+            raise BadBinary(
+                f"{section}: entry at {pos:#x} names arch {arch}, which no compiler emits (a corrupt field)"
+            )
         out.append(EntryHeader(pos, kind, hsz, psize, csize, minor, major, arch, flags, usize))
         pos += hsz + psize  # hsz >= 0x40, so every step moves forward: no entry can loop
     return tuple(out)

@@ -98,8 +98,9 @@ def _slice(src: Source, base: int, length: int) -> tuple[str, list[str], list[st
     return _CPUS.get(cputype, f"cpu {cputype:#x}"), dylibs, symbols
 
 
-def _undefined(src: Source, base: int, length: int, wide: bool, symoff: int, nsyms: int, stroff: int,
-               strsize: int) -> list[str]:  # fmt: skip
+def _undefined(
+    src: Source, base: int, length: int, wide: bool, symoff: int, nsyms: int, stroff: int, strsize: int
+) -> list[str]:
     if nsyms > MAX_SYMBOLS or strsize > MAX_STRINGS:
         raise BadBinary(f"a symbol table of {nsyms} symbols and {strsize} bytes of names")
     step = 16 if wide else 12

@@ -46,7 +46,9 @@ class PeSection:
     @property
     def holds_data(self) -> bool:
         """Initialized data that is not code: where a library may keep fatbins it loads itself."""
-        return bool(self.characteristics & SCN_INITIALIZED_DATA) and not self.characteristics & (SCN_CODE | SCN_EXECUTE)
+        return bool(self.characteristics & SCN_INITIALIZED_DATA) and not self.characteristics & (
+            SCN_CODE | SCN_EXECUTE
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +67,9 @@ def read_pe(data: BinaryIO | bytes) -> PeFile:
     if src.read(0, 2, "DOS header") != b"MZ":
         raise BadBinary("not a PE file (no MZ header)")
     (pe_off,) = struct.unpack("<I", src.read(0x3C, 4, "DOS header"))
-    sig, machine, nsections, _, _, _, opt_size, _ = struct.unpack("<4sHHIIIHH", src.read(pe_off, 24, "PE header"))
+    sig, machine, nsections, _, _, _, opt_size, _ = struct.unpack(
+        "<4sHHIIIHH", src.read(pe_off, 24, "PE header")
+    )
     if sig != b"PE\0\0":
         raise BadBinary("MZ file without a PE header")
     if nsections > MAX_SECTIONS:
@@ -91,7 +95,9 @@ def _sections(src: Source, at: int, count: int) -> Iterator[PeSection]:
         name, vsize, va, rsize, roff = struct.unpack_from("<8sIIII", raw)
         (chars,) = struct.unpack_from("<I", raw, 36)
         if rsize and roff + rsize > src.size:
-            raise BadBinary(f"section {name.rstrip(bytes(1)).decode('latin-1')!r} runs past the end of the file")
+            raise BadBinary(
+                f"section {name.rstrip(bytes(1)).decode('latin-1')!r} runs past the end of the file"
+            )
         yield PeSection(name.rstrip(b"\0").decode("latin-1"), va, vsize, roff, rsize, chars)
 
 
@@ -115,13 +121,17 @@ def _string(src: Source, sections: tuple[PeSection, ...], rva: int, what: str) -
     return raw[:end].decode("latin-1")
 
 
-def _imports(src: Source, sections: tuple[PeSection, ...], rva: int, plus: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _imports(
+    src: Source, sections: tuple[PeSection, ...], rva: int, plus: bool
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     at = _offset(sections, rva, "import table")
     dlls: list[str] = []
     imported: list[str] = []
     step, ordinal_flag = (8, 1 << 63) if plus else (4, 1 << 31)
     for i in range(MAX_IMPORT_DLLS + 1):
-        lookup, _, _, name_rva, thunks = struct.unpack("<IIIII", src.read(at + 20 * i, 20, "import descriptor"))
+        lookup, _, _, name_rva, thunks = struct.unpack(
+            "<IIIII", src.read(at + 20 * i, 20, "import descriptor")
+        )
         if not (lookup or name_rva or thunks):
             break  # the all-zero descriptor ends the table
         if i == MAX_IMPORT_DLLS:
@@ -129,7 +139,9 @@ def _imports(src: Source, sections: tuple[PeSection, ...], rva: int, plus: bool)
         dlls.append(_string(src, sections, name_rva, "imported DLL name"))
         table = _offset(sections, lookup or thunks, "import lookup table")
         for j in range(MAX_IMPORTED):
-            (entry,) = struct.unpack("<Q" if plus else "<I", src.read(table + step * j, step, "import lookup entry"))
+            (entry,) = struct.unpack(
+                "<Q" if plus else "<I", src.read(table + step * j, step, "import lookup entry")
+            )
             if entry == 0:
                 break
             if not entry & ordinal_flag:  # by name: a 2-byte hint, then the name

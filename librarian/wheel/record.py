@@ -161,7 +161,9 @@ class Checks:
                 else:
                     self.record.check_batch([info])
             except (BadWheel, zipraw.ZipError):
-                self.record.check_batch(self.batch)  # a member before it, not yet handed over, is the one to report
+                self.record.check_batch(
+                    self.batch
+                )  # a member before it, not yet handed over, is the one to report
                 raise
             return
         self.batch.append(info)
@@ -202,7 +204,9 @@ def verify_record(path: Path, *, jobs: int | None = None) -> None:
 
 
 def check_all(
-    record: Record, jobs: int | None, natives: Collection[str] = (),
+    record: Record,
+    jobs: int | None,
+    natives: Collection[str] = (),
     inspect: Callable[[zipfile.ZipInfo], None] | None = None,
 ) -> None:
     """Check every recorded member of ``record``'s wheel; the first liar in member order raises.

@@ -58,7 +58,9 @@ def _rewrite_tags(wheel: bytes, name: WheelName) -> bytes:
     lines = [line for line in wheel.decode("utf-8").splitlines() if not line.lower().startswith("tag:")]
     while lines and not lines[-1].strip():
         lines.pop()
-    return ("\n".join(lines + [f"Tag: {t}" for t in sorted(str(t) for t in name.tags)]) + "\n").encode("utf-8")
+    return ("\n".join(lines + [f"Tag: {t}" for t in sorted(str(t) for t in name.tags)]) + "\n").encode(
+        "utf-8"
+    )
 
 
 def _rename(member: str, renames: dict[str, str]) -> str:
@@ -66,7 +68,9 @@ def _rename(member: str, renames: dict[str, str]) -> str:
     return renames.get(top, top) + sep + rest
 
 
-def _new_record(w: OpenWheel, rows: dict[str, Row], renames: dict[str, str], rewritten: dict[str, bytes]) -> bytes:
+def _new_record(
+    w: OpenWheel, rows: dict[str, Row], renames: dict[str, str], rewritten: dict[str, bytes]
+) -> bytes:
     """RECORD for the renamed members, with the rewritten ones' new hashes and sizes; RECORD's own line stays empty."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -75,7 +79,9 @@ def _new_record(w: OpenWheel, rows: dict[str, Row], renames: dict[str, str], rew
             continue
         new_path = _rename(path, renames)
         if (data := rewritten.get(path)) is not None:
-            row = Row(digest_field(hashlib.new(row.digest.partition("=")[0] or "sha256", data)), str(len(data)))
+            row = Row(
+                digest_field(hashlib.new(row.digest.partition("=")[0] or "sha256", data)), str(len(data))
+            )
         writer.writerow([new_path, row.digest, row.size])
     return out.getvalue().encode()
 
@@ -88,7 +94,13 @@ def _refuse_relabel(src: Path, name: WheelName, label: Label) -> None:
 
 
 def retag(
-    src: Path, label: Label, out_dir: Path, *, relabel: bool = False, verify: bool = True, jobs: int | None = None
+    src: Path,
+    label: Label,
+    out_dir: Path,
+    *,
+    relabel: bool = False,
+    verify: bool = True,
+    jobs: int | None = None,
 ) -> Path:
     """Write ``src`` relabelled ``+label`` into ``out_dir`` and return the new path; ``src`` is untouched.
 
@@ -128,9 +140,16 @@ class _Hashing:
 
 
 def retag_with_directory(
-    src: Path, label: Label, out_dir: Path, *, relabel: bool = False, verify: bool = True, jobs: int | None = None,
-    repair_tags: bool = False, write: bool = True,
-) -> Rewritten:  # fmt: skip
+    src: Path,
+    label: Label,
+    out_dir: Path,
+    *,
+    relabel: bool = False,
+    verify: bool = True,
+    jobs: int | None = None,
+    repair_tags: bool = False,
+    write: bool = True,
+) -> Rewritten:
     """:func:`retag`, and the central directory it wrote (``None`` where it wrote none: already labelled),
     so that a reader of the new wheel need not parse it again (:func:`~librarian.wheel.wheelfile.open_wheel`);
     with ``verify``, the facts of its binaries too (each inflated once, for RECORD and inspection alike).
@@ -194,13 +213,25 @@ def retag_with_directory(
                     facts = inspector.facts(dest.name)
                 except LibrarianError as e:  # a binary the readers refuse: retag's job is done all the same
                     unread = e
-    return Rewritten(dest, writer.directory(), facts, unread, hashing.digest.hexdigest(), hashing.size,
-                     (new_metadata, wheel))  # fmt: skip
+    return Rewritten(
+        dest,
+        writer.directory(),
+        facts,
+        unread,
+        hashing.digest.hexdigest(),
+        hashing.size,
+        (new_metadata, wheel),
+    )
 
 
 def _write(
-    record: Record, writer: zipwriter.RawZipWriter, renames: dict[str, str], replaced: dict[str, bytes],
-    verify: bool | Checks, bar: progress.Task, inspector: Inspector | None = None,
+    record: Record,
+    writer: zipwriter.RawZipWriter,
+    renames: dict[str, str],
+    replaced: dict[str, bytes],
+    verify: bool | Checks,
+    bar: progress.Task,
+    inspector: Inspector | None = None,
 ) -> None:
     """Every member of the wheel in order, renamed; ``replaced`` ones rewritten, the rest copied raw.
 

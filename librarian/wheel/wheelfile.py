@@ -91,7 +91,11 @@ class OpenWheel:
     """An open wheel whose structure has been checked: names, one matching dist-info, local headers."""
 
     def __init__(
-        self, path: Path, f: BinaryIO, infos: list[zipfile.ZipInfo], name: WheelName | None = None,
+        self,
+        path: Path,
+        f: BinaryIO,
+        infos: list[zipfile.ZipInfo],
+        name: WheelName | None = None,
         offsets: dict[str, int] | None = None,
     ) -> None:
         self.path, self.f = path, f
@@ -125,7 +129,9 @@ class OpenWheel:
         """A metadata member, whole; refused past its limit (:data:`_SMALL_LIMITS`)."""
         limit = _SMALL_LIMITS.get(info.orig_filename.rpartition("/")[2], _SMALL_LIMIT)
         if info.file_size > limit:
-            raise self.bad(f"{info.orig_filename}: {info.file_size} bytes, over the {limit}-byte limit for a metadata file")
+            raise self.bad(
+                f"{info.orig_filename}: {info.file_size} bytes, over the {limit}-byte limit for a metadata file"
+            )
         return b"".join(self.plain(info))
 
     def headers(self, leaf: str) -> tuple[bytes, dict[str, list[str]]]:
@@ -140,6 +146,7 @@ class OpenWheel:
     def raw_at(self, info: zipfile.ZipInfo) -> Iterator[bytes]:
         """As :meth:`raw`, read by ``pread``: safe from a worker thread while this thread reads on."""
         return zipraw.iter_raw_at(self.f.fileno(), self.offsets[info.orig_filename], info.compress_size)
+
 
 def parse_filename(path: Path) -> WheelName:
     try:
@@ -184,8 +191,17 @@ def _check_layout(name: WheelName, infos: list[zipfile.ZipInfo]) -> str:
 
 
 # What zipfile raises on a crafted archive besides BadZipFile (all turned into one-line BadWheel errors).
-_ZIP_FAILURES = (zipfile.BadZipFile, EOFError, struct.error, ValueError, OSError, NotImplementedError,
-                 IndexError, KeyError, OverflowError)  # fmt: skip
+_ZIP_FAILURES = (
+    zipfile.BadZipFile,
+    EOFError,
+    struct.error,
+    ValueError,
+    OSError,
+    NotImplementedError,
+    IndexError,
+    KeyError,
+    OverflowError,
+)
 
 
 @contextlib.contextmanager
@@ -229,7 +245,9 @@ def open_wheel(
                 zf.close()
 
 
-def read_wheel_info(path: Path, name: WheelName | None = None, directory: zipraw.Directory | None = None) -> WheelInfo:
+def read_wheel_info(
+    path: Path, name: WheelName | None = None, directory: zipraw.Directory | None = None
+) -> WheelInfo:
     """Open ``path`` safely and read its names, METADATA, WHEEL tags and members (payload not inflated).
 
     ``name`` is the wheel's filename when the file has another (a download's temp name); ``directory``
@@ -269,20 +287,36 @@ def info_of_written(
 
 
 def _info(
-    path: Path, name: WheelName, dist_info: str, infos: list[zipfile.ZipInfo], meta_bytes: bytes,
-    meta: dict[str, list[str]], wheel: dict[str, list[str]],
-) -> WheelInfo:  # fmt: skip
+    path: Path,
+    name: WheelName,
+    dist_info: str,
+    infos: list[zipfile.ZipInfo],
+    meta_bytes: bytes,
+    meta: dict[str, list[str]],
+    wheel: dict[str, list[str]],
+) -> WheelInfo:
     if not meta.get("Name") or not meta.get("Version"):
         raise BadWheel(f"{path}: {dist_info}/METADATA: no Name or Version")
     members = tuple(
-        Member(i.orig_filename, i.file_size, i.compress_size, (i.external_attr >> 16) & 0o7777,
-               (i.external_attr >> 16) & 0o170000 == _S_IFLNK)
+        Member(
+            i.orig_filename,
+            i.file_size,
+            i.compress_size,
+            (i.external_attr >> 16) & 0o7777,
+            (i.external_attr >> 16) & 0o170000 == _S_IFLNK,
+        )
         for i in infos
     )
     requires = meta.get("Requires-Python")
     return WheelInfo(
-        name, meta["Name"][0], meta["Version"][0], tuple(wheel.get("Tag", [])), dist_info, members,
-        requires[0].strip() if requires else None, meta_bytes,
+        name,
+        meta["Name"][0],
+        meta["Version"][0],
+        tuple(wheel.get("Tag", [])),
+        dist_info,
+        members,
+        requires[0].strip() if requires else None,
+        meta_bytes,
     )
 
 
@@ -311,8 +345,12 @@ def refuse_unpublishable(path: Path, info: WheelInfo) -> WheelInfo:
     if problems:
         raise BadWheel(f"{path}: {problems[0]}")
     if links := [m.path for m in info.members if m.link]:
-        log.warning("%s: %d member(s) are symbolic links (%s); pip installs them as plain files",
-                    path, len(links), links[0])  # fmt: skip
+        log.warning(
+            "%s: %d member(s) are symbolic links (%s); pip installs them as plain files",
+            path,
+            len(links),
+            links[0],
+        )
     return info
 
 

@@ -35,7 +35,9 @@ FLAG_ENCRYPTED, FLAG_DESCRIPTOR, FLAG_UTF8 = 0x1, 0x8, 0x800
 SUPPORTED_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 _DRIVE = re.compile(r"[A-Za-z]:")
 MAX_MEMBER = 16 << 30  # declared inflated size of one member kept whole: no real .so comes near
-MAX_RATIO = 200  # inflated / compressed for a member kept whole; real .so files stay far below (zeros would not)
+MAX_RATIO = (
+    200  # inflated / compressed for a member kept whole; real .so files stay far below (zeros would not)
+)
 
 
 class ZipError(ValueError):
@@ -115,8 +117,15 @@ def unsafe_name(name: str) -> str | None:
     """Why a member name could write outside the folder it is extracted into, or None if it cannot."""
     # Most names are cleared by substring tests, at C speed (a regex over flashinfer-cubin's 16,000 names
     # of ~200 characters, read three times, cost half a second).
-    if (name and name[0] not in "/." and "//" not in name and "/." not in name and "\\" not in name
-            and "\x00" not in name and not _DRIVE.match(name)):  # fmt: skip
+    if (
+        name
+        and name[0] not in "/."
+        and "//" not in name
+        and "/." not in name
+        and "\\" not in name
+        and "\x00" not in name
+        and not _DRIVE.match(name)
+    ):
         return None
     if "\\" in name or "\x00" in name:
         return "backslash or NUL in the name"
@@ -165,7 +174,9 @@ class Inflater:
         self._info = info
         self._engine = engine()
         self._zlib = (
-            self._engine.decompressobj(-zlib.MAX_WBITS) if info.compress_type == zipfile.ZIP_DEFLATED else None
+            self._engine.decompressobj(-zlib.MAX_WBITS)
+            if info.compress_type == zipfile.ZIP_DEFLATED
+            else None
         )
         self._size = 0
         self._crc = 0
@@ -216,7 +227,9 @@ def inflate_whole(info: zipfile.ZipInfo, raw: bytes) -> bytes:
     if info.compress_type == zipfile.ZIP_DEFLATED:
         inflater = chosen.decompressobj(-zlib.MAX_WBITS)
         try:
-            plain: bytes = inflater.decompress(raw, info.file_size + 1)  # one byte past the declared size: a liar
+            plain: bytes = inflater.decompress(
+                raw, info.file_size + 1
+            )  # one byte past the declared size: a liar
         except chosen.errors as e:
             raise ZipError(f"{name}: bad deflate data ({e})") from e
         if len(plain) > info.file_size:

@@ -168,7 +168,12 @@ class RawZipWriter:
             info.create_system, info.create_version = e.info.create_system, e.info.create_version
             info.extract_version, info.extra = e.info.extract_version, _strip_zip64(e.info.extra)
             info.internal_attr, info.external_attr = e.info.internal_attr, e.info.external_attr
-            info.CRC, info.compress_size, info.file_size, info.header_offset = e.crc, e.compress_size, e.file_size, e.offset
+            info.CRC, info.compress_size, info.file_size, info.header_offset = (
+                e.crc,
+                e.compress_size,
+                e.file_size,
+                e.offset,
+            )
             infos.append(info)
         return Directory(infos, {e.text: data for e, data in zip(self._entries, self._data, strict=True)})
 

@@ -39,8 +39,19 @@ class BuildWithKernel(build_py):
         nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "nvcc"
         out = Path(self.build_lib) / "tinykern" / "_tinykern.so"
         out.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [nvcc, "-O2", "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared",
-               *gencode(os.environ.get("TORCH_CUDA_ARCH_LIST", "")), "-o", str(out), str(HERE / "tinykern.cu")]  # fmt: skip
+        cmd = [
+            nvcc,
+            "-O2",
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            "-cudart",
+            "shared",
+            *gencode(os.environ.get("TORCH_CUDA_ARCH_LIST", "")),
+            "-o",
+            str(out),
+            str(HERE / "tinykern.cu"),
+        ]
         subprocess.run(cmd, check=True)
 
 

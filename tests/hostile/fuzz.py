@@ -60,17 +60,29 @@ class Stats:
 
     def failures(self) -> list[str]:
         """Everything that breaks the contract."""
-        return [*self.tracebacks, *self.hangs, *self.bad_codes, *self.half_written, *self.accepted_then_rejected]
+        return [
+            *self.tracebacks,
+            *self.hangs,
+            *self.bad_codes,
+            *self.half_written,
+            *self.accepted_then_rejected,
+        ]
 
     def to_json(self) -> dict[str, object]:
         """The figures, for a report."""
         return {
-            "mutants": self.mutants, "commands": self.commands, "codes": dict(self.codes),
-            "tracebacks": len(self.tracebacks), "hangs": len(self.hangs), "bad_codes": len(self.bad_codes),
-            "half_written": len(self.half_written), "accepted_then_rejected": len(self.accepted_then_rejected),
-            "slowest_s": round(self.slowest, 2), "peak_rss_mb": round(self.peak_rss_mb, 1),
+            "mutants": self.mutants,
+            "commands": self.commands,
+            "codes": dict(self.codes),
+            "tracebacks": len(self.tracebacks),
+            "hangs": len(self.hangs),
+            "bad_codes": len(self.bad_codes),
+            "half_written": len(self.half_written),
+            "accepted_then_rejected": len(self.accepted_then_rejected),
+            "slowest_s": round(self.slowest, 2),
+            "peak_rss_mb": round(self.peak_rss_mb, 1),
             "examples": self.failures()[:5],
-        }  # fmt: skip
+        }
 
 
 def _alarm(signum: int, frame: FrameType | None) -> None:
@@ -125,15 +137,28 @@ def check_mutant(data: bytes, work: Path, stats: Stats, label: str, limit: int =
     wheel.write_bytes(data)
     store = work / "S"
     run_command(["inspect", str(wheel)], stats, label, limit)
-    run_command(["retag", str(wheel), "--torch", "2.8", "--cuda", "12.8", "-o", str(work / "out")], stats, label, limit)
-    code, _, _ = run_command(["publish", str(wheel), *FLAGS, "--repo", str(store), "--create"], stats, label, limit)
-    leftovers = [p for p in store.rglob("*") if p.name.endswith(".whl") or p.name.startswith(".librarian-tmp-")] if store.exists() else []
+    run_command(
+        ["retag", str(wheel), "--torch", "2.8", "--cuda", "12.8", "-o", str(work / "out")],
+        stats,
+        label,
+        limit,
+    )
+    code, _, _ = run_command(
+        ["publish", str(wheel), *FLAGS, "--repo", str(store), "--create"], stats, label, limit
+    )
+    leftovers = (
+        [p for p in store.rglob("*") if p.name.endswith(".whl") or p.name.startswith(".librarian-tmp-")]
+        if store.exists()
+        else []
+    )
     if code != 0 and leftovers:
         stats.half_written.append(f"{label}: publish failed but left {leftovers[0].name}")
     if code == 0:
         vcode, vout, _ = run_command(["verify", "--deep", "--repo", str(store)], stats, label, limit)
         if vcode != 0:
-            stats.accepted_then_rejected.append(f"{label}: publish accepted, verify --deep: {vout.strip().splitlines()[0:1]}")
+            stats.accepted_then_rejected.append(
+                f"{label}: publish accepted, verify --deep: {vout.strip().splitlines()[0:1]}"
+            )
 
 
 def fuzz(seed: int, count: int, workdir: Path, limit: int = 20) -> Stats:
@@ -218,10 +243,24 @@ def fuzz_index(seed: int, count: int, store: Path, stats: Stats, limit: int = 20
     commands = [
         ["verify", "--repo", str(store)],
         ["ls", "--repo", str(store)],
-        ["pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64",
-         "--repo", str(store), "-o", str(store.parent / "pulled")],
+        [
+            "pull",
+            "tinykern",
+            "--sm",
+            "89",
+            "--torch",
+            "2.8",
+            "--python",
+            "3.11",
+            "--platform",
+            "linux_x86_64",
+            "--repo",
+            str(store),
+            "-o",
+            str(store.parent / "pulled"),
+        ],
         ["gc", "--drop-torch", "2.4", "--yes", "--allow-empty", "--repo", str(store)],
-    ]  # fmt: skip
+    ]
     for i in range(count):
         target = rng.choice(sorted(files))
         mutant, how = mutate_json(json.loads(files[target]), rng)

@@ -34,7 +34,10 @@ def publish_once(root: Path, packages: tuple[str, ...]) -> Path:
     """``packages`` 0.1.0 built into ``root/dist`` and published into ``root/wheelhouse``, in-process: a
     module's template store, which :func:`copy_store` gives each test (the same bytes as publishing there)."""
     for package in packages:
-        assert _main("publish", str(build(root / "dist", package)), *FLAGS, "--repo", str(root / "wheelhouse")) == 0
+        assert (
+            _main("publish", str(build(root / "dist", package)), *FLAGS, "--repo", str(root / "wheelhouse"))
+            == 0
+        )
     assert _main("verify", "--deep", "--repo", str(root / "wheelhouse")) == 0
     return root
 
@@ -60,8 +63,15 @@ def cli(*argv: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProce
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     env.pop("LIBRARIAN_REPO", None)
     env.pop("LIBRARIAN_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "librarian", *argv], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "librarian", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 _RSS_MAIN = """
@@ -77,12 +87,21 @@ sys.exit(code)
 """
 
 
-def cli_rss(*argv: str, cwd: Path, timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float, str]:
+def cli_rss(
+    *argv: str, cwd: Path, timeout: float = 60
+) -> tuple[subprocess.CompletedProcess[str], float, str]:
     """``librarian ARGV`` in a fresh interpreter: the result, its peak RSS in MB and its stderr without it."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     env.pop("LIBRARIAN_REPO", None)
-    result = subprocess.run([sys.executable, "-c", _RSS_MAIN, *argv], cwd=cwd, env=env, capture_output=True,
-                            text=True, timeout=timeout, check=False)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", _RSS_MAIN, *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     err, _, rss = result.stderr.rpartition("rss_kb=")
     return result, int(rss) / 1024, err
 

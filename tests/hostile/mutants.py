@@ -45,17 +45,28 @@ def raw_wheel(
     return path
 
 
-def standard_members(name: str = "tinykern", version: str = "0.1.0", *, tags: str = TAGS,
-                     metadata_name: str | None = None, dist_info: str | None = None,
-                     wheel_tags: str | None = None, metadata: bytes | None = None) -> dict[str, bytes]:  # fmt: skip
+def standard_members(
+    name: str = "tinykern",
+    version: str = "0.1.0",
+    *,
+    tags: str = TAGS,
+    metadata_name: str | None = None,
+    dist_info: str | None = None,
+    wheel_tags: str | None = None,
+    metadata: bytes | None = None,
+) -> dict[str, bytes]:
     """The members of a small wheel, with any one of its self-descriptions overridden."""
     di = dist_info or f"{name}-{version}.dist-info"
-    meta = metadata or f"Metadata-Version: 2.1\nName: {metadata_name or name}\nVersion: {version}\n\n".encode()
+    meta = (
+        metadata or f"Metadata-Version: 2.1\nName: {metadata_name or name}\nVersion: {version}\n\n".encode()
+    )
     wheel = f"Wheel-Version: 1.0\nGenerator: hostile\nRoot-Is-Purelib: false\nTag: {wheel_tags or tags}\n".encode()
     return {f"{name}/__init__.py": b"X = 1\n", f"{di}/METADATA": meta, f"{di}/WHEEL": wheel}
 
 
-def good_wheel_bytes(name: str = "tinykern", version: str = "0.1.0", extra: dict[str, bytes] | None = None) -> bytes:
+def good_wheel_bytes(
+    name: str = "tinykern", version: str = "0.1.0", extra: dict[str, bytes] | None = None
+) -> bytes:
     """A good wheel's bytes, for mutating."""
     buf = io.BytesIO()
     members = {**standard_members(name, version), **(extra or {})}
@@ -175,8 +186,18 @@ def _mutate_member(data: bytes, rng: random.Random) -> bytes:
     info, body = members[k]
     choice = rng.choice(["name", "body", "mode", "dup", "drop", "meta"])
     if choice == "name":
-        info.filename = rng.choice(["", "../x", "/abs", "a//b", "tinykern-0.1.0.dist-info/../RECORD",
-                                    "TinyKern-0.1.0.dist-info/METADATA", "x\\y", "other-0.1.0.dist-info/WHEEL"])  # fmt: skip
+        info.filename = rng.choice(
+            [
+                "",
+                "../x",
+                "/abs",
+                "a//b",
+                "tinykern-0.1.0.dist-info/../RECORD",
+                "TinyKern-0.1.0.dist-info/METADATA",
+                "x\\y",
+                "other-0.1.0.dist-info/WHEEL",
+            ]
+        )
     elif choice == "body":
         body = rng.choice([b"", b"\xff\xfe" * 50, body * 100, b"Name: evilpkg\nVersion: 9\n", bytes(5000)])
     elif choice == "mode":

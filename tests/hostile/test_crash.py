@@ -29,19 +29,41 @@ WHEELS = 12
 def _child(argv: list[str], cwd: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("LIBRARIAN_REPO", None)
-    return subprocess.Popen([sys.executable, "-m", "librarian", *argv], cwd=cwd, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "librarian", *argv],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _template(base: Path) -> tuple[Path, list[Path]]:
     """A store holding torch 2.7 and 2.8 wheels, and a batch of new wheels to publish into it."""
     dist = base / "dist"
     for torch in ("2.7", "2.8"):
-        old = [build(dist / torch, f"pkg{i}", "0.1.0", data_files={"data/blob.bin": os.urandom(200_000)})
-               for i in range(WHEELS)]  # fmt: skip
-        result = cli("publish", *map(str, old), "--sm", "89", "--torch", torch, "--cuda", "12.8", "--repo", "S", cwd=base)
+        old = [
+            build(dist / torch, f"pkg{i}", "0.1.0", data_files={"data/blob.bin": os.urandom(200_000)})
+            for i in range(WHEELS)
+        ]
+        result = cli(
+            "publish",
+            *map(str, old),
+            "--sm",
+            "89",
+            "--torch",
+            torch,
+            "--cuda",
+            "12.8",
+            "--repo",
+            "S",
+            cwd=base,
+        )
         assert result.returncode == 0, result.stderr
-    new = [build(dist / "new", f"pkg{i}", "0.2.0", data_files={"data/blob.bin": os.urandom(300_000)}) for i in range(WHEELS)]
+    new = [
+        build(dist / "new", f"pkg{i}", "0.2.0", data_files={"data/blob.bin": os.urandom(300_000)})
+        for i in range(WHEELS)
+    ]
     return base / "S", new
 
 

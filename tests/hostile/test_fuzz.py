@@ -37,14 +37,31 @@ def test_fuzz_ten_thousand_mutants(tmp_path: Path) -> None:
     workers = int(os.environ.get("LIBRARIAN_FUZZ_WORKERS", "2"))
     count = int(os.environ.get("LIBRARIAN_FUZZ_COUNT", "10000"))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
     def worker(seed: int) -> subprocess.Popen[str]:
-        argv = ["--seed", str(seed), "--count", str(count // workers), "--workdir", str(tmp_path / f"w{seed}")]
-        return subprocess.Popen([sys.executable, "-m", "tests.hostile.fuzz", *argv], cwd=ROOT, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+        argv = [
+            "--seed",
+            str(seed),
+            "--count",
+            str(count // workers),
+            "--workdir",
+            str(tmp_path / f"w{seed}"),
+        ]
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.hostile.fuzz", *argv],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
 
     procs = [worker(seed) for seed in range(1, workers + 1)]
     results = [json.loads(p.communicate(timeout=3 * 3600)[0]) for p in procs]
-    total = {k: sum(r[k] for r in results) for k in ("mutants", "tracebacks", "hangs", "bad_codes", "half_written", "accepted_then_rejected")}
+    total = {
+        k: sum(r[k] for r in results)
+        for k in ("mutants", "tracebacks", "hangs", "bad_codes", "half_written", "accepted_then_rejected")
+    }
     peak = max(r["peak_rss_mb"] for r in results)
     slowest = max(r["slowest_s"] for r in results)
     sys.stderr.write(f"fuzz: {json.dumps({**total, 'peak_rss_mb': peak, 'slowest_s': slowest})}\n")
@@ -58,7 +75,19 @@ def _index_fuzz(tmp_path: Path, count: int, seed: int = 7) -> Stats:
     stats = Stats()
     wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
     store = tmp_path / "S"
-    publish = ["publish", str(wheel), "--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--repo", str(store), "--create"]
+    publish = [
+        "publish",
+        str(wheel),
+        "--sm",
+        "89",
+        "--torch",
+        "2.8",
+        "--cuda",
+        "12.8",
+        "--repo",
+        str(store),
+        "--create",
+    ]
     assert run_command(publish, stats, "setup", 60)[0] == 0
     fuzz_index(seed=seed, count=count, store=store, stats=stats)
     return stats
@@ -72,7 +101,9 @@ def test_fuzz_index_content(tmp_path: Path) -> None:
     stats = _index_fuzz(tmp_path, 24, seed=1)
     assert stats.failures() == [], stats.to_json()
     made = {kind for kind in stats.kinds if not kind.endswith(":none")}
-    assert made == {f"{f}:{how}" for f in ("index.json", "tinykern.json") for how in ("replace", "drop", "add")}, made
+    assert made == {
+        f"{f}:{how}" for f in ("index.json", "tinykern.json") for how in ("replace", "drop", "add")
+    }, made
 
 
 @pytest.mark.hostile_slow

@@ -22,13 +22,28 @@ from tests.loophub.server import LoopHub
 
 REPO_ID = "owner/wheels"
 REPO = f"hf://datasets/{REPO_ID}"
-PULL = ("tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64", "--repo", REPO)
+PULL = (
+    "tinykern",
+    "--sm",
+    "89",
+    "--torch",
+    "2.8",
+    "--python",
+    "3.11",
+    "--platform",
+    "linux_x86_64",
+    "--repo",
+    REPO,
+)
 
 
 @pytest.fixture
 def hub(run: Run, loophub: LoopHub, tmp_path: Path) -> LoopHub:
     for package in ("tinykern", "evilpkg"):
-        assert run("publish", str(build(tmp_path / "dist", package)), *FLAGS, "--repo", REPO, "--create").code == 0
+        assert (
+            run("publish", str(build(tmp_path / "dist", package)), *FLAGS, "--repo", REPO, "--create").code
+            == 0
+        )
     return loophub
 
 
@@ -38,8 +53,9 @@ def rewrite(hub: LoopHub, path: str, change: Callable[[Any], Any] | str) -> None
         text = change
     else:
         text = json.dumps(change(json.loads(hub.files(REPO_ID)[path])))
-    HfApi(endpoint=hub.url).create_commit(REPO_ID, [CommitOperationAdd(path, text.encode())], commit_message="edit",
-                                          repo_type="dataset")  # fmt: skip
+    HfApi(endpoint=hub.url).create_commit(
+        REPO_ID, [CommitOperationAdd(path, text.encode())], commit_message="edit", repo_type="dataset"
+    )
 
 
 def first(change: Callable[[dict[str, Any]], None]) -> Callable[[Any], Any]:
@@ -52,7 +68,11 @@ def first(change: Callable[[dict[str, Any]], None]) -> Callable[[Any], Any]:
 
 def test_an_entry_naming_another_packages_wheel_is_refused(run: Run, hub: LoopHub, tmp_path: Path) -> None:
     evil = json.loads(hub.files(REPO_ID)["index/evilpkg.json"])["wheels"][0]
-    rewrite(hub, "index/tinykern.json", first(lambda e: e.update({k: evil[k] for k in ("path", "sha256", "size", "filename")})))
+    rewrite(
+        hub,
+        "index/tinykern.json",
+        first(lambda e: e.update({k: evil[k] for k in ("path", "sha256", "size", "filename")})),
+    )
     found = run("verify", "--deep", "--repo", REPO)
     assert found.code == 1 and "index entry of package tinykern names a wheel of evilpkg" in found.out
     pulled = run("pull", *PULL, "-o", "out")
@@ -61,7 +81,9 @@ def test_an_entry_naming_another_packages_wheel_is_refused(run: Run, hub: LoopHu
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
-def test_a_wrong_size_or_sha256_is_a_finding_and_pull_refuses_the_bytes(run: Run, hub: LoopHub, tmp_path: Path) -> None:
+def test_a_wrong_size_or_sha256_is_a_finding_and_pull_refuses_the_bytes(
+    run: Run, hub: LoopHub, tmp_path: Path
+) -> None:
     rewrite(hub, "index/tinykern.json", first(lambda e: e.update(sha256="0" * 64)))
     assert run("verify", "--deep", "--repo", REPO).code == 1
     pulled = run("pull", *PULL, "-o", "out")
@@ -82,8 +104,9 @@ def test_a_wrong_size_or_sha256_is_a_finding_and_pull_refuses_the_bytes(run: Run
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("command", [("verify",), ("ls",), ("pull", *PULL[:-2], "-o", "out")])
-def test_hostile_index_files_are_one_line(run: Run, hub: LoopHub, path: str, text: str, needle: str,
-                                          command: tuple[str, ...]) -> None:  # fmt: skip
+def test_hostile_index_files_are_one_line(
+    run: Run, hub: LoopHub, path: str, text: str, needle: str, command: tuple[str, ...]
+) -> None:
     rewrite(hub, path, text)
     result = run(*command, "--repo", REPO)
     assert result.code == 2, result
@@ -98,8 +121,9 @@ def test_hostile_index_files_are_one_line(run: Run, hub: LoopHub, path: str, tex
         ("cell", {"package": "tinykern", "sm": "sm_90", "torch": "2.8", "cuda": "12.8"}, "its path says"),
     ],
 )
-def test_entries_with_wrong_or_reserved_paths_poison_only_themselves(run: Run, hub: LoopHub, field: str, value: Any,
-                                                                      needle: str | None) -> None:  # fmt: skip
+def test_entries_with_wrong_or_reserved_paths_poison_only_themselves(
+    run: Run, hub: LoopHub, field: str, value: Any, needle: str | None
+) -> None:
     rewrite(hub, "index/tinykern.json", first(lambda e: e.update({field: value})))
     found = run("verify", "--repo", REPO)
     assert found.code == 1 and "Traceback" not in found.err, found

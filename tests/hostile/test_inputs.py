@@ -48,8 +48,18 @@ def _entry_text(store: Path, **raw: str) -> str:
         (lambda s: _entry_text(s, size="NaN"), "not valid JSON"),
     ],
 )
-@pytest.mark.parametrize("command", [("verify",), ("ls",), ("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11"), ("gc", "--drop-torch", "2.4", "--yes")])
-def test_item6_hostile_index_content_is_one_line(run: Run, store: Path, shard, needle: str, command: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("verify",),
+        ("ls",),
+        ("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11"),
+        ("gc", "--drop-torch", "2.4", "--yes"),
+    ],
+)
+def test_item6_hostile_index_content_is_one_line(
+    run: Run, store: Path, shard, needle: str, command: tuple[str, ...]
+) -> None:  # type: ignore[no-untyped-def]
     (store / "index/tinykern.json").write_text(shard(store))
     result = run(*command)
     assert result.code == 2
@@ -63,8 +73,14 @@ BAD_ENTRIES = [
     (lambda s: '{"schema": 1, "package": "tinykern", "wheels": [7]}', "wheels[0]: malformed index entry"),
     (lambda s: _entry_text(s, facts='"x"'), "'facts' is a JSON str"),
     (lambda s: _entry_text(s, facts='{"binaries": [{"sass": "x"}]}'), "malformed index entry"),
-    (lambda s: _entry_text(s, facts='{"binaries": [{"path": "a", "format": "zzz"}]}'), "malformed index entry"),
-    (lambda s: _entry_text(s, facts='{"binaries": [{"path": "a", "sass": ["sm_2197815386"]}]}'), "not a GPU arch"),
+    (
+        lambda s: _entry_text(s, facts='{"binaries": [{"path": "a", "format": "zzz"}]}'),
+        "malformed index entry",
+    ),
+    (
+        lambda s: _entry_text(s, facts='{"binaries": [{"path": "a", "sass": ["sm_2197815386"]}]}'),
+        "not a GPU arch",
+    ),
     (lambda s: _entry_text(s, size="-1"), "out of range"),
     (lambda s: _entry_text(s, sha256='"abc"'), "not 64 hex digits"),
     (lambda s: _entry_text(s, cell="[]"), "'cell' is a JSON list"),
@@ -72,29 +88,39 @@ BAD_ENTRIES = [
 
 
 @pytest.mark.parametrize(("shard", "needle"), BAD_ENTRIES)
-def test_item6_a_bad_entry_poisons_only_itself_and_reindex_repairs_it(run: Run, store: Path, shard, needle: str) -> None:  # type: ignore[no-untyped-def]
+def test_item6_a_bad_entry_poisons_only_itself_and_reindex_repairs_it(
+    run: Run, store: Path, shard, needle: str
+) -> None:  # type: ignore[no-untyped-def]
     (store / "index/tinykern.json").write_text(shard(store))
     found = run("verify")
     assert found.code == 1 and "Traceback" not in found.err
     line = next(line for line in found.out.splitlines() if needle in line)
     assert "'librarian reindex' re-reads its wheel" in line
-    for command in (("ls",), ("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11"),
-                    ("gc", "--drop-torch", "2.4", "--yes")):  # fmt: skip
+    for command in (
+        ("ls",),
+        ("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11"),
+        ("gc", "--drop-torch", "2.4", "--yes"),
+    ):
         result = run(*command)
         assert result.code in (0, 1) and "Traceback" not in result.err, result
         assert "skipped an index entry" in result.err and "'librarian reindex' repairs it" in result.err
     repaired = run("reindex", "--adopt")
     assert repaired.code == 0, repaired
-    assert ("repaired" in repaired.out) != ("adopted" in repaired.out)  # re-read, or (no path) dropped and adopted
+    assert ("repaired" in repaired.out) != (
+        "adopted" in repaired.out
+    )  # re-read, or (no path) dropped and adopted
     assert run("verify", "--deep").code == 0
     assert run("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "-o", "out").code == 0
 
 
 @pytest.mark.parametrize(
     "root",
-    ['{"schema": 1, "layout": {"name": "w", "path": "{package}/sm{sm}/torch{torch}-cu{cuda}/{filename}"}, "packages": {"tinykern": 3}}',
-     '{"schema": 1, "layout": 5, "packages": {}}', '{"schema": 1, "layout": {"name": "w", "path": "{package}/sm{sm}/torch{torch}-cu{cuda}/{filename}"}, "packages": {"../x": {"shard": "index/../x.json"}}}',
-     "[" * 100_000],
+    [
+        '{"schema": 1, "layout": {"name": "w", "path": "{package}/sm{sm}/torch{torch}-cu{cuda}/{filename}"}, "packages": {"tinykern": 3}}',
+        '{"schema": 1, "layout": 5, "packages": {}}',
+        '{"schema": 1, "layout": {"name": "w", "path": "{package}/sm{sm}/torch{torch}-cu{cuda}/{filename}"}, "packages": {"../x": {"shard": "index/../x.json"}}}',
+        "[" * 100_000,
+    ],
 )
 def test_item6_hostile_root_is_one_line(run: Run, store: Path, root: str) -> None:
     (store / "index.json").write_text(root)
@@ -111,8 +137,18 @@ CRAFTED = {
 
 
 @pytest.mark.parametrize("craft", sorted(CRAFTED))
-@pytest.mark.parametrize("command", [("inspect",), ("retag", "--torch", "2.8", "--cuda", "12.8", "-o", "out"), ("publish", *FLAGS), ("doctor", "--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--python", "3.11")])
-def test_item7_crafted_zips_are_one_line(run: Run, tmp_path: Path, craft: str, command: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("inspect",),
+        ("retag", "--torch", "2.8", "--cuda", "12.8", "-o", "out"),
+        ("publish", *FLAGS),
+        ("doctor", "--sm", "89", "--torch", "2.8", "--cuda", "12.8", "--python", "3.11"),
+    ],
+)
+def test_item7_crafted_zips_are_one_line(
+    run: Run, tmp_path: Path, craft: str, command: tuple[str, ...]
+) -> None:
     wheel = tmp_path / WHEEL
     wheel.write_bytes(CRAFTED[craft](mutants.good_wheel_bytes()))
     result = run(command[0], str(wheel), *command[1:])
@@ -121,7 +157,9 @@ def test_item7_crafted_zips_are_one_line(run: Run, tmp_path: Path, craft: str, c
     assert not (tmp_path / "wheelhouse").exists()
 
 
-@pytest.mark.parametrize("command", [("retag", "--torch", "2.8", "--cuda", "12.8", "-o", "out"), ("publish", *FLAGS), ("inspect",)])
+@pytest.mark.parametrize(
+    "command", [("retag", "--torch", "2.8", "--cuda", "12.8", "-o", "out"), ("publish", *FLAGS), ("inspect",)]
+)
 def test_item8_huge_metadata_is_refused_in_bounded_memory(tmp_path: Path, command: tuple[str, ...]) -> None:
     wheel = mutants.huge_metadata(tmp_path / "dist", WHEEL)
     assert wheel.stat().st_size < 200_000
@@ -139,21 +177,28 @@ LIARS = {
 
 
 @pytest.mark.parametrize("labelled", [False, True])
-def test_publish_repairs_a_wheel_tag_that_only_wheel_gets_wrong(run: Run, tmp_path: Path, labelled: bool) -> None:
+def test_publish_repairs_a_wheel_tag_that_only_wheel_gets_wrong(
+    run: Run, tmp_path: Path, labelled: bool
+) -> None:
     # cupy and sgl-kernel ship WHEEL files that name another platform tag than their filenames (pip installs
     # them): publish rewrites the dist-info anyway, so it writes the filename's tags and says so.
     version = "0.1.0+cu128torch2.8" if labelled else "0.1.0"
     members = mutants.standard_members(version=version, wheel_tags="cp39-cp39-win_amd64")
     wheel = mutants.raw_wheel(tmp_path / "dist", WHEEL.replace("0.1.0", version), members)  # type: ignore[arg-type]
     plain = run("inspect", str(wheel))
-    assert plain.code == 0 and f"  ! WHEEL Tag: cp39-cp39-win_amd64, filename says {mutants.TAGS}" in plain.out
+    assert (
+        plain.code == 0 and f"  ! WHEEL Tag: cp39-cp39-win_amd64, filename says {mutants.TAGS}" in plain.out
+    )
     result = run("publish", str(wheel), *FLAGS)
     assert result.code == 0, result.err
     assert "WHEEL's Tag lines disagree with its filename; publish wrote the filename's" in result.err
     stored = next((tmp_path / "wheelhouse").rglob("*.whl"))
     with zipfile.ZipFile(stored) as zf:
-        tags = [line for line in zf.read("tinykern-0.1.0+cu128torch2.8.dist-info/WHEEL").decode().splitlines()
-                if line.startswith("Tag:")]  # fmt: skip
+        tags = [
+            line
+            for line in zf.read("tinykern-0.1.0+cu128torch2.8.dist-info/WHEEL").decode().splitlines()
+            if line.startswith("Tag:")
+        ]
     assert tags == [f"Tag: {mutants.TAGS}"]
     deep = run("verify", "--deep")
     assert deep.code == 0, deep.out
@@ -169,8 +214,11 @@ def test_item9_publish_refuses_what_verify_rejects(run: Run, tmp_path: Path, lia
     assert not (tmp_path / "wheelhouse").exists()
     version = "0.1.0+cu128torch2.8"
     kwargs = {k: v.replace("0.1.0", version) for k, v in kwargs.items()}
-    labelled = mutants.raw_wheel(tmp_path / "dist2", WHEEL.replace("0.1.0", version),
-                                 mutants.standard_members(version=version, **kwargs))  # type: ignore[arg-type]  # fmt: skip
+    labelled = mutants.raw_wheel(
+        tmp_path / "dist2",
+        WHEEL.replace("0.1.0", version),
+        mutants.standard_members(version=version, **kwargs),
+    )  # type: ignore[arg-type]
     again = run("publish", str(labelled), *FLAGS)
     assert again.code == 2
     assert_one_line(again.err, needle)

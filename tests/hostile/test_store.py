@@ -45,12 +45,27 @@ def _point_tinykern_at_evilpkg(store: Path) -> None:
     (store / "index/tinykern.json").write_text(json.dumps(data))
 
 
-def test_item1_entry_of_one_package_pointing_at_another_is_a_finding_and_pull_refuses(run: Run, store: Path, tmp_path: Path) -> None:
+def test_item1_entry_of_one_package_pointing_at_another_is_a_finding_and_pull_refuses(
+    run: Run, store: Path, tmp_path: Path
+) -> None:
     _point_tinykern_at_evilpkg(store)
     found = run("verify", "--deep")
     assert found.code == 1
     assert "index entry of package tinykern names a wheel of evilpkg" in found.out
-    pulled = run("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64", "-o", "out")
+    pulled = run(
+        "pull",
+        "tinykern",
+        "--sm",
+        "89",
+        "--torch",
+        "2.8",
+        "--python",
+        "3.11",
+        "--platform",
+        "linux_x86_64",
+        "-o",
+        "out",
+    )
     assert pulled.code == 2
     assert_one_line(pulled.err, "names a wheel of evilpkg", "refused")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
@@ -61,10 +76,15 @@ def test_item1_entry_whose_cell_disagrees_with_its_path_is_a_finding(run: Run, s
     data["wheels"][0]["cell"]["sm"] = "sm_90"  # type: ignore[index]
     (store / "index/tinykern.json").write_text(json.dumps(data))
     found = run("verify")
-    assert found.code == 1 and "index entry says tinykern sm90 cu128torch2.8, its path says tinykern sm89" in found.out
+    assert (
+        found.code == 1
+        and "index entry says tinykern sm90 cu128torch2.8, its path says tinykern sm89" in found.out
+    )
 
 
-def test_item1_wheel_at_the_right_path_with_another_projects_metadata_is_refused_by_pull(run: Run, store: Path, tmp_path: Path) -> None:
+def test_item1_wheel_at_the_right_path_with_another_projects_metadata_is_refused_by_pull(
+    run: Run, store: Path, tmp_path: Path
+) -> None:
     """The bytes at tinykern's path are evilpkg's wheel renamed: the sha256 in the index matches them."""
     target = store / CELL / wheel_name()
     shutil.copyfile(store / "evilpkg/sm89/torch2.8-cu128" / wheel_name("evilpkg"), target)
@@ -72,7 +92,20 @@ def test_item1_wheel_at_the_right_path_with_another_projects_metadata_is_refused
     evil = shard(store, "evilpkg")["wheels"][0]  # type: ignore[index]
     data["wheels"][0]["sha256"], data["wheels"][0]["size"] = evil["sha256"], evil["size"]  # type: ignore[index]
     (store / "index/tinykern.json").write_text(json.dumps(data))
-    pulled = run("pull", "tinykern", "--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64", "-o", "out")
+    pulled = run(
+        "pull",
+        "tinykern",
+        "--sm",
+        "89",
+        "--torch",
+        "2.8",
+        "--python",
+        "3.11",
+        "--platform",
+        "linux_x86_64",
+        "-o",
+        "out",
+    )
     assert pulled.code == 2
     assert_one_line(pulled.err, f"{CELL}/{wheel_name()}", "does not match", "refused")
     assert run("verify").code == 1
@@ -85,7 +118,9 @@ def _link_cell_outside(store: Path, tmp_path: Path) -> Path:
     return outside
 
 
-def test_item2_gc_and_publish_never_follow_a_link_out_of_the_store(run: Run, store: Path, tmp_path: Path) -> None:
+def test_item2_gc_and_publish_never_follow_a_link_out_of_the_store(
+    run: Run, store: Path, tmp_path: Path
+) -> None:
     outside = _link_cell_outside(store, tmp_path)
     before = sorted(p.name for p in outside.iterdir())
     gc = run("gc", "--drop-torch", "2.8", "--yes", "--allow-empty")
@@ -111,7 +146,9 @@ def test_item2_a_linked_index_file_is_not_read(run: Run, store: Path, tmp_path: 
 
 @pytest.mark.parametrize("make", ["fifo", "dev_zero"])
 @pytest.mark.parametrize("command", [("verify", "--deep"), ("reindex", "--adopt"), ("verify",)])
-def test_item3_fifo_or_device_at_a_wheel_path_never_hangs(store: Path, tmp_path: Path, make: str, command: tuple[str, ...]) -> None:
+def test_item3_fifo_or_device_at_a_wheel_path_never_hangs(
+    store: Path, tmp_path: Path, make: str, command: tuple[str, ...]
+) -> None:
     target = store / CELL / wheel_name(version="0.3.0")
     if make == "fifo":
         os.mkfifo(target)
@@ -135,7 +172,9 @@ def _kill_at(monkeypatch: pytest.MonkeyPatch, when: str) -> None:
     real_write = local_store.atomic_write
     real_delete = local_store.LocalStore._delete
 
-    def write(target: Path, data: bytes | None = None, *, source: Path | None = None, mode: int = 0o644) -> None:
+    def write(
+        target: Path, data: bytes | None = None, *, source: Path | None = None, mode: int = 0o644
+    ) -> None:
         if target.name == when:
             raise Killed
         real_write(target, data, source=source, mode=mode)
@@ -169,7 +208,9 @@ def test_item4_gc_writes_the_index_before_it_deletes_wheels(run: Run, store: Pat
     assert not list(store.rglob("*.whl"))
 
 
-def test_item5_killed_between_shard_and_root_is_repaired_by_reindex(run: Run, store: Path, tmp_path: Path) -> None:
+def test_item5_killed_between_shard_and_root_is_repaired_by_reindex(
+    run: Run, store: Path, tmp_path: Path
+) -> None:
     newer = build(tmp_path / "dist2", "tinykern", "0.2.0")
     _interrupted(run, "index.json", "publish", str(newer), *FLAGS)
     found = run("verify")
@@ -179,7 +220,9 @@ def test_item5_killed_between_shard_and_root_is_repaired_by_reindex(run: Run, st
     assert wheel_name(version="0.2.0") in (store / "index/tinykern.json").read_text()
 
 
-def test_item5_killed_between_a_wheel_and_its_metadata_file_keeps_the_wheel(run: Run, store: Path, tmp_path: Path) -> None:
+def test_item5_killed_between_a_wheel_and_its_metadata_file_keeps_the_wheel(
+    run: Run, store: Path, tmp_path: Path
+) -> None:
     """The wheel is whole, its PEP 658 file never written: the recovery lists the wheel without promising it."""
     newer = build(tmp_path / "dist2", "tinykern", "0.2.0")
     _interrupted(run, wheel_name(version="0.2.0") + ".metadata", "publish", str(newer), *FLAGS)
@@ -192,7 +235,9 @@ def test_item5_killed_between_a_wheel_and_its_metadata_file_keeps_the_wheel(run:
     assert len(kept) == 1 and "metadata_sha256" not in kept[0]
 
 
-def test_item5_stale_root_without_a_journal_is_rebuilt_by_reindex(run: Run, store: Path, tmp_path: Path) -> None:
+def test_item5_stale_root_without_a_journal_is_rebuilt_by_reindex(
+    run: Run, store: Path, tmp_path: Path
+) -> None:
     """A store an older librarian left half-written (no journal): reindex rebuilds every generated file."""
     old_root = (store / "index.json").read_bytes()
     assert run("publish", str(build(tmp_path / "dist2", "tinykern", "0.2.0")), *FLAGS).code == 0
@@ -200,7 +245,9 @@ def test_item5_stale_root_without_a_journal_is_rebuilt_by_reindex(run: Run, stor
     (store / "pages/sm89-torch2.8-cu128.html").unlink()
     (store / "index/ghost.json").write_text("{}")
     assert run("verify").code == 1
-    republished = run("publish", str(tmp_path / "dist2" / "tinykern-0.2.0-cp311-cp311-linux_x86_64.whl"), *FLAGS)
+    republished = run(
+        "publish", str(tmp_path / "dist2" / "tinykern-0.2.0-cp311-cp311-linux_x86_64.whl"), *FLAGS
+    )
     assert republished.code == 0
     assert (store / "index.json").read_bytes() != old_root  # publishing again repairs the root ...
     assert run("reindex").code == 0  # ... and reindex every generated file

@@ -27,7 +27,17 @@ LFS_ACTIONS = {"verify": "lfs_verify", "part": "lfs_part", "complete": "lfs_comp
 # The LFS upload URLs (PUT, multipart parts, multipart completion) get no auth header from the client,
 # as they would go to pre-signed S3 URLs on the Hub.
 WRITE_ENDPOINTS = frozenset(
-    {"create_repo", "delete_repo", "preupload", "commit", "lfs_batch", "lfs_verify", "branch", "lfs_files", "lfs_files_batch"}
+    {
+        "create_repo",
+        "delete_repo",
+        "preupload",
+        "commit",
+        "lfs_batch",
+        "lfs_verify",
+        "branch",
+        "lfs_files",
+        "lfs_files_batch",
+    }
 )
 UNAUTHENTICATED = frozenset({"lfs_upload", "lfs_part", "lfs_complete", "lfs_download"})
 

@@ -282,8 +282,9 @@ class LoopHub:
         self.storage = Storage(Path(root), lfs_threshold=lfs_threshold)
         self.plan = FaultPlan()
         self.log = RequestLog()
-        self.config = HubConfig(page_size, user, lfs_redirect, multipart_chunk_size,
-                                lfs_batch_transfer=lfs_batch_transfer)  # fmt: skip
+        self.config = HubConfig(
+            page_size, user, lfs_redirect, multipart_chunk_size, lfs_batch_transfer=lfs_batch_transfer
+        )
         self.api = LoopHubApi(self.storage, self.plan, self.config)
         self.token, self.auth_reads = token, auth_reads
         self._seen_tokens: set[str] = {token} if token else set()
@@ -329,7 +330,9 @@ class LoopHub:
         """The next ``times`` matching requests get HTTP ``status`` (5xx burst)."""
         return self.add_fault(FaultKind.STATUS, endpoint=endpoint, times=times, status=status, **match)
 
-    def rate_limit(self, endpoint: str | None, times: int = 1, retry_after: int | None = 0, **match: Any) -> Fault:
+    def rate_limit(
+        self, endpoint: str | None, times: int = 1, retry_after: int | None = 0, **match: Any
+    ) -> Fault:
         """The next ``times`` matching requests get 429 with ``Retry-After`` (client waits it + 1 s); with
         ``retry_after=None, ratelimit='"api";r=0;t=3'`` the IETF headers alone, as huggingface.co sends."""
         return self.fail(endpoint, times, 429, retry_after=retry_after, **match)
@@ -354,9 +357,13 @@ class LoopHub:
 
     def trickle(self, endpoint: str | None, seconds_per_byte: float, times: int = 1, **match: Any) -> Fault:
         """Answer the next ``times`` matching requests one body byte every ``seconds_per_byte``."""
-        return self.add_fault(FaultKind.TRICKLE, endpoint=endpoint, times=times, delay_s=seconds_per_byte, **match)
+        return self.add_fault(
+            FaultKind.TRICKLE, endpoint=endpoint, times=times, delay_s=seconds_per_byte, **match
+        )
 
-    def echo_credentials(self, endpoint: str | None, times: int = 1, status: int = 400, **match: Any) -> Fault:
+    def echo_credentials(
+        self, endpoint: str | None, times: int = 1, status: int = 400, **match: Any
+    ) -> Fault:
         """Answer ``status`` with an error text that repeats the request's Authorization header and raw bytes."""
         return self.add_fault(FaultKind.ECHO, endpoint=endpoint, times=times, status=status, **match)
 

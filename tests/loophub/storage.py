@@ -64,7 +64,9 @@ DEFAULT_LFS_THRESHOLD = 10 * 1024 * 1024
 class HubError(Exception):
     """A failure the server turns into an HTTP error with the Hub's ``X-Error-Code``."""
 
-    def __init__(self, status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -269,8 +271,16 @@ class Storage:
             path = self.lfs_path(oid)
             if path.exists():
                 stat = path.stat()
-                out.append({"fileOid": oid, "oid": oid, "filename": names.get(oid, ""), "size": stat.st_size,
-                            "pushedAt": hub_date(stat.st_mtime), "ref": "main"})
+                out.append(
+                    {
+                        "fileOid": oid,
+                        "oid": oid,
+                        "filename": names.get(oid, ""),
+                        "size": stat.st_size,
+                        "pushedAt": hub_date(stat.st_mtime),
+                        "ref": "main",
+                    }
+                )
         return out
 
     def delete_lfs(self, repo: Repo, oids: list[str], rewrite_history: bool = True) -> None:
@@ -293,8 +303,14 @@ class Storage:
 
     def _rewrite(self, repo: Repo, gone: set[str]) -> None:
         """(Under the lock.) Drop pointers to ``gone`` from history: new ids from the first affected commit on."""
-        first = next((i for i, cid in enumerate(repo.order)
-                      if any(e.lfs in gone for e in repo.commits[cid].tree.values())), None)  # fmt: skip
+        first = next(
+            (
+                i
+                for i, cid in enumerate(repo.order)
+                if any(e.lfs in gone for e in repo.commits[cid].tree.values())
+            ),
+            None,
+        )
         if first is None:
             return
         renamed: dict[str, str] = {}
@@ -303,7 +319,9 @@ class Storage:
             tree = {p: e for p, e in old.tree.items() if e.lfs not in gone}
             new_id = hashlib.sha1(f"rewritten:{cid}:{sorted(gone)}".encode()).hexdigest()
             parent = renamed.get(old.parent, old.parent) if old.parent is not None else None
-            repo.commits[new_id] = Commit(new_id, parent, old.title, old.message, old.author, old.timestamp, tree)
+            repo.commits[new_id] = Commit(
+                new_id, parent, old.title, old.message, old.author, old.timestamp, tree
+            )
             renamed[cid] = new_id
         repo.order = [renamed.get(c, c) for c in repo.order]
         repo.branches = {b: renamed.get(c, c) for b, c in repo.branches.items()}

@@ -71,7 +71,9 @@ class LoopHubApi(HubApi):
                 # actions come whether it is stored or not.
                 item["actions"] = self._upload_actions(req, repo, oid, size)
             objects.append(item)
-        return json_reply({"transfer": self.config.lfs_batch_transfer, "objects": objects}, content_type=LFS_JSON)
+        return json_reply(
+            {"transfer": self.config.lfs_batch_transfer, "objects": objects}, content_type=LFS_JSON
+        )
 
     def _upload_actions(self, req: Request, repo: Repo, oid: str, size: int) -> dict[str, Any]:
         base = self._lfs_base(req, repo, oid)

@@ -33,13 +33,29 @@ def main() -> None:
             subprocess.run([DLLTOOL, "-d", str(HERE / f"{name}.def"), "-l", str(lib)], check=True)
             libs.append(str(lib))
         for out, exact in (("stable.pyd", 0), ("exact.pyd", 1)):
-            cmd = [GCC, "-shared", "-O1", "-s", f"-DEXACT={exact}", "-I", str(work), "-o", str(HERE / out),
-                   str(HERE / "kern.c"), *libs]  # fmt: skip
+            cmd = [
+                GCC,
+                "-shared",
+                "-O1",
+                "-s",
+                f"-DEXACT={exact}",
+                "-I",
+                str(work),
+                "-o",
+                str(HERE / out),
+                str(HERE / "kern.c"),
+                *libs,
+            ]
             subprocess.run(cmd, check=True)
             body = (HERE / out).read_bytes()
-            manifest["files"][out] = {"exact": bool(exact), "size": len(body),  # type: ignore[index]
-                                      "sha256": hashlib.sha256(body).hexdigest()}
-    version = subprocess.run([GCC, "--version"], capture_output=True, text=True, check=True).stdout.splitlines()[0]
+            manifest["files"][out] = {
+                "exact": bool(exact),
+                "size": len(body),  # type: ignore[index]
+                "sha256": hashlib.sha256(body).hexdigest(),
+            }
+    version = subprocess.run(
+        [GCC, "--version"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()[0]
     manifest["compiler"] = version
     (HERE / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
