@@ -60,7 +60,7 @@ def render_coverage(cov: Coverage) -> str:
     for (package, combo), cells in cov.rows.items():
         table.append([package, combo, *(_cell_text(cells.get(s, [])) for s in cov.sms)])
     widths = [max(len(r[i]) for r in table) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
     count = sum(len(es) for cells in cov.rows.values() for es in cells.values())
     holes = sum(1 for cells in cov.rows.values() for s in cov.sms if not cells.get(s))
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from librarian import demands
+from librarian.compat import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,6 +28,19 @@ def test_ruff_is_clean() -> None:
         [tool("ruff"), "check", "--quiet", "."], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_leaves_every_file_as_it_is() -> None:
+    result = subprocess.run(
+        [tool("ruff"), "format", "--check", "."], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, "run `ruff format .`:\n" + result.stdout + result.stderr
+
+
+def test_ruff_selects_more_than_its_defaults() -> None:
+    # I (imports), B (bugbear), UP (pyupgrade), SIM (simplify) on top of ruff's defaults, where CI checks them.
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert {"I", "B", "UP", "SIM"} <= set(config["tool"]["ruff"]["lint"]["extend-select"])
 
 
 def test_mypy_strict_is_clean() -> None:

@@ -81,7 +81,7 @@ def _carve(data: bytes) -> tuple[bytes, collections.Counter[str]]:
     out, names, pos = bytearray(), collections.Counter[str](), data.find(MAGIC)
     while pos >= 0:
         version, hsz, size = struct.unpack_from("<HHQ", data, pos + 4)
-        fits = 0 < size and size % 8 == 0 and pos + 16 + size <= len(data)
+        fits = size > 0 and size % 8 == 0 and pos + 16 + size <= len(data)
         if pos % 8 == 0 and (version, hsz) == (1, 16) and fits:
             out += data[pos : pos + 16 + size]
             entry, end = pos + 16, pos + 16 + size

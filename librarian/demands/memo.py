@@ -26,7 +26,7 @@ def by_identity(size: int = 8) -> Callable[[Callable[..., R]], Callable[..., R]]
         def wrapper(*args: Any) -> R:
             key = tuple(id(a) for a in args)
             found = entries.get(key)
-            if found is not None and all(a is b for a, b in zip(found[0], args)):
+            if found is not None and all(a is b for a, b in zip(found[0], args, strict=True)):
                 entries.move_to_end(key)
                 return found[1]
             result = fn(*args)

@@ -68,7 +68,9 @@ _MARKS = {True: "ok", False: "FAIL", None: "?"}
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows]
+    return [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in rows
+    ]
 
 
 def render_doctor(report: DoctorReport) -> str:

@@ -181,7 +181,10 @@ class Plan:
             ]
             if jobs:
                 widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-                lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+                lines += [
+                    "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                    for r in rows
+                ]
         # One line per (GPU, CUDA line): the reason is the same for every torch line and Python.
         groups: dict[tuple[GpuArch, MajorMinor, str], list[Cell]] = {}
         for u in self.unbuildable:

@@ -344,7 +344,7 @@ def pull(
         write_requirements(requirements, [(e, store.url_for(e.path)) for e in picks])
         return PullReport(store.location, wants, tuple(resolutions), (requirements,), requirements)
     files = [_fetch_checked(store, e, out_dir) for e in picks]
-    for e, f in zip(picks, files):
+    for e, f in zip(picks, files, strict=True):
         log.info("took %s -> %s (sha256 %s checked)", e.path, f, e.sha256[:12])
     return PullReport(store.location, wants, tuple(resolutions), tuple(files))
 
@@ -370,7 +370,9 @@ class PullReport:
             n = len(self.resolutions)
             return f"wrote {self.requirements} ({n} wheel(s)); install with: pip install --force-reinstall --no-deps -r {self.requirements}"
         return "\n".join(
-            f"{r.pick.path} -> {f}" for r, f in zip(self.resolutions, self.files) if r.pick is not None
+            f"{r.pick.path} -> {f}"
+            for r, f in zip(self.resolutions, self.files, strict=False)
+            if r.pick is not None
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -383,7 +385,7 @@ class PullReport:
             "requirements": str(self.requirements) if self.requirements else None,
             "wheels": [
                 {"package": r.package, "path": r.pick.path if r.pick else None, "file": str(f)}
-                for r, f in zip(self.resolutions, files)
+                for r, f in zip(self.resolutions, files, strict=False)
             ],
         }
 

@@ -225,7 +225,7 @@ def read_pending(store: Store, files: Iterable[StoredFile]) -> tuple[dict[str, I
 
     with ThreadPoolExecutor(max_workers=READERS) as pool:
         results = list(pool.map(read, paths))
-    entries = {p: r for p, r in zip(paths, results) if isinstance(r, IndexEntry)}
+    entries = {p: r for p, r in zip(paths, results, strict=True) if isinstance(r, IndexEntry)}
     return entries, [r for r in results if isinstance(r, Problem)]
 
 

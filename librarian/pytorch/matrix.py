@@ -366,7 +366,9 @@ def render_table(combos: Iterable[Combo]) -> str:
     if len(rows) == 1:
         return "no combos match\n"
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() + "\n" for r in rows)
+    return "".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() + "\n" for r in rows
+    )
 
 
 # --- the one I/O part: where the files are, and reading them ----------------------------------------

@@ -46,7 +46,7 @@ def _rewrite_version(w: OpenWheel, metadata: bytes, version: str) -> bytes:
     # The headers end at the first blank line; the body (the long description) is left alone.
     end = m.end() if (m := re.search(rb"\r?\n\r?\n", metadata)) else len(metadata)
     head, count = re.subn(
-        rb"(?mi)^Version:[ \t]*[^\r\n]*", b"Version: " + version.encode(), metadata[:end], 1
+        rb"(?mi)^Version:[ \t]*[^\r\n]*", b"Version: " + version.encode(), metadata[:end], count=1
     )
     if not count:
         raise w.bad(f"{w.dist_info}/METADATA: no Version header")

@@ -49,10 +49,7 @@ def hub(run: Run, loophub: LoopHub, tmp_path: Path) -> LoopHub:
 
 def rewrite(hub: LoopHub, path: str, change: Callable[[Any], Any] | str) -> None:
     """Commit a new ``path`` (JSON changed by ``change``, or the text itself), as the repo's owner can."""
-    if isinstance(change, str):
-        text = change
-    else:
-        text = json.dumps(change(json.loads(hub.files(REPO_ID)[path])))
+    text = change if isinstance(change, str) else json.dumps(change(json.loads(hub.files(REPO_ID)[path])))
     HfApi(endpoint=hub.url).create_commit(
         REPO_ID, [CommitOperationAdd(path, text.encode())], commit_message="edit", repo_type="dataset"
     )

@@ -7,6 +7,7 @@ Stdlib ``ThreadingHTTPServer`` speaking HTTP/1.1 with keep-alive, bound to 127.0
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import socket
@@ -53,10 +54,8 @@ class _Server(ThreadingHTTPServer):
         with self._conns_lock:
             conns = list(self._conns)
         for conn in conns:
-            try:
+            with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 class _Handler(BaseHTTPRequestHandler):
