@@ -1,5 +1,7 @@
-"""The store contract (``librarian.stores.base.Store``), one set of cases run on both stores: the local
-store in a temp dir, and the Hub store through the real huggingface_hub client against the loopback Hub.
+"""The store contract (``librarian.stores.base.Store``), one set of cases run on every store: the local
+store in a temp dir, the Hub store through the real huggingface_hub client against the loopback Hub, and
+a minimal in-memory store that implements the core alone (``tests/memory_store.py``). A capability
+(staging, upload storage, local files) is tested on the stores that have it, and ops on one that has none.
 
 Each case opens stores as the CLI does, one fresh store object per command run. Where the two stores
 differ on purpose, the case says so in a comment and asserts each store's side; nothing is skipped.
@@ -22,11 +24,29 @@ from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label
 from librarian.errors import BadInput, Refused, StoreError
 from librarian.index import ROOT, Index, IndexEntry
+from librarian.machine import Machine
+from librarian.ops.gc import GcPolicy, gc
+from librarian.ops.publish import PublishOptions, publish
+from librarian.ops.pull import Wants, pull
+from librarian.ops.verify import verify
 from librarian.pending import pending_path, render_pending
-from librarian.stores.base import Blob, Changes, Planner, Store, Upload, read_index, sha256_stored
+from librarian.stores.base import (
+    Blob,
+    Changes,
+    LocalFiles,
+    Planner,
+    Stages,
+    Store,
+    Upload,
+    UploadStorage,
+    read_index,
+    sha256_stored,
+)
 from librarian.stores.hub import HubStore
 from librarian.stores.local import LocalStore
+from tests.builders import make_wheel
 from tests.loophub.server import LoopHub
+from tests.memory_store import MemoryStore, MemoryTree
 
 LAYOUT = load_layout()
 LABEL = Label.parse("cu128torch2.8")
@@ -38,9 +58,10 @@ REPO_ID = "team/wheels"
 class Backend:
     """One kind of store under test; ``open`` gives a fresh store object, as each command run makes."""
 
-    kind: str  # "local" or "hub"
+    kind: str  # "local", "hub" or "memory"
     open: Callable[..., Store]
     hub: LoopHub | None = None
+    memory: MemoryTree | None = None
 
     @property
     def extra_files(self) -> set[str]:
@@ -49,11 +70,14 @@ class Backend:
         return {".gitattributes", CARD} if self.kind == "hub" else set()
 
 
-@pytest.fixture(params=["local", "hub"])
+@pytest.fixture(params=["local", "hub", "memory"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == "local":
         root = tmp_path / "house"
         return Backend("local", lambda create=False: LocalStore(root, may_create=create))
+    if request.param == "memory":
+        tree = MemoryTree()
+        return Backend("memory", lambda create=False: MemoryStore(tree, create=create), memory=tree)
     hub: LoopHub = request.getfixturevalue("loophub")
     return Backend("hub", lambda create=False: HubStore(REPO_ID, create=create), hub)
 
@@ -189,8 +213,8 @@ def test_fetch_is_the_stored_bytes(backend: Backend, two: tuple[Wheel, Wheel], t
 
 def test_open_reads_the_stored_bytes(backend: Backend, two: tuple[Wheel, Wheel]) -> None:
     store = backend.open()
-    # On purpose: only a directory has the files on this machine; the Hub downloads each one opened.
-    assert store.is_local == (backend.kind == "local")
+    # On purpose: only a directory has the files on this machine; the others copy each one opened.
+    assert isinstance(store, LocalFiles) == (backend.kind == "local")
     with store.open(two[1].entry.path) as f:
         assert f.read() == two[1].data
         where = Path(
@@ -210,12 +234,13 @@ def test_open_reads_the_stored_bytes(backend: Backend, two: tuple[Wheel, Wheel])
 def test_url_for_serves_the_bytes(backend: Backend, two: tuple[Wheel, Wheel]) -> None:
     store = backend.open()
     url = store.url_for(two[0].entry.path)
-    # On purpose: a file:// URL for a directory; on the Hub a resolve URL pinned to the commit read.
+    # On purpose: a file:// URL for a directory; on the Hub a resolve URL pinned to the commit read; the
+    # memory store, which has no server, a data: URL.
     if backend.hub is not None:
         head = backend.hub.head(REPO_ID)
         assert url == f"{backend.hub.url}/datasets/{REPO_ID}/resolve/{head}/{quote(two[0].entry.path)}"
     else:
-        assert url.startswith("file:///")
+        assert url.startswith({"local": "file:///", "memory": "data:"}[backend.kind])
     with urllib.request.urlopen(url, timeout=10) as response:
         assert response.read() == two[0].data
 
@@ -290,16 +315,34 @@ def test_reads_after_an_update_see_it(backend: Backend, tmp_path: Path) -> None:
     assert read_index(store, LAYOUT).entries == (w.entry,)
 
 
-# ---- staging ---------------------------------------------------------------------------------------
+# ---- capabilities: each store has those it really has ------------------------------------------------
 
 
+def test_each_store_has_the_capabilities_it_really_has(backend: Backend) -> None:
+    store = backend.open()
+    has = {cap.__name__ for cap in (Stages, UploadStorage, LocalFiles) if isinstance(store, cap)}
+    # The local store stages into its tree and its files are here; the Hub stages by commit and keeps
+    # LFS objects beyond its tree; the memory store has the core alone.
+    assert (
+        has
+        == {"local": {"Stages", "LocalFiles"}, "hub": {"Stages", "UploadStorage"}, "memory": set()}[
+            backend.kind
+        ]
+    )
+
+
+@pytest.mark.parametrize("backend", ["local", "hub"], indirect=True)
 def test_stage_adds_files_and_leaves_the_index(
     backend: Backend, two: tuple[Wheel, Wheel], tmp_path: Path
 ) -> None:
     before = read_index(backend.open(), LAYOUT)
     c = wheel(tmp_path, 3, sm="90")
     pending = pending_path(c.entry)
-    backend.open().stage([c.upload], {pending: render_pending(c.entry)}, "stage")
+    stager = backend.open()
+    assert isinstance(stager, Stages)
+    commit = stager.stage([c.upload], {pending: render_pending(c.entry)}, "stage")
+    # On purpose: the Hub names the commit it made; a directory makes none.
+    assert commit.startswith(f"{backend.hub.url}/datasets/{REPO_ID}/commit/") if backend.hub else commit == ""
     store = backend.open()
     assert read_index(store, LAYOUT) == before
     assert {c.entry.path, pending} <= paths_in(store)
@@ -307,21 +350,24 @@ def test_stage_adds_files_and_leaves_the_index(
     assert_consistent(store)
 
 
+@pytest.mark.parametrize("backend", ["hub"], indirect=True)
 def test_stage_blobs_then_commit_them_by_reference(
     backend: Backend, two: tuple[Wheel, Wheel], tmp_path: Path
 ) -> None:
+    assert backend.hub is not None
     c = wheel(tmp_path, 3, sm="90")
     blob = Blob(c.entry.sha256, c.entry.size, c.entry.path)
-    assert backend.open().missing_blobs([blob]) == (blob,)
-    head = backend.open().stage_blobs([c.upload])
-    # On purpose: the Hub returns the head it planned against, and its bytes wait outside the tree (an
-    # LFS object, no commit); a directory writes the file at its path, where the listing shows it.
-    assert head == (backend.hub.head(REPO_ID) if backend.hub else "")
-    assert (c.entry.path in paths_in(backend.open())) is (backend.kind == "local")
-    assert backend.open().missing_blobs([blob]) == ()
+    storage = backend.open()
+    assert isinstance(storage, UploadStorage)
+    assert storage.missing_blobs([blob]) == (blob,)
+    head = storage.stage_blobs([c.upload])
+    # The head it planned against; the bytes wait outside the tree (an LFS object, no commit).
+    assert head == backend.hub.head(REPO_ID)
+    assert c.entry.path not in paths_in(backend.open())
+    assert storage.missing_blobs([blob]) == ()
+    # Content by sha256, wherever it will be filed.
     elsewhere = Blob(c.entry.sha256, c.entry.size, "kern/sm80/torch2.8-cu128/" + c.entry.filename)
-    # On purpose: the Hub holds content by sha256, wherever it will be filed; a directory holds it at a path.
-    assert backend.open().missing_blobs([elsewhere]) == ((elsewhere,) if backend.kind == "local" else ())
+    assert storage.missing_blobs([elsewhere]) == ()
     by_reference = Upload(c.entry.path, None, c.entry.sha256, c.entry.size)
     backend.open().update(
         lambda index: (Changes(index.with_entries(added=[c.entry]), (by_reference,), (), "land"), None),
@@ -332,27 +378,23 @@ def test_stage_blobs_then_commit_them_by_reference(
     assert store.fetch(c.entry.path, tmp_path / "got.whl").read_bytes() == c.data
 
 
-# ---- freeing space ---------------------------------------------------------------------------------
-
-
+@pytest.mark.parametrize("backend", ["hub"], indirect=True)
 def test_purgeable_and_purge(backend: Backend, two: tuple[Wheel, Wheel]) -> None:
     a, b = two
     sha = a.entry.sha256
-    # Still referenced at the head: nothing to purge anywhere, unless its last path is about to go.
-    assert backend.open().purgeable() == ()
-    leaving = backend.open().purgeable(leaving=[a.entry.path])
+    storage = backend.open()
+    assert isinstance(storage, UploadStorage)
+    # Still referenced at the head: nothing to purge, unless its last path is about to go.
+    assert storage.purgeable() == ()
+    leaving = storage.purgeable(leaving=[a.entry.path])
     backend.open().update(removing(a), LAYOUT)
-    assert backend.open().purgeable(grace=3600) == ()  # stored just now: inside the grace window
-    gone = backend.open().purgeable()
-    if backend.kind == "local":
-        # On purpose: deleting a file (its last hard link) frees its space in a directory already.
-        assert leaving == () and gone == ()
-    else:
-        # The Hub keeps a deleted file's LFS object in the history until purged.
-        assert [x.sha256 for x in leaving] == [sha] and [x.sha256 for x in gone] == [sha]
-        assert gone[0].size == a.entry.size
-    backend.open().purge(gone)
-    assert backend.open().purgeable() == ()
+    assert storage.purgeable(grace=3600) == ()  # stored just now: inside the grace window
+    gone = storage.purgeable()
+    # The Hub keeps a deleted file's LFS object in the history until purged.
+    assert [x.sha256 for x in leaving] == [sha] and [x.sha256 for x in gone] == [sha]
+    assert gone[0].size == a.entry.size
+    storage.purge(gone)
+    assert storage.purgeable() == ()
     store = backend.open()
     assert assert_consistent(store).entries == (b.entry,)
     assert store.read_file(b.entry.path) == b.data
@@ -376,8 +418,48 @@ def test_a_rebuild_restores_a_lost_generated_file(
     page = "pages/sm86-torch2.8-cu128.html"
     if backend.hub is not None:
         HfApi().delete_file(page, REPO_ID, repo_type="dataset")
+    elif backend.memory is not None:
+        del backend.memory.files[page]
     else:
         (Path(backend.open().location) / page).unlink()
     assert page not in paths_in(backend.open())
     backend.open().update(lambda index: (Changes(index, rebuild=True), None), LAYOUT)
     assert page in paths_in(backend.open())
+
+
+# ---- the ops on a store that has the core alone ----------------------------------------------------------
+
+
+def test_the_ops_work_on_a_store_with_the_core_alone(tmp_path: Path) -> None:
+    """publish, pull, verify and gc need nothing beyond the core; staging says plainly it cannot."""
+    tree = MemoryTree()
+    store = MemoryStore(tree, create=True)
+    src = make_wheel(
+        tmp_path / "dist", "kern", "1.0", "cp311-cp311-linux_x86_64", {"kern/__init__.py": b"X = 1\n"}
+    )
+    label, sm = Label.parse("cu128torch2.8"), GpuArch.parse("89")
+    options = PublishOptions(label=label, sms=(sm,), layout=LAYOUT)
+    for flags in ({"stage": True}, {"stage": True, "manifest": tmp_path / "m.json"}):
+        with pytest.raises(
+            BadInput, match=r"^memory:house: a memory store cannot stage wheels; publish without --"
+        ):
+            publish(store, [src], options, **flags)  # type: ignore[arg-type]
+    assert tree.files == {} and not (tmp_path / "m.json").exists()
+    plan = publish(store, [src], options)
+    assert [f.action for f in plan.filings] == ["add"]
+    path = f"kern/sm89/torch2.8-cu128/kern-1.0+{label}-cp311-cp311-linux_x86_64.whl"
+    assert path in tree.files and f"{path}.metadata" in tree.files
+
+    machine = Machine().with_overrides(
+        sm="89", torch="2.8", cuda="12.8", python="3.11", platform="linux_x86_64"
+    )
+    pulled = pull(MemoryStore(tree), LAYOUT, ["kern"], Wants.of(machine), tmp_path / "pulled")
+    assert [p.read_bytes() for p in pulled.files] == [tree.files[path]]
+    for deep in (False, True):
+        report = verify(MemoryStore(tree), LAYOUT, deep=deep)
+        assert report.wheels == 1 and report.problems == (), report.render()
+    gone = gc(
+        MemoryStore(tree), LAYOUT, GcPolicy(drop_torch=((2, 8),)), act=True, purge=True, allow_empty=True
+    )
+    assert gone.purge == () and [r.entry.path for r in gone.removals] == [path]  # no upload storage to free
+    assert path not in tree.files and verify(MemoryStore(tree), LAYOUT).problems == ()

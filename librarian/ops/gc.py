@@ -24,7 +24,7 @@ from librarian.errors import BadInput, Refused, StoreError
 from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
 from librarian.pytorch.matrix import load_matrix
-from librarian.stores.base import Applied, Blob, Changes, Store, read_index
+from librarian.stores.base import Applied, Blob, Changes, Store, UploadStorage, read_index
 
 DEFAULT_PURGE_GRACE = 24 * 3600.0
 
@@ -361,7 +361,7 @@ def gc(
 
     applied: Applied[GcReport] = store.update(planner, default_layout)
     report = replace(applied.result, commit=applied.commit, acted=True)
-    if purge:  # what this gc removed and what earlier ones left in the history alike
+    if purge and isinstance(store, UploadStorage):  # what this gc removed and earlier ones left alike
         blobs = store.purgeable(grace=policy.purge_grace)
         store.purge(blobs)
         report = replace(report, purge=blobs)
@@ -369,4 +369,8 @@ def gc(
 
 
 def _purgeable(store: Store, removals: Sequence[Removal], grace: float) -> tuple[Blob, ...]:
+    """What ``--purge`` would free: nothing where the store keeps no bytes beyond its files (a directory's
+    deleted file, its last hard link gone, is free space already)."""
+    if not isinstance(store, UploadStorage):
+        return ()
     return store.purgeable(leaving={r.entry.path for r in removals}, grace=grace)

@@ -20,7 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from librarian import progress
 from librarian.coords import Cell, GpuArch, Label, WheelName, format_version
 from librarian.demands import ClaimKind, Demand, Wheel, cells, claims, judge_cell, said_claims
-from librarian.errors import BadInput, BadWheel, LibrarianError, Refused
+from librarian.errors import BadInput, BadWheel, LibrarianError, Refused, StoreError
 from librarian.facts import BinaryFormat, WheelFacts
 from librarian.index import Index, IndexEntry, metadata_path
 from librarian.layout import Layout
@@ -29,7 +29,7 @@ from librarian.ops.labels import choose_label
 from librarian.pending import pending_path, render_pending
 from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import atomic_write, sha256_file
-from librarian.stores.base import Applied, Changes, Store, Upload, read_index
+from librarian.stores.base import Applied, Blob, Changes, Stages, Store, Upload, UploadStorage, read_index
 from librarian.wheel.deep import DeepRead, read_deep
 from librarian.wheel.retag import Rewritten, retag_with_directory
 from librarian.wheel.wheelfile import (
@@ -416,15 +416,40 @@ def plan_publish(index: Index, wheels: Sequence[PreparedWheel], options: Publish
     return PublishPlan(tuple(filings), changes)
 
 
+def _stager(store: Store, flag: str) -> Stages:
+    if not isinstance(store, Stages):
+        raise BadInput(f"{store.location}: a {store.kind} store cannot stage wheels; publish without {flag}")
+    return store
+
+
 def stage_plan(store: Store, plan: PublishPlan) -> str:
-    """Fan-in: store the plan's wheels and one pending entry each, leaving the index to ``reindex``."""
+    """Fan-in: store the plan's wheels and one pending entry each, leaving the index to ``reindex``.
+    Returns the URL of the commit made, or ``""`` (nothing to stage, or a store that makes no commits)."""
+    stager = _stager(store, "--stage")
     by_path = plan.changes.index.by_path()
     entries = [by_path[f.path] for f in plan.added]
     if not entries:
-        return store.location
+        return ""
     files = {pending_path(e): render_pending(e) for e in entries}
     message = plan.changes.message.replace("librarian publish:", "librarian publish --stage:", 1)
-    return store.stage(plan.changes.uploads, files, message)
+    return stager.stage(plan.changes.uploads, files, message)
+
+
+def _stage_bytes(store: Store, wheels: Sequence[Upload]) -> str:
+    """The wheels' bytes put where ``reindex --manifest`` will find them, without changing the index:
+    upload storage where the store has it (the Hub's LFS objects: no commit), else the tree itself (a
+    directory writes the files at their paths). Returns the head planned against, or ``""``."""
+    blobs = [Blob(u.sha256, u.size, u.path) for u in {u.sha256: u for u in wheels if u.source}.values()]
+    if isinstance(store, UploadStorage):
+        head = store.stage_blobs(wheels)
+        if missing := store.missing_blobs(blobs):
+            raise StoreError(
+                f"{store.location}/{missing[0].name}: the store did not keep it as an uploaded object "
+                "(the Hub stores small files inline); publish it without --manifest"
+            )
+        return head
+    _stager(store, "--manifest").stage(wheels, {}, "librarian publish --stage --manifest")
+    return ""
 
 
 def stage_to_manifest(store: Store, plan: PublishPlan, manifest: Path) -> Manifest:
@@ -439,11 +464,9 @@ def stage_to_manifest(store: Store, plan: PublishPlan, manifest: Path) -> Manife
         for f in plan.added
         if f.wheel.metadata is not None
     }
-    head = store.stage_blobs(wheels) if entries else ""
+    head = _stage_bytes(store, wheels) if entries else ""
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    hub = "://" in store.location
-    revision = store.location.rsplit("@", 1)[1] if hub and "@" in store.location else ("main" if hub else "")
-    staged = Manifest(store.location, revision, head or None, now, entries, metadata)
+    staged = Manifest(store.location, store.revision, head or None, now, entries, metadata)
     atomic_write(manifest, render_manifest(staged))
     log.info("staged %d wheel file(s) in %s; manifest %s", len(entries), store.location, manifest)
     return staged
@@ -478,9 +501,9 @@ def publish(
                 stage_to_manifest(store, plan, manifest)
                 return plan
             if stage and not dry_run:
-                where = stage_plan(store, plan)
-                log.info("staged in %s", where)
-                return replace(plan, commit=where) if "://" in where else plan
+                commit = stage_plan(store, plan)
+                log.info("staged in %s", commit or store.location)
+                return replace(plan, commit=commit)
             return plan
 
         def planner(index: Index) -> tuple[Changes, PublishPlan]:

@@ -31,7 +31,7 @@ from librarian.ops.placement import Problem
 from librarian.ops.publish import check_combo
 from librarian.ops.reindex import ReindexReport
 from librarian.pytorch.matrix import load_matrix
-from librarian.stores.base import Blob, Changes, Store, Upload, read_index
+from librarian.stores.base import Blob, Changes, Store, Upload, UploadStorage, missing_at_paths, read_index
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,11 @@ def reindex_manifests(
         warnings = {check_combo(entry.cell.label, entry.filename, matrix) for entry in entries}
         for warning in sorted(w for w in warnings if w):
             log.warning("%s", warning)
-    missing = store.missing_blobs([Blob(e.sha256, e.size, e.path) for e in entries])
+    blobs = [Blob(e.sha256, e.size, e.path) for e in entries]
+    # Staged bytes wait in upload storage where the store has it (the Hub), else at their paths.
+    missing = (
+        store.missing_blobs(blobs) if isinstance(store, UploadStorage) else missing_at_paths(store, blobs)
+    )
     gone = {(b.name, b.sha256) for b in missing}
     dropped = tuple(
         Problem(

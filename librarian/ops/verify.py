@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from librarian.ops.reindex import missing_metadata
 from librarian.pending import parse_pending_path
 from librarian.pool import default_jobs, ordered_map
 from librarian.safeio import sha256_stream
-from librarian.stores.base import Store, StoredFile, read_index, sha256_stored
+from librarian.stores.base import LocalFiles, Store, StoredFile, read_index, sha256_stored
 from librarian.wheel.deep import read_deep
 from librarian.wheel.wheelfile import metadata_problems
 
@@ -109,10 +108,9 @@ class _Reader:
         if key is None:
             name = WheelName.parse(f.path.rsplit("/", 1)[-1])
             identity: object = f.sha256 or f.path
-            if self.store.is_local:  # hard links are one blob: key them by inode
-                with contextlib.suppress(LibrarianError), self.store.open(f.path) as file:
-                    st = os.fstat(file.fileno())
-                    identity = (st.st_dev, st.st_ino)
+            if isinstance(self.store, LocalFiles):  # hard links are one blob: key them by inode
+                with contextlib.suppress(LibrarianError):
+                    identity = self.store.file_identity(f.path)
             key = self.keys[f.path] = (str(name), identity)
         return key
 
@@ -146,7 +144,7 @@ class _Reader:
         return blob
 
     def _read(self, f: StoredFile, name: WheelName, jobs: int) -> _Blob:
-        if not (self.deep or self.store.is_local):  # a shallow check downloads nothing
+        if not (self.deep or isinstance(self.store, LocalFiles)):  # a shallow check downloads nothing
             return self._judge(name, None, f.sha256, jobs)
         with (
             contextlib.ExitStack() as stack
@@ -245,7 +243,7 @@ def verify(
                 continue
             blob = reader.read(f)
             # A local blob's sha256 was computed as it was read: _staged need not hash the wheel again.
-            sha = f.sha256 or (blob.sha256 if store.is_local else None)
+            sha = f.sha256 or (blob.sha256 if isinstance(store, LocalFiles) else None)
             if (staging := _staged(f, by_path.get(f.path), pending.get(f.path), sha)) is not None:
                 # Staged (maybe over an indexed wheel): judged as a wheel of its own until reindex merges it.
                 staged.append(f.path)
@@ -308,7 +306,7 @@ def _check_metadata_files(store: Store, index: Index, files: dict[str, StoredFil
         stored = files.get(path) if path is not None and entry.path in files else None
         if path is None or stored is None:
             continue
-        sha = stored.sha256 or (sha256_stored(store, path) if store.is_local else None)
+        sha = stored.sha256 or (sha256_stored(store, path) if isinstance(store, LocalFiles) else None)
         if sha is not None and sha != entry.metadata_sha256:
             problems.append(Problem(path, "does not match the METADATA the index records for its wheel"))
     for path in sorted(files):

@@ -14,9 +14,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Generic, Protocol, TypeVar
+from typing import BinaryIO, Generic, Protocol, TypeVar, runtime_checkable
 
+from librarian.catalogue import catalogue_paths
 from librarian.errors import StoreError
+from librarian.generated import rebuilds
 from librarian.index import ROOT, BadEntry, Index, IndexEntry, parse_root, parse_shard
 from librarian.layout import Layout
 from librarian.safeio import sha256_stream
@@ -102,11 +104,32 @@ class Blob:
 
 
 class Store(Protocol):
-    """A wheel store: a local directory or a Hugging Face dataset repo."""
+    """A wheel store: a tree of files with an index. What every store implements (the core).
+
+    A new store (S3, a storage bucket, a plain HTTP mirror) is one module implementing these members and
+    :func:`~librarian.stores.open_store`'s line that picks it; ops use nothing else of it. It implements a
+    capability below (:class:`Stages`, :class:`UploadStorage`, :class:`LocalFiles`) only where it really has
+    it: ops ask ``isinstance(store, Stages)`` and do without, or say plainly that this store cannot. The
+    contract suite (``tests/test_store_contract.py``) runs every core case on the local store, the Hub store
+    and a minimal in-memory store that implements the core alone.
+
+    - reads fail with :class:`~librarian.errors.StoreError` (exit 2) when the store does not exist yet;
+      a store made for publishing (``create``) reads as empty until its first change makes it;
+    - a path that could leave the tree (``..``, absolute, empty segments) is refused (BadInput) before any I/O;
+    - :meth:`update` is the only write of the core, and is atomic: all of a change or none of it.
+    """
+
+    @property
+    def kind(self) -> str:
+        """What kind of store it is (``local``, ``hub``, ...), for people and reports; ops never branch on it."""
 
     @property
     def location(self) -> str:
         """How users name this store (a directory or ``hf://datasets/owner/name``)."""
+
+    @property
+    def revision(self) -> str:
+        """The branch or tag read and written (``main``), or ``""`` for a store without revisions."""
 
     def read_file(self, path: str) -> bytes | None:
         """A small file's bytes (index, shards), or ``None`` if the store has no such file."""
@@ -114,21 +137,16 @@ class Store(Protocol):
     def list_files(self) -> Listing:
         """Every file in the store."""
 
-    def fetch(self, path: str, dest: Path) -> Path:
-        """Copy a stored file to ``dest`` (temp file, then rename) and return ``dest``."""
-
-    @property
-    def is_local(self) -> bool:
-        """Whether the files are on this machine, so that opening one downloads nothing (shallow checks
-        read the bytes then; on the Hub they go by the listing's sha256 instead)."""
-
     def open(self, path: str) -> AbstractContextManager[BinaryIO]:
         """The stored file, open for reading, as a context manager; StoreError if the store has no such file.
 
-        A directory opens the file itself (a regular file, never through a link); the Hub downloads it to a
-        temp file, removed on exit. The file's ``name`` is where its bytes lie on this machine, for readers
-        that open it again by path (a zip read by several threads).
+        The file's ``name`` is where its bytes lie on this machine while it is open (a directory's file
+        itself; a download elsewhere, removed on exit), for readers that open it again by path (a zip read
+        by several threads).
         """
+
+    def fetch(self, path: str, dest: Path) -> Path:
+        """Copy a stored file to ``dest`` (temp file, then rename) and return ``dest``."""
 
     def url_for(self, path: str) -> str:
         """A URL pip and uv can fetch the file from, pinned to what was read (``file://``, or the Hub's
@@ -139,27 +157,82 @@ class Store(Protocol):
 
         Reads the planner makes through this store (``read_file``, ``list_files``) see the same state
         the change is applied to: the Hub store pins them to the parent commit, the local one holds its lock.
+        A change with :func:`nothing_to_do` is not applied. The generated files are rendered by
+        :func:`~librarian.generated.plan_generated` (on a rebuild, against :func:`generated_in_tree`).
         """
 
+
+@runtime_checkable
+class Stages(Protocol):
+    """A store that can add files without touching its index, so that many jobs add at once and one
+    ``reindex`` merges them (``publish --stage``): the local store and the Hub."""
+
     def stage(self, uploads: Sequence[Upload], files: Mapping[str, bytes], message: str) -> str:
-        """Add files in one atomic step that touches no index file, so it never conflicts; returns where."""
+        """Add files in one atomic step that touches no index file, so it never conflicts; returns the URL
+        of the commit made, or ``""`` where the store makes no commits."""
+
+
+@runtime_checkable
+class UploadStorage(Protocol):
+    """A store that keeps bytes by sha256 outside its tree until a change refers to them, and keeps them
+    after the change that removed their last file (the Hub's LFS objects): bytes can be put there without
+    a change (``publish --stage --manifest``), and freed for good (``gc --purge``)."""
 
     def stage_blobs(self, uploads: Sequence[Upload]) -> str:
-        """Put the uploads' bytes in the store without changing its index or making a commit (the Hub
-        pre-uploads LFS objects; a directory writes the files). Returns the head planned against, or ``""``."""
+        """Put the uploads' bytes in upload storage, without a change; returns the head planned against."""
 
     def missing_blobs(self, blobs: Sequence[Blob]) -> tuple[Blob, ...]:
-        """Those of ``blobs`` (staged bytes: sha256, size, the path they go to) the store does not hold."""
+        """Those of ``blobs`` (sha256, size) upload storage does not hold."""
 
     def purgeable(self, leaving: Iterable[str] = (), grace: float = 0.0) -> tuple[Blob, ...]:
         """Every stored blob that no file references at any branch's or tag's head (the revision's
-        ``leaving`` paths aside), stored more than ``grace`` seconds ago.
-
-        A store that frees space when it deletes a file (a directory) has none.
-        """
+        ``leaving`` paths aside), stored more than ``grace`` seconds ago."""
 
     def purge(self, blobs: Sequence[Blob]) -> None:
         """Permanently delete ``blobs`` (from the whole history, on the Hub)."""
+
+
+@runtime_checkable
+class LocalFiles(Protocol):
+    """A store whose files are on this machine: opening one downloads nothing, and two paths can be one
+    file (hard links), so reading is cheap and a file has an identity besides its sha256."""
+
+    def file_identity(self, path: str) -> tuple[int, int]:
+        """The stored file's ``(device, inode)``: paths that share it share their bytes."""
+
+
+def nothing_to_do(old: Index, changes: Changes) -> bool:
+    """Whether ``changes`` leaves the store as it is (no file, no entry, no rebuild): no store applies it."""
+    return changes.empty and changes.index == old and not changes.rebuild
+
+
+def generated_in_tree(store: Store, new: Index, gone: Iterable[str] = ()) -> dict[str, bytes | None]:
+    """For a rebuild: the generated files the store holds (those in ``gone`` aside), with the bytes of those
+    ``new`` renders (compared with what it renders) and ``None`` for the others (not read: removed)."""
+    wanted = catalogue_paths(new)
+    skip = set(gone)
+    listed = {f.path for f in store.list_files().files if rebuilds(f.path) and f.path not in skip}
+    held: dict[str, bytes | None] = {path: None for path in listed if path not in wanted}
+    for path in sorted(listed & wanted):
+        if (data := store.read_file(path)) is not None:
+            held[path] = data
+    return held
+
+
+def missing_at_paths(store: Store, blobs: Sequence[Blob]) -> tuple[Blob, ...]:
+    """Those of ``blobs`` that no file at their path (``Blob.name``) holds with that size and sha256: where a
+    store keeps no upload storage, staged bytes wait in the tree itself."""
+    sizes = {f.path: f for f in store.list_files().files}
+    missing = []
+    for blob in blobs:
+        found = sizes.get(blob.name)
+        if (
+            found is None
+            or found.size != blob.size
+            or (found.sha256 or sha256_stored(store, blob.name)) != blob.sha256
+        ):
+            missing.append(blob)
+    return tuple(missing)
 
 
 def read_index(store: Store, default_layout: Layout, packages: Iterable[str] | None = None) -> Index:

@@ -27,10 +27,20 @@ from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 from librarian import progress
 from librarian.catalogue import CARD
 from librarian.errors import BadInput, LibrarianError, StoreError, Unreachable
-from librarian.generated import CardSource, Generated, plan_generated, rebuilds
+from librarian.generated import CardSource, Generated, plan_generated
 from librarian.index import Index
 from librarian.layout import Layout
-from librarian.stores.base import Applied, Blob, Changes, Planner, R, Upload, read_index
+from librarian.stores.base import (
+    Applied,
+    Blob,
+    Changes,
+    Planner,
+    R,
+    Upload,
+    generated_in_tree,
+    nothing_to_do,
+    read_index,
+)
 from librarian.stores.hub_address import parse_hub_address, public_endpoint
 from librarian.stores.hub_errors import Conflict, RateLimited, Transient, commits_refused, say_wait
 from librarian.stores.hub_http import backoff, retrying
@@ -59,6 +69,11 @@ class HubStore(HubReader):
         if parsed is None:
             raise BadInput(f"{url}: not a Hub dataset repo (expected hf://datasets/OWNER/NAME[@REVISION])")
         return cls(parsed[0], parsed[1], create=create, license=license, install=install)
+
+    @property
+    def kind(self) -> str:
+        """``hub``."""
+        return "hub"
 
     @property
     def _lfs(self) -> LfsObjects:
@@ -105,7 +120,7 @@ class HubStore(HubReader):
                 self._sha = parent = self._create_repo()
             old = read_index(self, default_layout)
             changes, result = plan(old)
-            if changes.empty and changes.index == old and not changes.rebuild:
+            if nothing_to_do(old, changes):
                 return Applied(changes, result, self.location, attempt, tuple(notes))
             urls, generated = self._commit_pieces(old, changes, parent, notes)
             # This commit's index, cached as the parent's plus what was written: a pull after it works
@@ -145,13 +160,6 @@ class HubStore(HubReader):
         """
         head = self._head() or self._create_repo()
         self._lfs.upload(uploads)
-        unique = {u.sha256: u for u in uploads if u.source is not None}
-        missing = self.missing_blobs([Blob(u.sha256, u.size, u.path) for u in unique.values()])
-        if missing:
-            raise StoreError(
-                f"{self.location}/{missing[0].name}: the Hub did not keep it as an LFS object "
-                "(it stores the file inline); publish it without --manifest"
-            )
         return head
 
     def missing_blobs(self, blobs: Sequence[Blob]) -> tuple[Blob, ...]:
@@ -263,12 +271,8 @@ class HubStore(HubReader):
 
     def _generated(self, old: Index, changes: Changes) -> Generated:
         """The generated files (index, shards, pages, card) that change."""
-        tree = None
-        if changes.rebuild:
-            # reindex's repair: compare with what the tree holds, not with what the old index renders.
-            gone = set(changes.deletes)
-            listed = {f.path for f in self.list_files().files if rebuilds(f.path) and f.path not in gone}
-            tree = {path: data for path in listed if (data := self.read_file(path)) is not None}
+        # reindex's repair: compare with what the tree holds, not with what the old index renders.
+        tree = generated_in_tree(self, changes.index, changes.deletes) if changes.rebuild else None
         card = None
         if changes.index.entries:  # an empty store gets no card: its current one is not even read
             card = CardSource(

@@ -295,11 +295,6 @@ class HubReader:
                 raise StoreError(f"{self.location}/{path}: not in the repo") from e
         return dest
 
-    @property
-    def is_local(self) -> bool:
-        """False: every file is a download."""
-        return False
-
     @contextmanager
     def open(self, path: str) -> Iterator[BinaryIO]:
         """The file, downloaded to a temp folder (as :meth:`fetch` does) and open; the folder goes on exit."""

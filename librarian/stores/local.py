@@ -28,12 +28,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
 
-from librarian.catalogue import PAGES_DIR, catalogue_paths
+from librarian.catalogue import catalogue_paths
 from librarian.errors import StoreError
 from librarian.generated import Generated, plan_generated, root_is_stale
-from librarian.index import MAX_INDEX_BYTES, ROOT, SHARD_DIR, Index, IndexEntry, metadata_path
+from librarian.index import MAX_INDEX_BYTES, ROOT, Index, IndexEntry, metadata_path
 from librarian.layout import Layout, check_store_path
-from librarian.pending import PENDING_DIR
 from librarian.safeio import (
     TMP_PREFIX,
     atomic_output,
@@ -44,7 +43,18 @@ from librarian.safeio import (
     read_regular,
     sha256_file,
 )
-from librarian.stores.base import Applied, Blob, Changes, Listing, Planner, R, StoredFile, Upload, read_index
+from librarian.stores.base import (
+    Applied,
+    Changes,
+    Listing,
+    Planner,
+    R,
+    StoredFile,
+    Upload,
+    generated_in_tree,
+    nothing_to_do,
+    read_index,
+)
 
 log = logging.getLogger(__name__)
 
@@ -200,9 +210,24 @@ class LocalStore:
         return Listing(tuple(files), strays=tuple(sorted(strays)))
 
     @property
-    def is_local(self) -> bool:
-        """True: the files are here."""
-        return True
+    def kind(self) -> str:
+        """``local``."""
+        return "local"
+
+    @property
+    def revision(self) -> str:
+        """``""``: a directory has no branches."""
+        return ""
+
+    def file_identity(self, path: str) -> tuple[int, int]:
+        """The stored file's ``(device, inode)`` (its hard links share it); a link is not followed."""
+        self._exists()
+        target = self._resolve(path)
+        try:
+            st = target.lstat()
+        except OSError as e:
+            raise StoreError(f"{target}: not in the store ({e.strerror or e})") from e
+        return st.st_dev, st.st_ino
 
     @contextlib.contextmanager
     def open(self, path: str) -> Iterator[BinaryIO]:
@@ -240,7 +265,7 @@ class LocalStore:
             # A root out of step with the shards it was read from (a kill between them, by an older
             # librarian) is rebuilt by any change, even one that changes no wheel.
             rebuild = changes.rebuild or self._root_is_stale(old)
-            if changes.empty and changes.index == old and not rebuild:
+            if nothing_to_do(old, changes) and not rebuild:
                 return Applied(changes, result, str(self.root))
             self._apply(old, changes, rebuild=rebuild)
         return Applied(changes, result, str(self.root))
@@ -256,32 +281,7 @@ class LocalStore:
                 atomic_write(self._resolve(path), data)
             (self.root / JOURNAL_NAME).unlink(missing_ok=True)
         log.info("%s: %s", self.root, message)
-        return str(self.root)
-
-    def stage_blobs(self, uploads: Sequence[Upload]) -> str:
-        """Write the wheels at their paths (no index change): a directory has no other place for bytes."""
-        self.stage(uploads, {}, "staged")
-        return ""
-
-    def missing_blobs(self, blobs: Sequence[Blob]) -> tuple[Blob, ...]:
-        """Those of ``blobs`` whose path (``Blob.name``) does not hold a file of that size and sha256."""
-        missing = []
-        for blob in blobs:
-            target = self._resolve(blob.name)
-            if (
-                not target.is_file()
-                or target.stat().st_size != blob.size
-                or sha256_file(target) != blob.sha256
-            ):
-                missing.append(blob)
-        return tuple(missing)
-
-    def purgeable(self, leaving: Iterable[str] = (), grace: float = 0.0) -> tuple[Blob, ...]:
-        """None: deleting a file (its last hard link) frees its space already."""
-        return ()
-
-    def purge(self, blobs: Sequence[Blob]) -> None:
-        """Nothing to do (see ``purgeable``)."""
+        return ""  # no commit: a directory has no history
 
     def _write_uploads(self, uploads: Sequence[Upload], by_sha: dict[str, Path]) -> None:
         for upload in sorted(uploads, key=lambda u: u.path):
@@ -329,7 +329,7 @@ class LocalStore:
     def _write_catalogue(self, old: Index, new: Index, rebuild: bool) -> None:
         """The generated files for ``new``, root last; then those ``new`` no longer renders are removed."""
         if rebuild:  # compare with the tree, not with what ``old`` renders (reindex's repair, a recovery)
-            self._apply_generated(plan_generated(old, new, tree=self._generated_in_tree(new)))
+            self._apply_generated(plan_generated(old, new, tree=generated_in_tree(self, new)))
         else:
             missing = {p for p in catalogue_paths(new) if not self._resolve(p).is_file()}
             self._apply_generated(plan_generated(old, new, missing=missing))
@@ -339,31 +339,8 @@ class LocalStore:
             atomic_write(self._resolve(path), data)
         self._delete(generated.deletes)
 
-    def _generated_in_tree(self, new: Index) -> dict[str, bytes | None]:
-        """The generated files the tree holds: the bytes of those ``new`` renders, the others unread."""
-        wanted = catalogue_paths(new)
-        held: dict[str, bytes | None] = {p: None for p in self._generated_on_disk() if p not in wanted}
-        for path in sorted(wanted):
-            data = self.read_file(path)
-            if data is not None:
-                held[path] = data
-        return held
-
     def _root_is_stale(self, index: Index) -> bool:
         return root_is_stale(index, self.read_file(ROOT))
-
-    def _generated_on_disk(self) -> set[str]:
-        """The shards and pages in the tree (pending entries are not generated: reindex reads them)."""
-        found = set()
-        for folder in (SHARD_DIR, PAGES_DIR):
-            base = self.root / folder
-            if not base.is_dir() or base.is_symlink():
-                continue
-            for dirpath, dirnames, filenames in os.walk(base):
-                rel = Path(dirpath).relative_to(self.root).as_posix()
-                dirnames[:] = [d for d in dirnames if f"{rel}/{d}" != PENDING_DIR and not d.startswith(".")]
-                found |= {f"{rel}/{n}" for n in filenames if not n.startswith(".")}
-        return found
 
     def _delete(self, paths: Iterable[str]) -> None:
         for path in paths:
