@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -31,6 +29,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from librarian.coords import Cell, GpuArch, Label, WheelName, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput, StoreError
 from librarian.facts import WheelFacts, facts_from_json, facts_to_json
+from librarian.jsonfile import MAX_JSON_BYTES, dump_json, finite, read_json_object, short
 from librarian.layout import Layout, check_path_part, check_store_path
 
 # 2: entries may record ``overrides`` (the publish flags that accepted a claim) and binaries ``extension``,
@@ -43,7 +42,7 @@ _SCHEMA_2_BINARY_FIELDS = ("extension", "no_kernels", "torch_symbols")
 ROOT = "index.json"
 # Limits on what an index file may hold, so hostile content fails in one line instead of exhausting
 # memory or the stack. A shard of 100,000 wheels with facts is some 200 MB.
-MAX_INDEX_BYTES = 512 << 20
+MAX_INDEX_BYTES = MAX_JSON_BYTES
 MAX_WHEEL_SIZE = 1 << 50
 SHARD_DIR = "index"
 
@@ -173,7 +172,7 @@ class IndexEntry:
             entry.name  # noqa: B018 - the filename must parse
             entry.requires_python_spec  # noqa: B018 - and Requires-Python, if any
         except (KeyError, TypeError, ValueError, AttributeError, RecursionError, InvalidSpecifier) as e:
-            raise StoreError(f"{where} ({_short(e)})") from e
+            raise StoreError(f"{where} ({short(e)})") from e
         return entry
 
 
@@ -249,11 +248,6 @@ def _field(data: Mapping[str, Any], key: str, kind: type) -> Any:
     return value
 
 
-def _short(e: BaseException) -> str:
-    text = str(e) if not isinstance(e, KeyError) else f"no {e.args[0]!r}"
-    return " ".join(text.split())[:200] or type(e).__name__
-
-
 def _check_facts(facts: Any, path: str) -> None:
     """The facts must parse as :func:`librarian.facts.facts_from_json` reads them (pull does, later)."""
     if not isinstance(facts, dict):
@@ -312,11 +306,6 @@ def _schema_of(entry: Any) -> int:
     return 2 if new else 1
 
 
-def dump_json(data: Any) -> bytes:
-    """An index file's bytes: sorted, indented, no number JSON cannot hold."""
-    return (json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
-
-
 def render_index(index: Index) -> dict[str, bytes]:
     """The index files to write: every shard and the root (``index.json``), by store path."""
     files: dict[str, bytes] = {}
@@ -361,29 +350,9 @@ class RootIndex:
     shard_sha256: Mapping[str, str] = field(default_factory=dict)
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def load_json(text: bytes, source: str) -> dict[str, Any]:
     """An index file's JSON object, checked against its size and schema; StoreError naming ``source``."""
-    if len(text) > MAX_INDEX_BYTES:
-        raise StoreError(
-            f"{source}: {len(text)} bytes, over the {MAX_INDEX_BYTES}-byte limit for an index file"
-        )
-    try:
-        data = json.loads(text, parse_constant=_no_constant)
-    except RecursionError as e:
-        raise StoreError(f"{source}: not valid JSON (nested too deeply)") from e
-    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, integers past the digit limit
-        raise StoreError(f"{source}: not valid JSON ({_short(e)})") from e
-    if not isinstance(data, dict):
-        raise StoreError(f"{source}: expected a JSON object")
-    schema = data.get("schema")
-    if isinstance(schema, bool) or schema not in READABLE_SCHEMAS:
-        readable = ", ".join(map(str, READABLE_SCHEMAS))
-        raise StoreError(f"{source}: unsupported index schema {schema!r} (this librarian reads {readable})")
-    return data
+    return read_json_object(text, source, "index", READABLE_SCHEMAS)
 
 
 def parse_root(text: bytes, source: str = ROOT) -> RootIndex:
@@ -402,7 +371,7 @@ def parse_root(text: bytes, source: str = ROOT) -> RootIndex:
             sum_ = v.get("sha256", "")
             sums[k] = sum_ if isinstance(sum_, str) else ""
     except (KeyError, TypeError, ValueError, AttributeError, BadInput) as e:
-        raise StoreError(f"{source}: malformed root index ({_short(e)})") from e
+        raise StoreError(f"{source}: malformed root index ({short(e)})") from e
     for package, path in shards.items():
         try:
             expected = shard_path(package)
@@ -440,22 +409,10 @@ def parse_shard(
             problem = str(e).removeprefix(f"{source}: ")
             if named is not None:  # the path is where the problem is named: not again inside it
                 problem = problem.replace(f" {named[:300]!r}", "", 1)
-            bad.append(BadEntry(package, named, problem, _finite(w)))
+            bad.append(BadEntry(package, named, problem, finite(w)))
             continue
         entries.append(entry)
     return tuple(entries), tuple(bad)
-
-
-def _finite(value: Any) -> Any:
-    """The JSON value with every number JSON cannot write (``1e400`` read as infinity) made its text: a bad
-    entry is written back as it was read, and no index file librarian writes is one its reader refuses."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    return value
 
 
 def _safe_path(path: str) -> bool:

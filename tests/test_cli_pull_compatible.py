@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from librarian.ops import pull as pull_op
+from librarian.ops import installer
 from tests.conftest import Result, Run
 from tests.gpu_wheels import gpu_sos, isolate_machine, so_wheel
 
@@ -31,7 +31,7 @@ def bare(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[list[Path]]:
     """No GPU or torch here, and pip never runs: the files ``--install`` would hand it are recorded."""
     isolate_machine(monkeypatch, tmp_path / "bin")
     installed: list[list[Path]] = []
-    monkeypatch.setattr(pull_op, "install", lambda files, interpreter: installed.append(list(files)))
+    monkeypatch.setattr(installer, "install", lambda files, interpreter: installed.append(list(files)))
     return installed
 
 

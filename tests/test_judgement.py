@@ -330,7 +330,7 @@ def test_retag_warns_where_its_label_contradicts_the_bytes(run: Run, tmp_path: P
 def test_publish_reads_a_relabelled_wheel_once(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from librarian.ops import publish as publish_op
+    from librarian.ops import prepare as publish_op
 
     def second_read(*args: object, **kwargs: object) -> None:
         raise AssertionError("the relabel already inspected every native member")

@@ -21,8 +21,10 @@ from librarian.errors import BadInput, Refused
 from librarian.facts import WheelFacts
 from librarian.index import Index, IndexEntry, metadata_path
 from librarian.ops.gc import GcPolicy, emptied_packages, freed_bytes, freed_files, plan_gc
-from librarian.ops.publish import PreparedWheel, PublishOptions, gpu_cells, plan_publish
-from librarian.ops.pull import Wants, best_compatible, judge_candidate, render_requirements, resolve
+from librarian.ops.installer import render_requirements
+from librarian.ops.prepare import PreparedWheel, PublishOptions, gpu_cells
+from librarian.ops.publish import plan_publish
+from librarian.ops.pull import Wants, best_compatible, judge_candidate, resolve
 from librarian.ops.reindex import plan_reindex
 from librarian.ops.staged import ManifestOptions, plan_manifests
 from librarian.ops.tree import entries_from_tree

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from librarian.ops import pull as pull_op
+from librarian.ops.installer import installer_command
 from tests.builders import make_wheel
 from tests.conftest import Run
 
@@ -23,11 +23,11 @@ def sha(path: Path) -> str:
 
 def test_install_keeps_the_pinned_torch(tmp_path: Path) -> None:
     """Breakage: ``pull --install`` without ``--force-reinstall`` or ``--no-deps`` (pip would replace torch)."""
-    with_pip = pull_op._installer(sys.executable)
+    with_pip = installer_command(sys.executable)
     assert with_pip[1:5] == ["-m", "pip", "install", "--force-reinstall"] and "--no-deps" in with_pip
     bare = tmp_path / "bare"  # a venv made without pip (as uv makes them): uv installs into it
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
-    with_uv = pull_op._installer(str(bare / "bin" / "python"))
+    with_uv = installer_command(str(bare / "bin" / "python"))
     assert with_uv[1:3] == ["pip", "install"] and "--reinstall" in with_uv and "--no-deps" in with_uv
 
 

@@ -48,6 +48,7 @@ NOT_PULL = (
     "librarian.cli.store",
     "librarian.cli.matrix",
     "librarian.ops.publish",
+    "librarian.ops.prepare",
     "librarian.ops.verify",
     "librarian.ops.gc",
     "librarian.ops.inspect",

@@ -25,6 +25,7 @@ from librarian.cli.options import (
     store_and_layout,
 )
 from librarian.errors import BadInput
+from librarian.ops import installer
 from librarian.ops import pull as pull_op
 
 app = typer.Typer(rich_markup_mode=None)
@@ -117,5 +118,5 @@ def pull(
         from librarian.ops.doctor import check_runs
 
         check_runs(report.files, found, force=force)
-        # pull_op.install, by module: looked up now, so that tests can stand in for pip.
-        pull_op.install(report.files, found.interpreter.value or sys.executable)
+        # installer.install, by module: looked up now, so that tests can stand in for pip.
+        installer.install(report.files, found.interpreter.value or sys.executable)

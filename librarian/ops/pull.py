@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import shutil
-import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,14 +19,15 @@ from packaging.version import Version
 from librarian import progress
 from librarian.coords import GpuArch, MajorMinor, format_cuda, format_version, package_key
 from librarian.demands import Demand, GpuMatch, Judgement, Verdict, Wheel, judge
-from librarian.errors import BadInput, LibrarianError, NotFound, StoreError
-from librarian.index import IndexEntry
+from librarian.errors import BadInput, BadWheel, NotFound, StoreError
+from librarian.index import IndexEntry, entry_problems
 from librarian.layout import Layout
 from librarian.machine import Machine
+from librarian.ops.installer import write_requirements
 from librarian.ops.tree import read_index_or_tree
-from librarian.safeio import atomic_path, atomic_write, sha256_file
+from librarian.safeio import atomic_path, sha256_file
 from librarian.stores.base import Store
-from librarian.wheel.wheelfile import check_wheel_identity
+from librarian.wheel.wheelfile import metadata_problems
 
 log = logging.getLogger(__name__)
 
@@ -290,6 +288,21 @@ def resolve(
     return Resolution(package, None, tuple(near[:5]), hint=hint)
 
 
+def check_wheel_identity(path: Path, entry: IndexEntry) -> None:
+    """Refuse (BadWheel) a fetched wheel that is not the one its index entry's cell and filename name.
+
+    The sha256 only proves the bytes are the ones the entry points at; an entry of one package may point
+    at another's wheel. The entry must agree with itself, and the wheel's METADATA with the entry.
+    """
+    problems = entry_problems(entry)
+    try:
+        problems = problems or metadata_problems(path, entry.name)
+    except BadWheel as e:
+        problems = [str(e).removeprefix(f"{path}: ")]
+    if problems:
+        raise BadWheel(f"{entry.path}: {problems[0]}; refused")
+
+
 def _sha256(path: Path, name: str) -> str:
     with progress.task(f"check {name}", path.stat().st_size) as bar:
         return sha256_file(path, on_chunk=bar.advance)
@@ -390,31 +403,6 @@ class PullReport:
         }
 
 
-def render_requirements(picks: Sequence[tuple[IndexEntry, str]]) -> str:
-    """Pure: one ``name @ URL --hash=sha256:HEX`` line per wheel (pip's and uv's requirements format).
-
-    A hash on every line puts pip in hash-checking mode: it installs exactly these bytes or refuses.
-    """
-    lines = [
-        "# written by librarian pull: install with  pip install --force-reinstall --no-deps -r THIS_FILE"
-    ]
-    lines += [f"{e.name.distribution} @ {url} --hash=sha256:{e.sha256}" for e, url in picks]
-    return "\n".join(lines) + "\n"
-
-
-def write_requirements(path: Path, picks: Sequence[tuple[IndexEntry, str]]) -> None:
-    """Write the requirements file through a temp file and a rename (never half-written); an error names
-    ``path``, never the temp file beside it."""
-    if path.is_dir():
-        raise BadInput(f"{path}: is a directory; --requirements names the file to write")
-    try:
-        atomic_write(path, render_requirements(picks).encode("utf-8"))
-    except OSError as e:
-        raise BadInput(
-            f"{path}: cannot write the requirements file ({e.strerror or type(e).__name__})"
-        ) from e
-
-
 class NoMatch(NotFound):
     """No stored wheel fits; carries the near candidates for the message."""
 
@@ -449,37 +437,3 @@ class NoMatch(NotFound):
                 for c in r.near
             ]
         }
-
-
-def install(files: Sequence[Path], interpreter: str) -> None:
-    """``pip install --force-reinstall --no-deps`` the pulled wheels into ``interpreter``'s environment.
-
-    ``--no-deps`` keeps the pinned torch. An interpreter without pip (uv made the venv) gets
-    ``uv pip install --python INTERPRETER --reinstall --no-deps``.
-    """
-    cmd = _installer(interpreter) + [*map(str, files)]
-    log.info("running %s", " ".join(cmd))
-    result = subprocess.run(cmd, check=False)
-    if result.returncode != 0:
-        raise LibrarianError(f"{' '.join(cmd[:3])}: exited with status {result.returncode}")
-
-
-def _installer(interpreter: str) -> list[str]:
-    has_pip = (
-        subprocess.run([interpreter, "-m", "pip", "--version"], capture_output=True, check=False).returncode
-        == 0
-    )
-    if has_pip:
-        return [interpreter, "-m", "pip", "install", "--force-reinstall", "--no-deps"]
-    uv = shutil.which("uv") or _uv_beside_us()
-    if uv is None:
-        raise BadInput(
-            f"{interpreter}: has no pip, and uv is not installed; install either (python -m ensurepip)"
-        )
-    return [uv, "pip", "install", "--python", interpreter, "--reinstall", "--no-deps"]
-
-
-def _uv_beside_us() -> str | None:
-    # `pip install uv` beside librarian (as its test extra does) puts uv next to our interpreter.
-    found = Path(sys.executable).parent / "uv"
-    return str(found) if found.exists() else None

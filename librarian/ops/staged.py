@@ -28,7 +28,7 @@ from librarian.manifest import (
     parse_manifest,
 )
 from librarian.ops.placement import Problem
-from librarian.ops.publish import check_combo
+from librarian.ops.prepare import check_combo
 from librarian.ops.reindex import ReindexReport
 from librarian.pytorch.matrix import load_matrix
 from librarian.stores.base import Blob, Changes, Store, Upload, UploadStorage, missing_at_paths, read_index

@@ -35,6 +35,7 @@ from librarian.wheel import macho as machomod
 from librarian.wheel import pe as pemod
 from librarian.wheel import zipraw
 from librarian.wheel.fatbin import read_device_code, read_fatbin, scan_fatbins
+from librarian.wheel.identify import identify
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def inspect_binary(fileobj: BinaryIO, path: str) -> BinaryFacts:
 def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
     fileobj.seek(0)
     if fileobj.read(len(elfmod.ELF_MAGIC)) != elfmod.ELF_MAGIC:  # identify would parse an ELF file whole
-        fmt, cpu = elfmod.identify(fileobj)
+        fmt, cpu = identify(fileobj)
         if fmt is BinaryFormat.PE:
             return _inspect_pe(fileobj, path)
         if fmt is BinaryFormat.MACHO:

@@ -24,7 +24,6 @@ from librarian import safeio
 from librarian.coords import WheelName, version_of
 from librarian.demands import Said, said_claims
 from librarian.errors import BadInput, BadWheel
-from librarian.index import IndexEntry, entry_problems
 from librarian.safeio import open_regular
 from librarian.wheel import zipraw
 
@@ -376,18 +375,3 @@ def check_archive(path: Path) -> zipraw.Directory:
             raise BadWheel(f"{label}: {e}") from e
         except _ZIP_FAILURES as e:
             raise BadWheel(f"{label}: not a readable zip ({e})") from e
-
-
-def check_wheel_identity(path: Path, entry: IndexEntry) -> None:
-    """Refuse (BadWheel) a fetched wheel that is not the one its index entry's cell and filename name.
-
-    The sha256 only proves the bytes are the ones the entry points at; an entry of one package may point
-    at another's wheel. The entry must agree with itself, and the wheel's METADATA with the entry.
-    """
-    problems = entry_problems(entry)
-    try:
-        problems = problems or metadata_problems(path, entry.name)
-    except BadWheel as e:
-        problems = [str(e).removeprefix(f"{path}: ")]
-    if problems:
-        raise BadWheel(f"{entry.path}: {problems[0]}; refused")

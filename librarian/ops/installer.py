@@ -1,0 +1,79 @@
+"""What pull hands to an installer: pip's (or uv's) command line, and a hash-pinned requirements file.
+
+``--force-reinstall --no-deps`` on every install: a pulled wheel replaces what is there, and never drags
+in another torch than the one pinned.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from librarian.errors import BadInput, LibrarianError
+from librarian.index import IndexEntry
+from librarian.safeio import atomic_write
+
+log = logging.getLogger(__name__)
+
+
+def render_requirements(picks: Sequence[tuple[IndexEntry, str]]) -> str:
+    """Pure: one ``name @ URL --hash=sha256:HEX`` line per wheel (pip's and uv's requirements format).
+
+    A hash on every line puts pip in hash-checking mode: it installs exactly these bytes or refuses.
+    """
+    lines = [
+        "# written by librarian pull: install with  pip install --force-reinstall --no-deps -r THIS_FILE"
+    ]
+    lines += [f"{e.name.distribution} @ {url} --hash=sha256:{e.sha256}" for e, url in picks]
+    return "\n".join(lines) + "\n"
+
+
+def write_requirements(path: Path, picks: Sequence[tuple[IndexEntry, str]]) -> None:
+    """Write the requirements file through a temp file and a rename (never half-written); an error names
+    ``path``, never the temp file beside it."""
+    if path.is_dir():
+        raise BadInput(f"{path}: is a directory; --requirements names the file to write")
+    try:
+        atomic_write(path, render_requirements(picks).encode("utf-8"))
+    except OSError as e:
+        raise BadInput(
+            f"{path}: cannot write the requirements file ({e.strerror or type(e).__name__})"
+        ) from e
+
+
+def install(files: Sequence[Path], interpreter: str) -> None:
+    """``pip install --force-reinstall --no-deps`` the pulled wheels into ``interpreter``'s environment.
+
+    ``--no-deps`` keeps the pinned torch. An interpreter without pip (uv made the venv) gets
+    ``uv pip install --python INTERPRETER --reinstall --no-deps``.
+    """
+    cmd = installer_command(interpreter) + [*map(str, files)]
+    log.info("running %s", " ".join(cmd))
+    result = subprocess.run(cmd, check=False)
+    if result.returncode != 0:
+        raise LibrarianError(f"{' '.join(cmd[:3])}: exited with status {result.returncode}")
+
+
+def installer_command(interpreter: str) -> list[str]:
+    has_pip = (
+        subprocess.run([interpreter, "-m", "pip", "--version"], capture_output=True, check=False).returncode
+        == 0
+    )
+    if has_pip:
+        return [interpreter, "-m", "pip", "install", "--force-reinstall", "--no-deps"]
+    uv = shutil.which("uv") or _uv_beside_us()
+    if uv is None:
+        raise BadInput(
+            f"{interpreter}: has no pip, and uv is not installed; install either (python -m ensurepip)"
+        )
+    return [uv, "pip", "install", "--python", interpreter, "--reinstall", "--no-deps"]
+
+
+def _uv_beside_us() -> str | None:
+    # `pip install uv` beside librarian (as its test extra does) puts uv next to our interpreter.
+    found = Path(sys.executable).parent / "uv"
+    return str(found) if found.exists() else None

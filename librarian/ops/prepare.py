@@ -1,0 +1,299 @@
+"""Preparing wheels for publish: read each once, label it, verify it as ``verify`` would, inspect its
+binaries, and work out the cells it is filed under. Nothing here touches a store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from librarian import progress
+from librarian.coords import Cell, GpuArch, Label, WheelName, format_version
+from librarian.demands import ClaimKind, Demand, Wheel, cells, claims, judge_cell, said_claims
+from librarian.errors import BadInput, BadWheel, LibrarianError, Refused
+from librarian.facts import BinaryFormat, WheelFacts
+from librarian.layout import Layout
+from librarian.ops.labels import choose_label
+from librarian.pytorch.matrix import Matrix, load_matrix
+from librarian.safeio import sha256_file
+from librarian.wheel.deep import DeepRead, read_deep
+from librarian.wheel.retag import Rewritten, retag_with_directory
+from librarian.wheel.wheelfile import (
+    WheelInfo,
+    info_of_written,
+    parse_filename,
+    read_wheel_info,
+    refuse_unpublishable,
+    said_of,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedWheel:
+    """A wheel ready to file: labelled, verified, hashed, with the cells it goes to."""
+
+    source: Path  # the file given
+    staged: Path  # the labelled file to upload (== source when it was already labelled)
+    name: WheelName
+    sha256: str
+    size: int
+    sms: tuple[GpuArch, ...]
+    facts: WheelFacts | None = None
+    requires_python: str | None = None
+    metadata: Path | None = None  # its METADATA as a file, to serve beside it (PEP 658)
+    metadata_sha256: str = ""
+    metadata_size: int | None = None  # its METADATA's length (None: not known, read from the file)
+    overrides: tuple[str, ...] = ()  # the flags whose checks this wheel needed overridden (kept in its entry)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishOptions:
+    """Every publish flag, parsed."""
+
+    label: Label | None = None
+    sms: tuple[GpuArch, ...] = ()
+    replace: bool = False
+    relabel: bool = False  # replace a label the wheel already carries
+    trust_sm: bool = False  # file under --sm GPUs the binaries have no code for
+    allow_glibc_mismatch: bool = False  # a manylinux tag older than the glibc the binaries need
+    allow_cuda_mismatch: bool = False  # a label's CUDA line the device code or libcudart contradicts
+    allow_platform_mismatch: bool = False  # a platform tag naming another CPU or OS than the binaries
+    allow_unknown_combo: bool = False
+    layout: Layout | None = None
+    jobs: int | None = None  # threads reading each wheel's members (None: the cores available)
+    now: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def gpu_cells(
+    wheel: Wheel, requested: Sequence[GpuArch], trust_sm: bool, source: str
+) -> tuple[tuple[GpuArch, ...], bool]:
+    """The GPUs a wheel is filed for, and whether ``--trust-sm`` was needed for them.
+
+    ``--sm`` GPUs are checked against the judgement (each must run the wheel natively, by SASS), else
+    every real GPU the judgement says it runs natively: ``sm_86`` SASS files it under sm86 and sm89,
+    ``sm_90a`` under sm90 only, PTX alone under nothing (``pull --compatible`` finds such wheels).
+    """
+    label = wheel.name.label
+    assert label is not None  # publish labels before it files
+    hosts = [b for b in wheel.facts.binaries if b.format.is_host] if wheel.facts is not None else []
+    if hosts and all(b.format is BinaryFormat.MACHO for b in hosts):
+        raise BadInput(
+            f"{source}: its binaries are Mach-O (macOS), and macOS has no CUDA: it files no CUDA cell"
+        )
+    has_code = wheel.facts is not None and any(b.has_kernels for b in wheel.facts.binaries)
+    if requested:
+        if not has_code:
+            return tuple(sorted(set(requested))), False
+        judged = [(sm, judge_cell(wheel, Cell(wheel.name.package, sm, label))) for sm in requested]
+        failing = [sm for sm, j in judged if j.verdict(Demand.GPU).ok is not True]
+        jit = [sm for sm, j in judged if j.verdict(Demand.GPU).ok is True and not j.native]
+        if (failing or jit) and not trust_sm:
+            offered = judged[0][1].verdict(Demand.GPU).wheel_needs
+            if failing:
+                what = f"have no code for {', '.join(f'sm{a.sm}' for a in failing)}"
+            else:
+                what = f"run on {', '.join(f'sm{a.sm}' for a in jit)} only by JIT-compiling PTX"
+            raise Refused(
+                f"{source}: its binaries {what} (they have {offered}); pass --trust-sm to file it there anyway"
+            )
+        return tuple(sorted(set(requested))), bool(failing or jit)
+    if not has_code:
+        raise BadInput(f"{source}: no GPU code found in its binaries; pass --sm to say which GPUs it is for")
+    found = cells(wheel, label.cuda)
+    if not found:
+        offered = ", ".join(str(a) for a in wheel.facts.archs) if wheel.facts else ""
+        raise BadInput(
+            f"{source}: its SASS runs natively on no GPU that exists ({offered}); PTX alone files "
+            "no cell: pass --sm to choose (pull --compatible finds it there)"
+        )
+    return tuple(c.sm for c in found), False
+
+
+def check_combo(label: Label, name: str, matrix: Matrix) -> str | None:
+    """Refuse a (torch, CUDA) combo that PyTorch never shipped; the warning to give instead when the matrix
+    cannot know: a torch line newer than all it lists, or one whose CUDA lines it knows only in part."""
+    if matrix.is_shipped(label):
+        return None
+    torch = format_version(label.torch)
+    known = matrix.torch_versions()
+    if not known or label.torch > known[0]:
+        newest = format_version(known[0]) if known else "none"
+        return (
+            f"torch {torch} is newer than every line librarian's matrix knows (newest: {newest}); "
+            f"{label} is taken on trust: run 'librarian matrix refresh' to read PyTorch's index"
+        )
+    shipped = ", ".join(str(l) for l in matrix.labels_for_torch(label.torch)) or "none known"
+    if matrix.is_partial(label.torch):
+        return (
+            f"torch {torch}'s CUDA lines are known only in part ({shipped}); {label} is taken on trust: "
+            "run 'librarian matrix refresh' to read PyTorch's index"
+        )
+    raise Refused(
+        f"{name}: PyTorch never shipped {label}; for torch {torch} it shipped "
+        f"{shipped} (pass --allow-unknown-combo if you know better)"
+    )
+
+
+_ALLOWED = {
+    ClaimKind.PLATFORM: "allow_platform_mismatch",
+    ClaimKind.GLIBC: "allow_glibc_mismatch",
+    ClaimKind.CUDA: "allow_cuda_mismatch",
+}
+
+
+def check_claims(wheel: Wheel, options: PublishOptions, source: str) -> tuple[str, ...]:
+    """Refuse a wheel whose bytes contradict its name, naming the one flag that accepts the first such claim;
+    return the flags that did accept one (the entry records them, and verify reports them as accepted)."""
+    used: list[str] = []
+    for claim in claims(wheel):
+        attribute = _ALLOWED.get(claim.kind)
+        if attribute is None:  # METADATA and WHEEL were checked (and WHEEL repaired) before relabelling
+            raise BadWheel(f"{source}: {claim}")
+        if not getattr(options, attribute):
+            raise Refused(f"{source}: {claim}; pass {claim.flag} to publish it anyway")
+        used.append(claim.flag)
+    return tuple(dict.fromkeys(used))
+
+
+def check_said(path: Path, info: WheelInfo) -> bool:
+    """Refuse a wheel whose METADATA or ``.dist-info`` contradicts its filename (no flag accepts that);
+    return whether WHEEL's ``Tag:`` lines disagree, which publish repairs while it rewrites the dist-info."""
+    name = info.filename
+    expected = f"{name.distribution}-{name.version}.dist-info"
+    if info.dist_info != expected:
+        raise BadWheel(f"{path}: its .dist-info is {info.dist_info}, expected {expected}")
+    found = said_claims(name, said_of(info))
+    if wrong := [c for c in found if c.kind is not ClaimKind.TAGS]:
+        raise BadWheel(f"{path}: {wrong[0]}")
+    return bool(found)
+
+
+def _relabelled_info(out: Rewritten, source: Path) -> WheelInfo:
+    """The relabelled copy's METADATA and WHEEL, as the retag wrote them (not read back: a dry run wrote
+    nothing), held to verify's checks; a failure names the user's file."""
+    assert out.directory is not None and out.written is not None  # a rewrite, not a copy
+    try:
+        info = info_of_written(out.path, parse_filename(out.path), out.directory.infos, *out.written)
+        return refuse_unpublishable(out.path, info)
+    except LibrarianError as e:
+        raise type(e)(_as_source(str(e), out.path, source)) from e
+
+
+def _as_source(text: str, staged: Path, source: Path) -> str:
+    return text.replace(str(staged), str(source)).replace(staged.name, source.name)
+
+
+def _publishable(read: DeepRead, source: Path) -> tuple[WheelInfo, WheelFacts]:
+    """What publish needs of the staged copy; a failure names the user's file, never the staged copy."""
+    try:
+        return read.publishable()
+    except LibrarianError as e:
+        if read.path == source:
+            raise
+        raise type(e)(_as_source(str(e), read.path, source)) from e
+
+
+def prepare(
+    paths: Sequence[Path], options: PublishOptions, staging: Path, *, write: bool = True
+) -> list[PreparedWheel]:
+    """Read, label, verify and inspect each wheel; labelled copies go to ``staging`` (``write`` ``False``:
+    measured, not written: a dry run writes nothing the size of a wheel)."""
+    prepared = []
+    matrix = None if options.allow_unknown_combo else load_matrix()  # read once, not per wheel
+    warned: set[str] = set()
+    with progress.overall("publish", len(paths)) as bar:
+        for path in paths:
+            name = WheelName.parse(path.name)
+            label = choose_label(name, options.label, relabel=options.relabel)
+            if (
+                matrix is not None
+                and (warning := check_combo(label, path.name, matrix))
+                and warning not in warned
+            ):
+                warned.add(warning)  # one warning per combo, however many wheels share it
+                log.warning("%s", warning)
+            # METADATA and WHEEL (small members) are checked before anything is relabelled or inflated.
+            repair = check_said(path, read_wheel_info(path, name))
+            # One pass over the wheel to be stored: verify's metadata checks (publish stores nothing verify
+            # rejects), RECORD and the binaries. A relabel is that pass: it inspects what it checks.
+            written_sha: str | None = None
+            written_size: int | None = None
+            if name.label == label and not repair:
+                staged = path
+                info, facts = _publishable(read_deep(path, record=True, jobs=options.jobs), path)
+            else:
+                out = retag_with_directory(
+                    path, label, staging, relabel=True, jobs=options.jobs, repair_tags=repair, write=write
+                )
+                staged, written_sha, written_size = out.path, out.sha256, out.size
+                if out.facts is not None or out.unread is not None:
+                    info = _relabelled_info(
+                        out, path
+                    )  # its metadata is judged before its binaries, as verify does
+                    if out.unread is not None:  # a binary the readers refuse
+                        raise type(out.unread)(_as_source(str(out.unread), staged, path)) from out.unread
+                    assert out.facts is not None
+                    facts = out.facts
+                else:  # a member too big to inflate whole: the deep read of the very bytes says which
+                    read = (
+                        read_deep(staged, record=False, jobs=options.jobs, directory=out.directory)
+                        if write
+                        else read_deep(path, record=False, jobs=options.jobs)
+                    )
+                    info, facts = _publishable(read, path)
+            if repair:
+                log.warning(
+                    "%s: WHEEL's Tag lines disagree with its filename; publish wrote the filename's", path
+                )
+            staged_name = WheelName.parse(staged.name)
+            wheel = Wheel(staged_name, facts, said=said_of(info))
+            overrides = check_claims(wheel, options, path.name)
+            sms, trusted = gpu_cells(wheel, options.sms, options.trust_sm, path.name)
+            log.info(
+                "%s: labelled %s, %d binar%s read, filed under %s",
+                path.name,
+                label,
+                len(facts.binaries),
+                "y" if len(facts.binaries) == 1 else "ies",
+                " ".join(f"sm{s.sm}" for s in sms) or "no GPU",
+            )
+            if trusted:
+                overrides += ("--trust-sm",)
+            if info.requires_python:
+                try:
+                    SpecifierSet(info.requires_python)
+                except InvalidSpecifier as e:
+                    raise BadWheel(
+                        f"{path.name}: METADATA Requires-Python {info.requires_python!r} is not valid"
+                    ) from e
+            metadata = staging / f"{staged.name}.metadata"
+            metadata.write_bytes(info.metadata)  # hashed and measured from the bytes, not read back
+            # The relabelled copy was hashed as it was written: read once, not again for its sha256.
+            sha = written_sha or sha256_file(staged)
+            size = staged.stat().st_size if written_size is None else written_size
+            prepared.append(
+                PreparedWheel(
+                    path,
+                    staged,
+                    staged_name,
+                    sha,
+                    size,
+                    sms,
+                    facts,
+                    info.requires_python,
+                    metadata,
+                    hashlib.sha256(info.metadata).hexdigest(),
+                    len(info.metadata),
+                    overrides,
+                )
+            )
+            bar.advance()
+    return prepared
