@@ -1,0 +1,160 @@
+"""The layering as a test: the rooms of ``librarian/`` and the arrows allowed between them, written once
+(``ARROWS``) and checked from the AST of every module on every run, function-level imports and the lazy
+``_API`` table of ``librarian/__init__.py`` included. An import the table does not allow fails with the
+arrow named; a new arrow is a line here, and the table must stay without a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "librarian"
+
+# Each room (a top-level module or package of librarian/) and the rooms it may import, lowest first.
+# "api" is the package itself, librarian/__init__.py: the library's façade over the rest.
+ARROWS: dict[str, frozenset[str]] = {
+    room: frozenset(allowed.split())
+    for room, allowed in {
+        # foundations: the standard library only
+        "errors": "",
+        "compat": "",
+        "progress": "",
+        "redact": "",
+        "pool": "",
+        "safeio": "",
+        "jsonfile": "errors",
+        # pure values and the data they are read from
+        "coords": "errors",
+        "facts": "coords",
+        "gpus": "compat coords errors",
+        "layout": "compat coords errors",
+        "presets": "compat errors",
+        "platforms": "compat coords errors facts",
+        "machine": "coords errors gpus platforms",
+        "index": "coords errors facts jsonfile layout",
+        # the judgement, and what the store's files say
+        "demands": "coords facts gpus machine platforms",
+        "pending": "errors index jsonfile",
+        "manifest": "errors index",
+        "coverage": "index",
+        "config": "compat errors layout",
+        "catalogue": "coords coverage demands index",
+        "generated": "catalogue index pending",
+        "pytorch": "compat coords errors gpus safeio",
+        # the outside worlds: wheels' bytes, this machine, stores
+        "wheel": "coords demands errors facts pool progress safeio",
+        "probe": "coords errors machine wheel",
+        "stores": "catalogue errors generated index layout progress redact safeio",
+        # use cases
+        "ops": "catalogue coords coverage demands errors facts gpus index layout machine manifest pending "
+        "pool probe progress pytorch safeio stores wheel",
+        # people: the terminal and the command line
+        "terminal": "progress",
+        "cli": "api config coords coverage errors gpus layout machine ops platforms presets probe progress "
+        "pytorch redact safeio stores terminal",  # api: librarian.__version__
+        "__main__": "cli",
+        "api": "coords facts machine gpus wheel probe demands stores config ops errors",
+    }.items()
+}
+
+
+def room_of(module: str) -> str:
+    """``librarian.ops.pull`` -> ``ops``; ``librarian`` -> ``api``."""
+    parts = module.split(".")
+    return "api" if parts == ["librarian"] else parts[1]
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported(node: ast.AST, rooms: set[str]) -> list[str]:
+    """The librarian modules an import statement names (``from librarian import progress``: the module)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.split(".")[0] == "librarian"]
+    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        if node.module == "librarian":
+            return [f"librarian.{a.name}" if a.name in rooms else "librarian" for a in node.names]
+        if node.module.split(".")[0] == "librarian":
+            return [node.module]
+    return []
+
+
+def _api_table(tree: ast.Module) -> list[tuple[int, str]]:
+    """The modules the lazy ``_API`` table of the package's ``__init__`` names: imports made on first use."""
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if isinstance(target, ast.Name) and target.id == "_API" and isinstance(node.value, ast.Dict):
+            return [(v.lineno, v.value) for v in node.value.values if isinstance(v, ast.Constant)]
+    return []
+
+
+def stray_arrows(root: Path, arrows: dict[str, frozenset[str]]) -> list[str]:
+    """Every import under ``root`` (a ``librarian/`` folder) from one room into another that ``arrows``
+    does not allow, as ``file:line: room -> room``; a module in no room of the table is named too."""
+    rooms = set(arrows)
+    rooms_here = {p.stem for p in root.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    bad = [
+        f"{root.name}/{r}: a room the table does not list" for r in sorted(rooms_here - rooms - {"__init__"})
+    ]
+    for path in sorted(root.rglob("*.py")):
+        source = room_of(_module_name(path, root))
+        tree = ast.parse(path.read_text(), str(path))
+        found = [(n.lineno, m) for n in ast.walk(tree) for m in _imported(n, rooms)]
+        if source == "api":
+            found += _api_table(tree)
+        for line, module in found:
+            target = room_of(module)
+            if target != source and target not in arrows.get(source, frozenset()):
+                bad.append(
+                    f"{path.relative_to(root.parent)}:{line}: {source} -> {target} is not an allowed arrow"
+                )
+    return bad
+
+
+def test_every_import_follows_an_allowed_arrow() -> None:
+    assert stray_arrows(ROOT, ARROWS) == []
+
+
+def test_the_arrows_have_a_direction() -> None:
+    try:
+        order = list(TopologicalSorter(ARROWS).static_order())
+    except CycleError as e:
+        pytest.fail(f"the table has a cycle: {' -> '.join(e.args[1])}")
+    assert order.index("errors") < order.index("coords") < order.index("demands") < order.index("ops")
+    assert order.index("ops") < order.index("cli")
+
+
+def test_an_upward_import_fails_with_the_arrow_named(tmp_path: Path) -> None:
+    lib = tmp_path / "librarian"
+    (lib / "ops").mkdir(parents=True)
+    (lib / "__init__.py").write_text('_API = {"pull": "librarian.ops.pull", "main": "librarian.cli"}\n')
+    (lib / "coords.py").write_text(
+        "def f():\n    from librarian.ops import pull\n"
+    )  # a function-level import
+    (lib / "errors.py").write_text("")
+    (lib / "ops" / "__init__.py").write_text("")
+    (lib / "ops" / "pull.py").write_text("from librarian import coords, errors\nimport librarian.cli.app\n")
+    (lib / "cli").mkdir()
+    (lib / "cli" / "__init__.py").write_text("")
+    (lib / "wheel").mkdir()
+    (lib / "wheel" / "__init__.py").write_text("from librarian.index import IndexEntry\n")
+    assert stray_arrows(lib, ARROWS) == [
+        "librarian/__init__.py:1: api -> cli is not an allowed arrow",  # the lazy table counts
+        "librarian/coords.py:2: coords -> ops is not an allowed arrow",
+        "librarian/ops/pull.py:2: ops -> cli is not an allowed arrow",
+        "librarian/wheel/__init__.py:1: wheel -> index is not an allowed arrow",  # pull's identity check
+    ]
+
+
+def test_a_room_the_table_does_not_know_is_named(tmp_path: Path) -> None:
+    lib = tmp_path / "librarian"
+    lib.mkdir()
+    (lib / "__init__.py").write_text("")
+    (lib / "helpers.py").write_text("")
+    assert stray_arrows(lib, ARROWS) == ["librarian/helpers: a room the table does not list"]
