@@ -71,26 +71,6 @@ def format_dotted(v: tuple[int, ...]) -> str:
     return ".".join(str(x) for x in v)
 
 
-# One CPU vocabulary for the whole program: the spelling Linux wheel tags and ELF use (``x86_64``,
-# ``aarch64``), whatever the source said (``platform.machine()`` on Windows says ``AMD64``; PE, Mach-O
-# and macOS/Windows wheel tags say ``arm64``).
-_CPU_ALIASES = {
-    "amd64": "x86_64",
-    "x64": "x86_64",
-    "arm64": "aarch64",
-    "i386": "i686",
-    "i586": "i686",
-    "win32": "i686",
-    "x86": "i686",
-}
-
-
-def canonical_cpu(name: str) -> str:
-    """A CPU name in librarian's one vocabulary: ``AMD64`` -> ``x86_64``, ``arm64`` -> ``aarch64``."""
-    lowered = name.strip().lower()
-    return _CPU_ALIASES.get(lowered, lowered)
-
-
 class ArchKind(enum.Enum):
     """What a GPU arch names: machine code (SASS), PTX for the JIT, or LTO-IR for the device linker."""
 

@@ -13,8 +13,9 @@ from importlib import resources
 from typing import Any
 
 from librarian.compat import tomllib
-from librarian.coords import ArchKind, GpuArch, MajorMinor, canonical_cpu, format_version, parse_cuda
+from librarian.coords import ArchKind, GpuArch, MajorMinor, format_version, parse_cuda
 from librarian.errors import BadInput
+from librarian.platforms import canonical_cpu
 
 
 @dataclass(frozen=True, slots=True)

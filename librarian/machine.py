@@ -15,10 +15,10 @@ from typing import Generic, TypeVar
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
 
-from librarian.coords import GpuArch, MajorMinor, canonical_cpu, format_version, parse_cuda, parse_torch
+from librarian.coords import GpuArch, MajorMinor, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput
 from librarian.gpus import parse_real_sm
-from librarian.platforms import legacy_manylinux, parse_platform
+from librarian.platforms import canonical_cpu, expand_platform, linux_platforms, parse_platform
 
 T = TypeVar("T")
 
@@ -105,28 +105,6 @@ def parse_python(text: str) -> MajorMinor:
     if m := re.fullmatch(r"(\d)\.?(\d{1,2})", raw):
         return int(m[1]), int(m[2])
     raise BadInput(f"{text}: not a Python version (expected e.g. 3.12)")
-
-
-def linux_platforms(glibc: MajorMinor | None, cpu: str) -> tuple[str, ...]:
-    """The platform tags a Linux machine with this glibc accepts, best first (as pip orders them)."""
-    platforms: list[str] = []
-    if glibc is not None and glibc[0] == 2:
-        # manylinux_2_5 exists only for x86; other arches start at manylinux2014 (glibc 2.17).
-        floor = 5 if cpu in ("x86_64", "i686") else 17
-        for minor in range(glibc[1], floor - 1, -1):
-            platforms.append(f"manylinux_2_{minor}_{cpu}")
-            if legacy := legacy_manylinux((2, minor)):
-                platforms.append(f"{legacy}_{cpu}")
-    platforms.append(f"linux_{cpu}")
-    return tuple(platforms)
-
-
-def expand_platform(tag: str) -> tuple[str, ...]:
-    """A ``--platform`` tag and the older ones it implies: ``manylinux_2_28_x86_64`` takes 2_17 wheels too."""
-    named = parse_platform(tag)
-    if not tag.startswith("manylinux_") or named.glibc is None:
-        return (tag,)
-    return linux_platforms(named.glibc, tag.split("_", 3)[3])  # the CPU as the tag spells it
 
 
 def interpreter_tags(python: MajorMinor, platforms: Iterable[str]) -> tuple[Tag, ...]:

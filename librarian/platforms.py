@@ -37,6 +37,15 @@ class _Rules:
     os: dict[str, tuple[str, BinaryFormat]]
     cpu: dict[str, str]
     legacy: dict[str, MajorMinor]
+    manylinux_floor: dict[str, MajorMinor]  # by CPU; "other" for the rest
+    os_words: dict[str, str]  # --os -> the OS
+    machine_tags: dict[str, dict[str, str]]  # OS -> CPU -> the tag its machines install
+    linux_glibc: MajorMinor  # the glibc a --os linux machine is taken to have
+
+
+def _version(text: object) -> MajorMinor:
+    major, minor = (int(x) for x in str(text).split("."))
+    return major, minor
 
 
 def _parse_rules(text: str, source: str) -> _Rules:
@@ -44,13 +53,17 @@ def _parse_rules(text: str, source: str) -> _Rules:
         data: dict[str, Any] = tomllib.loads(text)
         oses = {k: (str(v["os"]), BinaryFormat(v["format"])) for k, v in data["os"].items()}
         cpus = {str(k): str(v) for k, v in data["cpu"].items()}
-        legacy = {}
-        for name, version in data["legacy_manylinux"].items():
-            major, minor = (int(x) for x in str(version).split("."))
-            legacy[str(name)] = (major, minor)
+        legacy = {str(name): _version(v) for name, v in data["legacy_manylinux"].items()}
+        floor = {str(cpu): _version(v) for cpu, v in data["manylinux_floor"].items()}
+        words = {str(k): str(v) for k, v in data["os_words"].items()}
+        tags = dict(data["machine_tags"])
+        linux_glibc = _version(tags.pop("linux_glibc"))
+        machine_tags = {str(os): {str(c): str(t) for c, t in v.items()} for os, v in tags.items()}
+        if "other" not in floor or not set(words.values()) <= {name for name, _ in oses.values()}:
+            raise ValueError("manylinux_floor needs 'other'; os_words must name OSes of [os]")
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
         raise BadInput(f"{source}: not a platform table ({e})") from e
-    return _Rules(oses, cpus, legacy)
+    return _Rules(oses, cpus, legacy, floor, words, machine_tags, linux_glibc)
 
 
 @functools.cache
@@ -98,33 +111,49 @@ def os_format(os: str) -> BinaryFormat | None:
     return next((fmt for name, fmt in _rules().os.values() if name == os), None)
 
 
-_OS_NAMES = {
-    "linux": "linux",
-    "windows": "win32",
-    "win32": "win32",
-    "win": "win32",
-    "macos": "darwin",
-    "darwin": "darwin",
-    "mac": "darwin",
-}
-_WINDOWS_CPUS = {"x86_64": "win_amd64", "aarch64": "win_arm64", "i686": "win32"}
+def canonical_cpu(name: str) -> str:
+    """A CPU name in librarian's one vocabulary: ``AMD64`` -> ``x86_64``, ``arm64`` -> ``aarch64``."""
+    lowered = name.strip().lower()
+    return _rules().cpu.get(lowered, lowered)
 
 
 def platform_for(os: str, cpu: str, glibc: MajorMinor | None = None) -> str:
     """The platform tag ``--os`` and ``--cpu`` mean: linux + aarch64 -> ``manylinux_2_28_aarch64`` (glibc
     2.28 unless given), windows + x86_64 -> ``win_amd64``, macos + arm64 -> ``macosx_11_0_arm64``."""
-    name = _OS_NAMES.get(os.strip().lower())
-    known = set(_rules().cpu.values()) - {UNIVERSAL2}
-    canonical = _rules().cpu.get(cpu.strip().lower())
+    rules = _rules()
+    name = rules.os_words.get(os.strip().lower())
+    known = set(rules.cpu.values()) - {UNIVERSAL2}
+    canonical = rules.cpu.get(cpu.strip().lower())
     if name is None:
         raise BadInput(f"--os {os}: expected linux, windows or macos")
     if canonical is None or canonical not in known:
         raise BadInput(f"--cpu {cpu}: expected one of {', '.join(sorted(known))}")
-    if name == "win32":
-        if canonical not in _WINDOWS_CPUS:
-            raise BadInput(f"--cpu {cpu}: Windows wheels are built for {', '.join(sorted(_WINDOWS_CPUS))}")
-        return _WINDOWS_CPUS[canonical]
-    if name == "darwin":
-        return f"macosx_11_0_{'arm64' if canonical == 'aarch64' else canonical}"
-    major, minor = glibc or (2, 28)
+    if (tags := rules.machine_tags.get(name)) is not None:
+        if canonical not in tags:
+            which = "Windows" if name == "win32" else "macOS"
+            raise BadInput(f"--cpu {cpu}: {which} wheels are built for {', '.join(sorted(tags))}")
+        return tags[canonical]
+    major, minor = glibc or rules.linux_glibc
     return f"manylinux_{major}_{minor}_{canonical}"
+
+
+def linux_platforms(glibc: MajorMinor | None, cpu: str) -> tuple[str, ...]:
+    """The platform tags a Linux machine with this glibc accepts, best first (as pip orders them)."""
+    platforms: list[str] = []
+    floors = _rules().manylinux_floor
+    floor = floors.get(cpu, floors["other"])
+    if glibc is not None and glibc[0] == floor[0]:
+        for minor in range(glibc[1], floor[1] - 1, -1):
+            platforms.append(f"manylinux_{glibc[0]}_{minor}_{cpu}")
+            if legacy := legacy_manylinux((glibc[0], minor)):
+                platforms.append(f"{legacy}_{cpu}")
+    platforms.append(f"linux_{cpu}")
+    return tuple(platforms)
+
+
+def expand_platform(tag: str) -> tuple[str, ...]:
+    """A ``--platform`` tag and the older ones it implies: ``manylinux_2_28_x86_64`` takes 2_17 wheels too."""
+    named = parse_platform(tag)
+    if not tag.startswith("manylinux_") or named.glibc is None:
+        return (tag,)
+    return linux_platforms(named.glibc, tag.split("_", 3)[3])  # the CPU as the tag spells it

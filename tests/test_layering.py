@@ -30,10 +30,10 @@ ARROWS: dict[str, frozenset[str]] = {
         # pure values and the data they are read from
         "coords": "errors",
         "facts": "coords",
-        "gpus": "compat coords errors",
+        "platforms": "compat coords errors facts",
+        "gpus": "compat coords errors platforms",
         "layout": "compat coords errors",
         "presets": "compat errors",
-        "platforms": "compat coords errors facts",
         "machine": "coords errors gpus platforms",
         "index": "coords errors facts jsonfile layout",
         # the judgement, and what the store's files say
@@ -47,11 +47,11 @@ ARROWS: dict[str, frozenset[str]] = {
         "pytorch": "compat coords errors gpus safeio",
         # the outside worlds: wheels' bytes, this machine, stores
         "wheel": "coords demands errors facts pool progress safeio",
-        "probe": "coords errors machine wheel",
+        "probe": "coords errors machine platforms wheel",
         "stores": "catalogue errors generated index layout progress redact safeio",
         # use cases
         "ops": "catalogue coords coverage demands errors facts gpus index layout machine manifest pending "
-        "pool probe progress pytorch safeio stores wheel",
+        "platforms pool probe progress pytorch safeio stores wheel",
         # people: the terminal and the command line
         "terminal": "progress",
         "cli": "api config coords coverage errors gpus layout machine ops platforms presets probe progress "

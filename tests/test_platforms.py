@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from librarian.errors import BadInput
 from librarian.facts import BinaryFormat
-from librarian.platforms import _parse_rules, legacy_manylinux, os_format, parse_platform
+from librarian.platforms import (
+    _parse_rules,
+    canonical_cpu,
+    expand_platform,
+    legacy_manylinux,
+    linux_platforms,
+    os_format,
+    parse_platform,
+    platform_for,
+)
 
 ELF, PE, MACHO = BinaryFormat.ELF, BinaryFormat.PE, BinaryFormat.MACHO
+ROOT_DATA = Path(__file__).resolve().parent.parent / "librarian" / "data"
 
 
 @pytest.mark.parametrize(
@@ -49,3 +61,39 @@ def test_legacy_names_and_os_formats_read_both_ways() -> None:
 def test_the_table_is_checked_on_load() -> None:
     with pytest.raises(BadInput, match="x.toml: not a platform table"):
         _parse_rules('[os]\nlinux = { os = "linux", format = "coff" }\n[cpu]\n[legacy_manylinux]\n', "x.toml")
+
+
+@pytest.mark.parametrize(
+    ("spelled", "cpu"),
+    [("AMD64", "x86_64"), ("x64", "x86_64"), ("arm64", "aarch64"), ("i386", "i686"), ("x86", "i686"),
+     ("ppc64le", "ppc64le"), ("sparc", "sparc")],
+)  # fmt: skip
+def test_one_cpu_vocabulary_read_from_the_table(spelled: str, cpu: str) -> None:
+    assert canonical_cpu(spelled) == cpu  # an unknown CPU keeps its own (lowered) name
+
+
+def test_the_tags_a_linux_machine_takes_start_at_its_cpus_floor() -> None:
+    # manylinux_2_5 was defined for x86 only: other CPUs start at manylinux2014's glibc 2.17.
+    assert linux_platforms((2, 17), "aarch64") == (
+        "manylinux_2_17_aarch64",
+        "manylinux2014_aarch64",
+        "linux_aarch64",
+    )
+    x86 = linux_platforms((2, 6), "x86_64")
+    assert x86 == ("manylinux_2_6_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64", "linux_x86_64")
+    assert expand_platform("manylinux_2_28_x86_64")[:3] == (
+        "manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_26_x86_64",
+    )  # fmt: skip
+    assert expand_platform("win_amd64") == ("win_amd64",)
+
+
+def test_a_machine_tag_for_a_cpu_its_os_does_not_build_for_is_refused() -> None:
+    assert platform_for("windows", "arm64") == "win_arm64"
+    with pytest.raises(BadInput, match=r"^--cpu i686: macOS wheels are built for aarch64, x86_64$"):
+        platform_for("macos", "i686")
+
+
+def test_a_platform_table_without_a_manylinux_floor_for_other_cpus_is_refused() -> None:
+    text = (ROOT_DATA / "platforms.toml").read_text().replace('other = "2.17"', "")
+    with pytest.raises(BadInput, match="not a platform table"):
+        _parse_rules(text, "platforms.toml")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from librarian.coords import canonical_cpu
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
 from librarian.facts import WheelFacts
 from librarian.machine import Machine
-from librarian.platforms import UNIVERSAL2, parse_platform
+from librarian.platforms import UNIVERSAL2, canonical_cpu, parse_platform
 
 
 @dataclass(frozen=True, slots=True)

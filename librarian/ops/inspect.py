@@ -6,11 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from librarian.coords import WheelName, canonical_cpu, format_cuda, format_dotted, format_version
+from librarian.coords import WheelName, format_cuda, format_dotted, format_version
 from librarian.demands import CellFit, Claim, ClaimKind, Judgement, Said, Wheel, cells, claims, judge, some
 from librarian.errors import BadInput, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
 from librarian.machine import Machine
+from librarian.platforms import canonical_cpu
 from librarian.wheel import zipraw
 from librarian.wheel.binaries import inspect_path, inspect_wheel
 from librarian.wheel.wheelfile import check_archive, read_wheel_info, said_of

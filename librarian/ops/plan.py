@@ -24,9 +24,10 @@ from librarian.errors import BadInput
 from librarian.gpus import find_gpu
 from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
-from librarian.machine import Gpu, Machine, Probed, TorchInfo, linux_platforms
+from librarian.machine import Gpu, Machine, Probed, TorchInfo
 from librarian.ops.pull import Wants, resolve
 from librarian.ops.tree import read_index_or_tree
+from librarian.platforms import linux_platforms
 from librarian.pytorch.matrix import Combo, Matrix, Platform, Selection, combo_job, github_matrices
 from librarian.stores.base import Store, read_index
 

@@ -19,8 +19,9 @@ from typing import TypeVar
 
 from packaging.tags import Tag, sys_tags
 
-from librarian.coords import MajorMinor, canonical_cpu
-from librarian.machine import Machine, Probed, TorchInfo, interpreter_tags, linux_platforms
+from librarian.coords import MajorMinor
+from librarian.machine import Machine, Probed, TorchInfo, interpreter_tags
+from librarian.platforms import canonical_cpu, linux_platforms
 from librarian.probe.gpus import NO_DRIVER, NO_GPU, Loader, detect_gpus
 from librarian.probe.libc import detect_glibc, detect_glibcxx
 from librarian.probe.target import Target, TargetFacts, probe_target
