@@ -69,7 +69,7 @@ elif what == "retag":
     import tempfile
     from pathlib import Path
     from librarian.coords import Label
-    from librarian.wheel.retag import retag_with_directory
+    from librarian.wheel.relabel import retag_with_directory
     with tempfile.TemporaryDirectory() as tmp:
         retag_with_directory(Path(wheel), Label.parse("cu128torch2.9"), Path(tmp), relabel=True)
 print(json.dumps({"s": time.perf_counter() - start, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))

@@ -91,7 +91,7 @@ def child(op: str, args: list[str]) -> None:
         inspect_wheel(Path(args[0]), **({"jobs": jobs} if jobs and _takes_jobs(inspect_wheel) else {}))
     elif op == "retag":
         from librarian.coords import Label
-        from librarian.wheel.retag import retag
+        from librarian.wheel.relabel import retag
 
         kwargs = {"jobs": jobs} if jobs and _takes_jobs(retag) else {}
         retag(Path(args[0]), Label.parse("cu130torch2.9"), Path(args[1]), verify=True, **kwargs)  # type: ignore[arg-type]

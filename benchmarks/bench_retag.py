@@ -79,7 +79,7 @@ def child(op: str, wheel: Path, out_dir: Path) -> None:
     """Run one operation and print its wall time and this process's peak RSS as JSON."""
     sys.path.insert(0, str(ROOT))
     from librarian.coords import Label
-    from librarian.wheel.retag import retag
+    from librarian.wheel.relabel import retag
 
     start = time.perf_counter()
     if op == "copyfile":

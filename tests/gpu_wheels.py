@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from librarian.probe import gpus as probe_gpus
+from librarian.probe import nvidia as probe_gpus
 from librarian.probe import torch as probe_torch
 from tests.builders import make_wheel
 from tests.cuda_fixtures import real_sos

@@ -451,7 +451,7 @@ def test_a_dry_run_measures_the_relabelled_wheel_without_writing_it(
         return real_output(target, *args, **kwargs)
 
     monkeypatch.setattr(safeio, "atomic_output", watched)
-    monkeypatch.setattr("librarian.wheel.retag.atomic_output", watched)
+    monkeypatch.setattr("librarian.wheel.relabel.atomic_output", watched)
     dry = run("publish", src, *FLAGS, "--dry-run", "--json")
     assert dry.code == 0, dry.err
     assert not [p for p in written if p.suffix == ".whl"], (

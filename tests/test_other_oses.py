@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from librarian.errors import StoreError
-from librarian.probe.gpus import NO_CUDA_ON_MACOS, detect_gpus
 from librarian.probe.libc import detect_glibc
+from librarian.probe.nvidia import NO_CUDA_ON_MACOS, detect_gpus
 from librarian.stores import local
 from tests.test_probe import GPUS, FakeNvml
 

@@ -16,7 +16,7 @@ from librarian.errors import BadWheel
 from librarian.pool import Pipeline, largest_first
 from librarian.wheel import record
 from librarian.wheel.record import verify_record
-from librarian.wheel.retag import retag
+from librarian.wheel.relabel import retag
 from tests.builders import make_wheel, record_hash
 from tests.test_wheelfile import BAD, TAGS
 

@@ -18,8 +18,8 @@ from librarian.errors import BadInput
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
 from librarian.machine import Gpu, Machine, Probed, TorchInfo
 from librarian.probe import detect_machine
-from librarian.probe.gpus import NO_GPU, detect_gpus, visible_gpus
 from librarian.probe.libc import find_libstdcxx, read_version_definitions
+from librarian.probe.nvidia import NO_GPU, detect_gpus, visible_gpus
 from librarian.probe.torch import cxx11abi_from_library, detect_torch, with_torch_exports
 
 GPUS = [("NVIDIA GeForce RTX 4090", (8, 9), "GPU-aaaa"), ("NVIDIA H100 80GB HBM3", (9, 0), "GPU-bbbb")]

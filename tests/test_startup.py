@@ -54,7 +54,7 @@ NOT_PULL = (
     "librarian.ops.inspect",
     "librarian.ops.doctor",
     "librarian.ops.staged",
-    "librarian.wheel.retag",
+    "librarian.wheel.relabel",
 )
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "dist"

@@ -20,7 +20,7 @@ from librarian.coords import Label
 from librarian.errors import BadWheel, Refused
 from librarian.wheel import zipraw, zipwriter
 from librarian.wheel.record import verify_record
-from librarian.wheel.retag import retag
+from librarian.wheel.relabel import retag
 from librarian.wheel.wheelfile import read_wheel_info, sha256_file
 from tests.builders import UnseekableSink, make_wheel, record_hash
 
@@ -394,7 +394,7 @@ def test_a_relabel_hashes_the_new_wheel_as_it_writes_it(tmp_path: Path) -> None:
     import hashlib
 
     from librarian.coords import Label
-    from librarian.wheel.retag import retag_with_directory
+    from librarian.wheel.relabel import retag_with_directory
     from tests.builders import make_wheel
 
     wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")

@@ -23,7 +23,7 @@ from librarian.ops.labels import choose_label
 from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import sha256_file
 from librarian.wheel.deep import DeepRead, read_deep
-from librarian.wheel.retag import Rewritten, retag_with_directory
+from librarian.wheel.relabel import Rewritten, retag_with_directory
 from librarian.wheel.wheelfile import (
     WheelInfo,
     info_of_written,

@@ -17,7 +17,7 @@ from librarian.coords import Label, WheelName
 from librarian.demands import Claim, ClaimKind, Wheel, claims, said_claims
 from librarian.errors import BadInput
 from librarian.ops.labels import choose_label
-from librarian.wheel.retag import retag_with_directory
+from librarian.wheel.relabel import retag_with_directory
 from librarian.wheel.wheelfile import read_wheel_info, said_of
 
 log = logging.getLogger(__name__)

@@ -22,8 +22,8 @@ from packaging.tags import Tag, sys_tags
 from librarian.coords import MajorMinor
 from librarian.machine import Machine, Probed, TorchInfo, interpreter_tags
 from librarian.platforms import canonical_cpu, linux_platforms
-from librarian.probe.gpus import NO_DRIVER, NO_GPU, Loader, detect_gpus
 from librarian.probe.libc import detect_glibc, detect_glibcxx
+from librarian.probe.nvidia import NO_DRIVER, NO_GPU, Loader, detect_gpus
 from librarian.probe.target import Target, TargetFacts, probe_target
 from librarian.probe.torch import _torch_parts, detect_torch
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from librarian.coords import MajorMinor
 from librarian.errors import BadBinary
 from librarian.machine import Probed
-from librarian.probe.gpus import ProbeFailed, _run
+from librarian.probe.nvidia import ProbeFailed, _run
 
 log = logging.getLogger(__name__)
 

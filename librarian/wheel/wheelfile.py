@@ -1,7 +1,7 @@
 """Reading a wheel: open it safely (names, layout, local headers), read METADATA and WHEEL, check what it claims.
 
 Every member is streamed in bounded chunks (:mod:`librarian.wheel.zipraw`), so memory does not grow with the
-wheel. Checking RECORD is :mod:`librarian.wheel.record`; rewriting a wheel is :mod:`librarian.wheel.retag`.
+wheel. Checking RECORD is :mod:`librarian.wheel.record`; rewriting a wheel is :mod:`librarian.wheel.relabel`.
 Wheel format: https://packaging.python.org/en/latest/specifications/binary-distribution-format/
 """
 
