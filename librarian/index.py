@@ -343,11 +343,15 @@ def render_index(index: Index) -> dict[str, bytes]:
 
 @dataclass(frozen=True, slots=True)
 class RootIndex:
-    """The parsed root ``index.json``: the layout and where each package's shard is."""
+    """The parsed root ``index.json``: the layout and where each package's shard is.
+
+    Each package's ``sha256`` in the file (of its shard as rendered) is written for readers that fetch
+    shards from a plain mirror, and not read back here: a shard edited by hand is read entry by entry (a bad
+    entry poisons only itself), and ``verify`` names it out of date with the index by rendering it again.
+    """
 
     layout: Layout
     shards: Mapping[str, str]  # package -> shard path
-    shard_sha256: Mapping[str, str] = field(default_factory=dict)
 
 
 def load_json(text: bytes, source: str) -> dict[str, Any]:
@@ -363,13 +367,10 @@ def parse_root(text: bytes, source: str = ROOT) -> RootIndex:
         layout = Layout(_field(layout_data, "name", str), _field(layout_data, "path", str))
         packages = _field(data, "packages", dict)
         shards: dict[str, str] = {}
-        sums: dict[str, str] = {}
         for k, v in packages.items():
             if not isinstance(v, dict):
                 raise TypeError(f"package {k!r} is a JSON {type(v).__name__}, expected object")
             shards[k] = _field(v, "shard", str)
-            sum_ = v.get("sha256", "")
-            sums[k] = sum_ if isinstance(sum_, str) else ""
     except (KeyError, TypeError, ValueError, AttributeError, BadInput) as e:
         raise StoreError(f"{source}: malformed root index ({short(e)})") from e
     for package, path in shards.items():
@@ -379,7 +380,7 @@ def parse_root(text: bytes, source: str = ROOT) -> RootIndex:
             raise StoreError(f"{source}: malformed root index ({e})") from e
         if path != expected:
             raise StoreError(f"{source}: shard of {package!r} at unexpected path {path!r}")
-    return RootIndex(layout, shards, sums)
+    return RootIndex(layout, shards)
 
 
 def parse_shard(
