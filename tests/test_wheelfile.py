@@ -400,3 +400,7 @@ def test_a_relabel_hashes_the_new_wheel_as_it_writes_it(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
     out = retag_with_directory(wheel, Label.parse("cu128torch2.9"), tmp_path / "out")
     assert out.sha256 == hashlib.sha256(out.path.read_bytes()).hexdigest()
+    assert out.size == out.path.stat().st_size
+    # The retag command stores nothing: it skips the digest, and writes the very same bytes.
+    bare = retag_with_directory(wheel, Label.parse("cu128torch2.9"), tmp_path / "bare", digest=False)
+    assert bare.sha256 is None and bare.path.read_bytes() == out.path.read_bytes()

@@ -130,11 +130,12 @@ class _Hashing:
     without reading it back. ``out`` ``None``: the bytes go nowhere (a dry run measures the wheel it would
     write)."""
 
-    def __init__(self, out: BinaryIO | None) -> None:
-        self.out, self.digest, self.size = out, hashlib.sha256(), 0
+    def __init__(self, out: BinaryIO | None, digest: bool = True) -> None:
+        self.out, self.digest, self.size = out, hashlib.sha256() if digest else None, 0
 
     def write(self, data: bytes) -> int:
-        self.digest.update(data)
+        if self.digest is not None:
+            self.digest.update(data)
         self.size += len(data)
         return len(data) if self.out is None else self.out.write(data)
 
@@ -149,6 +150,7 @@ def retag_with_directory(
     jobs: int | None = None,
     repair_tags: bool = False,
     write: bool = True,
+    digest: bool = True,
 ) -> Rewritten:
     """:func:`retag`, and the central directory it wrote (``None`` where it wrote none: already labelled),
     so that a reader of the new wheel need not parse it again (:func:`~librarian.wheel.wheelfile.open_wheel`);
@@ -156,7 +158,9 @@ def retag_with_directory(
 
     ``repair_tags``: WHEEL's ``Tag:`` lines are rewritten to the filename's (the wheel is rewritten even
     when it carries the label already). ``write`` ``False``: every check and measure of a retag (RECORD,
-    the binaries, the new wheel's sha256 and size), and no file written (``publish --dry-run``)."""
+    the binaries, the new wheel's sha256 and size), and no file written (``publish --dry-run``). ``digest``
+    ``False``: the new wheel's sha256 is not computed (``Rewritten.sha256`` is ``None``): a caller that
+    stores nothing (the retag command) saves a pass of sha256 over the whole wheel."""
     name = parse_filename(src)
     if write:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -196,7 +200,7 @@ def retag_with_directory(
         inspector = Inspector.for_wheel(record) if verify else None
         output = atomic_output(dest) if write else contextlib.nullcontext(None)
         with output as out, progress.task(f"retag {src.name}", total=size) as bar:
-            hashing = _Hashing(out)
+            hashing = _Hashing(out, digest)
             writer = zipwriter.RawZipWriter(hashing)  # type: ignore[arg-type]  # it only writes
             if verify and jobs_for(jobs) > 1:
                 with Pipeline(jobs_for(jobs), "record") as pipeline:
@@ -218,7 +222,7 @@ def retag_with_directory(
         writer.directory(),
         facts,
         unread,
-        hashing.digest.hexdigest(),
+        hashing.digest.hexdigest() if hashing.digest is not None else None,
         hashing.size,
         (new_metadata, wheel),
     )
