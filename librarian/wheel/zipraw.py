@@ -27,6 +27,7 @@ from typing import BinaryIO, NamedTuple
 from librarian.wheel.inflate import engine
 
 CHUNK = 1 << 20
+_FEED = 256 << 10  # raw bytes per inflate call: well under CHUNK once inflated, for most members
 _WINDOW = 64 << 10  # bytes of the archive read at once to find local headers
 
 LOCAL_HEADER = struct.Struct("<IHHHHHIIIHH")
@@ -195,10 +196,16 @@ class Inflater:
         if self._zlib is None:
             yield self._count(raw)
             return
+        view = memoryview(raw)
         try:
-            while raw:
-                yield self._count(self._zlib.decompress(raw, CHUNK))
-                raw = self._zlib.unconsumed_tail
+            for at in range(0, len(view), _FEED):
+                # Fed in pieces that inflate to less than CHUNK: each call then takes its whole input, where
+                # a bigger piece leaves an ``unconsumed_tail``, a copy of the rest, at every call (cupy's
+                # 75 MB .so: 0.40 s to 0.33 s with ISA-L).
+                piece: bytes | memoryview = view[at : at + _FEED]
+                while piece:
+                    yield self._count(self._zlib.decompress(piece, CHUNK))
+                    piece = self._zlib.unconsumed_tail
         except self._engine.errors as e:
             raise ZipError(f"{self._info.orig_filename}: bad deflate data ({e})") from e
 
