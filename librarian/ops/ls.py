@@ -23,9 +23,8 @@ FILE_GUIDANCE = 100_000
 WARN_SHARE = 0.8
 
 
-LS_SCHEMA = (
-    2  # 2: each stored wheel once (``wheels``), its facts once per sha256 (``facts``); cells list paths
-)
+# 2: each stored wheel once (``wheels``), its facts once per sha256 (``facts``); cells list paths.
+LS_SCHEMA = 2
 
 
 def coverage_json(cov: Coverage) -> dict[str, Any]:

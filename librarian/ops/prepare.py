@@ -235,9 +235,8 @@ def prepare(
                 )
                 staged, written_sha, written_size = out.path, out.sha256, out.size
                 if out.facts is not None or out.unread is not None:
-                    info = _relabelled_info(
-                        out, path
-                    )  # its metadata is judged before its binaries, as verify does
+                    # Its metadata is judged before its binaries, as verify does.
+                    info = _relabelled_info(out, path)
                     if out.unread is not None:  # a binary the readers refuse
                         raise type(out.unread)(_as_source(str(out.unread), staged, path)) from out.unread
                     assert out.facts is not None

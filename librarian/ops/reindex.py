@@ -293,9 +293,7 @@ def _restore_metadata(store: Store, index: Index, files: Sequence[StoredFile], t
     uploads = []
     for entry in missing_metadata(index, files):
         path = entry.metadata_path
-        assert (
-            path is not None and entry.metadata_sha256 is not None
-        )  # missing_metadata: only entries naming one
+        assert path is not None and entry.metadata_sha256 is not None  # missing_metadata: entries naming one
         source = tmp / f"{entry.metadata_sha256}.metadata"
         if source.is_file():
             uploads.append(Upload(path, source, entry.metadata_sha256, source.stat().st_size))

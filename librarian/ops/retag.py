@@ -58,9 +58,10 @@ def retag_each(
         wanted = choose_label(name, label, relabel=relabel)
         said = said_of(read_wheel_info(path, name))
         repair = any(c.kind is ClaimKind.TAGS for c in said_claims(name, said))
+        # The command stores nothing: no sha256 of the new wheel.
         out = retag_with_directory(
             path, wanted, out_dir, relabel=relabel, jobs=jobs, repair_tags=repair, digest=False
-        )  # the command stores nothing: no sha256 of the new wheel
+        )
         if repair:
             log.warning("%s: WHEEL's Tag lines disagree with its filename; retag wrote the filename's", path)
         found: tuple[Claim, ...] = ()

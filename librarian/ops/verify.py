@@ -146,9 +146,8 @@ class _Reader:
     def _read(self, f: StoredFile, name: WheelName, jobs: int) -> _Blob:
         if not (self.deep or isinstance(self.store, LocalFiles)):  # a shallow check downloads nothing
             return self._judge(name, None, f.sha256, jobs)
-        with (
-            contextlib.ExitStack() as stack
-        ):  # a download is removed once read: disk holds the blobs in flight
+        # A download is removed once read: disk holds the blobs in flight.
+        with contextlib.ExitStack() as stack:
             try:
                 file = stack.enter_context(self.store.open(f.path))
             except LibrarianError as e:

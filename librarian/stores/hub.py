@@ -126,9 +126,8 @@ class HubStore(HubReader):
             # This commit's index, cached as the parent's plus what was written: a pull after it works
             # offline (the parent's whole index was read above, to plan).
             made = urls[-1].rsplit("/", 1)[-1]
-            staged = [
-                u for u in changes.uploads if u.source is None
-            ]  # uploaded earlier, committed by reference
+            # Uploaded earlier, committed by reference.
+            staged = [u for u in changes.uploads if u.source is None]
             if staged:
                 self._lfs.prove(staged, made)
             if made != parent:

@@ -252,9 +252,8 @@ class HubReader:
     def _listing_at(self, sha: str) -> Listing:
         """The whole tree at commit ``sha`` (listed once per run)."""
         held = self._listings.get(sha)
-        if (
-            held is not None
-        ):  # a commit's tree never changes: a planner and the store's rebuild share one listing
+        # A commit's tree never changes: a planner and the store's rebuild share one listing.
+        if held is not None:
             return held
 
         def listing() -> list[StoredFile]:

@@ -243,10 +243,8 @@ class LocalStore:
 
     def fetch(self, path: str, dest: Path) -> Path:
         """Copy a stored file to ``dest``."""
-        with (
-            self.open(path) as stored,
-            atomic_output(dest, 0o644, durable=True) as out,
-        ):  # open refuses links, FIFOs
+        # open refuses links and FIFOs
+        with self.open(path) as stored, atomic_output(dest, 0o644, durable=True) as out:
             shutil.copyfileobj(stored, out, 1 << 20)
         return dest
 

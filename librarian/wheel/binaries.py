@@ -237,9 +237,8 @@ def inspect_members(
 ) -> WheelFacts:
     """:func:`inspect_wheel` of the open zip ``f``: ``infos`` (:func:`inspected`, past :func:`refuse_bombs`),
     their data at ``offsets``; errors name ``wheel!member``."""
-    pread = hasattr(
-        os, "pread"
-    )  # threads read by pread; without it, one reads by seek and read (jobs_for: 1)
+    # Threads read by pread; without it, one reads by seek and read (jobs_for: 1).
+    pread = hasattr(os, "pread")
 
     def inspect_one(info: zipfile.ZipInfo, bar: progress.Task) -> BinaryFacts:
         start = offsets[info.orig_filename]

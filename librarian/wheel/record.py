@@ -161,9 +161,8 @@ class Checks:
                 else:
                     self.record.check_batch([info])
             except (BadWheel, zipraw.ZipError):
-                self.record.check_batch(
-                    self.batch
-                )  # a member before it, not yet handed over, is the one to report
+                # A member before it, not yet handed over, is the one to report.
+                self.record.check_batch(self.batch)
                 raise
             return
         self.batch.append(info)

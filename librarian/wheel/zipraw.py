@@ -36,9 +36,8 @@ FLAG_ENCRYPTED, FLAG_DESCRIPTOR, FLAG_UTF8 = 0x1, 0x8, 0x800
 SUPPORTED_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 _DRIVE = re.compile(r"[A-Za-z]:")
 MAX_MEMBER = 16 << 30  # declared inflated size of one member kept whole: no real .so comes near
-MAX_RATIO = (
-    200  # inflated / compressed for a member kept whole; real .so files stay far below (zeros would not)
-)
+# Inflated / compressed, for a member kept whole; real .so files stay far below (zeros would not).
+MAX_RATIO = 200
 
 
 class ZipError(ValueError):
@@ -234,9 +233,8 @@ def inflate_whole(info: zipfile.ZipInfo, raw: bytes) -> bytes:
     if info.compress_type == zipfile.ZIP_DEFLATED:
         inflater = chosen.decompressobj(-zlib.MAX_WBITS)
         try:
-            plain: bytes = inflater.decompress(
-                raw, info.file_size + 1
-            )  # one byte past the declared size: a liar
+            # One byte past the declared size: a liar.
+            plain: bytes = inflater.decompress(raw, info.file_size + 1)
         except chosen.errors as e:
             raise ZipError(f"{name}: bad deflate data ({e})") from e
         if len(plain) > info.file_size:
