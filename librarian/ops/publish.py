@@ -178,7 +178,7 @@ def _stage_bytes(store: Store, wheels: Sequence[Upload]) -> str:
                 "(the Hub stores small files inline); publish it without --manifest"
             )
         return head
-    _stager(store, "--manifest").stage(wheels, {}, "librarian publish --stage --manifest")
+    _stager(store, "--stage --manifest").stage(wheels, {}, "librarian publish --stage --manifest")
     return ""
 
 
