@@ -34,8 +34,12 @@ def main(argv: list[str] | None = None) -> int:
         lfs_redirect=args.lfs_redirect,
         multipart_chunk_size=args.multipart_chunk_size,
     ).start()
-    print(f"loophub serving {root} at {hub.url}  (HF_ENDPOINT={hub.url} HF_HUB_DISABLE_XET=1)", flush=True)
     try:
+        # Said inside the try: whoever reads the line may press Ctrl-C (send SIGINT) at once, and this
+        # thread may not have reached the wait yet (a race the tests met on a loaded machine).
+        print(
+            f"loophub serving {root} at {hub.url}  (HF_ENDPOINT={hub.url} HF_HUB_DISABLE_XET=1)", flush=True
+        )
         threading.Event().wait()
     except KeyboardInterrupt:
         pass
