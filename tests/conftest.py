@@ -31,6 +31,14 @@ ENDPOINT_NOTICE = "librarian: the Hub here is "
 Run = Callable[..., Result]
 
 
+def pull_args(
+    package: str, *, sm: str = "89", torch: str = "2.8", python: str = "3.11", out: str = "out"
+) -> tuple[str, ...]:
+    """``pull PACKAGE`` for a stated machine (Linux x86_64), its wheel written into ``out``."""
+    return ("pull", package, "--sm", sm, "--torch", torch, "--python", python, "--platform", "linux_x86_64",
+            "-o", out)  # fmt: skip
+
+
 @pytest.fixture
 def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Run:
     """``run("publish", "x.whl", "--sm", "89")`` in ``tmp_path`` as the working directory."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.builders import make_wheel
-from tests.conftest import Run
+from tests.conftest import Run, pull_args
 
 SO = {"tinykern/__init__.py": b"X = 1\n"}
 CELL = "tinykern/sm89/torch2.8-cu128"
@@ -170,88 +170,23 @@ def test_verify_catches_a_label_that_disagrees_with_its_cell(run: Run, published
 
 
 def test_pull_exact_and_explained_miss(run: Run, published: Path, tmp_path: Path) -> None:
-    got = run(
-        "pull",
-        "TinyKern",
-        "--sm",
-        "89",
-        "--torch",
-        "2.8",
-        "--python",
-        "3.11",
-        "--platform",
-        "linux_x86_64",
-        "-o",
-        "out",
-    )
+    got = run(*pull_args("TinyKern"))
     assert got.code == 0, got.err
     assert (tmp_path / "out" / FILE).read_bytes() == (published / CELL / FILE).read_bytes()
     # It links no torch (a plain ELF file): torch 2.9 runs it too, and pull says why it took a 2.8 build.
-    later = run(
-        "pull",
-        "tinykern",
-        "--sm",
-        "89",
-        "--torch",
-        "2.9",
-        "--python",
-        "3.11",
-        "--platform",
-        "linux_x86_64",
-        "-o",
-        "out2",
-    )
+    later = run(*pull_args("tinykern", torch="2.9", out="out2"))
     assert later.code == 0 and "(built for torch 2.8, cu128): the wheel does not link torch" in later.err
-    py = run(
-        "pull",
-        "tinykern",
-        "--sm",
-        "89",
-        "--torch",
-        "2.8",
-        "--python",
-        "3.12",
-        "--platform",
-        "linux_x86_64",
-        "-o",
-        "out3",
-    )
+    py = run(*pull_args("tinykern", python="3.12", out="out3"))
     assert py.code == 1 and "another Python: cp311, this interpreter is cp312" in py.err
     # It carries no GPU code: filed under sm89 by --sm, it runs on any GPU, and pull says where it was filed.
-    gpu = run(
-        "pull",
-        "tinykern",
-        "--sm",
-        "90",
-        "--torch",
-        "2.8",
-        "--python",
-        "3.11",
-        "--platform",
-        "linux_x86_64",
-        "-o",
-        "out4",
-    )
+    gpu = run(*pull_args("tinykern", sm="90", out="out4"))
     assert gpu.code == 0 and "filed under sm89; it runs here by no GPU code of its own" in gpu.err, gpu
 
 
 def test_pull_refuses_bytes_that_do_not_match_the_index(run: Run, published: Path, tmp_path: Path) -> None:
     stored = published / CELL / FILE
     stored.write_bytes(stored.read_bytes() + b"tampered")
-    result = run(
-        "pull",
-        "tinykern",
-        "--sm",
-        "89",
-        "--torch",
-        "2.8",
-        "--python",
-        "3.11",
-        "--platform",
-        "linux_x86_64",
-        "-o",
-        "out",
-    )
+    result = run(*pull_args("tinykern"))
     assert result.code == 2
     one_line_error(result, "do not match the index's sha256")
     assert not (tmp_path / "out" / FILE).exists()

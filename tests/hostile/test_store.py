@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from librarian.stores import local as local_store
-from tests.conftest import Run
+from tests.conftest import Run, pull_args
 from tests.hostile.helpers import (
     CELL,
     FLAGS,
@@ -52,20 +52,7 @@ def test_item1_entry_of_one_package_pointing_at_another_is_a_finding_and_pull_re
     found = run("verify", "--deep")
     assert found.code == 1
     assert "index entry of package tinykern names a wheel of evilpkg" in found.out
-    pulled = run(
-        "pull",
-        "tinykern",
-        "--sm",
-        "89",
-        "--torch",
-        "2.8",
-        "--python",
-        "3.11",
-        "--platform",
-        "linux_x86_64",
-        "-o",
-        "out",
-    )
+    pulled = run(*pull_args("tinykern"))
     assert pulled.code == 2
     assert_one_line(pulled.err, "names a wheel of evilpkg", "refused")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
@@ -92,20 +79,7 @@ def test_item1_wheel_at_the_right_path_with_another_projects_metadata_is_refused
     evil = shard(store, "evilpkg")["wheels"][0]  # type: ignore[index]
     data["wheels"][0]["sha256"], data["wheels"][0]["size"] = evil["sha256"], evil["size"]  # type: ignore[index]
     (store / "index/tinykern.json").write_text(json.dumps(data))
-    pulled = run(
-        "pull",
-        "tinykern",
-        "--sm",
-        "89",
-        "--torch",
-        "2.8",
-        "--python",
-        "3.11",
-        "--platform",
-        "linux_x86_64",
-        "-o",
-        "out",
-    )
+    pulled = run(*pull_args("tinykern"))
     assert pulled.code == 2
     assert_one_line(pulled.err, f"{CELL}/{wheel_name()}", "does not match", "refused")
     assert run("verify").code == 1
