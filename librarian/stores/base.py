@@ -222,10 +222,10 @@ def generated_in_tree(store: Store, new: Index, gone: Iterable[str] = ()) -> dic
 def missing_at_paths(store: Store, blobs: Sequence[Blob]) -> tuple[Blob, ...]:
     """Those of ``blobs`` that no file at their path (``Blob.name``) holds with that size and sha256: where a
     store keeps no upload storage, staged bytes wait in the tree itself."""
-    sizes = {f.path: f for f in store.list_files().files}
+    listed = {f.path: f for f in store.list_files().files}
     missing = []
     for blob in blobs:
-        found = sizes.get(blob.name)
+        found = listed.get(blob.name)
         if (
             found is None
             or found.size != blob.size
