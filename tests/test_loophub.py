@@ -36,6 +36,7 @@ from huggingface_hub.errors import (
 
 from tests.loophub import LoopHub
 from tests.loophub.control import RemoteControl
+from tests.loophub.storage import Repo, Storage
 
 # The `loophub` and `make_loophub` fixtures come from tests.loophub.fixtures, registered in conftest.py.
 
@@ -62,6 +63,25 @@ def publish(api: HfApi, files: dict[str, bytes], parent: str | None = None, msg:
 
 
 # -- repos and errors ---------------------------------------------------------------------------------
+def test_a_new_repo_is_seen_only_with_its_initial_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Readers do not take the storage lock: a repo seen before its main branch exists made a concurrent
+    # `publish --create` read "no revision 'main'", which the Hub never answers for a repo it lists.
+    storage = Storage(tmp_path)
+    seen_while_committing: list[bool] = []
+    append = storage._append_commit
+
+    def watching(repo: Repo, *args: object, **kwargs: object) -> object:
+        seen_while_committing.append((repo.type, repo.id) in storage.repos)
+        return append(repo, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(storage, "_append_commit", watching)
+    repo = storage.create_repo("dataset", REPO, private=False, author="me")
+    assert seen_while_committing == [False]
+    assert storage.get("dataset", REPO) is repo and "main" in repo.branches
+
+
 def test_create_repo_conflict_and_exist_ok(loophub: LoopHub) -> None:
     hf = HfApi(endpoint=loophub.url)
     url = hf.create_repo(REPO, repo_type="dataset")

@@ -216,10 +216,12 @@ class Storage:
             rdir = self.root / "repos" / repo_type / repo_id
             rdir.mkdir(parents=True, exist_ok=True)
             repo = Repo(type=repo_type, id=repo_id, dir=rdir, private=private)
-            self.repos[(repo_type, repo_id)] = repo
             attrs = DEFAULT_GITATTRIBUTES.encode()
             tree = {".gitattributes": Entry(len(attrs), self.put_git(attrs))}
             self._append_commit(repo, "main", None, "initial commit", "", author, tree)
+            # Seen only once it has its main branch: readers do not take the lock, and the Hub never shows a
+            # repo without its initial commit (a concurrent `publish --create` read "no revision 'main'").
+            self.repos[(repo_type, repo_id)] = repo
             return repo
 
     def delete_repo(self, repo_type: str, repo_id: str) -> None:
