@@ -15,7 +15,8 @@ Cases (each measurement a fresh interpreter reporting wall time and peak RSS, be
   single-threaded inflate + sha256 of every member of every wheel.
 * ``many``: a wheel of 70,000 small members: ``librarian publish`` and ``librarian verify --deep``
   against one stdlib read (``ZipFile.read``) of every member. Target <= 3x.
-* ``startup``: ``librarian --version`` and a local ``librarian pull`` against ``python -c "import packaging"``.
+* ``startup``: ``librarian --version`` and a local ``librarian pull`` against ``python -c "import packaging"``,
+  and the pull against a bare typer app parsing the same command line (the CLI layer's own floor).
 
 ``--code`` points every child at another checkout (``git archive <rev> | tar -x -C DIR``) for the
 before column; options that checkout lacks (``jobs``) are left out.
@@ -45,6 +46,28 @@ import elfpad  # beside this script
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
 KERNEL = '__global__ void k{n}(float* x) {{ x[threadIdx.x] += {n}; }}\nextern "C" void go{n}(float* x) {{ k{n}<<<1,32>>>(x); }}\n'
+TYPER_FLOOR = """
+from typing import Annotated, Optional
+
+import typer
+
+app = typer.Typer()
+Opt = Annotated[Optional[str], typer.Option()]
+
+
+@app.callback()
+def main(quiet: Annotated[bool, typer.Option("-q")] = False) -> None: ...
+
+
+@app.command()
+def pull(
+    package: str, repo: Opt = None, sm: Opt = None, cuda: Opt = None, torch: Opt = None, python: Opt = None,
+    platform: Opt = None, output: Annotated[Optional[str], typer.Option("-o")] = None,
+) -> None: ...
+
+
+app()
+"""
 TAGS = (
     f"cp{sys.version_info[0]}{sys.version_info[1]}-cp{sys.version_info[0]}{sys.version_info[1]}-linux_x86_64"
 )
@@ -329,13 +352,17 @@ def main() -> None:
     work = (args.work or Path(tempfile.mkdtemp(prefix="bench-parallel-"))).resolve()  # children run elsewhere
     work.mkdir(parents=True, exist_ok=True)
     jobs_flag = ["-j", str(args.jobs)] if args.jobs else []
+    # An installed librarian runs from bytecode (pip compiles it at install). Where PYTHONDONTWRITEBYTECODE
+    # is set (this project's machines, many containers) every child would compile all it imports again,
+    # ~0.2 s on a command's start-up; compiled once here, it is read from __pycache__ like an install.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(code / "librarian")], check=True)
     print(
         f"code {code}, {len(os.sched_getaffinity(0))} cores, jobs {args.jobs or 'default'}, inputs in {work}"
     )
     base = measure(code, "import", repeat=rep)
     cli = [sys.executable, "-m", "librarian"]
     sos: list[bytes] = []
-    if cases & {"inspect", "retag", "deep"} and not (work / "sos.done").exists():
+    if cases & {"inspect", "retag", "deep", "startup"} and not (work / "sos.done").exists():
         (work / "nvcc").mkdir(exist_ok=True)
         for n, so in enumerate(nvcc_sos(work / "nvcc", 4)):
             (work / f"k{n}.so").write_bytes(so)
@@ -507,7 +534,15 @@ def main() -> None:
                 "-o",
                 str(dest),
             ]
-            row("librarian pull (local store)", measure_cli(code, pull, rep), floor, base["rss"])
+            ours = measure_cli(code, pull, rep)
+            row("librarian pull (local store)", ours, floor, base["rss"])
+            # The CLI layer's own floor: typer (0.2x coerces every option through pydantic) parsing the
+            # same command line into a command that does nothing.
+            app = work / "typer_floor.py"
+            app.write_text(TYPER_FLOOR)
+            layer = measure_cli(code, [sys.executable, str(app), *pull[len(cli) :]], rep)
+            print(f"{'floor: typer parsing pull':<34} {layer['seconds']:>7.2f} s")
+            row("librarian pull over typer's floor", ours, layer, base["rss"])
 
 
 if __name__ == "__main__":

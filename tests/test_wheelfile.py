@@ -404,3 +404,24 @@ def test_a_relabel_hashes_the_new_wheel_as_it_writes_it(tmp_path: Path) -> None:
     # The retag command stores nothing: it skips the digest, and writes the very same bytes.
     bare = retag_with_directory(wheel, Label.parse("cu128torch2.9"), tmp_path / "bare", digest=False)
     assert bare.sha256 is None and bare.path.read_bytes() == out.path.read_bytes()
+
+
+def test_retag_which_returns_only_the_path_hashes_no_new_wheel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``retag()`` gives back the path alone: a sha256 pass over the whole new wheel would be thrown away."""
+    from librarian.wheel import relabel
+    from tests.builders import make_wheel
+
+    asked: list[bool] = []
+    hashing = relabel._Hashing
+
+    def spy(out: object, digest: bool = True) -> relabel._Hashing:
+        asked.append(digest)
+        return hashing(out, digest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(relabel, "_Hashing", spy)
+    wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
+    out = relabel.retag(wheel, LABEL, tmp_path / "out")
+    assert asked == [False] and read_wheel_info(out).version.local is not None
+    verify_record(out)

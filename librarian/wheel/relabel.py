@@ -107,7 +107,10 @@ def retag(
     With ``verify``, members are checked against RECORD by ``jobs`` threads (default: the cores available)
     while this one copies their raw bytes; the output is the same bytes whatever ``jobs`` is.
     """
-    return retag_with_directory(src, label, out_dir, relabel=relabel, verify=verify, jobs=jobs).path
+    # Only the path is returned: the new wheel's sha256 would be a pass over all of it for nothing.
+    return retag_with_directory(
+        src, label, out_dir, relabel=relabel, verify=verify, jobs=jobs, digest=False
+    ).path
 
 
 @dataclass(frozen=True, slots=True)
