@@ -46,28 +46,6 @@ import elfpad  # beside this script
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
 KERNEL = '__global__ void k{n}(float* x) {{ x[threadIdx.x] += {n}; }}\nextern "C" void go{n}(float* x) {{ k{n}<<<1,32>>>(x); }}\n'
-TYPER_FLOOR = """
-from typing import Annotated, Optional
-
-import typer
-
-app = typer.Typer()
-Opt = Annotated[Optional[str], typer.Option()]
-
-
-@app.callback()
-def main(quiet: Annotated[bool, typer.Option("-q")] = False) -> None: ...
-
-
-@app.command()
-def pull(
-    package: str, repo: Opt = None, sm: Opt = None, cuda: Opt = None, torch: Opt = None, python: Opt = None,
-    platform: Opt = None, output: Annotated[Optional[str], typer.Option("-o")] = None,
-) -> None: ...
-
-
-app()
-"""
 TAGS = (
     f"cp{sys.version_info[0]}{sys.version_info[1]}-cp{sys.version_info[0]}{sys.version_info[1]}-linux_x86_64"
 )
@@ -538,8 +516,7 @@ def main() -> None:
             row("librarian pull (local store)", ours, floor, base["rss"])
             # The CLI layer's own floor: typer (0.2x coerces every option through pydantic) parsing the
             # same command line into a command that does nothing.
-            app = work / "typer_floor.py"
-            app.write_text(TYPER_FLOOR)
+            app = Path(__file__).with_name("typer_floor.py")
             layer = measure_cli(code, [sys.executable, str(app), *pull[len(cli) :]], rep)
             print(f"{'floor: typer parsing pull':<34} {layer['seconds']:>7.2f} s")
             row("librarian pull over typer's floor", ours, layer, base["rss"])
