@@ -252,10 +252,12 @@ def test_item11_per_member_work_is_constant(run: Run, tmp_path: Path) -> None:
     timings = []
     for count in (2_000, 20_000):
         wheel = many_members(tmp_path / f"dist{count}", count)
-        start = time.perf_counter()
+        # This process's CPU time (its threads included), not wall time: the suite's other workers and other
+        # tenants of the machine once stretched the 20,000 run's wall time 30x against the 2,000's.
+        start = time.process_time()
         assert run("publish", str(wheel), *FLAGS, "--repo", f"S{count}").code == 0
         assert run("verify", "--deep", "--repo", f"S{count}").code == 0
-        timings.append(time.perf_counter() - start)
+        timings.append(time.process_time() - start)
     assert timings[1] < 25 * max(timings[0], 0.05), timings
     with zipfile.ZipFile(wheel) as zf:
         assert len(zf.infolist()) == 20_004
