@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -342,3 +343,30 @@ def test_publish_reads_a_relabelled_wheel_once(
     result = run("publish", str(whl), *LABEL)
     assert result.code == 0 and "kern/sm89/torch2.9-cu128/" in result.out, result.err
     assert run("verify", "--deep").code == 0
+
+
+def test_publish_parses_each_wheels_central_directory_once(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check of METADATA and WHEEL, the relabel (or the deep read of a labelled wheel) share one parse of
+    the member list: for 70,000 members a second parse took a second of publish's five."""
+    import zipfile
+
+    from librarian.wheel import wheelfile
+
+    parsed: list[str] = []
+
+    class Counting(zipfile.ZipFile):
+        def __init__(self, file: Any, *args: Any, **kwargs: Any) -> None:
+            parsed.append(Path(getattr(file, "name", "")).name)
+            super().__init__(file, *args, **kwargs)
+
+    so = {"kern/_C.so": device_so(89)}
+    fresh = make_wheel(tmp_path / "dist", "kern", "1.0", "cp312-cp312-linux_x86_64", so)
+    labelled = make_wheel(tmp_path / "lab", "kern", "2.0+cu128torch2.9", "cp312-cp312-linux_x86_64", so)
+    monkeypatch.setattr(wheelfile.zipfile, "ZipFile", Counting)  # zipfile's own: every reader counts
+    assert run("publish", str(fresh), *LABEL).code == 0
+    assert parsed == [fresh.name]  # relabelled: the staged copy's directory comes from its writer
+    parsed.clear()
+    assert run("publish", str(labelled), *LABEL).code == 0
+    assert parsed == [labelled.name]

@@ -154,6 +154,7 @@ def retag_with_directory(
     repair_tags: bool = False,
     write: bool = True,
     digest: bool = True,
+    source: zipraw.Directory | None = None,
 ) -> Rewritten:
     """:func:`retag`, and the central directory it wrote (``None`` where it wrote none: already labelled),
     so that a reader of the new wheel need not parse it again (:func:`~librarian.wheel.wheelfile.open_wheel`);
@@ -163,7 +164,8 @@ def retag_with_directory(
     when it carries the label already). ``write`` ``False``: every check and measure of a retag (RECORD,
     the binaries, the new wheel's sha256 and size), and no file written (``publish --dry-run``). ``digest``
     ``False``: the new wheel's sha256 is not computed (``Rewritten.sha256`` is ``None``): a caller that
-    stores nothing (the retag command) saves a pass of sha256 over the whole wheel."""
+    stores nothing (the retag command) saves a pass of sha256 over the whole wheel. ``source``: ``src``'s
+    members and offsets from a caller that has just opened it (:meth:`OpenWheel.directory`), not parsed again."""
     name = parse_filename(src)
     if write:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -175,7 +177,7 @@ def retag_with_directory(
         _refuse_relabel(src, name, label)
     new_name = name.with_label(label)
     dest = out_dir / str(new_name)
-    with open_wheel(src) as w:
+    with open_wheel(src, directory=source) as w:
         metadata, headers = w.headers("METADATA")
         if version_of(headers.get("Version", [""])[0]) != name.version:
             raise w.bad(
