@@ -290,6 +290,16 @@ def small_store_wheels(work: Path, sos: list[bytes], count: int) -> list[Path]:
 # ---------------------------------------------------------------- cases
 
 
+def fill_store(cli: list[str], store: Path, wheels: list[Path]) -> None:
+    """Publish ``wheels`` into the local ``store`` with this checkout's librarian (inputs, not measured)."""
+    subprocess.run(
+        [*cli, "-q", "publish", "--repo", str(store), "--cuda", "13.0", "--torch", "2.9", *map(str, wheels)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
 def row(
     what: str, ours: dict[str, float], floor: dict[str, float], base_rss: float, target: str = ""
 ) -> None:
@@ -390,23 +400,7 @@ def main() -> None:
             (work / f"deep{args.store_wheels}").mkdir(exist_ok=True)
             wheels = small_store_wheels(work / f"deep{args.store_wheels}", sos, args.store_wheels)
             for chunk in range(0, len(wheels), 50):
-                subprocess.run(
-                    [
-                        *cli,
-                        "-q",
-                        "publish",
-                        "--repo",
-                        str(store),
-                        "--cuda",
-                        "13.0",
-                        "--torch",
-                        "2.9",
-                        *(str(w) for w in wheels[chunk : chunk + 50]),
-                    ],
-                    env={**os.environ, "PYTHONPATH": str(ROOT)},
-                    check=True,
-                    stdout=subprocess.DEVNULL,
-                )
+                fill_store(cli, store, wheels[chunk : chunk + 50])
         # Each wheel is filed under several cells (hard links): the floor reads each distinct blob once, as verify does.
         stored = sorted(
             {(p.stat().st_dev, p.stat().st_ino): p for p in sorted(store.rglob("*.whl"))}.values()
@@ -472,23 +466,7 @@ def main() -> None:
             src.mkdir(exist_ok=True)
             w = WheelWriter(src, "pullkern")
             w.add("pullkern/_k.so", sos[0])
-            subprocess.run(
-                [
-                    *cli,
-                    "-q",
-                    "publish",
-                    "--repo",
-                    str(store),
-                    "--cuda",
-                    "13.0",
-                    "--torch",
-                    "2.9",
-                    str(w.close()),
-                ],
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
+            fill_store(cli, store, [w.close()])
         if store.exists():
             dest = work / "pulled"
             shutil.rmtree(dest, ignore_errors=True)
