@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import tempfile
-import threading
 from pathlib import Path
 
 from .server import LoopHub
+
+# Ctrl-C and a plain kill. Taken with sigwait, not as KeyboardInterrupt: a process started by a
+# non-interactive shell's `&` (CI, a backgrounded pytest) inherits SIGINT ignored, and Python then
+# installs no KeyboardInterrupt handler, so a Ctrl-C stop never came (the child ran on for 34 minutes).
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
     root = args.root or Path(tempfile.mkdtemp(prefix="loophub-"))
+    # Blocked before any thread starts (threads inherit the mask), so the kernel leaves both signals
+    # pending for this thread's sigwait, whatever their disposition was and whenever they arrive, even
+    # before the wait. SIG_DFL: POSIX may discard an ignored signal even while it is blocked.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_DFL)
     hub = LoopHub(
         root,
         host=args.host,
@@ -35,14 +46,11 @@ def main(argv: list[str] | None = None) -> int:
         multipart_chunk_size=args.multipart_chunk_size,
     ).start()
     try:
-        # Said inside the try: whoever reads the line may press Ctrl-C (send SIGINT) at once, and this
-        # thread may not have reached the wait yet (a race the tests met on a loaded machine).
         print(
             f"loophub serving {root} at {hub.url}  (HF_ENDPOINT={hub.url} HF_HUB_DISABLE_XET=1)", flush=True
         )
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
+        signum = signal.sigwait(STOP_SIGNALS)
+        logging.getLogger(__name__).info("loophub: %s, stopping", signal.Signals(signum).name)
     finally:
         hub.stop()
     return 0
