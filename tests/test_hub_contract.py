@@ -132,7 +132,8 @@ def test_a_hub_that_never_answers_is_exit_3_within_the_time_out(
         assert result.code == 3, (argv, result)
         line = one_error_line(result.err)
         assert "cannot reach the Hub (ReadTimeout, also after retries)" in line
-        assert took < 8, (argv, took)
+        # Far above the ~1 s it needs, and below the 30 s the default read time-out alone would take.
+        assert took < 25, (argv, took)
 
 
 def test_a_trickling_answer_is_cut(
@@ -147,7 +148,7 @@ def test_a_trickling_answer_is_cut(
     start = time.monotonic()
     result = run("ls", "--repo", REPO)
     assert result.code == 3 and "index.json: cannot reach the Hub (ReadTimeout" in one_error_line(result.err)
-    assert time.monotonic() - start < 8
+    assert time.monotonic() - start < 25  # needs ~2 s (the budget); uncut, the trickle takes minutes
 
 
 def test_a_burst_of_503s_on_reads_is_absorbed(run: Run, hub: LoopHub, tmp_path: Path) -> None:
@@ -177,7 +178,7 @@ def test_reads_that_keep_failing_are_exit_3_and_say_what(
     line = one_error_line(result.err)
     assert "index.json: the Hub answered HTTP 503, also after retries; try again later" in line
     assert "no cached copy" not in line
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 25  # needs ~0.2 s; far above it, on a loaded machine too
 
 
 def test_refused_credentials_are_exit_3(run: Run, hub: LoopHub, tmp_path: Path) -> None:

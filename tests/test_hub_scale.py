@@ -163,7 +163,7 @@ def test_a_publish_past_the_commit_limit_exits_3_at_once_naming_the_wait(
     result = run("publish", *batch, *FLAGS)
     took = time.monotonic() - start
     assert result.code == 3, result.err
-    assert took < 10
+    assert took < 60  # needs ~1 s; waiting the limit out would take an hour
     line = result.err.strip()
     assert "\n" not in line and line.startswith(f"librarian: error: {REPO}: the Hub refuses more commits")
     assert "You have exceeded the rate limit for repository commits (1 per hour)" in line

@@ -346,13 +346,13 @@ def test_thousands_of_tiny_cubins_in_memory(tmp_path: Path, monkeypatch: pytest.
         raise AssertionError("a temporary file for a small member")
 
     monkeypatch.setattr(inspection.tempfile, "TemporaryFile", no_temp_files)
-    start = time.monotonic()
+    start = time.process_time()  # CPU time, all threads: the suite's other workers do not stretch it
     facts = inspect_wheel(wheel)
-    elapsed = time.monotonic() - start
+    elapsed = time.process_time() - start
     assert len(facts.binaries) == 3000 and len(facts.device_binaries) == 3000
     assert {b.sass for b in facts.binaries} == {_archs("sm_100"), _archs("sm_100a"), _archs("sm_90")}
     assert {b.toolkit for b in facts.binaries} == {(12, 9), (12, 4)}
-    assert elapsed < 20, f"{elapsed:.1f} s for 3000 tiny cubins"  # ~1 s on a quiet machine
+    assert elapsed < 20, f"{elapsed:.1f} s of CPU for 3000 tiny cubins"  # ~1 s
 
 
 def test_big_members_are_spooled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
