@@ -54,7 +54,14 @@ class Record:
         w = self.w
         text = w.read_small(w.member("RECORD")).decode("utf-8", errors="replace")
         rows: dict[str, Row] = {}
-        for fields in csv.reader(io.StringIO(text, newline="")):
+        reader = csv.reader(io.StringIO(text, newline=""))
+        while True:
+            try:
+                fields = next(reader, None)
+            except csv.Error as e:  # a field past csv's limit (131,072): no zip member name is that long
+                raise w.bad(f"RECORD: malformed line {reader.line_num}: {e}") from e
+            if fields is None:
+                break
             if not fields:
                 continue
             if len(fields) != 3:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Run
+from tests.cuda_fixtures import cubin_bytes, fatbin_blob, fatbin_entry, so_with_fatbin
 from tests.hostile import mutants
 from tests.hostile.helpers import FLAGS, assert_one_line, cli_rss, copy_store, publish_once
 
@@ -261,3 +262,18 @@ def test_item11_per_member_work_is_constant(run: Run, tmp_path: Path) -> None:
     assert timings[1] < 25 * max(timings[0], 0.05), timings
     with zipfile.ZipFile(wheel) as zf:
         assert len(zf.infolist()) == 20_004
+
+
+def test_a_record_field_past_the_csv_limit_is_one_line(run: Run, tmp_path: Path) -> None:
+    """A RECORD line longer than Python's csv field limit (131,072 characters) is a malformed RECORD, not a
+    ``_csv.Error`` traceback; no member name can be that long (a zip name has at most 65,535 bytes)."""
+    members = mutants.standard_members()
+    members["tinykern/_k.so"] = so_with_fatbin(fatbin_blob(fatbin_entry(2, 89, cubin_bytes(89))))
+    record = "tinykern-0.1.0.dist-info/RECORD"
+    lines = [f"{m},{mutants.record_hash(d)},{len(d)}" for m, d in members.items()]
+    members[record] = ("\n".join([*lines, f"{record},sha256={'A' * 200_000},"]) + "\n").encode()
+    wheel = mutants.raw_wheel(tmp_path / "dist", WHEEL, members, record=False)
+    result = run("publish", str(wheel), *FLAGS)
+    assert result.code == 2, result.err
+    assert_one_line(result.err, WHEEL, "RECORD: malformed line 5", "field larger than")
+    assert not (tmp_path / "wheelhouse").exists()
