@@ -50,7 +50,7 @@ ARROWS: dict[str, frozenset[str]] = {
         "probe": "coords errors machine platforms wheel",
         "stores": "catalogue errors generated index layout progress redact safeio",
         # use cases
-        "ops": "catalogue coords coverage demands errors facts gpus index layout machine manifest pending "
+        "ops": "catalogue compat coords coverage demands errors facts gpus index layout machine manifest pending "
         "platforms pool probe progress pytorch safeio stores wheel",
         # people: the terminal and the command line
         "terminal": "progress",

@@ -31,6 +31,7 @@ class Commands(LazyGroup):
         "gc": "librarian.cli.store",
         "matrix": "librarian.cli.matrix",
         "plan": "librarian.cli.matrix",
+        "build": "librarian.cli.build",
     }
 
 

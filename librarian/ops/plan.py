@@ -25,6 +25,7 @@ from librarian.gpus import find_gpu
 from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
 from librarian.machine import Gpu, Machine, Probed, TorchInfo
+from librarian.ops.build_request import arch_list
 from librarian.ops.pull import Wants, resolve
 from librarian.ops.tree import read_index_or_tree
 from librarian.platforms import linux_platforms
@@ -96,10 +97,7 @@ class Job:
     @property
     def arch_list(self) -> str:
         """``8.0;8.9`` (``+PTX`` on the newest when asked): the GPUs this job fills, never empty."""
-        archs = [format_version(sm.capability) for sm in self.sms]
-        if self.ptx:
-            archs[-1] += "+PTX"
-        return ";".join(archs)
+        return arch_list(self.sms, self.ptx)
 
     def to_json(self, matrix: Matrix) -> dict[str, Any]:
         """An Actions matrix entry: the combo's job (runner, container, torch install line) for this build."""
