@@ -12,7 +12,7 @@ import typer
 from librarian.cli import ui
 from librarian.cli.options import store_and_layout
 from librarian.config import load_layout, load_settings
-from librarian.errors import BadInput
+from librarian.errors import BadInput, Refused
 from librarian.ops import build as build_op
 from librarian.ops.build_request import request_from_flags, request_from_job
 from librarian.ops.publish import PublishOptions, publish
@@ -147,7 +147,13 @@ def build(
             progress.clear()
         if out is None:
             assert store is not None
-            plan = publish(store, [built.wheel], options, stage=stage, manifest=manifest)
+            try:
+                plan = publish(store, [built.wheel], options, stage=stage, manifest=manifest)
+            except Refused as e:  # publish's refusal, with what the build was asked and where its log is
+                raise Refused(
+                    f"{e} (built with TORCH_CUDA_ARCH_LIST={built.arch_list}; log: {built.log}; "
+                    "--keep keeps the wheel)"
+                ) from e
             ui.result(
                 plan.render(store.location, dry_run=False, stage=stage, manifest=manifest), len(plan.filings)
             )

@@ -1,0 +1,383 @@
+"""``librarian build``: the request (flags, a plan job), nvcc and MAX_JOBS, and real builds of the sample kernel.
+
+The real builds compile ``samples/src`` with this machine's nvcc in a build environment made by venv + pip,
+against a stand-in torch wheel (``torch`` 2.9.0+cu130 with its ``version.py``; the sample links no torch)
+served from a folder by ``--torch-index``: no network. The build tools come from pip's own configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from librarian.coords import GpuArch
+from librarian.errors import BadInput
+from librarian.ops.build import BuildFailed, build_requirements, find_nvcc, spec_arguments, torch_install_args
+from librarian.ops.build_request import (
+    MEMORY_PER_JOB,
+    Nvcc,
+    arch_list,
+    check_nvcc,
+    max_jobs,
+    parse_nvcc_release,
+    request_from_flags,
+    request_from_job,
+)
+from librarian.pytorch.matrix import load_matrix
+from tests.builders import make_wheel
+from tests.conftest import Run
+
+SAMPLES_SRC = Path(__file__).resolve().parent.parent / "samples" / "src"
+PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed: these compile")
+
+
+# --- the request, pure ----------------------------------------------------------------------------
+
+
+def test_flags_make_one_combo_and_exactly_its_cells() -> None:
+    request = request_from_flags(load_matrix(), "kern", "2.9", "12.8", "3.12", "linux-x86_64", ["89", "80"])
+    assert request.arch_list == "8.0;8.9"
+    assert str(request.combo.label) == "cu128torch2.9" and str(request.combo.python) == "cp312"
+    assert request.env_name == "cp312-torch2.9-cu128-linux-x86_64"
+    assert arch_list((GpuArch.parse("90"), GpuArch.parse("80")), ptx=True) == "8.0;9.0+PTX"
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (("2.9", "12.1", "3.12", "linux-x86_64", ["80"]), "PyTorch never shipped that build"),
+        (
+            ("2.9", "13.0", "3.12", "linux-x86_64", ["70"]),
+            "CUDA 13.0 cannot compile for sm_70 (CUDA 9.0 to 12.9",
+        ),
+        (("2.9", "12.8", "3.12", "linux-x86_64", ["87"]), "never ships beside a x86_64 CPU"),
+        (("2.9", "12.8", "3.12", "linux-x86_64", []), "name the GPUs to build for"),
+        (("2.9", "12.8", "3.12", "macos", ["80"]), "--platform macos: not a platform"),
+    ],
+)
+def test_a_combo_or_cell_no_build_can_make_is_refused_before_building(argv: tuple, needle: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(BadInput, match=needle.replace("(", r"\(").replace(".", r"\.")):
+        request_from_flags(load_matrix(), "kern", *argv)
+
+
+def _plan_job(run: Run, *sms: str) -> dict[str, object]:
+    argv = [
+        "plan",
+        "tinykern==0.1.0",
+        "--repo",
+        "store",
+        "--torch",
+        "2.9",
+        "--cuda",
+        "13.0",
+        "--python",
+        PYTHON,
+    ]
+    for sm in sms:
+        argv += ["--sm", sm]
+    result = run(*argv, "--github")
+    assert result.code == 0, result.err
+    job: dict[str, object] = json.loads(result.out)["include"][0]
+    return job
+
+
+def test_a_plan_job_is_taken_as_it_is(run: Run) -> None:
+    job = _plan_job(run, "80", "86")
+    request = request_from_job(load_matrix(), json.dumps(job))
+    assert request.spec == "tinykern==0.1.0" and request.arch_list == job["TORCH_CUDA_ARCH_LIST"] == "8.0;8.6"
+    assert request_from_job(load_matrix(), json.dumps(job), "./src").spec == "./src"  # SPEC wins
+    with pytest.raises(BadInput, match="TORCH_CUDA_ARCH_LIST 8.0;9.0 is not the arch list of its cells"):
+        request_from_job(load_matrix(), json.dumps({**job, "TORCH_CUDA_ARCH_LIST": "8.0;9.0"}))
+    with pytest.raises(BadInput, match="--job: no cells"):
+        request_from_job(load_matrix(), json.dumps({k: v for k, v in job.items() if k != "cells"}))
+    with pytest.raises(BadInput, match="--job: not JSON"):
+        request_from_job(load_matrix(), "{torch: 2.9")
+
+
+def test_nvcc_of_another_major_is_refused_and_another_minor_warned_in_torchs_words() -> None:
+    assert parse_nvcc_release("Cuda compilation tools, release 12.8, V12.8.93\n") == (12, 8)
+    assert parse_nvcc_release("nvcc: NVIDIA (R) Cuda compiler driver\n") is None
+    nvcc = Nvcc("/opt/cuda/bin/nvcc", "CUDA_HOME", (13, 0))
+    with pytest.raises(BadInput) as caught:
+        check_nvcc(nvcc, (12, 8))
+    assert "nvcc 13.0 (CUDA_HOME: /opt/cuda/bin/nvcc) cannot build for CUDA 12.8" in str(caught.value)
+    assert "minor version mismatch" in (check_nvcc(nvcc, (13, 2)) or "")
+    assert check_nvcc(nvcc, (13, 0)) is None
+
+
+def test_max_jobs_fits_the_memory_and_the_users_value_wins() -> None:
+    assert max_jobs(64, 32 * (1 << 30), None)[0] == 32 // (MEMORY_PER_JOB >> 30)
+    assert max_jobs(2, 24 * (1 << 30), None)[0] == 2
+    assert max_jobs(16, 1 << 30, None)[0] == 1  # never 0
+    assert max_jobs(16, 1 << 40, "3") == ("3", "MAX_JOBS from the environment")
+
+
+def test_torch_comes_from_plans_install_line_or_the_index_asked(tmp_path: Path) -> None:
+    request = request_from_flags(load_matrix(), "kern", "2.9", "12.8", "3.12", "linux-x86_64", ["89"])
+    assert torch_install_args(request, None) == [
+        "torch==2.9.*",
+        "--index-url",
+        "https://download.pytorch.org/whl/cu128",
+    ]
+    assert torch_install_args(request, str(tmp_path)) == [
+        "torch==2.9.*",
+        "--no-index",
+        "--find-links",
+        str(tmp_path),
+    ]
+    assert torch_install_args(request, "https://mirror/whl")[1:] == ["--index-url", "https://mirror/whl"]
+
+
+def test_specs_a_requirement_is_built_from_its_sdist_and_a_folder_by_path(tmp_path: Path) -> None:
+    assert spec_arguments("flash-attn==2.8.3") == ["--no-binary", "flash-attn", "flash-attn==2.8.3"]
+    assert spec_arguments(str(tmp_path)) == [str(tmp_path.resolve())]
+    with pytest.raises(BadInput, match="no such file or folder, and not a requirement"):
+        spec_arguments("./no/such dir")
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64", "torch>=2.4", "torchx"]\n'
+    )
+    assert build_requirements(str(tmp_path)) == ["setuptools>=64", "torchx"]  # torch is the combo's
+
+
+def _fake_nvcc(folder: Path, release: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    nvcc = folder / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {release}, V{release}.1'\n")
+    nvcc.chmod(nvcc.stat().st_mode | stat.S_IXUSR)
+    return nvcc
+
+
+def test_nvcc_comes_from_cuda_home_before_path(tmp_path: Path) -> None:
+    _fake_nvcc(tmp_path / "home" / "bin", "12.8")
+    _fake_nvcc(tmp_path / "path", "13.0")
+    found = find_nvcc({"CUDA_HOME": str(tmp_path / "home"), "PATH": str(tmp_path / "path")})
+    assert (found.source, found.release) == ("CUDA_HOME", (12, 8))
+    assert find_nvcc({"PATH": str(tmp_path / "path")}).source == "PATH"
+    with pytest.raises(BadInput, match="no nvcc found"):
+        find_nvcc({"PATH": str(tmp_path / "none")})
+    with pytest.raises(BadInput, match="has no bin/nvcc"):
+        find_nvcc({"CUDA_HOME": str(tmp_path / "path")})
+
+
+def test_another_cuda_major_is_refused_in_one_line_before_anything_is_installed(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_nvcc(tmp_path / "cuda12" / "bin", "12.8")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda12"))
+    monkeypatch.setenv("LIBRARIAN_CACHE", str(tmp_path / "cache"))
+    result = run(
+        "build", str(SAMPLES_SRC), "--torch", "2.9", "--cuda", "13.0", "--python", PYTHON, "--sm", "80"
+    )
+    assert result.code == 2
+    (line,) = result.err.strip().splitlines()
+    assert (
+        line.startswith("librarian: error: nvcc 12.8 (CUDA_HOME: ") and "cannot build for CUDA 13.0" in line
+    )
+    assert not (tmp_path / "cache" / "build" / "envs").exists() and not (tmp_path / "wheelhouse").exists()
+
+
+# --- real builds of the sample kernel ----------------------------------------------------------------
+
+
+def _stand_in_torch(folder: Path, version: str = "2.9.0+cu130", cuda: str = "13.0") -> Path:
+    """A wheel named torch that says what a CUDA build of torch says about itself (no libraries)."""
+    files = {
+        "torch/__init__.py": f'__version__ = "{version}"\n'.encode(),
+        "torch/version.py": f'__version__ = "{version}"\ncuda = "{cuda}"\n'.encode(),
+    }
+    make_wheel(folder, name="torch", version=version, tags="py3-none-any", files=files)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One build cache for the module: the first build makes the environment, the others reuse it."""
+    return tmp_path_factory.mktemp("build-cache")
+
+
+def _build(
+    run: Run, cache: Path, monkeypatch: pytest.MonkeyPatch, spec: Path, *argv: str, torch: Path
+) -> object:
+    monkeypatch.setenv("LIBRARIAN_CACHE", str(cache))
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("MAX_JOBS", raising=False)
+    python = () if "--job" in argv else ("--python", PYTHON)  # a job names its own Python
+    return run("build", str(spec), *python, "--installer", "pip", "--torch-index", str(torch), *argv)
+
+
+@needs_nvcc
+def test_the_sample_kernel_for_two_cells_files_exactly_those_and_pull_serves_them(
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch = _stand_in_torch(tmp_path / "torch")
+    args = ("--torch", "2.9", "--cuda", "13.0", "--sm", "80", "--sm", "89")
+    built = _build(run, cache, monkeypatch, SAMPLES_SRC, *args, torch=torch)
+    assert built.code == 0, built.err  # type: ignore[attr-defined]
+    err = built.err  # type: ignore[attr-defined]
+    assert "TORCH_CUDA_ARCH_LIST=8.0;8.9" in err and "MAX_JOBS=" in err and "using nvcc 13." in err
+    cells = sorted(
+        p.relative_to(tmp_path / "wheelhouse").parts[1] for p in (tmp_path / "wheelhouse").rglob("*.whl")
+    )
+    assert cells == ["sm80", "sm89"]
+    assert run("verify", "--deep").code == 0
+    for sm in ("80", "89"):
+        pulled = run(
+            "pull", "tinykern", "--sm", sm, "--torch", "2.9", "--python", PYTHON, "-o", f"pulled{sm}"
+        )
+        assert pulled.code == 0, pulled.err
+    missed = run("pull", "tinykern", "--sm", "90", "--torch", "2.9", "--python", PYTHON, "-o", "pulled90")
+    assert missed.code == 1  # sm_80 and sm_89 SASS serve no 9.0 GPU, and no PTX was asked for
+    again = _build(run, cache, monkeypatch, SAMPLES_SRC, *args, "-o", "out", torch=torch)
+    assert again.code == 0, again.err  # type: ignore[attr-defined]
+    assert "reusing the build environment" in again.err  # type: ignore[attr-defined]
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [
+        f"tinykern-0.1.0+cu130torch2.9-cp{PYTHON.replace('.', '')}-cp{PYTHON.replace('.', '')}-linux_x86_64.whl"
+    ]
+
+
+@needs_nvcc
+def test_a_plan_job_builds_stages_and_the_plan_then_holds_its_cells(
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch = _stand_in_torch(tmp_path / "torch")
+    job = _plan_job(run, "80", "86")
+    built = _build(
+        run,
+        cache,
+        monkeypatch,
+        SAMPLES_SRC,
+        "--job",
+        json.dumps(job),
+        "--repo",
+        "store",
+        "--stage",
+        "--manifest",
+        "manifest.json",
+        torch=torch,
+    )
+    assert built.code == 0, built.err  # type: ignore[attr-defined]
+    assert run("reindex", "--repo", "store", "--manifest", "manifest.json").code == 0
+    again = run(
+        "plan",
+        "tinykern==0.1.0",
+        "--repo",
+        "store",
+        "--torch",
+        "2.9",
+        "--cuda",
+        "13.0",
+        "--python",
+        PYTHON,
+        "--sm",
+        "80",
+        "--sm",
+        "86",
+        "--json",
+    )
+    assert json.loads(again.out)["jobs"] == []
+
+
+def _source(tmp_path: Path, setup_py: str) -> Path:
+    src = tmp_path / "src"
+    shutil.copytree(SAMPLES_SRC, src)
+    (src / "setup.py").write_text(setup_py)
+    return src
+
+
+@needs_nvcc
+def test_a_build_that_fails_is_exit_1_with_the_logs_tail_and_nothing_published(
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = _source(tmp_path, "raise SystemExit('tinykern: this build breaks on purpose')\n")
+    built = _build(
+        run,
+        cache,
+        monkeypatch,
+        src,
+        "--torch",
+        "2.9",
+        "--cuda",
+        "13.0",
+        "--sm",
+        "80",
+        torch=_stand_in_torch(tmp_path / "torch"),
+    )
+    assert built.code == 1
+    lines = built.err.strip().splitlines()  # type: ignore[attr-defined]
+    error = next(line for line in lines if line.startswith("librarian: error: "))
+    assert "the build failed (exit 1; log: " in error
+    log = Path(error.split("log: ")[1].rstrip(")"))
+    assert "this build breaks on purpose" in log.read_text()
+    assert any(line.startswith("  | ") and "breaks on purpose" in line for line in lines)
+    assert not (tmp_path / "wheelhouse").exists()
+    assert not any(Path(os.environ.get("TMPDIR", "/tmp")).glob("librarian-build-*/dist/*.whl"))
+
+
+@needs_nvcc
+def test_a_cell_the_build_did_not_compile_is_refused_by_name(
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A build that ignores TORCH_CUDA_ARCH_LIST and compiles sm_80 alone, asked for sm80 and sm90 (sm_80
+    # SASS serves sm89 natively, never another major).
+    setup = (
+        (SAMPLES_SRC / "setup.py")
+        .read_text()
+        .replace('gencode(os.environ.get("TORCH_CUDA_ARCH_LIST", ""))', 'gencode("8.0")')
+    )
+    assert 'gencode("8.0")' in setup
+    built = _build(
+        run,
+        cache,
+        monkeypatch,
+        _source(tmp_path, setup),
+        "--torch",
+        "2.9",
+        "--cuda",
+        "13.0",
+        "--sm",
+        "80",
+        "--sm",
+        "90",
+        torch=_stand_in_torch(tmp_path / "torch"),
+    )
+    assert built.code == 2, built.err  # type: ignore[attr-defined]
+    error = built.err.strip().splitlines()[-1]  # type: ignore[attr-defined]
+    assert error.startswith("librarian: error: ") and "no code for sm90" in error
+    assert "built with TORCH_CUDA_ARCH_LIST=8.0;9.0; log: " in error
+    assert not (tmp_path / "wheelhouse").exists()
+
+
+@needs_nvcc
+def test_an_environment_whose_torch_is_another_build_is_refused(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The index serves torch 2.9.0 of CUDA 12.8 (an unlabelled version, as PyPI's torch is): not the combo's.
+    torch = _stand_in_torch(tmp_path / "torch", version="2.9.0", cuda="12.8")
+    built = _build(
+        run,
+        tmp_path / "cache",
+        monkeypatch,
+        SAMPLES_SRC,
+        "--torch",
+        "2.9",
+        "--cuda",
+        "13.0",
+        "--sm",
+        "80",
+        torch=torch,
+    )
+    assert built.code == 1
+    assert "the build environment's torch is 2.9.0 (CUDA 12.8), not torch 2.9 (cu130)" in built.err  # type: ignore[attr-defined]
+    assert not (tmp_path / "wheelhouse").exists()
+
+
+def test_build_failed_is_a_finding_with_its_tail() -> None:
+    failed = BuildFailed("kern: the build failed", ["error: one", "error: two"])
+    assert failed.exit_code == 1 and failed.details() == ["  | error: one", "  | error: two"]
