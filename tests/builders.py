@@ -118,3 +118,41 @@ def assert_mutants_fail_in_one_line(
             inspect_binary(io.BytesIO(bytes(data)), path)
         except BadBinary as e:
             assert "\n" not in str(e) and str(e).startswith(f"{path}: "), str(e)
+
+
+def wheel_of_installed(distribution: str, directory: Path) -> Path:
+    """A ``py3-none-any`` wheel of an installed pure-Python distribution, its files taken from its RECORD:
+    build tools for builds that must not reach an index (``pip install --no-index --find-links``)."""
+    import importlib.metadata
+
+    dist = importlib.metadata.distribution(distribution)
+    name = dist.metadata["Name"].replace("-", "_")
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}-{dist.version}-py3-none-any.whl"
+    lines = []
+    record = None
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for f in dist.files or ():
+            rel = str(f)
+            if rel.startswith("..") or "__pycache__" in rel or rel.endswith(".pyc"):
+                continue  # scripts outside site-packages, and bytecode
+            if rel.endswith(".dist-info/RECORD"):
+                record = rel
+                continue
+            data = Path(str(f.locate())).read_bytes()
+            zf.writestr(rel, data)
+            lines.append(f"{rel},{record_hash(data)},{len(data)}")
+        assert record is not None, f"{distribution}: installed without a RECORD"
+        zf.writestr(record, "\n".join([*lines, f"{record},,"]) + "\n")
+    return path
+
+
+def stand_in_torch(folder: Path, version: str = "2.9.0+cu130", cuda: str = "13.0") -> Path:
+    """A folder holding a wheel named torch that says what a CUDA build of torch says about itself
+    (``torch/version.py``; no libraries): the combo's torch for builds of packages that link none."""
+    files = {
+        "torch/__init__.py": f'__version__ = "{version}"\n'.encode(),
+        "torch/version.py": f'__version__ = "{version}"\ncuda = "{cuda}"\n'.encode(),
+    }
+    make_wheel(folder, name="torch", version=version, tags="py3-none-any", files=files)
+    return folder

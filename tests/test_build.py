@@ -2,7 +2,8 @@
 
 The real builds compile ``samples/src`` with this machine's nvcc in a build environment made by venv + pip,
 against a stand-in torch wheel (``torch`` 2.9.0+cu130 with its ``version.py``; the sample links no torch)
-served from a folder by ``--torch-index``: no network. The build tools come from pip's own configuration.
+served from a folder by ``--torch-index``. No index is reached: the build tools (setuptools, wheel) are
+wheels repacked from this environment's own, and pip runs with ``PIP_NO_INDEX``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from librarian.ops.build_request import (
     request_from_job,
 )
 from librarian.pytorch.matrix import load_matrix
-from tests.builders import make_wheel
+from tests.builders import stand_in_torch, wheel_of_installed
 from tests.conftest import Run
 
 SAMPLES_SRC = Path(__file__).resolve().parent.parent / "samples" / "src"
@@ -186,20 +187,37 @@ def test_another_cuda_major_is_refused_in_one_line_before_anything_is_installed(
 # --- real builds of the sample kernel ----------------------------------------------------------------
 
 
-def _stand_in_torch(folder: Path, version: str = "2.9.0+cu130", cuda: str = "13.0") -> Path:
-    """A wheel named torch that says what a CUDA build of torch says about itself (no libraries)."""
-    files = {
-        "torch/__init__.py": f'__version__ = "{version}"\n'.encode(),
-        "torch/version.py": f'__version__ = "{version}"\ncuda = "{cuda}"\n'.encode(),
-    }
-    make_wheel(folder, name="torch", version=version, tags="py3-none-any", files=files)
-    return folder
+def _source(tmp_path: Path, setup_py: str | None = None) -> Path:
+    """A copy of the sample's source (setup.py builds in its folder: workers must not share one)."""
+    src = tmp_path / "src"
+    shutil.copytree(SAMPLES_SRC, src)
+    if setup_py is not None:
+        (src / "setup.py").write_text(setup_py)
+    return src
 
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One build cache for the module: the first build makes the environment, the others reuse it."""
     return tmp_path_factory.mktemp("build-cache")
+
+
+@pytest.fixture(scope="module")
+def build_tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """setuptools and wheel (and what wheel needs) as wheels, from this environment: what PEP 517 builds a
+    setup.py with."""
+    if shutil.which("ninja") is None:
+        pytest.skip("no ninja on PATH, and these builds reach no index to install one from")
+    folder = tmp_path_factory.mktemp("build-tools")
+    for name in ("setuptools", "wheel", "packaging"):  # wheel needs packaging
+        wheel_of_installed(name, folder)
+    return folder
+
+
+def offline_pip(monkeypatch: pytest.MonkeyPatch, *folders: Path) -> None:
+    """pip in the build environment reaches no index: it installs from these folders alone."""
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", " ".join(str(f) for f in folders))
 
 
 def _build(
@@ -214,11 +232,13 @@ def _build(
 
 @needs_nvcc
 def test_the_sample_kernel_for_two_cells_files_exactly_those_and_pull_serves_them(
-    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, build_tools: Path
 ) -> None:
-    torch = _stand_in_torch(tmp_path / "torch")
+    offline_pip(monkeypatch, build_tools)
+    torch = stand_in_torch(tmp_path / "torch")
     args = ("--torch", "2.9", "--cuda", "13.0", "--sm", "80", "--sm", "89")
-    built = _build(run, cache, monkeypatch, SAMPLES_SRC, *args, torch=torch)
+    src = _source(tmp_path)
+    built = _build(run, cache, monkeypatch, src, *args, torch=torch)
     assert built.code == 0, built.err  # type: ignore[attr-defined]
     err = built.err  # type: ignore[attr-defined]
     assert "TORCH_CUDA_ARCH_LIST=8.0;8.9" in err and "MAX_JOBS=" in err and "using nvcc 13." in err
@@ -234,7 +254,7 @@ def test_the_sample_kernel_for_two_cells_files_exactly_those_and_pull_serves_the
         assert pulled.code == 0, pulled.err
     missed = run("pull", "tinykern", "--sm", "90", "--torch", "2.9", "--python", PYTHON, "-o", "pulled90")
     assert missed.code == 1  # sm_80 and sm_89 SASS serve no 9.0 GPU, and no PTX was asked for
-    again = _build(run, cache, monkeypatch, SAMPLES_SRC, *args, "-o", "out", torch=torch)
+    again = _build(run, cache, monkeypatch, src, *args, "-o", "out", torch=torch)
     assert again.code == 0, again.err  # type: ignore[attr-defined]
     assert "reusing the build environment" in again.err  # type: ignore[attr-defined]
     assert [p.name for p in (tmp_path / "out").iterdir()] == [
@@ -244,15 +264,16 @@ def test_the_sample_kernel_for_two_cells_files_exactly_those_and_pull_serves_the
 
 @needs_nvcc
 def test_a_plan_job_builds_stages_and_the_plan_then_holds_its_cells(
-    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, build_tools: Path
 ) -> None:
-    torch = _stand_in_torch(tmp_path / "torch")
+    offline_pip(monkeypatch, build_tools)
+    torch = stand_in_torch(tmp_path / "torch")
     job = _plan_job(run, "80", "86")
     built = _build(
         run,
         cache,
         monkeypatch,
-        SAMPLES_SRC,
+        _source(tmp_path),
         "--job",
         json.dumps(job),
         "--repo",
@@ -284,17 +305,11 @@ def test_a_plan_job_builds_stages_and_the_plan_then_holds_its_cells(
     assert json.loads(again.out)["jobs"] == []
 
 
-def _source(tmp_path: Path, setup_py: str) -> Path:
-    src = tmp_path / "src"
-    shutil.copytree(SAMPLES_SRC, src)
-    (src / "setup.py").write_text(setup_py)
-    return src
-
-
 @needs_nvcc
 def test_a_build_that_fails_is_exit_1_with_the_logs_tail_and_nothing_published(
-    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, build_tools: Path
 ) -> None:
+    offline_pip(monkeypatch, build_tools)
     src = _source(tmp_path, "raise SystemExit('tinykern: this build breaks on purpose')\n")
     built = _build(
         run,
@@ -307,7 +322,7 @@ def test_a_build_that_fails_is_exit_1_with_the_logs_tail_and_nothing_published(
         "13.0",
         "--sm",
         "80",
-        torch=_stand_in_torch(tmp_path / "torch"),
+        torch=stand_in_torch(tmp_path / "torch"),
     )
     assert built.code == 1
     lines = built.err.strip().splitlines()  # type: ignore[attr-defined]
@@ -322,8 +337,9 @@ def test_a_build_that_fails_is_exit_1_with_the_logs_tail_and_nothing_published(
 
 @needs_nvcc
 def test_a_cell_the_build_did_not_compile_is_refused_by_name(
-    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, build_tools: Path
 ) -> None:
+    offline_pip(monkeypatch, build_tools)
     # A build that ignores TORCH_CUDA_ARCH_LIST and compiles sm_80 alone, asked for sm80 and sm90 (sm_80
     # SASS serves sm89 natively, never another major).
     setup = (
@@ -345,7 +361,7 @@ def test_a_cell_the_build_did_not_compile_is_refused_by_name(
         "80",
         "--sm",
         "90",
-        torch=_stand_in_torch(tmp_path / "torch"),
+        torch=stand_in_torch(tmp_path / "torch"),
     )
     assert built.code == 2, built.err  # type: ignore[attr-defined]
     error = built.err.strip().splitlines()[-1]  # type: ignore[attr-defined]
@@ -356,15 +372,16 @@ def test_a_cell_the_build_did_not_compile_is_refused_by_name(
 
 @needs_nvcc
 def test_an_environment_whose_torch_is_another_build_is_refused(
-    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, build_tools: Path
 ) -> None:
+    offline_pip(monkeypatch, build_tools)
     # The index serves torch 2.9.0 of CUDA 12.8 (an unlabelled version, as PyPI's torch is): not the combo's.
-    torch = _stand_in_torch(tmp_path / "torch", version="2.9.0", cuda="12.8")
+    torch = stand_in_torch(tmp_path / "torch", version="2.9.0", cuda="12.8")
     built = _build(
         run,
         tmp_path / "cache",
         monkeypatch,
-        SAMPLES_SRC,
+        _source(tmp_path),
         "--torch",
         "2.9",
         "--cuda",

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import stand_in_torch, wheel_of_installed
 from tests.conftest import Run
 
 WORKFLOW = Path(__file__).resolve().parent.parent / "examples" / "github-actions.yml"
@@ -42,7 +43,11 @@ def librarian_commands(job: dict[str, Any]) -> list[list[str]]:
         for line in str(step.get("run", "")).splitlines():
             if m := re.search(r"(?:^|; )librarian ([^>|]*)", line.strip()):
                 commands.append(shlex.split(m[1]))
-    return [c for c in commands if c[0] in {"matrix", "plan", "publish", "gc", "pull", "verify", "reindex"}]
+    return [
+        c
+        for c in commands
+        if c[0] in {"matrix", "plan", "build", "publish", "gc", "pull", "verify", "reindex"}
+    ]
 
 
 def expand(argv: list[str], env: dict[str, str]) -> list[str]:
@@ -82,8 +87,9 @@ def test_build_jobs_publish_and_the_schedule_prunes_with_the_secret() -> None:
     jobs = workflow()["jobs"]
     assert jobs["build"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
     assert jobs["build"]["if"] == "needs.plan.outputs.jobs != '0'"  # an empty matrix is an error in Actions
-    (publish,) = librarian_commands(jobs["build"])
-    assert publish[:2] == ["publish", "dist/*.whl"] and "--torch" in publish and "--cuda" in publish
+    (build,) = librarian_commands(jobs["build"])
+    # One step: the job's matrix entry passed through as it is (combo, cells, torch install line).
+    assert build[:2] == ["build", "$SPEC"] and build[build.index("--job") + 1] == "${{ toJSON(matrix) }}"
     (gc,) = librarian_commands(jobs["gc"])
     assert gc[gc.index("--keep-torch") + 1] == "3" and "--yes" in gc
     assert jobs["gc"]["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
@@ -142,7 +148,8 @@ def test_the_workflow_lints() -> None:
     text = WORKFLOW.read_text()
     assert text.count("${{") == text.count("}}")
     for expression in re.findall(r"\$\{\{(.*?)\}\}", text):
-        refs = re.findall(r"\b(matrix|needs|steps|secrets|github|env|strategy)\.", expression)
+        # a context's field (matrix.spec), or a whole context as a function's argument (toJSON(matrix))
+        refs = re.findall(r"\b(matrix|needs|steps|secrets|github|env|strategy)(?:\.|\))", expression)
         assert refs or "fromJSON" in expression, expression
 
 
@@ -157,13 +164,10 @@ def test_the_workflow_would_really_build() -> None:
         assert any('"$LIBRARIAN"' in s for s in steps_text(jobs[name])), name
     build = jobs["build"]
     assert build["container"] == "${{ matrix.container }}"  # PyTorch's builder: nvcc and /opt/python
-    assert build["env"]["TORCH_CUDA_ARCH_LIST"] == "${{ matrix.TORCH_CUDA_ARCH_LIST }}"
     steps = steps_text(build)
-    order = [
-        next(i for i, s in enumerate(steps) if key in s)
-        for key in ("/opt/python", "TORCH_INSTALL", "ninja", "pip wheel", "librarian publish")
-    ]
+    order = [next(i for i, s in enumerate(steps) if key in s) for key in ("/opt/python", "librarian build")]
     assert order == sorted(order)
+    assert not any("pip wheel" in s or "TORCH_INSTALL" in s for s in steps)  # build does those itself
 
 
 def test_build_jobs_stage_with_manifests_and_one_job_indexes_them() -> None:
@@ -213,9 +217,16 @@ def test_the_index_job_merges_a_folder_of_downloaded_manifests(run: Run, tmp_pat
 @pytest.mark.skipif(
     shutil.which("nvcc") is None, reason="nvcc is not installed: the build step compiles the sample kernel"
 )
+def _matrix_value(value: str, job: dict[str, Any]) -> str:
+    """``${{ matrix.spec }}`` -> the job's value; other text as it is."""
+    m = re.fullmatch(r"\$\{\{ matrix\.([\w-]+) \}\}", value)
+    return str(job[m[1]]) if m else value
+
+
 def test_one_plan_job_runs_locally_and_the_loop_closes(run: Run, tmp_path: Path) -> None:
-    """plan -> one build job's steps as written (torch's install skipped: PyTorch's index is unreachable
-    here; the venv step too: this interpreter is the combo's) -> reindex -> verify -> plan: nothing left."""
+    """plan -> the build job's librarian build step as written (torch from a stand-in folder through
+    LIBRARIAN_TORCH_INDEX: PyTorch's index is unreachable here; the venv step skipped: this interpreter is
+    the combo's) -> reindex -> verify -> plan: nothing left."""
     data = workflow()
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     repo = str(tmp_path / "store")
@@ -249,36 +260,45 @@ def test_one_plan_job_runs_locally_and_the_loop_closes(run: Run, tmp_path: Path)
         check=True,
         capture_output=True,
     )
+    # No index is reached: the sdist, a stand-in torch of the combo and the build tools come from folders.
+    torch = stand_in_torch(tmp_path / "torch")
+    tools = tmp_path / "tools"
+    for name in ("setuptools", "wheel", "packaging"):
+        wheel_of_installed(name, tools)
     build = data["jobs"]["build"]
     env = {
         **os.environ,
         "REPO": repo,
-        "HF_TOKEN": "",
-        "PIP_FIND_LINKS": str(tmp_path / "sdists"),
         "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": f"{tmp_path / 'sdists'} {tools}",
+        "LIBRARIAN_TORCH_INDEX": str(torch),
+        "LIBRARIAN_BUILD_INSTALLER": "pip",
+        "LIBRARIAN_CACHE": str(tmp_path / "cache"),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
-    for name, value in build["env"].items():
-        env[name] = job[re.fullmatch(r"\$\{\{ matrix\.([\w-]+) \}\}", value)[1]]  # type: ignore[index]
     work = tmp_path / "job"
     work.mkdir()
     ran = []
     for step in build["steps"]:
         script = str(step.get("run", ""))
-        if not script or "/opt/python" in script or "TORCH_INSTALL" in script or "pip install" in script:
-            continue  # the venv, torch and the build tools: this interpreter's environment has what is needed
+        if not script or "/opt/python" in script:
+            continue  # librarian's venv: this interpreter is the combo's, and has librarian
+        step_env = {
+            k: "" if "secrets." in v else _matrix_value(v, job) for k, v in step.get("env", {}).items()
+        }
+        script = script.replace("${{ toJSON(matrix) }}", json.dumps(job))
         script = re.sub(r"\$\{\{ matrix\.([\w-]+) \}\}", lambda m: str(job[m[1]]), script)
         done = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", script],
             cwd=work,
-            env=env,
+            env={**env, **step_env},
             capture_output=True,
             text=True,
             check=False,
         )
-        assert done.returncode == 0, (step.get("name"), done.stdout[-2000:], done.stderr[-2000:])
+        assert done.returncode == 0, (step.get("name"), done.stdout[-2000:], done.stderr[-3000:])
         ran.append(step.get("name", script.split()[0]))
-    assert ran == ["build", "stage"]
+    assert ran == ["build and stage"]
     (work / "manifests" / "manifest-0").mkdir(parents=True)
     shutil.move(work / "manifest.json", work / "manifests" / "manifest-0" / "manifest.json")
     reindex, verify = librarian_commands(data["jobs"]["index"])

@@ -95,13 +95,17 @@ def build(
         typer.Option("-o", "--out", help="Write the checked, labelled wheel to DIR instead of a store."),
     ] = None,
     installer: Annotated[
-        str, typer.Option("--installer", help="auto (uv where installed), uv or pip.")
+        str,
+        typer.Option(
+            "--installer", envvar="LIBRARIAN_BUILD_INSTALLER", help="auto (uv where installed), uv or pip."
+        ),
     ] = "auto",
     torch_index: Annotated[
         str | None,
         typer.Option(
             "--torch-index",
-            help="Install torch from this index URL or folder of wheels (default: PyTorch's).",
+            envvar="LIBRARIAN_TORCH_INDEX",
+            help="Install torch from this index URL or folder of wheels (default: PyTorch's, as plan says).",
         ),
     ] = None,
     keep: Annotated[

@@ -38,8 +38,8 @@ from librarian.probe.torch import detect_torch
 
 log = logging.getLogger(__name__)
 
-# Build tools every extension build expects beside torch (torch's cpp_extension uses ninja when present).
-BUILD_TOOLS = ("setuptools", "wheel", "ninja", "packaging")
+# What PEP 517 builds with when a package declares no [build-system] (setuptools' legacy setup.py).
+PEP517_DEFAULT = ("setuptools>=40.8.0", "wheel")
 MARKER = ".librarian-env.json"  # written last: an environment without it was cut off while being made
 TAIL_LINES = 25
 # pip's and uv's words when the index could not be reached at all (then exit 3, not a failed build).
@@ -273,7 +273,10 @@ def _environment_torch(env: Environment) -> TorchInfo | None:
 
 
 def build_requirements(spec: str) -> list[str]:
-    """The spec's ``[build-system] requires`` (a folder or an sdist), torch left out: it is the combo's."""
+    """The spec's ``[build-system] requires`` (a folder or an sdist), torch left out: it is the combo's.
+
+    A requirement (``flash-attn==2.8.3``) is not downloaded to read them: it gets PEP 517's default.
+    """
     text: str | None = None
     path = Path(spec)
     try:
@@ -294,12 +297,21 @@ def build_requirements(spec: str) -> list[str]:
     except (OSError, tarfile.TarError) as e:
         raise BadInput(f"{spec}: cannot read it ({e})") from e
     if text is None:
-        return []
+        return list(PEP517_DEFAULT)
     try:
-        requires = tomllib.loads(text).get("build-system", {}).get("requires", [])
+        system = tomllib.loads(text).get("build-system")
     except tomllib.TOMLDecodeError as e:
         raise BadInput(f"{spec}: pyproject.toml is not valid TOML ({e})") from e
+    if not isinstance(system, dict):  # no [build-system]: setuptools, as pip would build it
+        return list(PEP517_DEFAULT)
+    requires = system.get("requires", [])
     return [str(r) for r in requires if not re.match(r"\s*torch\b(?![-_.\w])", str(r))]
+
+
+def build_tools(spec: str, ninja_on_path: bool) -> list[str]:
+    """What the environment needs beside torch: the spec's build requirements, and ninja where none is on
+    PATH (torch's cpp_extension compiles one file at a time without it, whatever MAX_JOBS says)."""
+    return [*build_requirements(spec), *(() if ninja_on_path else ("ninja",))]
 
 
 def _run_install(env: Environment, args: Sequence[str], log_path: Path, what: str) -> None:
@@ -380,7 +392,7 @@ def build(request: BuildRequest, settings: BuildSettings, folder: Path, say: Say
     say(f"log: {log_path}")
     env = ensure_environment(request, settings, cache, say)
     torch = ensure_torch(env, request, settings, log_path, say)
-    tools = [*BUILD_TOOLS, *build_requirements(request.spec)]
+    tools = build_tools(request.spec, shutil.which("ninja") is not None)
     say(f"installing the build tools: {' '.join(tools)}")
     _run_install(env, tools, log_path, "the build tools")
     dist = folder / "dist"
