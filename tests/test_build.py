@@ -68,7 +68,8 @@ def test_a_combo_or_cell_no_build_can_make_is_refused_before_building(argv: tupl
         request_from_flags(load_matrix(), "kern", *argv)
 
 
-def _plan_job(run: Run, *sms: str) -> dict[str, object]:
+def _plan_argv(*sms: str) -> list[str]:
+    """plan of the sample package for the combo these builds use, for these GPUs."""
     argv = [
         "plan",
         "tinykern==0.1.0",
@@ -81,8 +82,11 @@ def _plan_job(run: Run, *sms: str) -> dict[str, object]:
         "--python",
         PYTHON,
     ]
-    for sm in sms:
-        argv += ["--sm", sm]
+    return argv + [a for sm in sms for a in ("--sm", sm)]
+
+
+def _plan_job(run: Run, *sms: str) -> dict[str, object]:
+    argv = _plan_argv(*sms)
     result = run(*argv, "--github")
     assert result.code == 0, result.err
     job: dict[str, object] = json.loads(result.out)["include"][0]
@@ -285,23 +289,7 @@ def test_a_plan_job_builds_stages_and_the_plan_then_holds_its_cells(
     )
     assert built.code == 0, built.err  # type: ignore[attr-defined]
     assert run("reindex", "--repo", "store", "--manifest", "manifest.json").code == 0
-    again = run(
-        "plan",
-        "tinykern==0.1.0",
-        "--repo",
-        "store",
-        "--torch",
-        "2.9",
-        "--cuda",
-        "13.0",
-        "--python",
-        PYTHON,
-        "--sm",
-        "80",
-        "--sm",
-        "86",
-        "--json",
-    )
+    again = run(*_plan_argv("80", "86"), "--json")
     assert json.loads(again.out)["jobs"] == []
 
 
