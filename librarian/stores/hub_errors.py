@@ -8,6 +8,7 @@ to its read cache (:class:`CannotReach`), re-plan (:class:`Conflict`), look a lo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -101,6 +102,14 @@ def translated(
         if conflicts:
             raise Transient(f"{what}: upload failed ({type(cause).__name__})") from e
         raise Unreachable(f"{location}: {what}: upload failed ({_short(cause)})") from e
+    except httpx2.TooManyRedirects as e:
+        # A server (or a proxy before it) that redirects a request back to itself: not ours to wait out.
+        raise Unreachable(f"{location}: {what}: the Hub's answer is a redirect loop") from e
+    except json.JSONDecodeError as e:
+        # A proxy's error page, or a reply cut short, where the API promises JSON.
+        raise Unreachable(
+            f"{location}: {what}: the Hub answered with something that is not JSON ({e.msg} at byte {e.pos})"
+        ) from e
     except (httpx2.TransportError, ConnectionError, TimeoutError) as e:
         if conflicts:
             raise Transient(f"{what}: {type(e).__name__}") from e

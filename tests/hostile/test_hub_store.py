@@ -133,3 +133,39 @@ def test_entries_with_wrong_or_reserved_paths_poison_only_themselves(
     if field == "path":
         assert pulled.code in (1, 2) and not (Path("out") / "outside.whl").exists()
     assert run("pull", "evilpkg", *PULL[1:], "-o", "evil").code == 0  # the other package is untouched
+
+
+COMMANDS = {
+    "ls": ("ls", "--repo", REPO),
+    "verify": ("verify", "--repo", REPO),
+    "pull": ("pull", *PULL, "-o", "out"),
+    "gc": ("gc", "--drop-torch", "2.8", "--repo", REPO),
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("endpoint", ["repo_info", "tree"])
+def test_a_reply_that_is_not_json_is_one_line_exit_3(
+    run: Run, hub: LoopHub, command: str, endpoint: str
+) -> None:
+    """A Hub stand-in (a proxy's error page, a cut-off body) answering 200 with broken JSON."""
+    hub.bad_json(endpoint, times=1000)
+    result = run(*COMMANDS[command])
+    if endpoint == "tree" and command in ("ls", "pull", "gc"):
+        assert result.code == 0, result.err  # they read the index, never the tree: nothing broken reached them
+        return
+    assert result.code == 3, result.err
+    assert_one_line(errors(result.err), "not JSON")
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_redirect_to_itself_is_one_line_exit_3(run: Run, hub: LoopHub, command: str) -> None:
+    hub.redirect_loop(None)
+    result = run(*COMMANDS[command])
+    assert result.code == 3, result.err
+    assert_one_line(errors(result.err), "redirect loop")
+
+
+def errors(err: str) -> str:
+    """stderr less the notice that the Hub is a loopback one."""
+    return "".join(line for line in err.splitlines(True) if "the Hub here is" not in line)

@@ -25,6 +25,8 @@ class FaultKind(str, Enum):
     LOSE_RESPONSE = "lose_response"  # handle normally (a commit is applied), then close without replying
     TRICKLE = "trickle"  # handle normally, then send the body one byte every `delay_s` seconds
     ECHO = "echo"  # answer `status` with an error text that echoes the Authorization header and raw bytes
+    BAD_JSON = "bad_json"  # answer 200 with a JSON content type and a body that is not JSON
+    REDIRECT_LOOP = "redirect_loop"  # answer 302 to the very URL asked (every time: the fault stays live)
 
 
 class Phase(str, Enum):

@@ -100,6 +100,13 @@ class _Handler(BaseHTTPRequestHandler):
             text = f"bad request; you sent Authorization: {self.headers.get('Authorization')}\n{junk}"
             self._send(json_reply({"error": text}, fault.status), route, fault, len(body))
             return
+        if fault is not None and fault.kind is FaultKind.BAD_JSON:
+            broken = Reply(200, {"Content-Type": "application/json"}, b'{"id": "team/wheels", "sha": ')
+            self._send(broken, route, fault, len(body))
+            return
+        if fault is not None and fault.kind is FaultKind.REDIRECT_LOOP:
+            self._send(Reply(302, {"Location": self.path}), route, fault, len(body))
+            return
         if fault is not None and fault.kind is FaultKind.STATUS:
             extra = fault.headers()
             err = HubError(fault.status, f"loophub injected HTTP {fault.status}")
@@ -365,6 +372,14 @@ class LoopHub:
     ) -> Fault:
         """Answer ``status`` with an error text that repeats the request's Authorization header and raw bytes."""
         return self.add_fault(FaultKind.ECHO, endpoint=endpoint, times=times, status=status, **match)
+
+    def bad_json(self, endpoint: str | None, times: int = 1, **match: Any) -> Fault:
+        """Answer the next ``times`` matching requests 200 with a truncated JSON body."""
+        return self.add_fault(FaultKind.BAD_JSON, endpoint=endpoint, times=times, **match)
+
+    def redirect_loop(self, endpoint: str | None, times: int = 1000, **match: Any) -> Fault:
+        """Answer the next ``times`` matching requests with a redirect to the same URL."""
+        return self.add_fault(FaultKind.REDIRECT_LOOP, endpoint=endpoint, times=times, **match)
 
     def delay(self, endpoint: str | None, seconds: float, times: int = 1, **match: Any) -> Fault:
         """Hold the next ``times`` matching requests for ``seconds`` before answering."""
