@@ -98,7 +98,7 @@ class MemoryStore:
         finally:
             os.unlink(name)
 
-    def fetch(self, path: str, dest: Path) -> Path:
+    def fetch(self, path: str, dest: Path, sha256: str | None = None) -> Path:
         atomic_write(dest, self._bytes(path))
         return dest
 

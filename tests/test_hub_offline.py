@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import make_wheel
+from tests.builders import make_wheel, torch_extension_so
 from tests.conftest import Run
 from tests.loophub.server import LoopHub
 
@@ -57,8 +57,41 @@ def test_pull_falls_back_to_the_cache_and_says_so(run: Run, loophub: LoopHub, tm
         in offline.err
     )
     assert "may be stale" in offline.err
-    elsewhere = run("pull", *PULL, "-o", "second")  # the wheel itself is not kept twice, so not cached
-    assert elsewhere.code == 3 and elsewhere.err.count("librarian: error:") == 1, elsewhere.err
+    elsewhere = run("pull", *PULL, "-o", "second")  # the wheel was kept by its sha256 when first pulled
+    assert elsewhere.code == 0, elsewhere.err
+    assert "served from this machine's cache" in elsewhere.err
+    assert (tmp_path / "second").iterdir() and (tmp_path / "first").iterdir()
+
+
+def test_offline_pull_after_your_own_gc_serves_the_wheel_by_its_sha256(
+    run: Run, loophub: LoopHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Publish torch 2.9 and 2.10 builds, pull the 2.9 one, gc 2.10 away (a new commit), go offline: pull
+    finds the index of the gc's commit and the wheel downloaded under the commit before it."""
+    for torch, seed in (("2.9", b"a"), ("2.10", b"b")):
+        wheel = make_wheel(
+            tmp_path / f"dist-{torch}",
+            "tinykern",
+            "0.1.0",
+            "cp311-cp311-linux_x86_64",
+            {"tinykern/_C.so": torch_extension_so(seed)},
+        )
+        published = run("publish", str(wheel), "--sm", "89", "--torch", torch, "--cuda", "12.8",
+                        "--trust-sm", "--repo", REPO, "--create")  # fmt: skip
+        assert published.code == 0, published.err
+    machine = ("tinykern", "--sm", "89", "--torch", "2.9", "--python", "3.11", "--platform", "linux_x86_64")
+    first = run("pull", *machine, "--repo", REPO, "-o", "first")
+    assert first.code == 0, first.err
+    assert "served from" not in first.err
+    assert run("gc", "--drop-torch", "2.10", "--yes", "--repo", REPO).code == 0
+    loophub.stop()  # nothing is reached: the Hub is gone
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = run("pull", *machine, "--repo", REPO, "-o", "second")
+    assert offline.code == 0, offline.err
+    assert "HF_HUB_OFFLINE is set; using the cached index of commit" in offline.err
+    assert "served from this machine's cache (sha256 " in offline.err
+    (got,) = (tmp_path / "second").iterdir()
+    assert got.read_bytes() == next((tmp_path / "first").iterdir()).read_bytes()
 
 
 def test_nothing_cached_and_no_hub_is_one_line(run: Run, loophub: LoopHub) -> None:
@@ -126,6 +159,7 @@ def test_offline_after_librarians_own_commit(
     assert gc.code == 0, gc.err
     made = re.search(r"/commit/([0-9a-f]{40})", gc.out)
     assert made is not None, gc.out
+    loophub.stop()  # nothing is reached: the Hub is gone
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     offline = run(
         "pull", *PULL, "-o", "first"

@@ -318,7 +318,7 @@ def _fetch_checked(store: Store, entry: IndexEntry, out_dir: Path) -> Path:
     if final.is_file() and _sha256(final, entry.filename) == entry.sha256:
         return final
     with atomic_path(final) as partial:  # renamed into place only once checked
-        store.fetch(entry.path, partial)
+        store.fetch(entry.path, partial, entry.sha256)
         if _sha256(partial, entry.filename) != entry.sha256:
             raise StoreError(f"{entry.path}: downloaded bytes do not match the index's sha256; refused")
         check_wheel_identity(partial, entry)  # the bytes are the entry's; are they the wheel it names?

@@ -145,8 +145,9 @@ class Store(Protocol):
         by several threads).
         """
 
-    def fetch(self, path: str, dest: Path) -> Path:
-        """Copy a stored file to ``dest`` (temp file, then rename) and return ``dest``."""
+    def fetch(self, path: str, dest: Path, sha256: str | None = None) -> Path:
+        """Copy a stored file to ``dest`` (temp file, then rename) and return ``dest``. ``sha256``, when the
+        caller knows what the bytes hash to, lets a remote store serve a copy it keeps on this machine."""
 
     def url_for(self, path: str) -> str:
         """A URL pip and uv can fetch the file from, pinned to what was read (``file://``, or the Hub's

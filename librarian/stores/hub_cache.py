@@ -1,5 +1,6 @@
-"""The Hub store's read cache on this machine: small files (index, shards) by commit, and the newest head seen
-of each revision, so that ``HF_HUB_OFFLINE=1`` (or a Hub that stays unreachable) reads a known commit."""
+"""The Hub store's read cache on this machine: small files (index, shards) by commit, the newest head seen
+of each revision, and the wheels downloaded by their sha256, so that ``HF_HUB_OFFLINE=1`` (or a Hub that
+stays unreachable) reads a known commit and serves the wheels fetched before, whichever commit fetched them."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from urllib.parse import quote
 
 from huggingface_hub import constants
 
-from librarian.safeio import atomic_write
+from librarian.safeio import TMP_PREFIX, atomic_path, atomic_write, sha256_file
 
 log = logging.getLogger(__name__)
 
 KEEP_COMMITS = 8  # commits whose index files the cache keeps (besides each revision's newest head)
+KEEP_WHEELS = 16  # downloaded wheels the cache keeps, the most recently used first
+_SHA256 = frozenset("0123456789abcdef")
 
 
 class ReadCache:
@@ -25,7 +28,11 @@ class ReadCache:
 
     def __init__(self, repo_id: str) -> None:
         base = os.environ.get("LIBRARIAN_CACHE") or os.path.join(constants.HF_HOME, "librarian")
-        self.root = Path(base) / "hub" / f"datasets--{repo_id.replace('/', '--')}"
+        folder = f"datasets--{repo_id.replace('/', '--')}"
+        self.root = Path(base) / "hub" / folder
+        # huggingface_hub's own cache names an LFS file's blob by its sha256: a wheel that `hf download`
+        # (or hf_hub_download) fetched is found there too. Only read: that cache is the client's to manage.
+        self._hf_blobs = Path(constants.HF_HUB_CACHE) / folder / "blobs"
 
     def _ref(self, revision: str) -> Path:
         return self.root / "refs" / quote(revision, safe="")
@@ -68,6 +75,45 @@ class ReadCache:
         except OSError as e:  # a cache that cannot be written is no reason to fail a read
             log.debug("cannot cache %s: %s", path, e)
 
+    def wheel(self, sha256: str) -> Path | None:
+        """A file on this machine holding exactly the bytes of ``sha256`` (checked now), or ``None``."""
+        if len(sha256) != 64 or not _SHA256.issuperset(sha256):
+            return None
+        for found in (self.root / "blobs" / sha256, self._hf_blobs / sha256):
+            try:
+                if found.is_file() and sha256_file(found) == sha256:
+                    os.utime(found)  # most recently used: pruned last
+                    return found
+            except OSError:
+                continue
+            log.debug("cached %s does not hold its bytes; not used", found)
+        return None
+
+    def keep_wheel(self, sha256: str, downloaded: Path) -> None:
+        """Keep ``downloaded`` (whose bytes hash to ``sha256``) for later reads: a hard link where the folders
+        share a file system (no second copy), else a copy. Only the newest ``KEEP_WHEELS`` are kept."""
+        if len(sha256) != 64 or not _SHA256.issuperset(sha256):
+            return
+        target = self.root / "blobs" / sha256
+        try:
+            with atomic_path(target) as tmp:
+                try:
+                    os.link(downloaded, tmp)
+                except OSError:  # another file system, or links refused: a copy
+                    shutil.copyfile(downloaded, tmp)
+            self._prune_wheels()
+        except OSError as e:  # a cache that cannot be written is no reason to fail a download
+            log.debug("cannot keep %s in the cache: %s", downloaded.name, e)
+
+    def _prune_wheels(self) -> None:
+        kept = sorted(
+            (f for f in (self.root / "blobs").iterdir() if not f.name.startswith(TMP_PREFIX)),
+            key=lambda f: f.stat().st_mtime,
+            reverse=True,
+        )
+        for stale in kept[KEEP_WHEELS:]:
+            stale.unlink(missing_ok=True)
+
     def derive(self, parent: str, sha: str, writes: Mapping[str, bytes], deletes: Iterable[str]) -> None:
         """Cache commit ``sha``, made by librarian on ``parent``: the parent's cached files, less ``deletes``,
         with ``writes`` over them. An offline read after librarian's own commit then finds that commit's
@@ -78,7 +124,8 @@ class ReadCache:
         if base.is_dir():
             for f in base.rglob("*"):
                 path = f.relative_to(base).as_posix()
-                if f.is_file() and path not in gone:
+                # A killed write's temp file is no file of the commit: never carried into the next one.
+                if f.is_file() and path not in gone and not f.name.startswith(TMP_PREFIX):
                     try:
                         kept[path] = f.read_bytes()
                     except OSError:

@@ -12,8 +12,10 @@ printed, logged or put in a message.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -119,6 +121,7 @@ class HubReader:
         self._cache = ReadCache(repo_id)
         self._listings: dict[str, Listing] = {}  # the tree at each commit this run listed
         self._sha: str | None = None  # the commit every read of this run is pinned to
+        self._offline_because = ""  # why reads come from the cache, when they do (said with what it serves)
 
     @property
     def location(self) -> str:
@@ -176,6 +179,7 @@ class HubReader:
 
         Writes never come here: they need the live head for ``parent_commit``.
         """
+        self._offline_because = why
         found = self._cache.head_dated(self.revision)
         if found is None:
             raise CannotReach(f"{self.location}: {why}, and nothing of this repo is cached here", why)
@@ -270,28 +274,42 @@ class HubReader:
         )
         return found
 
-    def fetch(self, path: str, dest: Path) -> Path:
-        """Stream the file straight to ``dest`` (temp file, then rename): one copy, none in the HF cache."""
+    def fetch(self, path: str, dest: Path, sha256: str | None = None) -> Path:
+        """Stream the file to ``dest`` (temp file, then rename). With ``sha256``, bytes this machine already
+        downloaded (under any commit) are served from the cache, and new ones kept there (a hard link)."""
         check_store_path(path)
         sha = self._pinned()
         if sha is None:
             raise self._missing_repo()
+        cached = self._cache.wheel(sha256) if sha256 else None
+        if cached is not None:
+            with atomic_path(dest) as tmp:
+                shutil.copyfile(cached, tmp)
+            say = log.warning if self._offline_because else log.info
+            say("%s: served from this machine's cache (sha256 %s), not downloaded", path, sha256)
+            return dest
         size: list[int | None] = [None]
+        digest: list[str] = [""]
         with atomic_path(dest) as tmp:
 
             def sink(stream: Iterator[bytes]) -> None:  # a retried download starts the file over ("wb")
+                hasher = hashlib.sha256()
                 with (
                     open(tmp, "wb") as out,
                     progress.task(f"download {PurePosixPath(path).name}", size[0]) as bar,
                 ):
                     for chunk in stream:
                         out.write(chunk)
+                        hasher.update(chunk)
                         bar.advance(len(chunk))
+                digest[0] = hasher.hexdigest()
 
             try:
                 self._get(sha, path, sink, sized=lambda n: size.__setitem__(0, n))
             except NoEntry as e:
                 raise StoreError(f"{self.location}/{path}: not in the repo") from e
+        if sha256 and digest[0] == sha256:  # only bytes that are what the caller asked for
+            self._cache.keep_wheel(sha256, dest)
         return dest
 
     @contextmanager

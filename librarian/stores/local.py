@@ -241,8 +241,8 @@ class LocalStore:
         with f:
             yield f
 
-    def fetch(self, path: str, dest: Path) -> Path:
-        """Copy a stored file to ``dest``."""
+    def fetch(self, path: str, dest: Path, sha256: str | None = None) -> Path:
+        """Copy a stored file to ``dest`` (the store is on this machine: no cache to look in)."""
         # open refuses links and FIFOs
         with self.open(path) as stored, atomic_output(dest, 0o644, durable=True) as out:
             shutil.copyfileobj(stored, out, 1 << 20)
