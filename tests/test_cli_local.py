@@ -26,8 +26,9 @@ def tree(root: Path) -> set[str]:
     }
 
 
-def one_line_error(result, *needles: str) -> None:  # type: ignore[no-untyped-def]
-    assert result.code in (1, 2, 3), result  # an error is never exit 0
+def one_line_error(result, *needles: str, code: int = 2) -> None:  # type: ignore[no-untyped-def]
+    """Bad usage or bad input: exit 2 (the README's contract), one line, no traceback."""
+    assert result.code == code, result
     assert result.err.startswith("librarian: error: "), result.err
     assert "Traceback" not in result.err
     assert result.err.count("\n") == 1, result.err
