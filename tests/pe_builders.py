@@ -8,6 +8,7 @@ table, and each section's bytes at a 0x200-aligned file offset (0x1000-aligned i
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 FILE_ALIGN, SECTION_ALIGN = 0x200, 0x1000
 DATA, CODE = 0xC0000040, 0x60000020  # initialized data, read/write; code, execute/read
@@ -18,10 +19,12 @@ def _align(n: int, to: int) -> int:
     return -(-n // to) * to
 
 
-def _idata(va: int, imports: dict[str, list[str]]) -> bytes:
-    """The import directory, lookup tables, hint/name entries and DLL names, laid out from ``va``."""
+def _idata(va: int, imports: dict[str, list[str]], delayed: bool = False) -> bytes:
+    """The import directory (or, ``delayed``, the delay-load one), lookup tables, hint/name entries and DLL
+    names, laid out from ``va``."""
     dlls = list(imports)
-    descriptors = 20 * (len(dlls) + 1)
+    size = 32 if delayed else 20
+    descriptors = size * (len(dlls) + 1)
     tables_at = descriptors
     tables_size = sum(8 * (len(imports[d]) + 1) for d in dlls)
     names_at = tables_at + tables_size
@@ -41,9 +44,12 @@ def _idata(va: int, imports: dict[str, list[str]]) -> bytes:
     out = bytearray()
     table_rva = va + tables_at
     for dll in dlls:
-        out += struct.pack("<IIIII", table_rva, 0, 0, dll_rva[dll], table_rva)
+        if delayed:  # attributes (1: RVAs), DLL name, module handle, IAT, name table, bound, unload, stamp
+            out += struct.pack("<8I", 1, dll_rva[dll], 0, 0, table_rva, 0, 0, 0)
+        else:
+            out += struct.pack("<IIIII", table_rva, 0, 0, dll_rva[dll], table_rva)
         table_rva += 8 * (len(imports[dll]) + 1)
-    out += bytes(20)
+    out += bytes(size)
     for dll in dlls:
         for sym in imports[dll]:
             out += struct.pack("<Q", name_rva[(dll, sym)])
@@ -55,21 +61,31 @@ def pe_dll(
     sections: tuple[tuple[str, bytes, int], ...] = (),
     imports: dict[str, list[str]] | None = None,
     machine: int = 0x8664,
+    *,
+    delay_imports: dict[str, list[str]] | None = None,
+    idata: Callable[[int], bytes] | None = None,
 ) -> bytes:
     """A PE32+ DLL with ``sections`` (name, bytes, characteristics) and an import table of ``imports``
-    (DLL -> symbols imported by name)."""
+    (DLL -> symbols imported by name), a delay-load import table of ``delay_imports``, or an ``.idata``
+    section of hand-laid bytes (``idata(va)``, the section's address in) that directory 1 points at."""
     table = list(sections)
-    idata_index = None
-    if imports:
+    idata_index = didat_index = None
+    if imports or idata:
         idata_index = len(table)
         table.append((".idata", b"", READ_ONLY_DATA))
+    if delay_imports:
+        didat_index = len(table)
+        table.append((".didat", b"", READ_ONLY_DATA))
     count = len(table)
     opt_size = 240
     headers = _align(0x40 + 4 + 20 + opt_size + 40 * count, FILE_ALIGN)
     vas = [SECTION_ALIGN * (i + 1) for i in range(count)]
     if idata_index is not None:
-        assert imports is not None
-        table[idata_index] = (".idata", _idata(vas[idata_index], imports), READ_ONLY_DATA)
+        laid = idata(vas[idata_index]) if idata else _idata(vas[idata_index], imports or {})
+        table[idata_index] = (".idata", laid, READ_ONLY_DATA)
+    if didat_index is not None:
+        assert delay_imports is not None
+        table[didat_index] = (".didat", _idata(vas[didat_index], delay_imports, True), READ_ONLY_DATA)
     raw_at, offsets = headers, []
     for _, data, _ in table:
         offsets.append(raw_at)
@@ -82,6 +98,8 @@ def pe_dll(
     struct.pack_into("<I", opt, 108, 16)  # NumberOfRvaAndSizes
     if idata_index is not None:
         struct.pack_into("<II", opt, 0x70 + 8, vas[idata_index], len(table[idata_index][1]))
+    if didat_index is not None:  # data directory 13: the delay-load import descriptors
+        struct.pack_into("<II", opt, 0x70 + 8 * 13, vas[didat_index], len(table[didat_index][1]))
     rows = b"".join(
         struct.pack(
             "<8sIIIIIIHHI",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,32 @@ def test_a_crafted_universal_file_is_one_line() -> None:
     struct.pack_into(">I", bad, 8 + 8, 0x7FFFFFF0)  # the first slice's offset past the end
     with pytest.raises(BadBinary, match="runs past the end of the file"):
         inspect_binary(io.BytesIO(bytes(bad)), "pkg/_C.so")
+
+
+def names_into_one_table(symbols: int, table: int) -> bytes:
+    """A Mach-O whose ``symbols`` undefined symbols all point into one ``table``-byte string table with no
+    NUL (each name read to the table's end: a fresh copy of the whole table per symbol, before)."""
+    header_size, commands_size = 32, 24
+    symoff = header_size + commands_size
+    stroff = symoff + 16 * symbols
+    rows = b"".join(struct.pack("<IBBHQ", 1 + (i % 7), 0x01, 0, 0, 0) for i in range(symbols))
+    command = struct.pack("<IIIIII", 0x2, 24, symoff, symbols, stroff, table)
+    header = struct.pack("<IiiIIIII", 0xFEEDFACF, CPU_ARM64, 0, 8, 1, commands_size, 0, 0)
+    return header + command + rows + b"_" * table
+
+
+def test_names_into_one_long_string_table_cost_no_copy_of_it() -> None:
+    """300 symbols into a 4 MiB string table without NUL took 20 s and 4.7 GB; now one line, at once."""
+    data = names_into_one_table(300, 4 << 20)
+    start = time.process_time()
+    with pytest.raises(BadBinary, match="not terminated within 65536 bytes"):
+        read_macho(data)
+    assert time.process_time() - start < 10  # CPU time; about 0.01 s here
+
+
+def test_names_at_the_tables_end_are_read_and_shared_names_once() -> None:
+    """A last name whose NUL the table cut off is still that name; symbols sharing one name give it once."""
+    data = names_into_one_table(300, 200)
+    assert sorted(read_macho(data).imported) == sorted(
+        {"_" * (198 - i % 7) for i in range(300)}
+    )  # less the one Mach-O adds

@@ -21,6 +21,10 @@ MAX_COMMANDS = 4096
 MAX_SLICES = 16
 MAX_SYMBOLS = 1 << 20
 MAX_STRINGS = 64 << 20
+MAX_NAME = 1 << 16  # one symbol's name (a long mangled C++ name is a few KB)
+# Bytes of undefined symbols' names one file may yield in all: names that all point into one long string
+# table are each read only up to their NUL, and never more than this over the file.
+MAX_NAME_BYTES = 64 << 20
 LC_SYMTAB = 0x2
 LC_LOAD_DYLIB, LC_LOAD_WEAK_DYLIB, LC_REEXPORT_DYLIB, LC_LAZY_LOAD_DYLIB = 0xC, 0x80000018, 0x8000001F, 0x20
 _DYLIBS = (LC_LOAD_DYLIB, LC_LOAD_WEAK_DYLIB, LC_REEXPORT_DYLIB, LC_LAZY_LOAD_DYLIB)
@@ -108,10 +112,19 @@ def _undefined(
         raise BadBinary("the symbol table runs past the end of its slice")
     table = src.read(base + symoff, nsyms * step, "symbol table")
     strings = src.read(base + stroff, strsize, "string table")
-    found = []
+    found: dict[int, str] = {}  # by string-table index: symbols that share a name cost it once
+    total = 0
     for i in range(nsyms):
         strx, ntype = struct.unpack_from("<IB", table, i * step)
-        if ntype & N_TYPE == N_UNDF and ntype & N_EXT and 0 < strx < strsize:
-            name = strings[strx:].split(b"\0", 1)[0].decode("utf-8", "replace")
-            found.append(name.removeprefix("_"))  # the C name: Mach-O adds one underscore
-    return found
+        if ntype & N_TYPE == N_UNDF and ntype & N_EXT and 0 < strx < strsize and strx not in found:
+            end = strings.find(b"\0", strx, strx + MAX_NAME + 1)  # no copy of the table's tail
+            if end < 0 and strsize - strx <= MAX_NAME:
+                end = strsize  # the table's last name, its NUL cut off: what it holds is the name
+            if end < 0:
+                raise BadBinary(f"symbol name at string {strx} is not terminated within {MAX_NAME} bytes")
+            total += end - strx
+            if total > MAX_NAME_BYTES:
+                raise BadBinary(f"more than {MAX_NAME_BYTES >> 20} MiB of imported symbol names")
+            # the C name: Mach-O adds one underscore
+            found[strx] = strings[strx:end].decode("utf-8", "replace").removeprefix("_")
+    return list(found.values())
