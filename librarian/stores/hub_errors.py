@@ -9,6 +9,7 @@ to its read cache (:class:`CannotReach`), re-plan (:class:`Conflict`), look a lo
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -21,7 +22,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from librarian.errors import StoreError, Unreachable
+from librarian.errors import LibrarianError, StoreError, Unreachable
 from librarian.redact import clean
 from librarian.stores.hub_http import RETRY_STATUS, describe, rate_limit_wait, server_words
 
@@ -94,14 +95,6 @@ def translated(
         ) from e
     except HfHubHTTPError as e:
         raise _http_error(e, location, what, max_wait=max_wait, conflicts=conflicts) from e
-    except RuntimeError as e:
-        # huggingface_hub wraps a failed LFS upload: RuntimeError("Error while uploading ...") from the cause.
-        cause = e.__cause__
-        if not isinstance(cause, (HfHubHTTPError, httpx2.TransportError, OSError)):
-            raise
-        if conflicts:
-            raise Transient(f"{what}: upload failed ({type(cause).__name__})") from e
-        raise Unreachable(f"{location}: {what}: upload failed ({_short(cause)})") from e
     except httpx2.TooManyRedirects as e:
         # A server (or a proxy before it) that redirects a request back to itself: not ours to wait out.
         raise Unreachable(f"{location}: {what}: the Hub's answer is a redirect loop") from e
@@ -110,6 +103,23 @@ def translated(
         raise Unreachable(
             f"{location}: {what}: the Hub answered with something that is not JSON ({e.msg} at byte {e.pos})"
         ) from e
+    except (KeyError, TypeError, AttributeError, ValueError, RecursionError) as e:
+        # JSON of another shape than the API's ([] for an object, a number for a date, nesting past what
+        # json reads): huggingface_hub's models fail on it with a bare Python error. Only those raised
+        # inside the client are the server's.
+        if isinstance(e, LibrarianError) or not _raised_in_client(e):
+            raise
+        raise Unreachable(
+            f"{location}: {what}: the Hub's answer is not in the shape its API has ({type(e).__name__}: {_short(e)})"
+        ) from e
+    except RuntimeError as e:
+        # huggingface_hub wraps a failed LFS upload: RuntimeError("Error while uploading ...") from the cause.
+        cause = e.__cause__
+        if not isinstance(cause, (HfHubHTTPError, httpx2.TransportError, OSError)):
+            raise
+        if conflicts:
+            raise Transient(f"{what}: upload failed ({type(cause).__name__})") from e
+        raise Unreachable(f"{location}: {what}: upload failed ({_short(cause)})") from e
     except (httpx2.TransportError, ConnectionError, TimeoutError) as e:
         if conflicts:
             raise Transient(f"{what}: {type(e).__name__}") from e
@@ -162,6 +172,18 @@ def say_wait(seconds: float | None) -> str:
     if minutes <= 60:
         return f"{minutes} min"
     return f"{minutes // 60} h" + (f" {minutes % 60} min" if minutes % 60 else "")
+
+
+def _raised_in_client(e: BaseException) -> bool:
+    """Whether ``e`` was raised in huggingface_hub's own code (reading a reply), not in ours."""
+    # The traceback runs from here down to the raise: a client frame in it means the client was reading
+    # when it failed (our code that ran after a client call returned has no client frame below it).
+    tb = e.__traceback__
+    while tb is not None:
+        if f"{os.sep}huggingface_hub{os.sep}" in tb.tb_frame.f_code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _short(e: BaseException) -> str:

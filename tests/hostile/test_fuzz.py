@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.builders import make_wheel
-from tests.hostile.fuzz import Stats, fuzz, fuzz_index, run_command
+from tests.builders import make_wheel, record_hash
+from tests.conftest import Run, pull_args
+from tests.hostile import mutants
+from tests.hostile.fuzz import FLAGS, WHEEL, Stats, fuzz, fuzz_index, run_command
 from tests.hostile.mutants import KINDS
+from tests.hostile.surfaces import RECORD_FIELDS, fuzz_surfaces, mutate_record, reply_mutants, surfaces
+from tests.loophub.server import LoopHub
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,3 +117,100 @@ def test_fuzz_index_content_thousands(tmp_path: Path) -> None:
     stats = _index_fuzz(tmp_path, int(os.environ.get("LIBRARIAN_INDEX_FUZZ_COUNT", "2000")))
     sys.stderr.write(f"index fuzz: {json.dumps(stats.to_json())}\n")
     assert stats.failures() == [], stats.to_json()
+
+
+# --- the surfaces a whole-wheel mutant rarely reaches (tests/hostile/surfaces.py) -------------------------
+
+
+@pytest.mark.parametrize("count", [300, pytest.param(2000, marks=pytest.mark.hostile_slow)])
+def test_fuzz_member_surfaces(count: int) -> None:
+    """PE import and delay-load tables, PE headers, Mach-O load commands, symbol tables and universal
+    headers: every mutant is read or refused in one line, within seconds of CPU."""
+    stats = fuzz_surfaces(seed=20261204, count=count)
+    assert stats.escapes == [] and stats.slow == [], stats.to_json()
+    for surface in surfaces():  # each surface survives some mutants, and each format refuses some
+        assert stats.outcomes[f"{surface.name}: read"], (surface.name, stats.to_json())
+    for fmt in ("pe", "macho"):
+        assert sum(n for k, n in stats.outcomes.items() if k.startswith(fmt) and k.endswith("refused")), fmt
+
+
+@pytest.mark.hostile_slow
+def test_fuzz_ten_thousand_member_surface_mutants() -> None:
+    """10,000 member mutants in a worker process of its own (its peak memory is its own)."""
+    count = int(os.environ.get("LIBRARIAN_FUZZ_COUNT", "10000"))
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.hostile.surfaces", "--seed", "7", "--count", str(count)],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+        check=True, timeout=3600,
+    )  # fmt: skip
+    result = json.loads(done.stdout)
+    sys.stderr.write(f"surface fuzz: {json.dumps(result)}\n")
+    assert result["mutants"] == count and result["escapes"] == result["slow"] == 0, result
+    assert result["peak_rss_mb"] < 300, result
+
+
+def _record_fuzz(tmp_path: Path, count: int, seed: int) -> Stats:
+    stats = Stats()
+    rng = random.Random(seed)
+    members = mutants.standard_members()
+    di = "tinykern-0.1.0.dist-info"
+    record = "".join(f"{m},{record_hash(d)},{len(d)}\n" for m, d in members.items()) + f"{di}/RECORD,,\n"
+    for i in range(count):
+        text, how = mutate_record(record, rng)
+        stats.kinds[how] += 1
+        stats.mutants += 1
+        wheel = mutants.raw_wheel(tmp_path / f"m{i}", WHEEL, {**members, f"{di}/RECORD": text.encode()},
+                                  record=False)  # fmt: skip
+        label = f"record seed {seed} mutant {i} ({how})"
+        run_command(["inspect", str(wheel)], stats, label, 20)
+        code, _, _ = run_command(["publish", str(wheel), *FLAGS, "--repo", str(tmp_path / "S"), "--create"],
+                                 stats, label, 20)  # fmt: skip
+        if code == 0:
+            vcode, vout, _ = run_command(
+                ["verify", "--deep", "--repo", str(tmp_path / "S")], stats, label, 20
+            )
+            if vcode:
+                stats.accepted_then_rejected.append(f"{label}: {vout.strip()[:200]}")
+    return stats
+
+
+@pytest.mark.parametrize("count", [40, pytest.param(1000, marks=pytest.mark.hostile_slow)])
+def test_fuzz_record_fields(tmp_path: Path, count: int) -> None:
+    """Hostile RECORD fields (sizes, digests, paths, quotes, field counts, a field past csv's limit) through
+    inspect, publish and verify --deep: one line, exit 0, 1 or 2, never accepted then rejected."""
+    stats = _record_fuzz(tmp_path, count, seed=3)
+    assert stats.failures() == [], stats.to_json()
+    assert len(stats.kinds) == len(RECORD_FIELDS), stats.kinds
+    assert stats.codes[2], stats.codes  # most forms are refused
+
+
+@pytest.mark.parametrize("count", [12, pytest.param(300, marks=pytest.mark.hostile_slow)])
+def test_fuzz_hub_replies(run: Run, loophub: LoopHub, tmp_path: Path, count: int) -> None:
+    """Bent repo-info replies (truncated, junk, a value replaced, dropped or added) and redirect loops
+    through ls and pull: each exits 0, 2 or 3 in one line, never a traceback."""
+    wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
+    repo = "hf://datasets/team/wheels"
+    assert run("publish", str(wheel), *FLAGS, "--trust-sm", "--repo", repo, "--create").code == 0
+    rng = random.Random(11)
+    commands = [
+        ("ls", "--repo", repo),
+        pull_args("tinykern", torch="2.8", out=str(tmp_path / "o")) + ("--repo", repo),
+    ]
+    seen: Counter[int] = Counter()
+    for i in range(count):
+        loophub.clear_faults()
+        body, how = reply_mutants(rng)
+        loophub.answer("repo_info", body)
+        for argv in commands:
+            result = run(*argv)
+            seen[result.code] += 1
+            label = f"reply mutant {i} ({how}): {argv[0]}"
+            assert result.code in (0, 2, 3), f"{label}: exit {result.code}: {result.err}"
+            assert "Traceback" not in result.err, label
+            if result.code:
+                assert result.err.count("librarian: error:") == 1 and result.err.endswith("\n"), (
+                    label,
+                    result.err,
+                )
+    loophub.clear_faults()
+    assert seen[3], seen  # most bent replies end the command as the server's fault

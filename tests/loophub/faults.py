@@ -26,6 +26,7 @@ class FaultKind(str, Enum):
     TRICKLE = "trickle"  # handle normally, then send the body one byte every `delay_s` seconds
     ECHO = "echo"  # answer `status` with an error text that echoes the Authorization header and raw bytes
     BAD_JSON = "bad_json"  # answer 200 with a JSON content type and a body that is not JSON
+    BODY = "body"  # answer 200 with a JSON content type and ``body`` (text, latin-1 for bytes)
     REDIRECT_LOOP = "redirect_loop"  # answer 302 to the very URL asked (every time: the fault stays live)
 
 
@@ -60,6 +61,7 @@ class Fault:
     delay_s: float = 0.0
     phase: Phase = Phase.RESPONSE
     after_bytes: int | None = None
+    body: str = ""  # BODY's reply, as latin-1 text (JSON carries it)
     skip: int = 0  # matching requests to let through untouched before the fault starts firing
     fired: int = 0
 

@@ -104,6 +104,10 @@ class _Handler(BaseHTTPRequestHandler):
             broken = Reply(200, {"Content-Type": "application/json"}, b'{"id": "team/wheels", "sha": ')
             self._send(broken, route, fault, len(body))
             return
+        if fault is not None and fault.kind is FaultKind.BODY:
+            reply = Reply(200, {"Content-Type": "application/json"}, fault.body.encode("latin-1"))
+            self._send(reply, route, fault, len(body))
+            return
         if fault is not None and fault.kind is FaultKind.REDIRECT_LOOP:
             self._send(Reply(302, {"Location": self.path}), route, fault, len(body))
             return
@@ -376,6 +380,12 @@ class LoopHub:
     def bad_json(self, endpoint: str | None, times: int = 1, **match: Any) -> Fault:
         """Answer the next ``times`` matching requests 200 with a truncated JSON body."""
         return self.add_fault(FaultKind.BAD_JSON, endpoint=endpoint, times=times, **match)
+
+    def answer(self, endpoint: str | None, body: bytes, times: int = 1000, **match: Any) -> Fault:
+        """Answer the next ``times`` matching requests 200 with ``body`` as JSON's content type."""
+        return self.add_fault(
+            FaultKind.BODY, endpoint=endpoint, times=times, body=body.decode("latin-1"), **match
+        )
 
     def redirect_loop(self, endpoint: str | None, times: int = 1000, **match: Any) -> Fault:
         """Answer the next ``times`` matching requests with a redirect to the same URL."""
