@@ -132,6 +132,32 @@ def test_device_code_in_a_dll_is_read_like_an_elf_member_s(section: str) -> None
     assert facts.embedded == ((".data",) if section == ".data" else ())
 
 
+READ_ONLY = 0x40000000  # readable, and neither initialized data nor code: the data-section scan skips it
+
+
+def test_a_fatbin_only_the_named_section_holds_is_read() -> None:
+    """``.nv_fatb`` found by its PE name, not by the data-section scan: a section the scan never reads."""
+    data = pe_dll(
+        ((".text", b"\xc3" * 64, CODE), (".nv_fatb", FATBIN, READ_ONLY)), {"cudart64_12.dll": ["x"]}
+    )
+    facts = inspect_binary(io.BytesIO(data), "pkg/_C.pyd")
+    assert [str(a) for a in facts.sass] == ["sm_80", "sm_89"] and facts.embedded == ()
+    assert facts.relocatable_sass == ()
+
+
+@pytest.mark.parametrize("flags", [READ_ONLY, DATA])
+def test_a_fatbin_in_nv_rel_is_relocatable_code(run: Run, tmp_path: Path, flags: int) -> None:
+    """``__nv_rel`` (PE's cut of ``__nv_relfatbin``: -rdc / -dlto code) is relocatable, whatever its flags:
+    no SASS the driver loads, and the judgement says so."""
+    data = pe_dll(((".text", b"\xc3" * 64, CODE), ("__nv_rel", FATBIN, flags)), {"cudart64_12.dll": ["x"]})
+    facts = inspect_binary(io.BytesIO(data), "pkg/_C.pyd")
+    assert facts.sass == () and [str(a) for a in facts.relocatable_sass] == ["sm_80", "sm_89"]
+    wheel = make_wheel(tmp_path, "winkern", "0.1.0", "cp311-cp311-win_amd64", {"winkern/_C.pyd": data})
+    doctor = run("doctor", str(wheel), "--sm", "89", "--torch", "2.9", "--cuda", "12.8", "--python", "3.11",
+                 "--platform", "win_amd64")  # fmt: skip
+    assert doctor.code == 1 and "only relocatable / LTO device code" in doctor.out, doctor.out + doctor.err
+
+
 @pytest.mark.parametrize(
     ("torch", "binding"),
     [(None, "does not link torch"), (["aoti_torch_empty_strided", "torch_call_dispatcher"], "stable ABI"),
