@@ -64,7 +64,7 @@ class BinaryFacts:
     )
     glibcxx: tuple[int, ...] | None = None  # highest GLIBCXX_x.y.z needed
     cxxabi: tuple[int, ...] | None = None  # highest CXXABI_x.y.z needed
-    needed: tuple[str, ...] = ()  # DT_NEEDED
+    needed: tuple[str, ...] = ()  # DT_NEEDED, PE imports, Mach-O install names (``@rpath/libc10.dylib``)
     soname: str | None = None
     rpath: tuple[str, ...] = ()  # DT_RPATH / DT_RUNPATH entries
     torch_symbols: tuple[str, ...] = ()  # undefined symbols it needs from libtorch / libc10 (mangled)
@@ -97,8 +97,7 @@ class BinaryFacts:
         """The CUDA major of the CUDA runtime it links: ``libcudart.so.12``, ``cudart64_12.dll``
         (``cudart64_110.dll``: 11), ``libcudart.12.dylib``."""
         for lib in self.needed:
-            low = lib.lower()
-            if m := _CUDART.fullmatch(low):
+            if m := _CUDART.fullmatch(library_name(lib)):
                 digits = next(g for g in m.groups() if g)
                 return int(digits[:2]) if len(digits) == 3 else int(digits)
         return None
@@ -111,7 +110,7 @@ class BinaryFacts:
     @property
     def cudart_library(self) -> str | None:
         """The CUDA runtime library it links, as it names it (``libcudart.so.12``, ``cudart64_12.dll``)."""
-        return next((lib for lib in self.needed if _CUDART.fullmatch(lib.lower())), None)
+        return next((lib for lib in self.needed if _CUDART.fullmatch(library_name(lib))), None)
 
     @property
     def links_torch(self) -> bool:
@@ -168,9 +167,17 @@ def _archs(values: object) -> tuple[GpuArch, ...]:
 
 
 # libcudart.so.12[.8], cudart64_12.dll / cudart64_110.dll, libcudart.12.dylib
+# libcudart-<hash>.so.12.0.107: auditwheel's rename of the runtime it bundled (spconv-cu120, cumm-cu120).
 _CUDART = re.compile(
-    r"libcudart\.so\.(\d+)(?:\.[\d.]*)?|cudart(?:64|32)_(\d+)\.dll|libcudart\.(\d+)(?:\.\d+)*\.dylib"
+    r"libcudart(?:-[0-9a-f]{8})?\.so\.(\d+)(?:\.[\d.]*)?|cudart(?:64|32)_(\d+)\.dll"
+    r"|libcudart\.(\d+)(?:\.\d+)*\.dylib"
 )
+
+
+def library_name(lib: str) -> str:
+    """The file name a loader looks for, lower case: a Mach-O install name (``@rpath/libc10.dylib``) and
+    a DT_NEEDED with a path keep their directory in the facts; what they link is the last part."""
+    return lib.rsplit("/", 1)[-1].lower()
 
 
 # torch's own libraries: libtorch.so, libtorch_cpu.so, libc10_cuda.so, libtorch_python.dylib, torch_cpu.dll,
@@ -179,7 +186,7 @@ _TORCH_LIBRARY = re.compile(r"(?:lib)?(?:torch|c10)(?:_[a-z0-9_]+)?\.(?:so|dylib
 
 
 def _links_torch_lib(lib: str) -> bool:
-    return _TORCH_LIBRARY.fullmatch(lib.lower()) is not None
+    return _TORCH_LIBRARY.fullmatch(library_name(lib)) is not None
 
 
 def _links_torch(needed: object) -> bool:

@@ -351,15 +351,19 @@ def cubin_bytes(
     e_version: int = 1,
     etype: int = 2,
     kernels: bool = True,
+    arch_option: str | None = None,
+    layout: int = 0x06,
 ) -> bytes:
-    """A cubin (EM_CUDA ELF) for ``sm`` whose ``.nv.info`` says ``api`` and/or tkinfo says ``release``.
+    """A cubin (EM_CUDA ELF) for ``sm`` whose ``.nv.info`` says ``api`` and/or tkinfo says ``release``
+    (and ``arch_option``, the ``-arch`` of ptxas's command line, as ptxas 12.9 and 13.0 write it).
 
     ``kernels``: it holds one kernel's code (a ``.text._Z1kPi`` section, as nvcc names it); without, it is
     a stub that serves no GPU (libcufftw's 872-byte cubin).
 
     ``abi`` 7 or 8 picks the ``e_flags`` layout (reference section 4). ``arch_specific`` says how the
     cubin marks ``sm_NNa``: ``"flags"`` (ABI 7 0x800; ptxas 12.9's ABI 8 0x8) or ``"compat"`` (CUDA 13's
-    ``.nv.compat`` attribute 9).
+    ``.nv.compat`` attribute 9); ``"family"`` sets the later ABI-8 layout's `f` bit (0x4), which with
+    ``layout`` 0x0f or 0x10 (e_flags >> 24) says `f`, and in the usual 0x06 layout means nothing.
     """
     sections = []
     if api:
@@ -368,13 +372,17 @@ def cubin_bytes(
         sections.append((".nv.info.add", 0x70000000, info))
     if release:
         strings = b"ptxas\0" + f"Cuda compilation tools, release {release}, V{release}.1\0".encode()
+        if arch_option:
+            strings += f"Build cuda_{release}\0-arch {arch_option} -m 64 \0".encode()
         desc = struct.pack("<IIIIII", 2, 0, 0, 6, 0, 0) + strings
         sections.append((".note.nv.tkinfo", SHT_NOTE, note("NVIDIA Corp", 2000, desc)))
     if abi == 7:
         osabi, eflags = 0x33, sm | 0x500 | sm << 16 | (0x800 if arch_specific == "flags" else 0)
     else:
         low = (0x2 if sm >= 100 else 0x4) | (0x8 if arch_specific == "flags" else 0)
-        osabi, eflags = 0x41, 0x6000000 | sm << 8 | low
+        if arch_specific == "family":
+            low = 0x4
+        osabi, eflags = 0x41, layout << 24 | sm << 8 | low
     if abi == 8:  # as CUDA 13 writes it: u8 format 2, u8 attribute, u16 value records
         compat = struct.pack("<BBH", 2, 9, arch_specific == "compat") + struct.pack("<BBH", 2, 2, 1)
         sections.append((".nv.compat", 0x70000086, compat))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import random
 from pathlib import Path
 
@@ -23,13 +24,36 @@ def cuda_sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.mark.parametrize(
     ("name", "arch", "relocatable"),
     [("sm90a.cubin", "sm_90a", False), ("sm100a.cubin", "sm_100a", False),
-     ("sm120f.cubin", "sm_120", False), ("rdc.cubin", "sm_80", True)],
+     ("sm120f.cubin", "sm_120f", False), ("rdc.cubin", "sm_80", True)],
 )  # fmt: skip
 def test_nvcc_cubins(cuda_sos: dict[str, Path], name: str, arch: str, relocatable: bool) -> None:
-    # CUDA 13 writes ELF ABI 8: `a` lives only in .nv.compat, and nothing records `f`.
+    # CUDA 13 writes ELF ABI 8: `a` lives only in .nv.compat, and `f` only in the tkinfo note's -arch.
     entry = read_cubin(cuda_sos[name].read_bytes())
     assert (str(entry.arch), entry.relocatable, entry.toolkit) == (arch, relocatable, fixtures_toolkit())
     assert entry.payload_size == cuda_sos[name].stat().st_size and entry.compression == "none"
+
+
+@pytest.mark.parametrize(
+    ("made", "arch"),
+    [
+        # ptxas 12.9 (flashinfer-cubin's sm_100f kernels): e_flags as plain sm_100; the note says -arch sm_100f
+        ({"abi": 8, "release": "12.9", "arch_option": "sm_100f"}, "sm_100f"),
+        ({"abi": 8, "release": "12.9", "arch_option": "sm_100"}, "sm_100"),
+        # the note's -arch names another GPU: not this cubin's suffix
+        ({"abi": 8, "release": "12.9", "arch_option": "sm_120f"}, "sm_100"),
+        # the later layout (trtllm-gen's cubins, no tkinfo): 0x4 is `f`, 0xc `a`
+        ({"abi": 8, "arch_specific": "family", "layout": 0x10, "api": (12, 9)}, "sm_100f"),
+        ({"abi": 8, "arch_specific": "family", "layout": 0x0F, "api": (12, 9)}, "sm_100f"),
+        # in the usual layout 0x4 is no family bit (nvcc 13.0 sets it on sm_75 to sm_90)
+        ({"abi": 8, "arch_specific": "family", "api": (12, 9)}, "sm_100"),
+        ({"abi": 8, "arch_specific": "flags", "layout": 0x10, "api": (12, 9)}, "sm_100a"),
+    ],
+)
+def test_the_family_suffix_of_a_cubin(made: dict[str, object], arch: str) -> None:
+    """``f`` from where ptxas writes it: the tkinfo note's command line, or the later layout's e_flags."""
+    data = cubin_bytes(100, **made)  # type: ignore[arg-type]
+    assert str(read_cubin(data).arch) == arch  # the lean reader
+    assert str(read_cubin(io.BytesIO(data)).arch) == arch  # the generic one
 
 
 def test_nvcc_ptx_and_fatbin(cuda_sos: dict[str, Path]) -> None:

@@ -8,6 +8,7 @@ from librarian.coords import WheelName
 from librarian.demands import Demand, Wheel, cuda
 from librarian.demands.cuda import DRIVER_TOO_OLD
 from librarian.demands.members import Member
+from librarian.facts import BinaryFacts, BinaryFormat
 from tests.demand_builders import NAME, machine, so, verdict_for, wheel
 
 # --- CUDA ---------------------------------------------------------------------------------------------------
@@ -87,3 +88,20 @@ def test_claims_read_only_the_member_the_label_loads() -> None:
 )
 def test_cuda_tokens_in_member_names(path: str, token: tuple[int, int] | None) -> None:
     assert Member.from_binary(so(path, sass="sm_80")).cuda_token == token
+
+
+@pytest.mark.parametrize(
+    ("needed", "major"),
+    [
+        (("libcudart-3b3c5a6e.so.12.0.107",), 12),  # auditwheel's rename of a bundled runtime (spconv-cu120)
+        (("libcudart.so.13",), 13),
+        (("@rpath/libcudart.12.dylib",), 12),  # a Mach-O install name, directory kept
+        (("libcudart-notahash.so.12",), None),
+    ],
+)
+def test_the_cuda_runtime_a_member_links_by_any_of_its_names(
+    needed: tuple[str, ...], major: int | None
+) -> None:
+    facts = BinaryFacts("pkg/_C.so", BinaryFormat.ELF, "x86_64", needed=needed)
+    assert facts.cudart_major == major
+    assert facts.cudart_library == (needed[0] if major else None)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from librarian.coords import GpuArch, MajorMinor, format_version
 from librarian.demands.base import Wheel
 from librarian.demands.memo import by_identity
-from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
+from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, library_name
 
 # A CUDA version token in a member's file name: _cuda118, -cu128, .cuda13 (not inside a longer word).
 _TOKEN = re.compile(r"(?<![a-z0-9])(cuda|cu)(\d{2,3})(?![0-9])", re.IGNORECASE)
@@ -62,7 +62,8 @@ def _never_loaded(facts: WheelFacts) -> tuple[tuple[str, str], ...]:
             continue  # NVIDIA device code: this member is for NVIDIA GPUs, whatever its name says
         base = posixpath.basename(b.path)
         vendor = _VENDOR_TOKEN.search(base)
-        lib = next((who for prefix, who in _VENDOR_LIBS if any(n.startswith(prefix) for n in b.needed)), None)
+        needs = [library_name(n) for n in b.needed]
+        lib = next((who for prefix, who in _VENDOR_LIBS if any(n.startswith(prefix) for n in needs)), None)
         if vendor or lib:
             found[b.path] = f"for {_VENDOR_NAMES[vendor[1].lower()] if vendor else lib} GPUs"
         elif (

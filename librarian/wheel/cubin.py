@@ -36,6 +36,13 @@ ABI7_OSABI, ABI8_OSABI = 0x33, 0x41
 # ptxas 12.8/12.9 sets e_flags 0x8 (0x600640a vs 0x6006402: flashinfer-cubin, ptxas 12.9.86); ABI 8 from
 # CUDA 13 sets neither and writes .nv.compat attribute 0x09 = 1 instead.
 ABI7_ARCH_SPECIFIC, ABI8_ARCH_SPECIFIC, COMPAT_ARCH_SPECIFIC = 0x800, 0x8, 0x09
+# How a cubin says `f` (sm_100f): ptxas 12.9 and 13.0 write it only in the tkinfo note's command line
+# (`-arch sm_100f`; e_flags 0x6006402, as plain sm_100: 13,646 of flashinfer-cubin 0.6.13's cubins). The
+# later ABI-8 layout, e_flags >> 24 of 0x0f and 0x10 (flashinfer-cubin's trtllm-gen cubins, which carry no
+# tkinfo), sets 0x4 for `f` and 0xc for `a` (30 `_sm100f` files 0x..6404, 30 `_sm103a` files 0x..670c);
+# in the 0x06 layout 0x4 means nothing of the kind (nvcc 13.0 sets it on every sm_75 to sm_90 cubin).
+ABI8_FAMILY_SPECIFIC, ABI8_FAMILY_LAYOUT = 0x4, 0x0F
+_ARCH_OPTION = re.compile(rb"-arch[= ]+sm_(\d+)([af]?)\b")
 EIATTR_CUDA_API_VERSION = 0x37  # .nv.info attribute: major*10+minor of the ptxas that assembled it
 PTX_HEAD = 64 << 10  # .version and .target come before any code; only this much of a PTX file is read
 # ABI-7 e_version is the CUDA release * 10 (110 for 11.0 ... 128 for 12.8; checked against EIATTR on
@@ -175,17 +182,18 @@ def _lean_entry(
 ) -> FatbinEntry | None:
     """The entry, reading the sections in the order (and only as far as) the generic reader does."""
     osabi = data[7]
+    compat_specific = False
     if osabi == ABI8_OSABI:
         sm = (flags >> 8) & 0xFF
         compat = named("compat")
         attrs = {attr: value for attr, value, _ in _attributes(body(compat[0]))} if compat else {}
-        specific = bool(flags & ABI8_ARCH_SPECIFIC) or attrs.get(COMPAT_ARCH_SPECIFIC) == 1
+        compat_specific = attrs.get(COMPAT_ARCH_SPECIFIC) == 1
     else:
         sm = flags & 0xFF
-        specific = bool(flags & ABI7_ARCH_SPECIFIC)
     if not is_sm_number(sm):
         return None  # the generic reader words the error
-    arch = GpuArch.from_number(sm, "a" if specific else "", ArchKind.SASS)
+    suffix = _suffix(osabi, flags, compat_specific, sm, (body(i) for i in named("note")))
+    arch = GpuArch.from_number(sm, suffix, ArchKind.SASS)
     toolkit = _toolkit_of((body(i) for i in named("note")), (body(i) for i in named("info")), osabi, version)
     kernels = any(header(i)[5] > 0 for i in named("text"))  # sh_size: holds_code's test
     return FatbinEntry(
@@ -237,21 +245,35 @@ def cubin_holds_code(cubin: bytes) -> bool | None:
 
 
 def cubin_arch(elf: ElfFile, src: Source) -> GpuArch:
-    """``sm_90a`` from a cubin's ``e_flags`` (ABI 7 and 8 differ) and, for CUDA 13, its ``.nv.compat``.
-
-    Nothing in a cubin records the family-specific ``f``: only a fatbin entry's flags do.
-    """
+    """``sm_90a`` / ``sm_100f`` from a cubin's ``e_flags`` (ABI 7 and 8 differ), for CUDA 13 its
+    ``.nv.compat``, and where those do not say `f`, the ``-arch`` of its tkinfo note."""
+    compat_specific = False
     if elf.osabi == ABI8_OSABI:
         sm = (elf.flags >> 8) & 0xFF
-        specific = bool(elf.flags & ABI8_ARCH_SPECIFIC) or _compat(elf, src).get(COMPAT_ARCH_SPECIFIC) == 1
+        compat_specific = _compat(elf, src).get(COMPAT_ARCH_SPECIFIC) == 1
     else:  # ABI 7, and the older ABIs that share its layout: sm | 0x500 | sm << 16, plus 0x800 for `a`
         sm = elf.flags & 0xFF
-        specific = bool(elf.flags & ABI7_ARCH_SPECIFIC)
     if not is_sm_number(sm):
         raise BadBinary(
             f"cubin e_flags {elf.flags:#x} (ELF OS/ABI {elf.osabi:#x}) name no SM a compiler emits"
         )
-    return GpuArch.from_number(sm, "a" if specific else "", ArchKind.SASS)
+    notes = (section_bytes(src, s) for s in elf.sections if s.name == ".note.nv.tkinfo")
+    return GpuArch.from_number(sm, _suffix(elf.osabi, elf.flags, compat_specific, sm, notes), ArchKind.SASS)
+
+
+def _suffix(osabi: int, flags: int, compat_specific: bool, sm: int, notes: Iterable[bytes]) -> str:
+    """``a``, ``f`` or ``""``: the header's bits first, then the command line in the notes (read lazily)."""
+    if osabi == ABI8_OSABI:
+        if flags & ABI8_ARCH_SPECIFIC or compat_specific:
+            return "a"
+        if flags >> 24 >= ABI8_FAMILY_LAYOUT and flags & ABI8_FAMILY_SPECIFIC:
+            return "f"
+    elif flags & ABI7_ARCH_SPECIFIC:
+        return "a"
+    for raw in notes:
+        if (m := _ARCH_OPTION.search(raw)) and int(m[1]) == sm:
+            return m[2].decode()
+    return ""
 
 
 def _compat(elf: ElfFile, src: Source) -> dict[int, int]:

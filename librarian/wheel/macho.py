@@ -9,7 +9,6 @@ count and offset is checked against the file, so a crafted file raises BadBinary
 
 from __future__ import annotations
 
-import posixpath
 import struct
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -39,7 +38,7 @@ class MachOFile:
     """What librarian reads of a Mach-O file: over every slice of a universal one."""
 
     cpus: tuple[str, ...]
-    dylibs: tuple[str, ...]  # the libraries it loads, by file name (``libtorch_cpu.dylib``)
+    dylibs: tuple[str, ...]  # the libraries it loads, by install name (``@rpath/libtorch_cpu.dylib``)
     imported: tuple[str, ...]  # undefined external symbols, as the C/C++ name (one leading underscore off)
 
 
@@ -94,7 +93,7 @@ def _slice(src: Source, base: int, length: int) -> tuple[str, list[str], list[st
         if cmd in _DYLIBS and size >= 24:
             (name_at,) = struct.unpack_from("<I", body, 8)
             name = body[name_at:].split(b"\0", 1)[0] if name_at < size else b""
-            dylibs.append(posixpath.basename(name.decode("utf-8", "replace")))
+            dylibs.append(name.decode("utf-8", "replace"))  # the install name whole: @rpath/libc10.dylib
         elif cmd == LC_SYMTAB and size >= 24:
             symoff, nsyms, stroff, strsize = struct.unpack_from("<IIII", body, 8)
             symbols += _undefined(src, base, length, wide, symoff, nsyms, stroff, strsize)
