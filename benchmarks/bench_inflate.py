@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +54,8 @@ if what.startswith("inflate:"):
             while b := f.read(1 << 20): h.update(b)
 elif what == "startup":
     import librarian
+elif what == "startup-cli":
+    import librarian.cli, librarian.ops.inspect
 elif what == "inspect":
     from pathlib import Path
     from librarian.wheel.binaries import inspect_wheel
@@ -133,11 +136,19 @@ def main() -> int:
             f"  inspect, {engine:8} {took:6.2f} s  {took / floor:.2f}x  peak {rss / 1024:.0f} MB "
             f"(+{(rss - start_rss) / 1024:.0f} MB)"
         )
+    with zipfile.ZipFile(args.wheel) as zf:
+        members = len(zf.infolist())
     for engine in engines[:1]:
         took, rss = measure("cli", args.wheel, args.all, args.repeat, engine)
+        start, _ = measure("startup-cli", args.wheel, args.all, args.repeat, engine)
         print(
             f"  librarian inspect (the command, judgement and report included), {engine}: {took:.2f} s  "
             f"{took / floor:.2f}x  peak {rss / 1024:.0f} MB"
+        )
+        # what each member costs above the floor's own per-member work, start-up (imports) taken out
+        print(
+            f"  per member: floor {floor / members * 1e6:.0f} us, inspect {(took - start) / members * 1e6:.0f} us "
+            f"over {members} members (the command's imports, {start:.2f} s, apart)"
         )
     if args.retag:
         sha_floor, _ = measure("inflate:zlib", args.wheel, args.all, args.repeat, None, "sha")
