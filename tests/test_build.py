@@ -386,3 +386,84 @@ def test_an_environment_whose_torch_is_another_build_is_refused(
 def test_build_failed_is_a_finding_with_its_tail() -> None:
     failed = BuildFailed("kern: the build failed", ["error: one", "error: two"])
     assert failed.exit_code == 1 and failed.details() == ["  | error: one", "  | error: two"]
+
+
+# --- pull --build: a miss on this machine, built for it ----------------------------------------------
+
+PULL_120 = ("pull", "tinykern", "--sm", "120", "--torch", "2.9", "--cuda", "13.0", "--python", PYTHON,
+            "--platform", "linux_x86_64")  # fmt: skip
+
+
+@needs_nvcc
+def test_pull_build_on_a_miss_builds_for_this_machine_installs_and_files_it(
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, build_tools: Path
+) -> None:
+    """The store serves sm80-sm90 only; an sm120 machine builds its own cell, installs it and files it, and
+    the next sm120 machine pulls it."""
+    samples = sorted((Path(__file__).resolve().parent.parent / "samples" / "dist").glob("*.whl"))
+    assert run("publish", *map(str, samples), "--torch", "2.9", "--cuda", "13.0").code == 0
+    assert run(*PULL_120, "-o", "first").code == 1  # a miss
+    offline_pip(monkeypatch, build_tools)
+    monkeypatch.setenv("LIBRARIAN_CACHE", str(cache))
+    monkeypatch.setenv("LIBRARIAN_TORCH_INDEX", str(stand_in_torch(tmp_path / "torch")))
+    monkeypatch.setenv("LIBRARIAN_BUILD_INSTALLER", "pip")
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    installed: list[list[Path]] = []
+    monkeypatch.setattr(
+        "librarian.ops.installer.install", lambda files, python: installed.append(list(files))
+    )
+    built = run(
+        *PULL_120, "--build", "--source", str(_source(tmp_path)), "--publish", "--install", "-o", "out"
+    )
+    assert built.code == 0, built.err
+    assert "no wheel in" in built.err and "building tinykern for this machine" in built.err
+    assert "TORCH_CUDA_ARCH_LIST=12.0 " in built.err
+    tag = f"cp{PYTHON.replace('.', '')}"
+    name = f"tinykern-0.1.0+cu130torch2.9-{tag}-{tag}-linux_x86_64.whl"
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [name]
+    assert [[f.resolve() for f in files] for files in installed] == [[tmp_path / "out" / name]]
+    assert (tmp_path / "wheelhouse" / "tinykern" / "sm120" / "torch2.9-cu130" / name).is_file()
+    assert run("verify", "--deep").code == 0
+    again = run(*PULL_120, "-o", "second")
+    assert again.code == 0, again.err
+    assert (tmp_path / "second" / name).read_bytes() == (tmp_path / "out" / name).read_bytes()
+
+
+def test_pull_build_without_nvcc_says_so_before_anything_is_read(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("LIBRARIAN_CACHE", str(tmp_path / "cache"))
+    # the store named does not exist: the nvcc line comes first, so nothing was read
+    result = run(*PULL_120, "--build", "--repo", str(tmp_path / "no-such-store"))
+    assert result.code == 2
+    assert result.err.startswith("librarian: error: no nvcc found (CUDA_HOME unset, none on PATH)")
+    assert result.err.count("\n") == 1 and not (tmp_path / "cache").exists()
+
+
+def test_pull_build_needs_a_torch_with_cuda(run: Run, tmp_path: Path) -> None:
+    argv = (
+        "pull",
+        "tinykern",
+        "--sm",
+        "89",
+        "--torch",
+        "2.9",
+        "--python",
+        PYTHON,
+        "--platform",
+        "linux_x86_64",
+    )
+    result = run(*argv, "--build", "--repo", str(tmp_path / "no-such-store"))
+    assert result.code == 2 and "has no CUDA line" in result.err and result.err.count("\n") == 1, result.err
+
+
+def test_pull_build_flags_go_together(run: Run) -> None:
+    for argv, needle in (
+        (("--publish",), "go with --build"),
+        (("--build", "--requirements", "r.txt"), "--build and --requirements"),
+    ):
+        result = run(*PULL_120, *argv)
+        assert result.code == 2 and needle in result.err, result.err

@@ -179,7 +179,9 @@ def test_flashinfer_loose_cubins(
     for b in binaries:
         assert b.format is BinaryFormat.CUDA and b.cpu is None and len(b.sass) == 1 and b.toolkit
         m = re.search(r"[sS]m_?(\d+)([af]?)", b.path.rsplit("/", 1)[-1])
-        if m:  # `f` from the tkinfo note's -arch, or the later e_flags layout's 0x4 (librarian/wheel/cubin.py)
+        if (
+            m
+        ):  # `f` from the tkinfo note's -arch, or the later e_flags layout's 0x4 (librarian/wheel/cubin.py)
             assert str(b.sass[0]) == f"sm_{m[1]}{m[2]}", b.path
             by_name += 1
     where = tmp_path_factory.mktemp("flashinfer")

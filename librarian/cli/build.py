@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -14,16 +13,15 @@ from librarian.cli.options import store_and_layout
 from librarian.config import load_layout, load_settings
 from librarian.errors import BadInput, Refused
 from librarian.ops import build as build_op
+from librarian.ops.build_here import label_checked
 from librarian.ops.build_request import request_from_flags, request_from_job
 from librarian.ops.publish import PublishOptions, publish
-from librarian.ops.retag import retag_each
 from librarian.pytorch.matrix import load_matrix
-from librarian.stores.local import LocalStore
 
 app = typer.Typer(rich_markup_mode=None)
 
 
-class _Progress:
+class BuildProgress:
     """On a terminal, one line redrawn (elapsed time, the current compile step); elsewhere plain lines."""
 
     def __init__(self) -> None:
@@ -139,7 +137,7 @@ def build(
     else:  # no store: the project's layout, for the checks' cells
         store, layout = None, load_layout(load_settings(None).layout)
     settings = build_op.BuildSettings(installer=installer, torch_index=torch_index, keep=keep)
-    progress = _Progress()
+    progress = BuildProgress()
     # Exactly the asked cells: publish refuses any the bytes do not serve natively (no --trust-sm here).
     options = PublishOptions(label=request.combo.label, sms=request.sms, layout=layout)
     with build_op.build_folder(keep) as folder:
@@ -163,10 +161,4 @@ def build(
             )
             return
         # -o: the same checks as publish (into a scratch store), then the labelled wheel into DIR.
-        with tempfile.TemporaryDirectory(dir=folder) as scratch:
-            publish(
-                LocalStore(Path(scratch) / "store", may_create=True), [built.wheel], options, dry_run=True
-            )
-        out.mkdir(parents=True, exist_ok=True)
-        for done in retag_each([built.wheel], options.label, out):
-            ui.out(str(done.path))
+        ui.out(str(label_checked(built.wheel, options, out)))

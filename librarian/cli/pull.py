@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from os import environ
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -24,9 +25,15 @@ from librarian.cli.options import (
     machine_of,
     store_and_layout,
 )
+from librarian.coords import package_key
 from librarian.errors import BadInput
 from librarian.ops import installer
 from librarian.ops import pull as pull_op
+
+if TYPE_CHECKING:
+    from librarian.layout import Layout
+    from librarian.ops.build_request import BuildRequest
+    from librarian.stores.base import Store
 
 app = typer.Typer(rich_markup_mode=None)
 
@@ -74,6 +81,26 @@ def pull(
     preset: PresetOpt = None,
     cpu: CpuOpt = None,
     os: OsOpt = None,
+    build: Annotated[
+        bool,
+        typer.Option(
+            "--build", help="On a miss, build it for exactly this machine (GPU, torch, CUDA, Python) here."
+        ),
+    ] = False,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="With --build: what to build, an sdist or source folder (default: the name, from PyPI).",
+        ),
+    ] = None,
+    publish: Annotated[
+        bool,
+        typer.Option(
+            "--publish", help="With --build: file what was built in the store, for the next machine."
+        ),
+    ] = False,
+    keep: Annotated[bool, typer.Option("--keep", help="With --build: keep the build folder.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Fetch the exact wheel for this machine (newest version), sha256-checked.
@@ -84,6 +111,12 @@ def pull(
         raise BadInput(
             "--install and --requirements: choose one (the file is for installing without librarian)"
         )
+    if (source or publish or keep) and not build:
+        raise BadInput("--source, --publish and --keep go with --build (pull --build builds on a miss)")
+    if build and requirements is not None:
+        raise BadInput("--build and --requirements: the file names stored wheels; build first, then write it")
+    if source is not None and len(packages) > 1:
+        raise BadInput("--source: names what to build for one package; pull one package with it")
     # The machine first: a --python that --install contradicts is refused before the store is touched.
     found = machine_of(
         sm,
@@ -99,24 +132,94 @@ def pull(
         cpu=cpu,
         os=os,
     )
+    wants = pull_op.Wants.of(found)
+    # --build: what would be built, and nvcc, checked before the store or any index is read.
+    requests = build_requests(packages, source, wants) if build else {}
     store, layout = store_and_layout(repo)
-    report = pull_op.pull(
-        store,
-        layout,
-        packages,
-        pull_op.Wants.of(found),
-        out,
-        compatible=compatible,
-        requirements=requirements,
-    )
+    try:
+        report = pull_op.pull(
+            store, layout, packages, wants, out, compatible=compatible, requirements=requirements
+        )
+        built: list[Path] = []
+    except pull_op.NoMatch as miss:
+        if not build:
+            raise
+        report, built = build_misses(
+            store, layout, packages, wants, out, miss, requests, publish, keep, compatible
+        )
     for note in report.notes:
         ui.note(note)
-    ui.emit_json(report.to_json()) if as_json else ui.out(report.render())
+    if as_json:
+        ui.emit_json({**report.to_json(), "built": [str(f) for f in built]})
+    else:
+        ui.out("\n".join(filter(None, [report.render(), *(f"built -> {f}" for f in built)])))
+    files = [*report.files, *built]
     if install:
         # Imported here, not at the top: only --install reads the wheels' bytes, and a plain pull must not
         # load the binary readers (issue 15; tests/test_startup.py). Not a cycle: a start-up cost.
         from librarian.ops.doctor import check_runs
 
-        check_runs(report.files, found, force=force)
+        check_runs(files, found, force=force)
         # installer.install, by module: looked up now, so that tests can stand in for pip.
-        installer.install(report.files, found.interpreter.value or sys.executable)
+        installer.install(files, found.interpreter.value or sys.executable)
+
+
+def build_requests(packages: list[str], source: str | None, wants: pull_op.Wants) -> dict[str, BuildRequest]:
+    """What ``--build`` would build for each package, checked with nvcc before anything is downloaded."""
+    # Imported here: a plain pull loads neither the build nor the binary readers (tests/test_startup.py).
+    from librarian.ops import build_here
+    from librarian.pytorch.matrix import load_matrix
+
+    matrix = load_matrix()
+    requests = {package_key(p): build_here.machine_request(matrix, source or p, wants) for p in packages}
+    warning = build_here.check_toolchain(next(iter(requests.values())))
+    if warning:
+        ui.note(f"warning: {warning}")
+    return requests
+
+
+def build_misses(
+    store: Store,
+    layout: Layout,
+    packages: list[str],
+    wants: pull_op.Wants,
+    out: Path,
+    miss: pull_op.NoMatch,
+    requests: dict[str, BuildRequest],
+    publish: bool,
+    keep: bool,
+    compatible: bool,
+) -> tuple[pull_op.PullReport, list[Path]]:
+    """Pull what the store has, build the rest for this machine (and file it with ``publish``)."""
+    from librarian.cli.build import BuildProgress  # only on a miss with --build: see build_requests
+    from librarian.ops import build as build_op
+    from librarian.ops import build_here
+    from librarian.ops.prepare import PublishOptions
+
+    missed = {package_key(r.package) for r in miss.misses}
+    ui.note(f"{miss}; building {', '.join(sorted(missed))} for this machine")
+    hits = [p for p in packages if package_key(p) not in missed]
+    report = (
+        pull_op.pull(store, layout, hits, wants, out, compatible=compatible)
+        if hits
+        else pull_op.PullReport(store.location, wants, (), ())
+    )
+    settings = build_op.BuildSettings(
+        installer=environ.get("LIBRARIAN_BUILD_INSTALLER", "auto"),
+        torch_index=environ.get("LIBRARIAN_TORCH_INDEX"),
+        keep=keep,
+    )
+    progress = BuildProgress()
+    built = []
+    for key in sorted(missed):
+        try:
+            done = build_here.build_here(
+                requests[key], settings, PublishOptions(layout=layout), out, progress.say, progress.step,
+                store if publish else None,
+            )  # fmt: skip
+        finally:
+            progress.clear()
+        if done.published is not None:
+            ui.note(done.published.render(store.location, dry_run=False, stage=False, manifest=None))
+        built.append(done.wheel)
+    return report, built
