@@ -467,3 +467,51 @@ def test_pull_build_flags_go_together(run: Run) -> None:
     ):
         result = run(*PULL_120, *argv)
         assert result.code == 2 and needle in result.err, result.err
+
+
+# --- build --repair ----------------------------------------------------------------------------------
+
+
+@needs_nvcc
+@pytest.mark.parametrize("excluded", [True, False])
+def test_repair_never_bundles_the_cuda_runtime_and_tags_the_measured_floor(
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, build_tools: Path, excluded: bool
+) -> None:
+    """The sample links libcudart.so.13 (``-cudart shared``), which auditwheel finds here and would graft:
+    the data's exclusions keep it out; without them it is bundled (so the list is what keeps it out)."""
+    import zipfile
+
+    offline_pip(monkeypatch, build_tools)
+    lib64 = Path(find_nvcc().toolkit) / "lib64"  # nvcc on PATH may be a wrapper script elsewhere
+    if not list(lib64.glob("libcudart.so*")):
+        pytest.skip(f"no libcudart.so beside nvcc ({lib64}): nothing auditwheel could bundle")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(lib64))
+    if not excluded:
+        monkeypatch.setattr("librarian.ops.repair.repair_excludes", lambda: ())
+    args = ("--torch", "2.9", "--cuda", "13.0", "--sm", "89", "--repair", "-o", "out")
+    built = _build(
+        run, cache, monkeypatch, _source(tmp_path), *args, torch=stand_in_torch(tmp_path / "torch")
+    )
+    assert built.code == 0, built.err  # type: ignore[attr-defined]
+    (wheel,) = (tmp_path / "out").iterdir()
+    assert "manylinux_2_" in wheel.name and wheel.name.endswith("_x86_64.whl"), wheel.name
+    with zipfile.ZipFile(wheel) as zf:
+        bundled = [n for n in zf.namelist() if "libcudart" in n]
+    if excluded:
+        assert bundled == [] and "never bundling: libcuda.so* " in built.err  # type: ignore[attr-defined]
+    else:
+        assert bundled, "without the exclusions auditwheel grafts libcudart: the test would show nothing"
+    assert run("inspect", str(wheel)).code == 0
+
+
+def test_repair_without_auditwheel_is_one_line_before_building(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        "importlib.util.find_spec", lambda name, *a: None if name == "auditwheel" else object()
+    )
+    monkeypatch.setenv("LIBRARIAN_CACHE", str(tmp_path / "cache"))
+    result = run("build", str(SAMPLES_SRC), "--torch", "2.9", "--cuda", "13.0", "--python", PYTHON, "--sm", "89",
+                 "--repair", "-o", "out")  # fmt: skip
+    assert result.code == 2 and "auditwheel is not installed" in result.err and result.err.count("\n") == 1
+    assert not (tmp_path / "cache").exists()

@@ -13,6 +13,7 @@ from librarian.cli.options import store_and_layout
 from librarian.config import load_layout, load_settings
 from librarian.errors import BadInput, Refused
 from librarian.ops import build as build_op
+from librarian.ops import repair as repair_op
 from librarian.ops.build_here import label_checked
 from librarian.ops.build_request import request_from_flags, request_from_job
 from librarian.ops.publish import PublishOptions, publish
@@ -109,6 +110,13 @@ def build(
     keep: Annotated[
         bool, typer.Option("--keep", help="Keep the build folder (its path is printed).")
     ] = False,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="auditwheel repair (the CUDA and torch libraries never bundled) and the manylinux tag it meets.",
+        ),
+    ] = False,
 ) -> None:
     """Compile SPEC for one combo and exactly the cells asked, check it by its bytes, and file it.
 
@@ -132,6 +140,8 @@ def build(
             raise BadInput("build: pass SPEC --torch X.Y --cuda X.Y --sm N (repeatable), or --job JSON")
         version = python or f"{sys.version_info[0]}.{sys.version_info[1]}"
         request = request_from_flags(matrix, spec, torch, cuda, version, platform, sm or (), ptx)
+    if repair:
+        repair_op.check_auditwheel()  # before anything is built
     if out is None:
         store, layout = store_and_layout(repo, create=create, publishing=True)
     else:  # no store: the project's layout, for the checks' cells
@@ -147,10 +157,11 @@ def build(
             built = build_op.build(request, settings, folder, progress.say, progress.step)
         finally:
             progress.clear()
+        wheel = repair_op.repair(built.wheel, built.log, progress.say) if repair else built.wheel
         if out is None:
             assert store is not None
             try:
-                plan = publish(store, [built.wheel], options, stage=stage, manifest=manifest)
+                plan = publish(store, [wheel], options, stage=stage, manifest=manifest)
             except Refused as e:  # publish's refusal, with what the build was asked and where its log is
                 raise Refused(
                     f"{e} (built with TORCH_CUDA_ARCH_LIST={built.arch_list}; log: {built.log}; "
@@ -161,4 +172,4 @@ def build(
             )
             return
         # -o: the same checks as publish (into a scratch store), then the labelled wheel into DIR.
-        ui.out(str(label_checked(built.wheel, options, out)))
+        ui.out(str(label_checked(wheel, options, out)))

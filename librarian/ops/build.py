@@ -32,7 +32,14 @@ from librarian.compat import tomllib
 from librarian.coords import format_version
 from librarian.errors import BadInput, LibrarianError, Unreachable
 from librarian.machine import TorchInfo
-from librarian.ops.build_request import BuildRequest, Nvcc, check_nvcc, max_jobs, parse_nvcc_release
+from librarian.ops.build_request import (
+    BuildRequest,
+    Nvcc,
+    check_nvcc,
+    max_jobs,
+    parse_nvcc_home,
+    parse_nvcc_release,
+)
 from librarian.probe.target import Target, probe_target
 from librarian.probe.torch import detect_torch
 
@@ -133,7 +140,19 @@ def find_nvcc(environ: Mapping[str, str] | None = None) -> Nvcc:
     release = parse_nvcc_release(done.stdout)
     if release is None:
         raise BadInput(f"{path}: 'nvcc --version' names no CUDA release")
-    return Nvcc(path, source, release)
+    return Nvcc(path, source, release, _nvcc_home(path) or "")
+
+
+def _nvcc_home(path: str) -> str | None:
+    """The toolkit root nvcc names for itself (``--dryrun`` compiles nothing), or None where it says none."""
+    try:
+        done = subprocess.run(
+            [path, "--dryrun", "-E", "-x", "cu", os.devnull],
+            capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return parse_nvcc_home(done.stdout + done.stderr)
 
 
 def detect_memory() -> int | None:
@@ -411,7 +430,7 @@ def build(request: BuildRequest, settings: BuildSettings, folder: Path, say: Say
         **os.environ,
         "TORCH_CUDA_ARCH_LIST": request.arch_list,
         "MAX_JOBS": str(jobs),
-        "CUDA_HOME": str(Path(nvcc.path).resolve().parent.parent),
+        "CUDA_HOME": nvcc.toolkit,
         "PATH": os.pathsep.join(
             [str(_bin(env.folder)), str(Path(nvcc.path).parent), os.environ.get("PATH", "")]
         ),

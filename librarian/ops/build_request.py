@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from librarian.coords import GpuArch, MajorMinor, format_cuda, format_version, parse_cuda, parse_torch
@@ -163,9 +164,22 @@ class Nvcc:
     path: str
     source: str
     release: MajorMinor
+    home: str = ""  # the toolkit's root (CUDA_HOME for the build): nvcc's own, where a wrapper script points
+
+    @property
+    def toolkit(self) -> str:
+        """The toolkit's root: what nvcc said of itself, else the folder above its ``bin``."""
+        return self.home or str(Path(self.path).resolve().parent.parent)
 
     def __str__(self) -> str:
         return f"nvcc {format_version(self.release)} ({self.source}: {self.path})"
+
+
+def parse_nvcc_home(text: str) -> str | None:
+    """The toolkit root from ``nvcc --dryrun``'s ``#$ _HERE_=/usr/local/cuda-13.0/bin`` (a wrapper script on
+    PATH, ``/usr/local/bin/nvcc``, hides it: its folder above is no toolkit)."""
+    m = re.search(r"^#\$ _HERE_=(.+)$", text, re.MULTILINE)
+    return str(Path(m[1].strip()).parent) if m else None
 
 
 def parse_nvcc_release(text: str) -> MajorMinor | None:

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
@@ -55,24 +55,19 @@ class BuildWithKernel(build_py):
         subprocess.run(cmd, check=True)
 
 
-try:
-    from wheel.bdist_wheel import bdist_wheel
-except ImportError:  # setuptools >= 70 carries it
-    from setuptools.command.bdist_wheel import bdist_wheel  # type: ignore[no-redef]
+class BinaryDistribution(Distribution):
+    """A platform wheel with its files in platlib (the .so is native code), as an extension module's is,
+    though no Python extension module is declared: auditwheel repairs only platlib wheels."""
 
-
-class PlatformWheel(bdist_wheel):  # type: ignore[misc]
-    """A platform wheel (the .so is native code), though no Python extension module is declared."""
-
-    def finalize_options(self) -> None:
-        super().finalize_options()
-        self.root_is_pure = False
+    def has_ext_modules(self) -> bool:
+        return True
 
 
 setup(
     name="tinykern",
     version="0.1.0",
     packages=["tinykern"],
-    cmdclass={"build_py": BuildWithKernel, "bdist_wheel": PlatformWheel},
+    cmdclass={"build_py": BuildWithKernel},
+    distclass=BinaryDistribution,
     zip_safe=False,
 )
