@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -515,3 +516,30 @@ def test_repair_without_auditwheel_is_one_line_before_building(
                  "--repair", "-o", "out")  # fmt: skip
     assert result.code == 2 and "auditwheel is not installed" in result.err and result.err.count("\n") == 1
     assert not (tmp_path / "cache").exists()
+
+
+@needs_nvcc
+def test_ctrl_c_in_the_middle_stops_the_build_publishes_nothing_and_removes_the_folder(
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, build_tools: Path
+) -> None:
+    """The build's own setup.py sends librarian SIGINT (Ctrl-C) half-way: exit 130, one line, the child
+    stopped, no wheel filed, the build folder gone."""
+    offline_pip(monkeypatch, build_tools)
+    monkeypatch.setenv("LIBRARIAN_TEST_PID", str(os.getpid()))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    interrupt = (
+        "import os, signal, time\n"
+        "os.kill(int(os.environ['LIBRARIAN_TEST_PID']), signal.SIGINT)\n"
+        "time.sleep(120)\n"
+    )
+    future = "from __future__ import annotations\n"
+    src = _source(tmp_path, (SAMPLES_SRC / "setup.py").read_text().replace(future, future + interrupt, 1))
+    args = ("--torch", "2.9", "--cuda", "13.0", "--sm", "89")
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR read again
+    built = _build(run, cache, monkeypatch, src, *args, torch=stand_in_torch(tmp_path / "torch"))
+    assert built.code == 130, (built.err, built.out)  # type: ignore[attr-defined]
+    errors = [line for line in built.err.splitlines() if line.startswith("librarian: error:")]  # type: ignore[attr-defined]
+    assert errors == ["librarian: error: interrupted"]
+    assert not (tmp_path / "wheelhouse").exists()
+    assert not list((tmp_path / "tmp").glob("librarian-build-*"))

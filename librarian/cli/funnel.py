@@ -83,4 +83,6 @@ def run(args: list[str], *, as_json: bool) -> NoReturn:
         fail(f"{where}: {e.strerror or e}", 2)
     except KeyboardInterrupt:
         fail("interrupted", 130)
+    if result == 130:  # typer turns Ctrl-C (KeyboardInterrupt) into Exit(130), which it returns: say it
+        fail("interrupted", 130)
     raise SystemExit(result if isinstance(result, int) else 0)
