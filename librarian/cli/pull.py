@@ -219,7 +219,10 @@ def build_misses(
             )  # fmt: skip
         finally:
             progress.clear()
-        if done.published is not None:
-            ui.note(done.published.render(store.location, dry_run=False, stage=False, manifest=None))
+        if done.published is not None:  # what publish says, a note per line (stdout is pull's own)
+            for line in done.published.render(
+                store.location, dry_run=False, stage=False, manifest=None
+            ).splitlines():
+                ui.note(line.strip())
         built.append(done.wheel)
     return report, built
