@@ -279,12 +279,19 @@ def inspect_members(
         groups = _batches(infos, offsets)
         work = functools.partial(inspect_group, bar=bar)
         sizes = [sum(i.compress_size for i in group) for group in groups]
-        results = largest_first(work, groups, sizes, min(jobs_for(jobs), len(groups)), "inspect")
+        threads = min(jobs_for(jobs), len(groups))
+        if jobs is None and sum(sizes) < THREADED_MEMBER * len(infos):
+            # Small members cost Python work, not inflating (which frees the GIL): threads only contend
+            # for the GIL. 16,000 cubins of 2 KB inspect in 1.66 s on one thread, 2.21 s on two; those
+            # of 28 KB (flashinfer-cubin) in 6.3 s on one, 5.3 s on two.
+            threads = 1
+        results = largest_first(work, groups, sizes, threads, "inspect")
         binaries = [facts for batch in results for facts in batch]
     return WheelFacts(filename=wheel, binaries=tuple(binaries))
 
 
 BATCH_MEMBER = 256 << 10  # members up to this (inflated) are read in batches
+THREADED_MEMBER = 8 << 10  # members this big (compressed, on average) are worth more than one thread
 BATCH_SPAN = 4 << 20  # bytes of the archive one batch reads at once
 BATCH_COUNT = 128  # members per batch: enough to spread over the threads, few enough to keep them busy
 
