@@ -10,7 +10,9 @@ from typing import Any
 
 from librarian.errors import StoreError
 
-MAX_JSON_BYTES = 512 << 20  # no index file of a real store comes near this: a bound, not a budget
+# No index file of a real store comes near this (a shard entry is about 2 KB: 100,000 wheels of one package):
+# a bound, checked by size before a byte is read or parsed (parsing costs about 3x the file in memory).
+MAX_JSON_BYTES = 256 << 20
 
 
 def short(e: BaseException) -> str:

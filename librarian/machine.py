@@ -18,7 +18,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from librarian.coords import GpuArch, MajorMinor, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput
 from librarian.gpus import parse_real_sm
-from librarian.platforms import canonical_cpu, expand_platform, linux_platforms, parse_platform
+from librarian.platforms import canonical_cpu, check_platform, expand_platform, linux_platforms
 
 T = TypeVar("T")
 
@@ -192,7 +192,7 @@ class Machine:
         if torch is not None or cuda is not None:
             m = replace(m, torch=_override_torch(m.torch, torch, m.cuda.value))
         if platform is not None:  # the machine it names: its CPU, OS and glibc floor (--glibc wins)
-            named = parse_platform(platform)
+            named = check_platform(platform)
             if named.cpu is not None:
                 m = replace(m, cpu=Probed.found(named.cpu, "--platform"))
             if named.os is not None:

@@ -101,6 +101,30 @@ def parse_platform(tag: str) -> PlatformTag:
     )
 
 
+# The version numbers a platform tag may carry: glibc 2.0 to 2.99 (2.42 is the newest release as of this
+# writing), musl 1.x, macOS 10 to 99. Past them a tag names no machine, and expanding it (every glibc minor
+# down to the floor) would cost without bound: manylinux_2_999999 took 9 GB.
+_VERSIONED = re.compile(r"(manylinux|musllinux|macosx)_(\d+)_(\d+)_(.+)")
+_MAX_VERSION = {"manylinux": (2, 99), "musllinux": (1, 99), "macosx": (99, 99)}
+_WHAT = {"manylinux": "glibc", "musllinux": "musl", "macosx": "macOS"}
+
+
+def check_platform(tag: str) -> PlatformTag:
+    """A ``--platform`` tag the machine it names exists for; BadInput naming the tag otherwise."""
+    example = "manylinux_2_28_x86_64, linux_aarch64, win_amd64 or macosx_14_0_arm64"
+    if len(tag) > 64 or not re.fullmatch(r"[a-z0-9_]+", tag):
+        raise BadInput(f"--platform {tag[:64]}: not a platform tag (e.g. {example})")
+    named = parse_platform(tag)
+    if named.os is None or named.cpu is None or tag.split("_")[0] not in _rules().os:
+        raise BadInput(f"--platform {tag}: not a platform tag librarian knows (e.g. {example})")
+    if m := _VERSIONED.fullmatch(tag):
+        major, minor = int(m[2]), int(m[3])
+        top = _MAX_VERSION[m[1]]
+        if (m[1] != "macosx" and major != top[0]) or major > top[0] or minor > top[1]:
+            raise BadInput(f"--platform {tag}: {_WHAT[m[1]]} {major}.{minor} is no release a machine runs")
+    return named
+
+
 def legacy_manylinux(glibc: MajorMinor) -> str | None:
     """The pre-PEP-600 name of a manylinux glibc floor: (2, 17) -> ``manylinux2014``."""
     return next((name for name, version in _rules().legacy.items() if version == glibc), None)

@@ -27,6 +27,16 @@ class NotRegular(OSError):
     """The path is not a regular file (a FIFO, device, socket, folder or, with ``follow=False``, a link)."""
 
 
+def input_problem(path: Path) -> str | None:
+    """Why ``path`` is no file a command can read as its input (``no such file``, ``a FIFO, not a file``),
+    or None: said by what it is, before anything opens it (a FIFO would block the open or the read)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "no such file"
+    return None if stat.S_ISREG(mode) else f"{kind(mode)}, not a file"
+
+
 def kind(mode: int) -> str:
     """What a file of ``st_mode`` is, in words: ``a FIFO``, ``a device``, ..."""
     if stat.S_ISLNK(mode):
@@ -72,6 +82,9 @@ def open_regular(path: Path, *, follow: bool = True) -> BinaryIO:
 def read_regular(path: Path, limit: int, *, follow: bool = True) -> bytes:
     """A regular file's bytes, refusing past ``limit`` bytes (:class:`NotRegular` or ``OSError``)."""
     with open_regular(path, follow=follow) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limit:  # said by its size, before a byte is read
+            raise OSError(errno.EFBIG, f"{size} bytes, over the {limit}-byte limit", str(path))
         data = f.read(limit + 1)
     if len(data) > limit:
         raise OSError(errno.EFBIG, f"over {limit} bytes, too big to read whole", str(path))

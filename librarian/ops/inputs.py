@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from librarian.errors import BadInput
+from librarian.safeio import input_problem
 
 
 def expand_paths(paths: Sequence[Path], suffixes: tuple[str, ...]) -> list[Path]:
@@ -17,8 +18,8 @@ def expand_paths(paths: Sequence[Path], suffixes: tuple[str, ...]) -> list[Path]
             if not inside:
                 raise BadInput(f"{path}: a directory with no {' or '.join(suffixes)} file inside")
             found += inside
-        elif path.is_file():
+        elif (problem := input_problem(path)) is None:
             found.append(path)
         else:
-            raise BadInput(f"{path}: no such file or directory")
+            raise BadInput(f"{path}: {problem if problem != 'no such file' else 'no such file or directory'}")
     return found

@@ -12,6 +12,7 @@ from librarian.errors import BadInput, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
 from librarian.machine import Machine
 from librarian.platforms import canonical_cpu
+from librarian.safeio import input_problem
 from librarian.wheel import zipraw
 from librarian.wheel.binaries import inspect_path, inspect_wheel
 from librarian.wheel.wheelfile import check_archive, read_wheel_info, said_of
@@ -41,8 +42,8 @@ _BARE = WheelName.parse("bare-0-py3-none-any.whl")
 
 def inspect_file(path: Path, *, jobs: int | None = None) -> Inspection:
     """Read one wheel or native binary (its members by ``jobs`` threads; default: the cores available)."""
-    if not path.is_file():
-        raise BadInput(f"{path}: no such file")
+    if problem := input_problem(path):  # a FIFO would block the read: refused by what it is
+        raise BadInput(f"{path}: {problem}")
     if path.suffix != ".whl":
         facts = inspect_path(path, jobs=jobs)
         wheel = Wheel(_BARE, facts)

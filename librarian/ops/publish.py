@@ -20,7 +20,7 @@ from librarian.index import Index, IndexEntry, metadata_path
 from librarian.manifest import Manifest, metadata_text, render_manifest
 from librarian.ops.prepare import PreparedWheel, PublishOptions, prepare
 from librarian.pending import pending_path, render_pending
-from librarian.safeio import atomic_write
+from librarian.safeio import atomic_write, input_problem
 from librarian.stores.base import Applied, Blob, Changes, Stages, Store, Upload, UploadStorage, read_index
 
 # PublishOptions is read here by users of librarian as a library (``librarian.PublishOptions``).
@@ -216,9 +216,9 @@ def publish(
     With ``manifest`` (and ``stage``), staging makes no commit: the bytes go to the store and the
     entries to the manifest file, for ``reindex --manifest``.
     """
-    missing = [p for p in paths if not p.is_file()]
-    if missing:
-        raise BadInput(f"{missing[0]}: no such file")
+    for path in paths:
+        if problem := input_problem(path):  # a FIFO would block the read: refused by what it is
+            raise BadInput(f"{path}: {problem}")
     layout = options.layout
     assert layout is not None
     with tempfile.TemporaryDirectory(prefix="librarian-publish-") as tmp:

@@ -28,7 +28,7 @@ from librarian.ops.placement import Problem
 from librarian.ops.refresh import Known, refresh_entries
 from librarian.ops.tree import entries_from_tree, hasher, is_wheel
 from librarian.pending import parse_pending, parse_pending_path
-from librarian.stores.base import Changes, Store, StoredFile, Upload, read_index
+from librarian.stores.base import Changes, Journals, Store, StoredFile, Upload, read_index
 from librarian.wheel.wheelfile import read_wheel_info
 
 log = logging.getLogger(__name__)
@@ -271,6 +271,10 @@ def reindex(
 
         if dry_run:
             return planner(read_index(store, default_layout))[1]
+        # A journal no change can follow (naming a path outside the store) stops every change; reindex,
+        # which rebuilds the index from the files, is the way out the error names: it drops it first.
+        if isinstance(store, Journals) and (dropped := store.drop_unfollowable_journal()):
+            log.warning("%s", dropped)
         applied = store.update(planner, default_layout)
     for note in applied.notes:
         log.info("%s", note)

@@ -17,6 +17,7 @@ from librarian.coords import Label, WheelName
 from librarian.demands import Claim, ClaimKind, Wheel, claims, said_claims
 from librarian.errors import BadInput
 from librarian.ops.labels import choose_label
+from librarian.safeio import input_problem
 from librarian.wheel.relabel import retag_with_directory
 from librarian.wheel.wheelfile import read_wheel_info, said_of
 
@@ -52,8 +53,8 @@ def retag_each(
 ) -> Iterator[Retagged]:
     """Each wheel relabelled into ``out_dir``, one at a time (a caller can show each before the next is read)."""
     for path in paths:
-        if not path.is_file():
-            raise BadInput(f"{path}: no such file")
+        if problem := input_problem(path):  # a FIFO would block the read: refused by what it is
+            raise BadInput(f"{path}: {problem}")
         name = WheelName.parse(path.name)
         wanted = choose_label(name, label, relabel=relabel)
         said = said_of(read_wheel_info(path, name))

@@ -33,6 +33,7 @@ from librarian.pytorch.releases import (
     merge_matrix,
     parse_matrix,
 )
+from librarian.safeio import read_regular
 
 TORCH_INDEX = "https://download.pytorch.org/whl"  # PyTorch's wheel index: one folder per CUDA line
 
@@ -391,14 +392,19 @@ def packaged_matrix() -> MatrixDoc:
     return parse_matrix(text, "librarian/data/matrix.toml")
 
 
+MAX_OVERRIDE_BYTES = 8 << 20  # the packaged matrix is about 100 KB: an override is no bigger than a few
+
+
 def read_override(path: Path) -> MatrixDoc | None:
     """The override file at ``path`` parsed, or ``None`` if there is none."""
     try:
-        text = path.read_text(encoding="utf-8")
+        # A FIFO or device is refused by what it is, a file past the bound by its size: /dev/zero grew to 23 GB.
+        text = read_regular(path, MAX_OVERRIDE_BYTES).decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"{path}: cannot read the matrix override ({e})") from e
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+        raise BadInput(f"{path}: cannot read the matrix override ({reason})") from e
     return parse_matrix(text, str(path))
 
 

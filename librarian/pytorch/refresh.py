@@ -31,7 +31,7 @@ from librarian.pytorch.matrix import (
     packaged_matrix,
     read_override,
 )
-from librarian.safeio import atomic_write
+from librarian.safeio import atomic_write, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,9 @@ def default_sources(matrix: Matrix) -> tuple[str, ...]:
     return tuple(f"{DEFAULT_INDEX}/cu{format_cuda(line)}/torch/" for line in lines)
 
 
+MAX_PAGE_BYTES = 64 << 20  # PyTorch's biggest page (cu128's torch/) is a few MB
+
+
 def read_source(source: str, timeout: float = 30.0) -> tuple[str, str | None]:
     """The text of an index page (URL or file) and its content type, if known."""
     if urlsplit(source).scheme in ("http", "https", "file"):
@@ -63,7 +66,9 @@ def read_source(source: str, timeout: float = 30.0) -> tuple[str, str | None]:
         request = urllib.request.Request(source, headers={"Accept": f"{PEP691_JSON}, text/html;q=0.1"})
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
-                body: bytes = response.read()
+                body: bytes = response.read(MAX_PAGE_BYTES + 1)
+                if len(body) > MAX_PAGE_BYTES:
+                    raise StoreError(f"{source}: over {MAX_PAGE_BYTES} bytes, more than an index page")
                 charset = response.headers.get_content_charset() or "utf-8"
                 ctype: str | None = response.headers.get_content_type()
         except urllib.error.HTTPError as e:
@@ -75,9 +80,11 @@ def read_source(source: str, timeout: float = 30.0) -> tuple[str, str | None]:
             raise Unreachable(f"{source}: cannot be reached ({reason})") from e
         return body.decode(charset, errors="replace"), ctype
     try:
-        text = Path(source).read_text(encoding="utf-8")
+        # a FIFO or device refused by what it is, a file past the bound by its size
+        text = read_regular(Path(source), MAX_PAGE_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise StoreError(f"{source}: cannot be read ({e})") from e
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+        raise StoreError(f"{source}: cannot be read ({reason})") from e
     return text, "application/json" if source.endswith(".json") else None
 
 

@@ -336,6 +336,8 @@ def parse_matrix(text: str, origin: str) -> MatrixDoc:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise BadInput(f"{origin}: not valid TOML ({e})") from e
+    except RecursionError as e:  # arrays or tables nested past what the parser recurses into
+        raise BadInput(f"{origin}: not valid TOML (nested too deeply)") from e
     r = _Reader()
     top = r.fields(data, "top", "top level")
     if top is not None and top["schema"] != SCHEMA:

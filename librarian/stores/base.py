@@ -194,6 +194,15 @@ class UploadStorage(Protocol):
 
 
 @runtime_checkable
+class Journals(Protocol):
+    """A store that finishes an interrupted change from a journal (the local store): a journal it cannot
+    follow (unreadable, or naming a path outside the store) stops every change until it is dropped."""
+
+    def drop_unfollowable_journal(self) -> str | None:
+        """Remove a journal that cannot be followed, saying what it held; None when there is none such."""
+
+
+@runtime_checkable
 class LocalFiles(Protocol):
     """A store whose files are on this machine: opening one downloads nothing, and two paths can be one
     file (hard links), so reading is cheap and a file has an identity besides its sha256."""

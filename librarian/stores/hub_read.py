@@ -32,6 +32,7 @@ from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from librarian import progress
 from librarian.errors import StoreError
+from librarian.index import MAX_INDEX_BYTES
 from librarian.layout import check_store_path
 from librarian.redact import register_secret
 from librarian.safeio import atomic_path, open_regular
@@ -233,13 +234,23 @@ class HubReader:
                 "offline",
             )
         chunks: list[bytes] = []
+        too_big = StoreError(f"{self.location}/{path}: over the {MAX_INDEX_BYTES}-byte limit of an index file")
+
+        def sized(length: int | None) -> None:
+            if length is not None and length > MAX_INDEX_BYTES:  # said by its length, before a byte comes
+                raise too_big
 
         def sink(stream: Iterator[bytes]) -> None:
             chunks.clear()
-            chunks.extend(stream)
+            got = 0
+            for chunk in stream:
+                got += len(chunk)
+                if got > MAX_INDEX_BYTES:  # a server that does not say the length, or lies about it
+                    raise too_big
+                chunks.append(chunk)
 
         try:
-            self._get(sha, path, sink)
+            self._get(sha, path, sink, sized=sized)
         except NoEntry:
             return None
         data = b"".join(chunks)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from librarian.catalogue import catalogue_paths
-from librarian.errors import StoreError
+from librarian.errors import LayoutError, StoreError
 from librarian.generated import Generated, plan_generated, root_is_stale
 from librarian.index import MAX_INDEX_BYTES, ROOT, Index, IndexEntry, metadata_path
 from librarian.layout import Layout, check_store_path
@@ -382,16 +382,44 @@ class LocalStore:
 
     @staticmethod
     def _parse_journal(raw: bytes, journal: Path) -> tuple[list[IndexEntry], list[str], list[str]]:
+        way_out = "nothing was done; 'librarian reindex' drops it and rebuilds the index from the files"
         try:
             data = json.loads(raw)
             added = [IndexEntry.from_json(e, str(journal)) for e in data["add"]]
             unlisted = [str(p) for p in data["unlist"]]
             deletes = [str(p) for p in data["delete"]]
         except (ValueError, KeyError, TypeError, RecursionError, StoreError) as e:
-            raise StoreError(
-                f"{journal}: unreadable journal of an interrupted change ({e}); remove it and run reindex"
-            ) from e
+            raise StoreError(f"{journal}: unreadable journal of an interrupted change ({e}); {way_out}") from e
+        for key, paths in (("add", [e.path for e in added]), ("unlist", unlisted), ("delete", deletes)):
+            for path in paths:
+                try:
+                    check_store_path(path)
+                except LayoutError as e:  # followed, it would write or delete outside the store
+                    raise StoreError(
+                        f"{journal}: its {key!r} entry {path[:200]!r} is outside the store; {way_out}"
+                    ) from e
         return added, unlisted, deletes
+
+    def drop_unfollowable_journal(self) -> str | None:
+        """Remove a journal that cannot be followed (see :class:`~librarian.stores.base.Journals`)."""
+        journal = self.root / JOURNAL_NAME
+        if not self._exists():
+            return None
+        with _locked(self.root):
+            try:
+                raw = read_regular(journal, MAX_INDEX_BYTES, follow=False)
+            except FileNotFoundError:
+                return None
+            except OSError as e:
+                why = f"cannot read ({e.strerror or e})"
+            else:
+                try:
+                    self._parse_journal(raw, journal)
+                    return None  # it can be followed: the next change finishes it
+                except StoreError as e:
+                    why = str(e).removeprefix(f"{journal}: ").split(";")[0]
+            journal.unlink(missing_ok=True)
+        return f"{journal}: dropped the journal of an interrupted change ({why})"
 
     def _holds(self, entry: IndexEntry) -> bool:
         """Whether the wheel an interrupted change meant to add is in place, whole (size and sha256)."""
