@@ -13,6 +13,7 @@ from typing import Any
 from librarian.compat import tomllib
 from librarian.errors import BadInput, LayoutError
 from librarian.layout import Layout
+from librarian.safeio import read_regular
 
 DEFAULT_LAYOUT = "wheelhouse"
 
@@ -37,11 +38,17 @@ def load_layout(name_or_path: str = DEFAULT_LAYOUT) -> Layout:
     if not path.is_file():
         known = ", ".join(shipped) or "none"
         raise LayoutError(f"{name_or_path}: no such layout (shipped: {known})")
-    layout = Layout.from_toml(path.read_text(encoding="utf-8"), str(path))
+    try:
+        text = read_regular(path, MAX_SETTINGS_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+        raise BadInput(f"{path}: cannot read the layout ({reason})") from e
+    layout = Layout.from_toml(text, str(path))
     return layout
 
 
 DEFAULT_REPO = "./wheelhouse"
+MAX_SETTINGS_BYTES = 1 << 20  # a pyproject.toml or a layout file: a bound, not a budget
 ENV_REPO = "LIBRARIAN_REPO"
 
 
@@ -61,15 +68,24 @@ def _read_tool_table(directory: Path) -> tuple[dict[str, Any], str] | None:
         if not path.is_file():
             continue
         try:
-            data: Any = tomllib.loads(path.read_text(encoding="utf-8"))
+            data: Any = tomllib.loads(read_regular(path, MAX_SETTINGS_BYTES).decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise BadInput(f"{path}: not valid TOML ({e})") from e
+        except RecursionError as e:
+            raise BadInput(f"{path}: not valid TOML (nested too deeply)") from e
+        except OSError as e:  # a FIFO, a device, past the bound: said by what it is, unread
+            raise BadInput(f"{path}: cannot read it ({e.strerror or e})") from e
         for key in table_path:
             data = data.get(key, {}) if isinstance(data, dict) else {}
         if isinstance(data, dict) and data:
             unknown = set(data) - {"repo", "layout", "license", "install"}
             if unknown:
-                raise BadInput(f"{path}: unknown librarian settings: {', '.join(sorted(unknown))}")
+                raise BadInput(f"{path}: unknown librarian settings: {', '.join(sorted(unknown))[:200]}")
+            for key, value in data.items():
+                if not isinstance(value, str) or not value or len(value) > 4096:
+                    raise BadInput(
+                        f"{path}: librarian setting {key!r} must be a string (a path, a name, a URL)"
+                    )
             return data, str(path)
     return None
 

@@ -70,6 +70,8 @@ class Layout:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise LayoutError(f"{source}: not valid TOML ({e})") from e
+        except RecursionError as e:
+            raise LayoutError(f"{source}: not valid TOML (nested too deeply)") from e
         if set(data) != {"layout"} or not isinstance(data["layout"], dict):
             raise LayoutError(f"{source}: expected exactly one [layout] table, found {sorted(data)}")
         table = data["layout"]

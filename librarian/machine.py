@@ -206,7 +206,12 @@ class Machine:
                     glibcxx=Probed.unknown(f"no libstdc++ on {named.os}"),
                 )
         if glibc is not None:
-            m = replace(m, glibc=Probed.found(parse_major_minor(glibc, "glibc"), "--glibc"))
+            version = parse_major_minor(glibc, "glibc")
+            if version[0] != 2 or version[1] > 99:  # a glibc no machine has; its tags would be endless
+                raise BadInput(
+                    f"--glibc {glibc[:40]}: glibc {version[0]}.{version[1]} is no release a machine runs"
+                )
+            m = replace(m, glibc=Probed.found(version, "--glibc"))
         if python is not None or platform is not None or glibc is not None:
             m = replace(m, python_tags=_override_tags(m, python, platform, glibc is not None))
         if python is not None:

@@ -41,7 +41,7 @@ ARROWS: dict[str, frozenset[str]] = {
         "pending": "errors index jsonfile",
         "manifest": "errors index",
         "coverage": "index",
-        "config": "compat errors layout",
+        "config": "compat errors layout safeio",
         "catalogue": "coords coverage demands index",
         "generated": "catalogue index pending",
         "pytorch": "compat coords errors gpus safeio",

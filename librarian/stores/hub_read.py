@@ -234,7 +234,9 @@ class HubReader:
                 "offline",
             )
         chunks: list[bytes] = []
-        too_big = StoreError(f"{self.location}/{path}: over the {MAX_INDEX_BYTES}-byte limit of an index file")
+        too_big = StoreError(
+            f"{self.location}/{path}: over the {MAX_INDEX_BYTES}-byte limit of an index file"
+        )
 
         def sized(length: int | None) -> None:
             if length is not None and length > MAX_INDEX_BYTES:  # said by its length, before a byte comes

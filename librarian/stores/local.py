@@ -389,7 +389,9 @@ class LocalStore:
             unlisted = [str(p) for p in data["unlist"]]
             deletes = [str(p) for p in data["delete"]]
         except (ValueError, KeyError, TypeError, RecursionError, StoreError) as e:
-            raise StoreError(f"{journal}: unreadable journal of an interrupted change ({e}); {way_out}") from e
+            raise StoreError(
+                f"{journal}: unreadable journal of an interrupted change ({e}); {way_out}"
+            ) from e
         for key, paths in (("add", [e.path for e in added]), ("unlist", unlisted), ("delete", deletes)):
             for path in paths:
                 try:

@@ -221,3 +221,55 @@ def _main() -> None:
 
 if __name__ == "__main__":
     _main()
+
+
+# --- flags and settings files ------------------------------------------------------------------------------
+
+FLAG_VALUES: dict[str, tuple[str, ...]] = {
+    "--sm": ("89", "0", "-1", "999", "sm_89", "89a", "8.9", "x", "9" * 40, ""),
+    "--torch": ("2.9", "2", "2.99", "99.0", "2.9.1.2", "x", "-1", "9" * 40, ""),
+    "--cuda": ("12.8", "128", "13", "99.9", "x", "12.x", "9" * 40, ""),
+    "--python": ("3.11", "3", "3.99", "2.7", "x", "/no/such/python", "9" * 40, ""),
+    "--platform": ("manylinux_2_28_x86_64", "manylinux_2_999999_x86_64", "manylinux_99999999999999999_1_x86_64",
+                   "win_amd64", "macosx_99_99_arm64", "macosx_100_0_arm64", "xxxx", "linux_", "a" * 5000, ""),
+    "--glibc": ("2.31", "2", "2.999999", "99999999999.1", "x", ""),
+    "--driver": ("12.8", "0.0", "999.9", "x", ""),
+    "--gpu": ("0", "1", "-1", "99999999999999999999", "x"),
+}  # fmt: skip
+COMMANDS: tuple[tuple[str, ...], ...] = (("doctor", "{wheel}"), ("pull", "tinykern", "-o", "{out}"))
+
+
+def flag_argv(rng: random.Random, wheel: str, out: str) -> list[str]:
+    """A doctor or pull command line with one to four flags, each a hostile value or a sane one."""
+    base = [part.format(wheel=wheel, out=out) for part in rng.choice(COMMANDS)]
+    flags = rng.sample(sorted(FLAG_VALUES), rng.randint(1, 4))
+    for flag in flags:
+        base += [flag, rng.choice(FLAG_VALUES[flag])]
+    return base
+
+
+SETTINGS_VALUES: tuple[str, ...] = (
+    '""', "5", "true", "[]", "{}", '"../../etc"', '"wheelhouse"', '"' + "a" * 5000 + '"',
+    "[" * 2000 + "]" * 2000, '"no-such-layout"', '"\\u0000"',
+)  # fmt: skip
+
+
+def settings_text(rng: random.Random) -> str:
+    """A pyproject.toml whose [tool.librarian] table is bent: a key given a hostile value, or a stray key."""
+    key = rng.choice(["repo", "layout", "license", "install", "stray"])
+    return f"[tool.librarian]\n{key} = {rng.choice(SETTINGS_VALUES)}\n"
+
+
+def matrix_text(rng: random.Random, base: dict[str, object]) -> str:
+    """A matrix override: the packaged matrix's first torch row with one value bent (TOML), or junk text."""
+    import tomli_w
+
+    from tests.hostile.fuzz import mutate_json
+
+    if rng.random() < 0.15:
+        return rng.choice(["[" * 3000, "x = ", "\x00", "[[torch]]\nversion = 1\n" * 50])
+    bent, _ = mutate_json(base, rng)
+    try:
+        return tomli_w.dumps(bent if isinstance(bent, dict) else {"x": bent})
+    except (TypeError, ValueError):  # a value TOML cannot hold (None): the override is left out
+        return ""

@@ -162,3 +162,35 @@ def test_item6_plan_is_linear_in_the_number_of_specs(run: Run, tmp_path: Path, w
         assert result.code == 0, result.err
         assert result.out.count("missing in 1 job(s)") == count
     assert spent[1] < 30 * spent[0], spent
+
+
+@pytest.mark.parametrize("glibc", ["2.999999", "99999999999.1"])
+def test_item1_a_glibc_no_machine_has_is_one_line_at_once(tmp_path: Path, glibc: str) -> None:
+    """Found by the flag fuzzer: pull --glibc 2.999999 expanded every glibc minor (49 s of CPU)."""
+    command = (
+        "pull",
+        "tinykern",
+        *MACHINE,
+        "--platform",
+        "linux_x86_64",
+        "--repo",
+        str(tmp_path),
+        "--glibc",
+        glibc,
+    )
+    result, rss, err = cli_rss(*command, cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, err
+    assert_one_line(err, f"--glibc {glibc}", "is no release a machine runs")
+    assert rss < 300, rss
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("[tool.librarian]\nrepo = " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
+     ("[tool.librarian]\nrepo = 5\n", "must be a string")],
+)  # fmt: skip
+def test_settings_files_bent_are_one_line(run: Run, tmp_path: Path, text: str, says: str) -> None:
+    (tmp_path / "pyproject.toml").write_text(text)
+    result = run("ls")
+    assert result.code == 2
+    assert_one_line(result.err, "pyproject.toml", says)

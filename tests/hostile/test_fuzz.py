@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -22,7 +23,16 @@ from tests.conftest import Run, pull_args
 from tests.hostile import mutants
 from tests.hostile.fuzz import FLAGS, WHEEL, Stats, fuzz, fuzz_index, run_command
 from tests.hostile.mutants import KINDS
-from tests.hostile.surfaces import RECORD_FIELDS, fuzz_surfaces, mutate_record, reply_mutants, surfaces
+from tests.hostile.surfaces import (
+    RECORD_FIELDS,
+    flag_argv,
+    fuzz_surfaces,
+    matrix_text,
+    mutate_record,
+    reply_mutants,
+    settings_text,
+    surfaces,
+)
 from tests.loophub.server import LoopHub
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -214,3 +224,58 @@ def test_fuzz_hub_replies(run: Run, loophub: LoopHub, tmp_path: Path, count: int
                 )
     loophub.clear_faults()
     assert seen[3], seen  # most bent replies end the command as the server's fault
+
+
+# --- flags and settings files (issue 37) ----------------------------------------------------------------
+
+
+def _contract(run: Run, argv: list[str], label: str) -> int:
+    result = run(*argv)
+    assert result.code in (0, 1, 2), f"{label}: exit {result.code}: {result.err[-500:]}"
+    assert "Traceback" not in result.err, label
+    if result.code == 2:
+        assert result.err.count("librarian: error:") == 1, (label, result.err[-500:])
+    return result.code
+
+
+@pytest.mark.parametrize("count", [60, pytest.param(2000, marks=pytest.mark.hostile_slow)])
+def test_fuzz_flags(run: Run, tmp_path: Path, count: int) -> None:
+    """doctor and pull with hostile --sm/--torch/--cuda/--python/--platform/--glibc/--driver/--gpu values:
+    exit 0, 1 or 2 in one line, each within seconds of CPU."""
+    wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
+    assert run("publish", str(wheel), *FLAGS, "--trust-sm").code == 0
+    rng = random.Random(37)
+    seen: Counter[int] = Counter()
+    for i in range(count):
+        argv = flag_argv(rng, str(wheel), str(tmp_path / "out"))
+        start = time.process_time()
+        seen[_contract(run, argv, f"flags mutant {i}: {' '.join(a[:40] for a in argv)}")] += 1
+        assert time.process_time() - start < 10, argv
+    assert seen[2] and (seen[0] or seen[1]), seen  # the values reach both refusal and a judgement
+
+
+@pytest.mark.parametrize("count", [40, pytest.param(1000, marks=pytest.mark.hostile_slow)])
+def test_fuzz_settings_files(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    """A bent [tool.librarian] table and a bent matrix override (LIBRARIAN_MATRIX) through ls, matrix and
+    doctor: exit 0, 1 or 2 in one line."""
+    import tomllib
+
+    wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
+    assert run("publish", str(wheel), *FLAGS, "--trust-sm").code == 0
+    packaged = tomllib.loads((ROOT / "librarian" / "data" / "matrix.toml").read_text())
+    # TOML dates as text: the mutator works on JSON-shaped data
+    base = json.loads(json.dumps({"schema": packaged["schema"], "torch": packaged["torch"][:1]}, default=str))
+    rng = random.Random(38)
+    override = tmp_path / "matrix.toml"
+    monkeypatch.setenv("LIBRARIAN_MATRIX", str(override))
+    seen: Counter[int] = Counter()
+    for i in range(count):
+        (tmp_path / "pyproject.toml").write_text(settings_text(rng) if i % 2 else "")
+        override.write_text(matrix_text(rng, base) if i % 2 == 0 else "")
+        for argv in (
+            ["ls"],
+            ["matrix"],
+            ["doctor", str(wheel), "--sm", "89", "--torch", "2.9", "--python", "3.11"],
+        ):
+            seen[_contract(run, argv, f"settings mutant {i}: {argv[0]}")] += 1
+    assert seen[2] and seen[0], seen
