@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from packaging.tags import mac_platforms
+
 from librarian.compat import tomllib
 from librarian.coords import MajorMinor
 from librarian.errors import BadInput
@@ -176,7 +178,13 @@ def linux_platforms(glibc: MajorMinor | None, cpu: str) -> tuple[str, ...]:
 
 
 def expand_platform(tag: str) -> tuple[str, ...]:
-    """A ``--platform`` tag and the older ones it implies: ``manylinux_2_28_x86_64`` takes 2_17 wheels too."""
+    """A ``--platform`` tag and the older ones it implies, as the installer's own tags say: a
+    ``manylinux_2_28_x86_64`` machine takes 2_17 wheels too; a ``macosx_14_0_arm64`` one takes
+    ``macosx_11_0_arm64`` and ``universal2`` wheels (packaging's ``mac_platforms``, which pip uses)."""
+    if m := re.fullmatch(r"macosx_(\d+)_(\d+)_(.+)", tag):
+        return tuple(mac_platforms((int(m[1]), int(m[2])), m[3]))
+    if m := re.fullmatch(r"musllinux_(\d+)_(\d+)_(.+)", tag):
+        return tuple(f"musllinux_{m[1]}_{minor}_{m[3]}" for minor in range(int(m[2]), -1, -1))
     named = parse_platform(tag)
     if not tag.startswith("manylinux_") or named.glibc is None:
         return (tag,)

@@ -7,6 +7,7 @@ Mach-O reader, is the oracle for the load commands.
 from __future__ import annotations
 
 import io
+import json
 import struct
 import time
 from pathlib import Path
@@ -110,3 +111,21 @@ def test_names_at_the_tables_end_are_read_and_shared_names_once() -> None:
     assert sorted(read_macho(data).imported) == sorted(
         {"_" * (198 - i % 7) for i in range(300)}
     )  # less the one Mach-O adds
+
+
+@pytest.mark.parametrize(
+    "machine",
+    [("--preset", "mac"), ("--platform", "macosx_14_0_arm64"), ("--os", "macos", "--cpu", "arm64"),
+     ("--platform", "macosx_11_0_arm64")],
+)  # fmt: skip
+def test_a_mac_takes_the_mac_wheels_packaging_says_it_does_whatever_the_spelling(
+    run: Run, tmp_path: Path, machine: tuple[str, ...]
+) -> None:
+    """A macOS 14 arm64 machine accepts macosx_11_0_arm64 (packaging's mac_platforms((14, 0), "arm64"),
+    as pip does): one machine, one verdict. ``--preset mac`` said "no platform tag this machine accepts"."""
+    whl = make_wheel(tmp_path / "dist", "macvision", "0.24.0", "cp311-cp311-macosx_11_0_arm64",
+                     {"macvision/__init__.py": b"", "macvision/_C.so": EXACT})  # fmt: skip
+    result = run("doctor", str(whl), *machine, "--python", "3.11", "--torch", "2.9", "--json")
+    verdicts = {v["demand"]: v for v in json.loads(result.out)["wheels"][0]["verdicts"]}
+    assert verdicts["python"]["ok"] is True, verdicts["python"]
+    assert verdicts["os"]["ok"] is True and verdicts["cpu"]["ok"] is True, verdicts
