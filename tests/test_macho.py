@@ -67,10 +67,27 @@ def test_a_macos_wheel_files_no_cuda_cell(run: Run, tmp_path: Path) -> None:
     assert (
         "  GPU arch  no GPU code" in seen and "  OS        macos (macho)" in seen and f"imports {C10}" in seen
     )
-    for flags in ((), ("--sm", "80")):
+    for flags in (("--refuse-macos",), ("--sm", "80", "--refuse-macos")):
         refused = run("publish", str(whl), "--torch", "2.9", "--cuda", "12.8", *flags)
         assert refused.code == 2 and "macOS has no CUDA: it files no CUDA cell" in refused.err, refused
-    assert not (tmp_path / "wheelhouse").exists()
+    assert not list((tmp_path / "wheelhouse").rglob("*.whl"))
+
+
+def test_a_macos_wheel_among_a_farms_wheels_is_skipped_with_one_warning(run: Run, tmp_path: Path) -> None:
+    """A farm builds every OS into one dist/: the macOS wheel is skipped, the rest filed."""
+    mac = make_wheel(tmp_path / "dist", "macvision", "0.24.0", "cp312-cp312-macosx_11_0_arm64",
+                     {"macvision/__init__.py": b"", "macvision/_C.so": EXACT})  # fmt: skip
+    linux = make_wheel(tmp_path / "dist", "macvision", "0.24.0", "cp312-cp312-linux_x86_64")
+    done = run(
+        "publish", str(mac), str(linux), "--torch", "2.9", "--cuda", "12.8", "--sm", "89", "--trust-sm"
+    )
+    assert done.code == 0, done.err
+    assert (
+        done.err.count("\n") == 1
+        and "a macOS wheel (macOS has no CUDA: no cell to file it in); skipped" in done.err
+    )
+    stored = [p.name for p in (tmp_path / "wheelhouse").rglob("*.whl")]
+    assert stored == ["macvision-0.24.0+cu128torch2.9-cp312-cp312-linux_x86_64.whl"]
 
 
 def test_mutated_mach_o_files_raise_only_one_line_errors() -> None:

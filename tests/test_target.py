@@ -136,12 +136,25 @@ def test_retag_takes_the_label_from_the_targets_torch(
     assert result.out.strip().endswith("tinykern-0.1.0+cu128torch2.8-cp310-cp310-linux_x86_64.whl")
 
 
+def test_publish_takes_the_label_from_the_torch_of_python_path(
+    run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A build venv named by --python, as retag takes it (before, only VIRTUAL_ENV= could say it)."""
+    python = make_venv(tmp_path / "build")
+    fake_torch(site_packages(python), "2.9.0+cu130", VERSION_PY.format("'13.0'"))  # the samples' CUDA 13.0
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    wheel = min(SAMPLES.glob("*.whl"))
+    result = run("publish", str(wheel), "--python", str(tmp_path / "build"))
+    assert result.code == 0, result.err
+    assert list((tmp_path / "wheelhouse").rglob("tinykern-0.1.0+cu130torch2.9-cp310-cp310-linux_x86_64.whl"))
+    refused = run("publish", str(wheel), "--python", "3.12")
+    assert refused.code == 2 and "give an interpreter or venv path" in refused.err
+
+
 def test_retag_refuses_a_python_version_it_cannot_take_a_torch_from(run: Run) -> None:
     result = run("retag", str(min(SAMPLES.glob("*.whl"))), "--python", "3.12", "-o", "out")
     assert result.code == 2
-    assert (
-        "--python 3.12: retag takes an interpreter or venv path (whose torch gives the label)" in result.err
-    )
+    assert "--python 3.12: give an interpreter or venv path (whose torch gives the label)" in result.err
 
 
 def test_pull_install_goes_into_the_active_venv(

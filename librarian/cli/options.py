@@ -113,8 +113,19 @@ def store_and_layout(
     return store, load_layout(settings.layout)
 
 
+LabelPythonOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--python",
+        help="Interpreter or venv whose torch gives the default label (default: the active venv, else librarian's own).",
+    ),
+]
+
+
 def label_of(cuda: str | None, torch: str | None, python: str | None = None) -> Label | None:
     """The label ``--cuda``/``--torch`` ask for, else the installed torch's (of ``--python``'s interpreter)."""
+    if python is not None and is_version(python):
+        raise BadInput(f"--python {python}: give an interpreter or venv path (whose torch gives the label)")
     return label_from_flags(maybe(parse_cuda, cuda), maybe(parse_torch, torch), find_target(python))
 
 

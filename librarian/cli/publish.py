@@ -14,6 +14,7 @@ from librarian.cli.options import (
     DryRunOpt,
     JobsOpt,
     JsonOpt,
+    LabelPythonOpt,
     OldForceOpt,
     RelabelOpt,
     RepoOpt,
@@ -94,6 +95,13 @@ def publish(
             help="With --stage: upload the bytes only (no commit) and write the entries to FILE, for 'reindex --manifest'.",
         ),
     ] = None,
+    python: LabelPythonOpt = None,
+    refuse_macos: Annotated[
+        bool,
+        typer.Option(
+            "--refuse-macos", help="A macOS wheel among them is an error (default: skipped, with a warning)."
+        ),
+    ] = False,
     jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -110,7 +118,7 @@ def publish(
     # Flags always make a label; without them only unlabelled wheels need one (from the installed torch).
     flagged = cuda is not None or torch is not None
     options = PublishOptions(
-        label=label_of(cuda, torch) if flagged or any_unlabelled(wheels) else None,
+        label=label_of(cuda, torch, python) if flagged or any_unlabelled(wheels) else None,
         sms=tuple(parse_real_sm(s) for s in sm or ()),
         replace=replace,
         relabel=relabel,
@@ -119,6 +127,7 @@ def publish(
         allow_cuda_mismatch=allow_cuda_mismatch,
         allow_platform_mismatch=allow_platform_mismatch,
         allow_unknown_combo=allow_unknown_combo,
+        refuse_macos=refuse_macos,
         layout=layout,
         jobs=jobs,
     )

@@ -12,6 +12,7 @@ from librarian.cli.options import (
     CudaOpt,
     JobsOpt,
     JsonOpt,
+    LabelPythonOpt,
     OldForceOpt,
     RelabelOpt,
     TorchOpt,
@@ -19,9 +20,7 @@ from librarian.cli.options import (
     deprecated_force,
     label_of,
 )
-from librarian.errors import BadInput
 from librarian.ops.retag import retag_each
-from librarian.probe.target import is_version
 
 app = typer.Typer(rich_markup_mode=None)
 
@@ -34,13 +33,7 @@ def retag(
     out: Annotated[Path, typer.Option("-o", "--out", help="Directory for the labelled wheels.")] = Path("."),
     relabel: RelabelOpt = False,
     force: OldForceOpt = False,
-    python: Annotated[
-        str | None,
-        typer.Option(
-            "--python",
-            help="Interpreter or venv whose torch gives the default label (default: the active venv, else librarian's own).",
-        ),
-    ] = None,
+    python: LabelPythonOpt = None,
     jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -52,10 +45,6 @@ def retag(
         deprecated_force("retag", "--relabel")
         relabel = True
     written = []
-    if python is not None and is_version(python):
-        raise BadInput(
-            f"--python {python}: retag takes an interpreter or venv path (whose torch gives the label)"
-        )
     for done in retag_each(wheels, label_of(cuda, torch, python), out, relabel=relabel, jobs=jobs):
         written.append(done.to_json())
         if not as_json:

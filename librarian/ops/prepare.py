@@ -68,6 +68,7 @@ class PublishOptions:
     allow_cuda_mismatch: bool = False  # a label's CUDA line the device code or libcudart contradicts
     allow_platform_mismatch: bool = False  # a platform tag naming another CPU or OS than the binaries
     allow_unknown_combo: bool = False
+    refuse_macos: bool = False  # a macOS wheel among the inputs is an error, not skipped with a warning
     layout: Layout | None = None
     jobs: int | None = None  # threads reading each wheel's members (None: the cores available)
     now: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
@@ -202,6 +203,11 @@ def _publishable(read: DeepRead, source: Path) -> tuple[WheelInfo, WheelFacts]:
         raise type(e)(_as_source(str(e), read.path, source)) from e
 
 
+def _for_macos(name: WheelName) -> bool:
+    """Whether every platform tag of the filename is a macOS one (``macosx_11_0_arm64``)."""
+    return all(t.platform.startswith("macosx_") for t in name.tags)
+
+
 def prepare(
     paths: Sequence[Path], options: PublishOptions, staging: Path, *, write: bool = True
 ) -> list[PreparedWheel]:
@@ -213,6 +219,15 @@ def prepare(
     with progress.overall("publish", len(paths)) as bar:
         for path in paths:
             name = WheelName.parse(path.name)
+            if _for_macos(name) and not options.refuse_macos:
+                # A farm builds every OS into one dist/: the macOS wheels have no CUDA cell to go in.
+                log.warning(
+                    "%s: a macOS wheel (macOS has no CUDA: no cell to file it in); skipped "
+                    "(--refuse-macos makes it an error)",
+                    path.name,
+                )
+                bar.advance()
+                continue
             label = choose_label(name, options.label, relabel=options.relabel)
             if (
                 matrix is not None
