@@ -174,10 +174,12 @@ _CUDART = re.compile(
 )
 
 
-def library_name(lib: str) -> str:
-    """The file name a loader looks for, lower case: a Mach-O install name (``@rpath/libc10.dylib``) and
-    a DT_NEEDED with a path keep their directory in the facts; what they link is the last part."""
-    return lib.rsplit("/", 1)[-1].lower()
+def library_name(lib: str, *, keep_case: bool = False) -> str:
+    """The file name a loader looks for (lower case, to match names by; ``keep_case`` to show it): a
+    Mach-O install name (``@rpath/libc10.dylib``) and a DT_NEEDED with a path keep their directory in the
+    facts; what they link is the last part."""
+    name = lib.rsplit("/", 1)[-1]
+    return name if keep_case else name.lower()
 
 
 # torch's own libraries: libtorch.so, libtorch_cpu.so, libc10_cuda.so, libtorch_python.dylib, torch_cpu.dll,

@@ -20,7 +20,7 @@ CUDA_CASES = [
     ("cu126torch2.8", T, "12.8", "12.8", True, "minor-version"),
     ("cu128torch2.8", T, "12.6", "12.8", False, "newer CUDA runtime"),
     ("cu118torch2.8", T, "12.8", "12.8", False, "libcudart.so.11"),
-    ("cu128torch2.8", (*T, "libcudart.so.11.0"), "12.8", "12.8", False, "links libcudart.so.11,"),
+    ("cu128torch2.8", (*T, "libcudart.so.11.0"), "12.8", "12.8", False, "links libcudart.so.11.0,"),
     ("cu128torch2.8", T, "12.8", "11.8", False, DRIVER_TOO_OLD),
     ("cu128torch2.8", T, "12.8", "12.0", True, ""),  # minor-version compatibility of the driver
     ("cu128torch2.8", T, None, "12.8", None, "--cuda"),

@@ -305,3 +305,21 @@ def test_a_compiled_windows_extension_end_to_end(run: Run, tmp_path: Path) -> No
     assert (
         later.code == 0 and "stable ABI since 2.9" in later.err
     )  # the stable-ABI DLL serves later torch lines
+
+
+def test_a_windows_wheel_is_judged_in_windows_words(run: Run, tmp_path: Path) -> None:
+    """The DLL's own name and Windows' own error, and the reason that rules it out: a cudart64_12.dll wheel
+    under a CUDA 13 torch fails on that runtime, not on the preset's CUDA 12.8 driver."""
+    pyd = pe_dll(((".text", b"\xc3" * 64, CODE), (".nv_fatb", FATBIN, DATA)),
+                 {"cudart64_12.dll": ["cudaLaunchKernel"], "python311.dll": ["PyModule_Create2"]})  # fmt: skip
+    wheel = make_wheel(tmp_path, "winkern", "0.1.0", "cp311-cp311-win_amd64", {"winkern/_C.pyd": pyd})
+    machine = ("--preset", "windows-rtx4090", "--torch", "2.9", "--python", "3.11")
+    runs = run("doctor", str(wheel), *machine, "--cuda", "12.8", "--json")
+    cuda = {v["demand"]: v for v in json.loads(runs.out)["wheels"][0]["verdicts"]}["cuda"]
+    assert "cudart64_12.dll" in cuda["wheel_needs"] and "libcudart" not in json.dumps(cuda), cuda
+    refused = run("doctor", str(wheel), *machine, "--cuda", "13.0", "--json")
+    assert refused.code == 1
+    cuda = {v["demand"]: v for v in json.loads(refused.out)["wheels"][0]["verdicts"]}["cuda"]
+    assert cuda["reason"] == "links cudart64_12.dll, torch ships the CUDA 13 runtime", cuda
+    assert cuda["predicted_error"].startswith("ImportError: DLL load failed while importing _C: "), cuda
+    assert "cudart64_12.dll" in cuda["predicted_error"] and "shared object" not in cuda["predicted_error"]

@@ -8,16 +8,18 @@ major refuses it (minor-version compatibility covers the rest). CUDA-line altern
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 
 from librarian.coords import MajorMinor, format_version
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
 from librarian.demands.members import NO_DEVICE_CODE, DeviceCode, device_code, loading
-from librarian.facts import WheelFacts
+from librarian.facts import BinaryFormat, WheelFacts, library_name
 from librarian.machine import Machine
 
 DRIVER_TOO_OLD = "CUDA driver version is insufficient for CUDA runtime version"
 NO_SUCH_LIBRARY = "cannot open shared object file: No such file or directory"
+NO_SUCH_MODULE = "The specified module could not be found."  # Windows' words for a DLL it cannot find
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +31,24 @@ class CudaNeed:
     host_cudarts: tuple[int, ...] = ()  # libcudart majors linked by members without device code
     toolkit: MajorMinor | None = None
     links_torch: bool = False
+    # The CUDA runtime by major as the wheel names it (``cudart64_12.dll``, ``libcudart.so.12``), and the
+    # extension module a missing one would stop (Windows says which module its loader failed for).
+    runtimes: tuple[tuple[int, str], ...] = ()
+    windows: bool = False
+    module: str = ""
+
+    def runtime_name(self, major: int) -> str:
+        """The runtime library of ``major`` as this wheel names it (Linux's name where it names none)."""
+        named = dict(self.runtimes)
+        if major in named:
+            return named[major]
+        return f"cudart64_{major}.dll" if self.windows else f"libcudart.so.{major}"
+
+    def cannot_load(self, library: str) -> str:
+        """The error the user's import meets when ``library`` is not there, in the OS's own words."""
+        if self.windows:
+            return f"ImportError: DLL load failed while importing {self.module or 'the extension'}: {NO_SUCH_MODULE} ({library})"
+        return f"{library}: {NO_SUCH_LIBRARY}"
 
     @property
     def label_line(self) -> MajorMinor | None:
@@ -51,13 +71,23 @@ def _from_facts(label: tuple[int, int | None] | None, facts: WheelFacts) -> Cuda
     code = device_code(facts)
     toolkit = facts.toolkit
     links = any(b.links_torch or b.torch_symbols for b in facts.binaries)
-    return CudaNeed(label, code, host, toolkit, links)
+    runtimes: dict[int, str] = {}
+    for b in facts.binaries:
+        if b.cudart_major is not None and b.cudart_library is not None:
+            runtimes.setdefault(b.cudart_major, library_name(b.cudart_library, keep_case=True))
+    windows = any(b.format is BinaryFormat.PE for b in facts.binaries)
+    # The extension module: one that defines PyInit_ (read on ELF), else a .pyd (Windows' own name for one).
+    modules = [b for b in facts.binaries if b.extension] or [
+        b for b in facts.binaries if b.path.endswith(".pyd")
+    ]
+    module = posixpath.basename(modules[0].path).split(".")[0] if modules else ""
+    return CudaNeed(label, code, host, toolkit, links, tuple(sorted(runtimes.items())), windows, module)
 
 
 def _text(need: CudaNeed, cudarts: list[int]) -> str:
     label = need.label
     said = [f"CUDA {label[0]}" + (f".{label[1]}" if label[1] is not None else "")] if label else []
-    return ", ".join(said + [f"libcudart.so.{m}" for m in cudarts]) or "CUDA (line unknown)"
+    return ", ".join(said + [need.runtime_name(m) for m in cudarts]) or "CUDA (line unknown)"
 
 
 def check(need: CudaNeed, machine: Machine) -> Verdict:
@@ -72,9 +102,12 @@ def check(need: CudaNeed, machine: Machine) -> Verdict:
     text = _text(need, cudarts)
     if load.missing:
         has = f"torch CUDA {format_version(torch_cuda)}" if torch_cuda else "CUDA (from the label)"
-        return Verdict(
-            Demand.CUDA, False, text, has, load.missing_text(torch_cuda or need.label_line), NO_SUCH_LIBRARY
-        )
+        error = NO_SUCH_MODULE if need.windows else NO_SUCH_LIBRARY
+        return Verdict(Demand.CUDA, False, text, has, load.missing_text(torch_cuda or need.label_line), error)
+    if torch_cuda is not None and any(m != torch_cuda[0] for m in cudarts):
+        # A runtime of another major than torch's is what rules it out, whatever the driver: no driver
+        # makes the process load torch's runtime and the wheel's at once.
+        return _against_torch(need, text, cudarts, torch_cuda)
     # The newest runtime the process loads: torch's, the label's, a linked libcudart, or (statically
     # linked) the toolkit that built its device code.
     linked = [(m, 0) for m in cudarts] or ([need.toolkit] if need.toolkit and not need.code.empty else [])
@@ -128,13 +161,13 @@ def _against_torch(need: CudaNeed, text: str, cudarts: list[int], torch_cuda: Ma
                 False,
                 text,
                 has,
-                f"links libcudart.so.{major}, torch ships the CUDA {torch_cuda[0]} runtime",
-                f"libcudart.so.{major}: {NO_SUCH_LIBRARY}",
+                f"links {need.runtime_name(major)}, torch ships the CUDA {torch_cuda[0]} runtime",
+                need.cannot_load(need.runtime_name(major)),
             )
     label = need.label
     if label is not None and label[0] != torch_cuda[0]:
         why = f"built for CUDA {label[0]}, torch is built for CUDA {torch_cuda[0]}"
-        return Verdict(Demand.CUDA, False, text, has, why, f"libcudart.so.{label[0]}: {NO_SUCH_LIBRARY}")
+        return Verdict(Demand.CUDA, False, text, has, why, need.cannot_load(need.runtime_name(label[0])))
     if label is not None and label[1] is not None and label[1] > torch_cuda[1]:
         why = f"built against a newer CUDA runtime than torch's {format_version(torch_cuda)}"
         return Verdict(Demand.CUDA, False, text, has, why, "undefined symbol: cuda... (from libcudart)")
