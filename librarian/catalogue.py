@@ -170,10 +170,20 @@ CARD_TAGS = ("wheels", "cuda", "pytorch", "librarian")
 _OLD_CARD_SIGN = "This card is rewritten by every `librarian publish` and `librarian gc`."
 
 
+# The GPUs most readers of a card have, first: an example for a Jetson Nano (sm50, the lowest number) is
+# one almost nobody can run as written. RTX 30/40 and L4, A100, H100, then the newest and the rest.
+_COMMON_GPUS = (89, 86, 80, 90, 120, 100, 75)
+
+
+def _commonness(e: IndexEntry) -> tuple[int, int]:
+    number = e.cell.sm.number
+    return (_COMMON_GPUS.index(number) if number in _COMMON_GPUS else len(_COMMON_GPUS), number)
+
+
 def _pull_examples(index: Index, repo_id: str, most: int = 40) -> str:
-    """One pull command per package and torch/CUDA combo present (its lowest GPU), at most ``most`` lines."""
+    """One pull command per package and torch/CUDA combo present (its most common GPU), at most ``most``."""
     firsts: dict[tuple[str, str], IndexEntry] = {}
-    for e in sorted(index.entries, key=lambda e: (e.cell.package, e.cell.label.combo, e.cell.sm.number)):
+    for e in sorted(index.entries, key=lambda e: (e.cell.package, e.cell.label.combo, _commonness(e))):
         firsts.setdefault((e.cell.package, e.cell.label.combo), e)
     if not firsts:
         return ""
@@ -203,7 +213,7 @@ def render_card_block(
     ``endpoint`` must carry no credentials (the caller strips them): the card is public.
     """
     table = render_coverage(coverage(index, f"hf://datasets/{repo_id}"))
-    example = index.entries[0] if index.entries else None
+    example = min(index.entries, key=_commonness) if index.entries else None
     package, page = "PACKAGE", "pages/sm89-torch2.9-cu128.html"
     pull = "librarian pull PACKAGE --sm 89 --torch 2.9"
     path, sha = "PATH_FROM_THE_INDEX", "SHA256_FROM_THE_INDEX"

@@ -89,7 +89,7 @@ def render_coverage_html(cov: Coverage) -> str:
     return (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
         f"<title>{esc(title)}</title>\n<style>table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;"
-        "padding:2px 6px;font-family:monospace}}.hole{background:#fdd;text-align:center}</style></head>\n"
+        "padding:2px 6px;font-family:monospace}.hole{background:#fdd;text-align:center}</style></head>\n"
         f"<body>\n<h1>{esc(title)}</h1>\n<table>\n<tr><th>package</th><th>torch-cuda</th>{head}</tr>\n"
         + "\n".join(rows)
         + f"\n</table>\n<p>{count} wheel file(s); {holes} hole(s) marked {HOLE}; cells show the newest version "

@@ -112,6 +112,7 @@ def test_the_card_has_a_pull_line_per_package_and_combo_and_the_install_setting(
         entry("flash_attn", label="cu130torch2.9"),
         entry("natten", sm="90"),
         entry("natten", sm="80"),
+        entry("natten", sm="50"),  # Jetson Nano: the lowest number, not an example most readers can run
     ]
     index = Index(load_layout()).with_entries(entries)
     block = render_card_block(
@@ -120,6 +121,7 @@ def test_the_card_has_a_pull_line_per_package_and_combo_and_the_install_setting(
     pulls = [line for line in block.splitlines() if line.startswith("librarian pull ")]
     combos = {(line.split()[2], line.split()[6], line.split()[8]) for line in pulls}
     assert {("flash_attn", "2.9", "12.8"), ("flash_attn", "2.9", "13.0"), ("natten", "2.9", "12.8")} <= combos
-    assert any("natten --sm 80 " in line for line in pulls)  # the lowest GPU of the combo
+    assert any("natten --sm 80 " in line for line in pulls)  # the combo's most common GPU, not sm50
+    assert not any("--sm 50 " in line for line in block.splitlines())
     assert "install it with `pip install 'librarian-wheels @ git+https://example.org/l@v1'`" in block
     assert "the publisher's `[tool.librarian] install` setting" in render_card_block(index, "me/wheels")

@@ -361,6 +361,18 @@ def test_ls_html_writes_the_coverage_page(run: Run, published: Path) -> None:
         if not paths
     )
     assert holes > 0 and page.count('class="hole"') == holes  # the same holes as the text table marks
+    # every CSS rule closed once: a stray brace dropped the rule that shades the holes
+    style = page.split("<style>")[1].split("</style>")[0]
+    assert "}}" not in style and style.count("{") == style.count("}") and ".hole{background:#fdd" in style
+    assert f"wrote the coverage page to {published.parent / 'coverage.html'}" in result.err
+
+
+def test_gc_says_small_sizes_in_their_own_unit() -> None:
+    from librarian.ops.gc import say_size
+
+    assert [say_size(n) for n in (0, 999, 1_000, 35_128, 4_500_000, 1_200_000_000, 9 * 10**12)] == [
+        "0 bytes", "999 bytes", "1.0 KB", "35.1 KB", "4.5 MB", "1.2 GB", "9000.0 GB"
+    ]  # fmt: skip
 
 
 def test_a_dry_run_measures_the_relabelled_wheel_without_writing_it(
@@ -400,3 +412,23 @@ def test_a_dry_run_measures_the_relabelled_wheel_without_writing_it(
     assert json.loads(real.out)["filings"] == planned  # same path, same sha256, measured without the file
     stored = json.loads((tmp_path / "wheelhouse/index/tinykern.json").read_text())["wheels"][0]
     assert stored["size"] == (tmp_path / "wheelhouse" / CELL / FILE).stat().st_size
+
+
+def test_verify_deep_says_each_finding_once_per_bytes_in_a_store_copied_without_hard_links(
+    run: Run, tmp_path: Path
+) -> None:
+    """A store copied with cp -r keeps a file per cell where publish hard-linked one: the findings of the
+    same bytes are still said once, naming every path (they were said once per cell)."""
+    import shutil
+
+    sample = min((Path(__file__).resolve().parent.parent / "samples" / "dist").glob("*.whl"))
+    published = run("publish", str(sample), "--torch", "2.9", "--cuda", "12.8", "--allow-cuda-mismatch")
+    assert published.code == 0, published.err
+    shutil.copytree(tmp_path / "wheelhouse", tmp_path / "copy")  # no hard links: four files, one sha256
+    linked = run("verify", "--deep")
+    copied = run("verify", "--deep", "--repo", "copy")
+    assert linked.code == copied.code == 0
+    said = [line for line in copied.out.splitlines() if "accepted at publish (" in line]
+    assert len(said) == 2 and said == [
+        line for line in linked.out.splitlines() if "accepted at publish (" in line
+    ]

@@ -87,7 +87,9 @@ def test_staged_uploads_survive_within_the_grace_window(run: Run, loophub: LoopH
     blob = json.loads((tmp_path / "m.json").read_text())["wheels"][0]["sha256"]
     assert blob in lfs_oids(loophub)  # uploaded, referenced by no commit until the reindex
     spared = json.loads(run("gc", "--purge", "--repo", REPO, "--json").out)  # the default grace: 24 h
-    assert spared["purge"] == []
+    assert spared["purge"] == [] and spared["young"] == 1
+    said = run("gc", "--purge", "--repo", REPO).out  # a purge that spared objects says so, and the way out
+    assert "1 unreferenced LFS object(s) younger than 24 h kept" in said and "--purge-grace 0" in said
     day_old = time.time() - 25 * 3600
     os.utime(loophub.storage.lfs_path(blob), (day_old, day_old))
     stale = json.loads(run("gc", "--purge", "--repo", REPO, "--json").out)

@@ -171,6 +171,21 @@ def test_pull_install_goes_into_the_active_venv(
     assert version_in(Path(sys.executable), "tinykern") is None  # nothing into librarian's own
 
 
+def test_pull_install_without_o_leaves_no_wheel_where_you_stand(
+    run: Run, store: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    installed: list[list[Path]] = []
+    monkeypatch.setattr(
+        "librarian.ops.installer.install", lambda files, python: installed.append(list(files))
+    )
+    result = run("pull", "tinykern", *WANT, "--install")
+    assert result.code == 0, result.err
+    assert len(installed) == 1 and installed[0][0].name.startswith("tinykern-0.1.0+")
+    assert not list(tmp_path.glob("*.whl"))  # installed from a temporary folder, gone after
+    kept = run("pull", "tinykern", *WANT, "--install", "-o", "wheels")  # -o keeps them where it says
+    assert kept.code == 0 and len(list((tmp_path / "wheels").glob("*.whl"))) == 1
+
+
 def test_pull_install_into_a_venv_without_pip_uses_uv(run: Run, store: Path, tmp_path: Path) -> None:
     python = make_venv(tmp_path / "uvenv")
     result = run("pull", "tinykern", *WANT, "--install", "-o", "pulled", "--python", str(python))

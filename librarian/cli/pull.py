@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from os import environ
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -55,7 +58,14 @@ def pull(
         int | None, typer.Option("--gpu", help="Which GPU to serve when there are several (default 0).")
     ] = None,
     repo: RepoOpt = None,
-    out: Annotated[Path, typer.Option("-o", "--out", help="Directory to put the wheels in.")] = Path("."),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--out",
+            help="Directory to put the wheels in (default: here; with --install, a temporary one).",
+        ),
+    ] = None,
     install: Annotated[
         bool,
         typer.Option(
@@ -133,35 +143,46 @@ def pull(
         os=os,
     )
     wants = pull_op.Wants.of(found)
-    # --build: what would be built, and nvcc, checked before the store or any index is read.
-    requests = build_requests(packages, source, wants) if build else {}
-    store, layout = store_and_layout(repo)
-    try:
-        report = pull_op.pull(
-            store, layout, packages, wants, out, compatible=compatible, requirements=requirements
-        )
-        built: list[Path] = []
-    except pull_op.NoMatch as miss:
-        if not build:
-            raise
-        report, built = build_misses(
-            store, layout, packages, wants, out, miss, requests, publish, keep, compatible
-        )
-    for note in report.notes:
-        ui.note(note)
-    if as_json:
-        ui.emit_json({**report.to_json(), "built": [str(f) for f in built]})
-    else:
-        ui.out("\n".join(filter(None, [report.render(), *(f"built -> {f}" for f in built)])))
-    files = [*report.files, *built]
-    if install:
-        # Imported here, not at the top: only --install reads the wheels' bytes, and a plain pull must not
-        # load the binary readers (issue 15; tests/test_startup.py). Not a cycle: a start-up cost.
-        from librarian.ops.doctor import check_runs
+    with _wheels_folder(out, install) as out_dir:
+        # --build: what would be built, and nvcc, checked before the store or any index is read.
+        requests = build_requests(packages, source, wants) if build else {}
+        store, layout = store_and_layout(repo)
+        try:
+            report = pull_op.pull(
+                store, layout, packages, wants, out_dir, compatible=compatible, requirements=requirements
+            )
+            built: list[Path] = []
+        except pull_op.NoMatch as miss:
+            if not build:
+                raise
+            report, built = build_misses(
+                store, layout, packages, wants, out_dir, miss, requests, publish, keep, compatible
+            )
+        for note in report.notes:
+            ui.note(note)
+        if as_json:
+            ui.emit_json({**report.to_json(), "built": [str(f) for f in built]})
+        else:
+            ui.out("\n".join(filter(None, [report.render(), *(f"built -> {f}" for f in built)])))
+        files = [*report.files, *built]
+        if install:
+            # Imported here, not at the top: only --install reads the wheels' bytes, and a plain pull must not
+            # load the binary readers (issue 15; tests/test_startup.py). Not a cycle: a start-up cost.
+            from librarian.ops.doctor import check_runs
 
-        check_runs(files, found, force=force)
-        # installer.install, by module: looked up now, so that tests can stand in for pip.
-        installer.install(files, found.interpreter.value or sys.executable)
+            check_runs(files, found, force=force)
+            # installer.install, by module: looked up now, so that tests can stand in for pip.
+            installer.install(files, found.interpreter.value or sys.executable)
+
+
+@contextmanager
+def _wheels_folder(out: Path | None, install: bool) -> Iterator[Path]:
+    """``-o``, else here; with ``--install`` and no ``-o``, a temporary folder: installed, not left behind."""
+    if out is None and install:
+        with tempfile.TemporaryDirectory(prefix="librarian-pull-") as tmp:
+            yield Path(tmp)
+    else:
+        yield out or Path(".")
 
 
 def build_requests(packages: list[str], source: str | None, wants: pull_op.Wants) -> dict[str, BuildRequest]:

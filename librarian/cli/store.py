@@ -62,6 +62,7 @@ def ls_command(
             atomic_write(html_file, render_coverage_html(cov).encode("utf-8"))
         except OSError as e:
             raise BadInput(f"{html_file}: cannot write the page ({e.strerror or e})") from e
+        ui.note(f"wrote the coverage page to {html_file.absolute()}")
     ui.emit_json(coverage_json(cov)) if as_json else ui.out(render_coverage(cov))
 
 

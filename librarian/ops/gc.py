@@ -233,6 +233,8 @@ class GcReport:
     acted: bool = False
     files: int = 0  # files the removals take out of the store: wheels, and pages and shards left empty
     kept: tuple[tuple[str, str], ...] = ()  # wheels of a stale torch line kept: their bytes serve a kept line
+    young: int = 0  # blobs --purge spared: nothing references them, but they are younger than the grace
+    grace: float = 0.0  # that grace, in seconds
 
     def to_json(self, location: str) -> dict[str, Any]:
         """The plan (or what was done) for ``--json``."""
@@ -249,6 +251,7 @@ class GcReport:
             ],
             "kept": [{"path": path, "reason": why} for path, why in self.kept],
             "purge": [{"sha256": b.sha256, "size": b.size, "name": b.name} for b in self.purge],
+            "young": self.young,
         }
 
     def render(self, location: str, *, purge_asked: bool = False) -> str:
@@ -257,16 +260,22 @@ class GcReport:
         lines = [f"{'removed' if acted else 'remove'}  {r.entry.path}  ({r.reason})" for r in self.removals]
         lines += [f"{'kept' if acted else 'keep'}  {path}  ({why})" for path, why in self.kept]
         lines += [
-            f"{'purged' if acted else 'purge'}  LFS object {b.sha256[:12]} ({b.size / 1e6:.1f} MB, {b.name})"
+            f"{'purged' if acted else 'purge'}  LFS object {b.sha256[:12]} ({say_size(b.size)}, {b.name})"
             for b in self.purge
         ]
-        purged = sum(b.size for b in self.purge) / 1e6
+        purged = say_size(sum(b.size for b in self.purge))
         files = f"; {self.files} file(s) in all, pages and shards included" if self.removals else ""
-        size = f"{len(self.removals)} wheel file(s), {self.freed / 1e6:.1f} MB of stored content, from {location}"
-        if acted:
-            gone = (
-                f"; {len(self.purge)} LFS object(s), {purged:.1f} MB, deleted for good" if self.purge else ""
+        size = (
+            f"{len(self.removals)} wheel file(s), {say_size(self.freed)} of stored content, from {location}"
+        )
+        if self.young:
+            hours = f"{self.grace / 3600:g} h"
+            lines.append(
+                f"{self.young} unreferenced LFS object(s) younger than {hours} kept (a staged upload may be "
+                "waiting for its reindex); --purge-grace 0 removes them"
             )
+        if acted:
+            gone = f"; {len(self.purge)} LFS object(s), {purged}, deleted for good" if self.purge else ""
             lines.append(f"removed {size}{gone}{files}")
             if self.commit:
                 lines.append(f"commit {self.commit}")
@@ -279,11 +288,7 @@ class GcReport:
             lines.append(
                 f"warning: this plan removes every wheel of {', '.join(self.emptied)}; --yes needs --allow-empty"
             )
-        will = (
-            f"; {len(self.purge)} LFS object(s), {purged:.1f} MB, would be deleted for good"
-            if self.purge
-            else ""
-        )
+        will = f"; {len(self.purge)} LFS object(s), {purged}, would be deleted for good" if self.purge else ""
         lines.append(f"plan: remove {size}{will}{files}; nothing changed (pass --yes to act)")
         return "\n".join(lines)
 
@@ -329,6 +334,7 @@ def gc(
         index = read_index(store, default_layout)
         removals, kept = plan_gc_and_kept(index, policy)
         blobs = _purgeable(store, removals, policy.purge_grace) if purge else ()
+        young = _young(store, removals, policy.purge_grace, blobs) if purge else 0
         return GcReport(
             tuple(removals),
             freed_bytes(index, removals),
@@ -336,6 +342,8 @@ def gc(
             blobs,
             files=freed_files(index, removals),
             kept=tuple(kept),
+            young=young,
+            grace=policy.purge_grace,
         )
 
     def planner(index: Index) -> tuple[Changes, GcReport]:
@@ -363,9 +371,27 @@ def gc(
     report = replace(applied.result, commit=applied.commit, acted=True)
     if purge and isinstance(store, UploadStorage):  # what this gc removed and earlier ones left alike
         blobs = store.purgeable(grace=policy.purge_grace)
+        young = _young(store, (), policy.purge_grace, blobs)
         store.purge(blobs)
-        report = replace(report, purge=blobs)
+        report = replace(report, purge=blobs, young=young, grace=policy.purge_grace)
     return report
+
+
+def _young(store: Store, removals: Sequence[Removal], grace: float, purged: Sequence[Blob]) -> int:
+    """How many unreferenced blobs the grace spares (said, so that a purge that spared some says so)."""
+    if not grace or not isinstance(store, UploadStorage):
+        return 0
+    return len(_purgeable(store, removals, 0.0)) - len(purged)
+
+
+def say_size(n: int) -> str:
+    """``512 bytes``, ``3.2 KB``, ``4.5 MB``, ``1.2 GB``: small removals are not "0.0 MB"."""
+    if n < 1000:
+        return f"{n} bytes"
+    for unit, scale in (("KB", 1e3), ("MB", 1e6), ("GB", 1e9)):
+        if n < scale * 1000 or unit == "GB":
+            return f"{n / scale:.1f} {unit}"
+    raise AssertionError("unreachable")
 
 
 def _purgeable(store: Store, removals: Sequence[Removal], grace: float) -> tuple[Blob, ...]:

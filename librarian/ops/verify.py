@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,19 @@ class _Blob:
     claims: tuple[
         Claim, ...
     ] = ()  # where its name and its bytes disagree: a problem unless an override accepted it
+
+
+def _same_bytes(blobs: Iterable[_Blob]) -> list[_Blob]:
+    """Blobs of one sha256 as one (a store copied without its hard links keeps a file per cell): their
+    findings said once, naming every path. Blobs whose sha256 is not known stay as they are."""
+    merged: dict[object, _Blob] = {}
+    for i, blob in enumerate(blobs):
+        key = blob.sha256 or i
+        if key in merged:
+            merged[key].paths.extend(blob.paths)
+        else:
+            merged[key] = replace(blob, paths=list(blob.paths))
+    return list(merged.values())
 
 
 class _Reader:
@@ -255,7 +269,7 @@ def verify(
                     found = [p for p in found if p != "not in the index"]  # its bad entry is named once
                 accepted += [Accepted(f.path, "--trust-sm", a) for a in ok]
             problems.extend(Problem(f.path, p) for p in found)
-    for blob in reader.blobs.values():  # what the bytes say: once, naming every path they are filed under
+    for blob in _same_bytes(reader.blobs.values()):  # what the bytes say: once, naming every path they are at
         first, *rest = sorted(blob.paths)
         problems.extend(Problem(first, p, tuple(rest)) for p in dict.fromkeys(blob.problems))
         overrides = by_path[first].overrides if first in by_path else ()
