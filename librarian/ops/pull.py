@@ -79,6 +79,7 @@ class Candidate:
     judgement: Judgement
     blockers: tuple[str, ...]
     misses: tuple[str, ...]
+    filed: tuple[str, ...] = ()  # every cell the same bytes are filed under, where a miss lists it once
 
     @property
     def verdicts(self) -> tuple[Verdict, ...]:
@@ -126,7 +127,8 @@ class Candidate:
         return (*self.misses, *self.blockers)
 
     def __str__(self) -> str:
-        return f"{self.entry.filename} (sm{self.entry.cell.sm.sm}): {'; '.join(self.differences)}"
+        cells = ", ".join(f"sm{sm}" for sm in self.filed or (self.entry.cell.sm.sm,))
+        return f"{self.entry.filename} ({cells}): {'; '.join(self.differences)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +282,7 @@ def resolve(
                 f", built for CUDA {format_version(alt.entry.cell.label.cuda)} (minor-version compatibility)"
             )
         return Resolution(package, alt.entry, note=note)
-    near = sorted(candidates, key=lambda c: (len(c.differences), c.entry.path))
+    near = _once_per_bytes(sorted(candidates, key=lambda c: (len(c.differences), c.entry.path)))
     hint = ""
     if not compatible and alt is not None:
         where = f"{alt.entry.filename} (sm{alt.entry.cell.sm.sm})"
@@ -301,6 +303,19 @@ def check_wheel_identity(path: Path, entry: IndexEntry) -> None:
         problems = [str(e).removeprefix(f"{path}: ")]
     if problems:
         raise BadWheel(f"{entry.path}: {problems[0]}; refused")
+
+
+def _once_per_bytes(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """One candidate per stored wheel (sha256 and filename), naming every cell it is filed under: a wheel
+    filed for five GPUs is one near miss, not five lines saying the same."""
+    first: dict[tuple[str, str], Candidate] = {}
+    cells: dict[tuple[str, str], list[str]] = {}
+    for c in candidates:
+        key = (c.entry.sha256, c.entry.filename)
+        first.setdefault(key, c)
+        cells.setdefault(key, []).append(c.entry.cell.sm.sm)
+    return [replace(c, filed=tuple(sorted(set(cells[k]), key=lambda sm: int("".join(filter(str.isdigit, sm))))))
+            for k, c in first.items()]  # fmt: skip
 
 
 def _sha256(path: Path, name: str) -> str:
@@ -430,6 +445,7 @@ class NoMatch(NotFound):
                 {
                     "package": r.package,
                     "path": c.entry.path,
+                    "cells": [f"sm{sm}" for sm in c.filed or (c.entry.cell.sm.sm,)],
                     "fails": [v.demand.value for v in c.judgement.failures],
                     "differences": list(c.differences),
                 }
