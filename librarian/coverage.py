@@ -10,6 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from librarian.index import Index, IndexEntry
+from librarian.platforms import parse_platform
 
 HOLE = "-"
 
@@ -51,24 +52,57 @@ def _cell_text(entries: list[IndexEntry]) -> str:
     return f"{newest.public} ({short})"
 
 
-def render_coverage(cov: Coverage) -> str:
-    """A text table: one row per package and combo, one column per sm; ``-`` marks a hole."""
+def platform_of(entry: IndexEntry) -> str:
+    """The machine a wheel is for, in short: ``linux-x86_64``, ``windows-x86_64``, ``linux-aarch64``."""
+    named = parse_platform(min(t.platform for t in entry.name.tags))
+    os = {"win32": "windows", "darwin": "macos"}.get(named.os or "", named.os or "any")
+    return f"{os}-{named.cpu}" if named.cpu else os
+
+
+def render_coverage(cov: Coverage, width: int = 160) -> str:
+    """A text table: one row per package and combo (and platform, where the store has several), one
+    column per sm; ``-`` marks a hole. Past ``width`` characters the GPU columns fold into several
+    tables, each with the row heads again (a wheel filed for 18 GPUs made one 260 columns wide)."""
     if not cov.rows:
         return f"{cov.location}: no wheels stored"
-    head = ["package", "torch-cuda", *(f"sm{s}" for s in cov.sms)]
-    table = [head]
+    platforms = {platform_of(e) for cells in cov.rows.values() for es in cells.values() for e in es}
+    several = len(platforms) > 1
+    heads = ["package", "torch-cuda", *(["platform"] if several else [])]
+    rows: list[tuple[list[str], dict[str, list[IndexEntry]]]] = []
     for (package, combo), cells in cov.rows.items():
-        table.append([package, combo, *(_cell_text(cells.get(s, [])) for s in cov.sms)])
-    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
+        for platform in sorted({platform_of(e) for es in cells.values() for e in es}) if several else [""]:
+            mine = {
+                s: [e for e in es if not several or platform_of(e) == platform] for s, es in cells.items()
+            }
+            rows.append(([package, combo, *([platform] if several else [])], mine))
+    texts = [[*head, *(_cell_text(cells.get(s, [])) for s in cov.sms)] for head, cells in rows]
+    names = [*heads, *(f"sm{s}" for s in cov.sms)]
+    widths = [max(len(r[i]) for r in [names, *texts]) for i in range(len(names))]
+    lines: list[str] = []
+    for chunk in _fold(widths[len(heads) :], width - sum(w + 2 for w in widths[: len(heads)])):
+        columns = [*range(len(heads)), *(len(heads) + i for i in chunk)]
+        for row in [names, ["-" * w for w in widths], *texts]:
+            lines.append("  ".join(row[i].ljust(widths[i]) for i in columns).rstrip())
+        lines.append("")
     count = sum(len(es) for cells in cov.rows.values() for es in cells.values())
-    holes = sum(1 for cells in cov.rows.values() for s in cov.sms if not cells.get(s))
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    lines.append("")
+    holes = sum(1 for _, cells in rows for s in cov.sms if not cells.get(s))
     lines.append(
         f"{count} wheel file(s) in {cov.location}; {holes} hole(s) marked {HOLE}; cells show newest version (python tags)"
     )
     return "\n".join(lines)
+
+
+def _fold(widths: list[int], room: int) -> list[list[int]]:
+    """The GPU columns in groups that each fit ``room`` characters (at least one column a group)."""
+    groups: list[list[int]] = [[]]
+    used = 0
+    for i, w in enumerate(widths):
+        if groups[-1] and used + w + 2 > room:
+            groups.append([])
+            used = 0
+        groups[-1].append(i)
+        used += w + 2
+    return groups
 
 
 def render_coverage_html(cov: Coverage) -> str:

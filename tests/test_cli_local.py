@@ -432,3 +432,28 @@ def test_verify_deep_says_each_finding_once_per_bytes_in_a_store_copied_without_
     assert len(said) == 2 and said == [
         line for line in linked.out.splitlines() if "accepted at publish (" in line
     ]
+
+
+def test_ls_shows_the_platform_where_the_store_has_several_and_folds_wide_tables(
+    run: Run, tmp_path: Path
+) -> None:
+    """Linux x86_64, aarch64 and Windows builds of one version shared one cell; a wheel filed for many GPUs
+    made the table hundreds of columns wide."""
+    sms = ("75", "80", "86", "87", "89", "90", "100", "103", "110", "120", "121")
+    for tag in (
+        "cp311-cp311-manylinux_2_28_x86_64",
+        "cp311-cp311-manylinux_2_28_aarch64",
+        "cp311-cp311-win_amd64",
+    ):
+        wheel = make_wheel(tmp_path / "dist" / tag, "tinykern", "0.1.0", tag)
+        flags = [x for sm in sms for x in ("--sm", sm)]
+        done = run("publish", str(wheel), "--torch", "2.9", "--cuda", "12.8", "--trust-sm", *flags)
+        assert done.code == 0, done.err
+    out = run("ls").out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 160, max(len(line) for line in lines)
+    assert all(f"sm{sm}" in out for sm in sms)
+    assert lines[0].split()[:3] == ["package", "torch-cuda", "platform"]
+    for platform in ("linux-x86_64", "linux-aarch64", "windows-x86_64"):
+        assert sum(platform in line for line in lines) >= 2, platform  # a row in each folded table
+    assert out.count("package  ") >= 2  # folded: the row heads again

@@ -40,7 +40,7 @@ ARROWS: dict[str, frozenset[str]] = {
         "demands": "coords facts gpus machine platforms",
         "pending": "errors index jsonfile",
         "manifest": "errors index",
-        "coverage": "index",
+        "coverage": "index platforms",
         "config": "compat errors layout safeio",
         "catalogue": "coords coverage demands index",
         "generated": "catalogue index pending",
