@@ -27,6 +27,11 @@ class KnownGpu:
     cpus: frozenset[str]
     cuda_first: MajorMinor = (0, 0)  # the first CUDA toolkit that can target it
     cuda_last: MajorMinor | None = None  # the last one; None: current toolkits still can
+    driver_last: MajorMinor | None = None  # the newest CUDA any of its drivers runs; None: current ones do
+
+    def runs_cuda(self, cuda: MajorMinor) -> bool:
+        """Whether a driver for this GPU exists that runs CUDA ``cuda`` code (its runtime's major)."""
+        return self.driver_last is None or cuda[0] <= self.driver_last[0]
 
     @property
     def arch(self) -> GpuArch:
@@ -66,7 +71,10 @@ def parse_gpus(text: str, source: str) -> tuple[KnownGpu, ...]:
                 raise ValueError(
                     f"sm {row['sm']}: cuda_last {row['cuda_last']} is before cuda_first {row['cuda_first']}"
                 )
-            gpus.append(KnownGpu((int(m[1]), int(m[2])), str(row.get("examples", "")), cpus, first, last))
+            driver = parse_cuda(str(row["driver_last"])) if "driver_last" in row else None
+            gpus.append(
+                KnownGpu((int(m[1]), int(m[2])), str(row.get("examples", "")), cpus, first, last, driver)
+            )
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
         raise BadInput(f"{source}: not a GPU list ({e})") from e
     return tuple(sorted(gpus, key=lambda g: g.capability))

@@ -17,7 +17,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 
 from librarian.coords import GpuArch, MajorMinor, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput
-from librarian.gpus import parse_real_sm
+from librarian.gpus import find_gpu, parse_real_sm
 from librarian.platforms import canonical_cpu, check_platform, expand_platform, linux_platforms
 
 T = TypeVar("T")
@@ -150,6 +150,28 @@ class Machine:
     glibcxx: Probed[tuple[int, ...]] = _UNKNOWN_GLIBCXX
     cpu: Probed[str] = _UNKNOWN_CPU
     os: Probed[str] = _UNKNOWN_OS
+
+    def impossible(self) -> str | None:
+        """Why no machine like this one exists (a Jetson GPU beside an x86_64 CPU, a CUDA line its drivers
+        never reach), or None; the GPUs' CPUs and driver reach are data (``librarian/data/gpus.toml``)."""
+        gpu = self.gpu
+        known = find_gpu(gpu.capability) if gpu is not None else None
+        if known is None:
+            return None
+        cpu = self.cpu.value
+        if cpu is not None and canonical_cpu(cpu) not in known.cpus:
+            cpus = " or ".join(sorted(known.cpus))
+            return (
+                f"{known.examples} (sm{known.arch.sm}) come only with {cpus} CPUs, not {canonical_cpu(cpu)}"
+            )
+        for what, line in (("driver", self.driver_cuda.value), ("torch", self.cuda.value)):
+            if line is not None and not known.runs_cuda(line):
+                assert known.driver_last is not None
+                return (
+                    f"{known.examples} (sm{known.arch.sm}) have no driver past CUDA "
+                    f"{format_version(known.driver_last)}: no {what} of CUDA {format_version(line)} runs there"
+                )
+        return None
 
     @property
     def gpu(self) -> Gpu | None:

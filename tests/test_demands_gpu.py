@@ -270,3 +270,64 @@ def test_parse_real_sm_refuses_what_no_gpu_is(text: str, says: str) -> None:
 def test_a_broken_gpu_list_names_its_file() -> None:
     with pytest.raises(BadInput, match="mine.toml: not a GPU list"):
         parse_gpus('[[gpu]]\nsm = "nine"\ncpus = []\n', "mine.toml")
+
+
+def test_cells_are_only_where_a_real_machine_runs_the_wheel() -> None:
+    """An aarch64 CUDA 12.9 wheel with code for Jetson Nano, TX2, Xavier and Orin: the first three have
+    no driver past CUDA 10.2 or 11.4, so only Orin is a cell; an x86_64 wheel is never filed under a
+    Jetson (they come only with Arm CPUs)."""
+    from librarian.coords import WheelName
+    from librarian.demands import Wheel, cells
+    from tests.demand_builders import so, wheel
+
+    name = "kern-1.0+cu129torch2.9-cp312-cp312-manylinux_2_35_aarch64.whl"
+    facts = wheel(so(sass="sm_53 sm_62 sm_72 sm_87", cpu="aarch64"), name=name)
+    filed = [c.sm.sm for c in cells(Wheel(WheelName.parse(name), facts))]
+    assert "87" in filed and not {"53", "62", "72"} & set(filed), filed
+    old = (
+        "kern-1.0+cu118torch2.1-cp312-cp312-manylinux_2_35_aarch64.whl"  # CUDA 11: Xavier's drivers reach it
+    )
+    facts = wheel(so(sass="sm_53 sm_62 sm_72 sm_87", cpu="aarch64"), name=old)
+    filed = [c.sm.sm for c in cells(Wheel(WheelName.parse(old), facts))]
+    assert {"72", "87"} <= set(filed) and not {"53", "62"} & set(filed), filed
+    x86 = "kern-1.0+cu129torch2.9-cp312-cp312-linux_x86_64.whl"
+    facts = wheel(so(sass="sm_86 sm_87", cpu="x86_64"), name=x86)
+    assert "87" not in [c.sm.sm for c in cells(Wheel(WheelName.parse(x86), facts))]
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (("--sm", "87", "--platform", "linux_x86_64"), "Jetson AGX Orin, Orin Nano (sm87) come only with aarch64"),
+        (("--sm", "121", "--platform", "manylinux_2_28_x86_64"), "DGX Spark (GB10) (sm121) come only with aarch64"),
+        (("--sm", "62", "--platform", "manylinux_2_28_aarch64", "--cuda", "12.8"), "no driver past CUDA 10.2"),
+    ],
+)  # fmt: skip
+def test_a_machine_that_cannot_exist_is_refused_in_one_line(run, tmp_path, argv, says) -> None:  # type: ignore[no-untyped-def]
+    from tests.builders import make_wheel
+
+    whl = make_wheel(tmp_path, "kern", "1.0", "cp311-cp311-linux_x86_64")
+    for command in (("doctor", str(whl)), ("pull", "kern", "--repo", str(tmp_path))):
+        result = run(*command, *argv, "--torch", "2.9", "--python", "3.11")
+        assert result.code == 2 and result.err.count("\n") == 1, result.err
+        assert result.err.startswith("librarian: error: no such machine: ") and says in result.err
+        assert "describe it with --" in result.err
+
+
+def test_publish_files_no_cell_a_real_machine_cannot_be_even_with_trust_sm(run, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.builders import make_wheel
+
+    x86 = make_wheel(tmp_path / "a", "kern", "1.0", "cp311-cp311-linux_x86_64")
+    refused = run("publish", str(x86), "--torch", "2.9", "--cuda", "12.8", "--sm", "87", "--trust-sm")
+    assert (
+        refused.code == 2 and "--sm 87: Jetson AGX Orin, Orin Nano come only with aarch64 CPUs" in refused.err
+    )
+    arm = make_wheel(tmp_path / "b", "kern", "1.0", "cp311-cp311-manylinux_2_28_aarch64")
+    refused = run("publish", str(arm), "--torch", "2.9", "--cuda", "12.8", "--sm", "72", "--trust-sm")
+    assert (
+        refused.code == 2
+        and "--sm 72: Jetson AGX Xavier, Xavier NX have no driver past CUDA 11.4" in refused.err
+    )
+    assert not list((tmp_path / "wheelhouse").rglob("*.whl"))
+    filed = run("publish", str(arm), "--torch", "2.9", "--cuda", "12.8", "--sm", "87", "--trust-sm")
+    assert filed.code == 0, filed.err

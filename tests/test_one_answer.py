@@ -22,7 +22,8 @@ from tests.cuda_fixtures import MANIFEST, elf_bytes, real_sos
 
 COMMANDS = json.loads(MANIFEST.read_text())["files"]
 # The GPUs that exist beside an x86_64 CPU: the data of which products there are, not a judgement.
-GPUS = [g for g in known_gpus() if "x86_64" in g.cpus]
+# the GPUs an x86_64 machine with a CUDA 13 driver can have (Kepler drivers stop at CUDA 11.4)
+GPUS = [g for g in known_gpus() if "x86_64" in g.cpus and g.runs_cuda((13, 0))]
 LINE = ("--torch", "2.9", "--cuda", "13.0")  # the fixtures are built by nvcc 13.0: cu130torch2.9
 HERE = (*LINE, "--python", "3.11", "--platform", "manylinux_2_39_x86_64", "--driver", "13.0")
 FIXTURES = [

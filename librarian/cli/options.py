@@ -12,11 +12,12 @@ import typer
 from librarian.config import load_layout, load_settings
 from librarian.coords import Label, parse_cuda, parse_torch
 from librarian.errors import BadInput
+from librarian.gpus import find_gpu
 from librarian.layout import Layout
 from librarian.machine import Machine, Probed, parse_major_minor, parse_python
 from librarian.ops.labels import label_from_flags
 from librarian.platforms import platform_for
-from librarian.presets import find_preset
+from librarian.presets import find_preset, presets
 from librarian.probe import detect_machine
 from librarian.probe.target import find_target, is_version
 from librarian.stores import open_store
@@ -181,9 +182,24 @@ def machine_of(
                 f"--python {version}: --install installs into {target.executable}, which is Python "
                 f"{have[0]}.{have[1]}; pass --python PATH of a {version} interpreter, or drop --install"
             )
-    return detected.with_overrides(
+    machine = detected.with_overrides(
         sm=sm, gpu=gpu, torch=torch, cuda=cuda, python=version, platform=platform, glibc=glibc, driver=driver
     )
+    if (cannot := machine.impossible()) is not None:  # judged, it would be called native where nothing runs
+        raise BadInput(f"no such machine: {cannot}; {_describe_instead(machine)}")
+    return machine
+
+
+def _describe_instead(machine: Machine) -> str:
+    """How to describe a machine with that GPU that exists: a preset of it, else a --platform of its CPU."""
+    gpu = machine.gpu
+    assert gpu is not None
+    named = [name for name, p in sorted(presets().items()) if p.get("sm") == str(gpu.arch.number)]
+    if named:
+        return f"describe it with --preset {named[0]}"
+    known = find_gpu(gpu.capability)
+    cpu = min(known.cpus) if known is not None else "x86_64"
+    return f"describe it with --platform manylinux_2_28_{cpu} (and --driver, --cuda of its own)"
 
 
 def deprecated_force(command: str, instead: str) -> None:

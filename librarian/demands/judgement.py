@@ -123,14 +123,16 @@ def cells(wheel: Wheel, line: MajorMinor | None = None) -> tuple[CellFit, ...]:
     These are its cells: ``sm_86`` SASS serves sm86 and sm89; ``sm_90a`` only sm90; PTX alone none.
     ``line``: the CUDA line that picks among alternatives (default: the label's).
     """
-    view = seen(wheel, line or gpu.needs(wheel).label_cuda)
+    cuda_line = line or gpu.needs(wheel).label_cuda
+    view = seen(wheel, cuda_line)
     need = gpu.needs(view.nvidia)
     if need.code.empty:
         return ()
     cpus = cpu.needs(view.loaded).cpus
     found = []
     for real in known_gpus():
-        if not real.ships_with(cpus):
+        # No machine has this GPU beside these CPUs, or a driver for it that runs this CUDA line.
+        if not real.ships_with(cpus) or (cuda_line is not None and not real.runs_cuda(cuda_line)):
             continue
         gpus: Probed[tuple[Gpu, ...]] = Probed.found((Gpu(0, f"sm{real.arch.sm}", real.capability),), "cells")
         machine = Machine(gpus=gpus)

@@ -14,12 +14,14 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from librarian import progress
-from librarian.coords import Cell, GpuArch, Label, WheelName, format_version
+from librarian.coords import Cell, GpuArch, Label, MajorMinor, WheelName, format_version
 from librarian.demands import ClaimKind, Demand, Wheel, cells, claims, judge_cell, said_claims
 from librarian.errors import BadInput, BadWheel, LibrarianError, Refused
 from librarian.facts import BinaryFormat, WheelFacts
+from librarian.gpus import find_gpu
 from librarian.layout import Layout
 from librarian.ops.labels import choose_label
+from librarian.platforms import canonical_cpu, parse_platform
 from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import sha256_file
 from librarian.wheel.deep import DeepRead, read_deep
@@ -92,6 +94,7 @@ def gpu_cells(
         )
     has_code = wheel.facts is not None and any(b.has_kernels for b in wheel.facts.binaries)
     if requested:
+        _refuse_impossible(wheel, requested, label.cuda, source)  # not even --trust-sm makes such a machine
         if not has_code:
             return tuple(sorted(set(requested))), False
         judged = [(sm, judge_cell(wheel, Cell(wheel.name.package, sm, label))) for sm in requested]
@@ -117,6 +120,29 @@ def gpu_cells(
             "no cell: pass --sm to choose (pull --compatible finds it there)"
         )
     return tuple(c.sm for c in found), False
+
+
+def _refuse_impossible(wheel: Wheel, requested: Sequence[GpuArch], cuda: MajorMinor, source: str) -> None:
+    """BadInput for an ``--sm`` no machine of the wheel's CPU and CUDA line has: a Jetson beside an x86_64
+    CPU, a GPU whose drivers never reach the wheel's CUDA line (the GPU table's data)."""
+    hosts = [b.cpu for b in wheel.facts.binaries if b.format.is_host and b.cpu] if wheel.facts else []
+    cpus = {canonical_cpu(c) for c in hosts} or {
+        c for t in wheel.name.platform_tag.split(".") if (c := parse_platform(t).cpu) is not None
+    }
+    for sm in requested:
+        real = find_gpu(sm.capability)
+        if real is None:
+            continue
+        if cpus and not cpus & real.cpus:
+            raise BadInput(
+                f"{source}: --sm {sm.sm}: {real.examples} come only with {' or '.join(sorted(real.cpus))} "
+                f"CPUs, and this wheel is for {', '.join(sorted(cpus))}: no machine runs it there"
+            )
+        if not real.runs_cuda(cuda) and real.driver_last is not None:
+            raise BadInput(
+                f"{source}: --sm {sm.sm}: {real.examples} have no driver past CUDA "
+                f"{format_version(real.driver_last)}; this wheel is for CUDA {format_version(cuda)}"
+            )
 
 
 def check_combo(label: Label, name: str, matrix: Matrix) -> str | None:
