@@ -138,3 +138,25 @@ def test_each_refusal_is_the_same_demand_in_doctor_and_pull(
     (candidate,) = json.loads(pulled.out)["candidates"]
     assert candidate["cells"] == ["sm80", "sm86", "sm89"] and set(candidate["fails"]) == failing, candidate
     assert pulled.err.count(".whl (sm80, sm86, sm89): ") == 1, pulled.err
+
+
+def test_a_vouched_cell_has_one_answer_everywhere(run: Run, tmp_path: Path) -> None:
+    """A wheel filed under sm120 with --trust-sm (its bytes: sm_80 to sm_90 SASS and compute_90): ls shows
+    it, the pip page of the cell lists it, pull serves it (saying why) and plan counts the cell held. pull
+    said "no wheel ... for sm120" and plan counted it missing, while ls, the pages and verify had it."""
+    sample = min((Path(__file__).resolve().parent.parent / "samples" / "dist").glob("*cp311*.whl"))
+    published = run("publish", str(sample), *LINE, "--sm", "120", "--trust-sm")
+    assert published.code == 0, published.err
+    assert "with --trust-sm: pull serves it to those GPUs on your word" in published.err
+    assert "0.1.0 (311)" in run("ls").out
+    page = tmp_path / "wheelhouse" / "pages" / "sm120-torch2.9-cu130.html"
+    assert "tinykern-0.1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl" in page.read_text()
+    machine = ("--sm", "120", *LINE, "--python", "3.11", "--platform", "linux_x86_64")
+    pulled = run("pull", "tinykern", *machine, "-o", "out")
+    assert pulled.code == 0, pulled.err
+    assert "the publisher vouched for this GPU" in pulled.err
+    plan = run("plan", "tinykern==0.1.0", "--sm", "120", *LINE, "--python", "3.11", "--json")
+    assert json.loads(plan.out)["jobs"] == [], plan.out
+    assert run("verify", "--deep").code == 0
+    other = run("pull", "tinykern", "--sm", "100", *LINE, "--python", "3.11", "--platform", "linux_x86_64")
+    assert other.code == 1  # the vouch is for sm120 alone

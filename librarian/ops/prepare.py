@@ -319,6 +319,12 @@ def prepare(
             )
             if trusted:
                 overrides += ("--trust-sm",)
+                log.warning(
+                    "%s: filed under %s with --trust-sm: pull serves it to those GPUs on your word, though "
+                    "its bytes show no native code for them",
+                    path.name,
+                    " ".join(f"sm{s.sm}" for s in sms),
+                )
             if info.requires_python:
                 try:
                     SpecifierSet(info.requires_python)

@@ -80,6 +80,7 @@ class Candidate:
     blockers: tuple[str, ...]
     misses: tuple[str, ...]
     filed: tuple[str, ...] = ()  # every cell the same bytes are filed under, where a miss lists it once
+    vouched: str = ""  # why its GPU demand was set aside: the publisher vouched for this cell (--trust-sm)
 
     @property
     def verdicts(self) -> tuple[Verdict, ...]:
@@ -157,12 +158,23 @@ def judge_candidate(entry: IndexEntry, wants: Wants) -> Candidate:
     """Pure: one stored wheel's judgement on the machine, every demand, and the ways it misses."""
     wheel = Wheel(entry.name, entry.facts, entry.requires_python_spec, entry.cell.sm)
     judgement = judge(wheel, wants.machine)
-    blockers = [_blocker(v, entry, wants) for v in judgement.failures]
+    gpu = judgement.verdict(Demand.GPU)
+    # A cell filed with --trust-sm is the publisher's word for this GPU, which its bytes do not show: one
+    # answer everywhere (ls, the pip pages and plan count it too), and said whenever pull takes it.
+    vouched = (
+        f"filed under sm{entry.cell.sm.sm} with --trust-sm: the publisher vouched for this GPU, which its "
+        f"bytes show no native code for ({gpu.wheel_needs})"
+        if "--trust-sm" in entry.overrides
+        and entry.cell.sm.number == wants.sm.number
+        and (gpu.ok is False or (judgement.serving is not None and not judgement.serving.native))
+        else ""
+    )
+    blockers = [_blocker(v, entry, wants) for v in judgement.failures if not (vouched and v is gpu)]
     misses: list[str] = []
     serving = judgement.serving
-    if serving is not None and judgement.verdict(Demand.GPU).ok and not serving.native:
+    if serving is not None and gpu.ok and not serving.native and not vouched:
         misses.append(f"runs on sm_{wants.sm.sm} only by JIT-compiling its {serving.arch} PTX")
-    return Candidate(entry, judgement, tuple(blockers), tuple(misses))
+    return Candidate(entry, judgement, tuple(blockers), tuple(misses), vouched=vouched)
 
 
 def _blocker(v: Verdict, entry: IndexEntry, wants: Wants) -> str:
@@ -261,6 +273,8 @@ def resolve(
                 *_nearness(c, wants),
             ),
         )
+        if best.vouched:
+            note = "; ".join(filter(None, (note, f"{package}: took {best.entry.filename}, {best.vouched}")))
         if best.other_line:
             label = best.entry.cell.label
             built = f"built for torch {format_version(label.torch)}, cu{format_cuda(label.cuda)}"
