@@ -125,14 +125,16 @@ def test_compatible_never_crosses_torch_or_python(
     assert why in result.err and "hint" not in result.err
 
 
-def test_a_wheel_filed_where_its_code_does_not_run_is_never_picked(
+def test_a_wheel_filed_where_its_code_does_not_run_is_never_installed_unforced(
     run: Run, sos: dict[str, Path], bare: list[list[Path]]
 ) -> None:
     publish(run, sos["sm_90"], "1.0", "--sm", "89", "--trust-sm")  # filed under sm89, binaries sm_90 only
+    # pull takes the vouched cell, saying so; installing code its bytes say will not run needs --force
     refused = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--install")
-    assert refused.code == 1, refused
+    assert refused.code == 2, refused
     assert "Traceback" not in refused.err and bare == []
-    assert "(sm89): its code does not run on sm_89: kern/_C.so has no code for sm_89" in refused.err
+    assert "the publisher vouched for this GPU" in refused.err
+    assert "will not run here (GPU arch: wheel needs sm_90, machine has sm_89); pass --force" in refused.err
     # No sm90 cell, but the judgement reads the binaries: they are sm_90, so it runs there natively.
     fits = run("pull", "kern", "--sm", "90", *WANT, "-o", "out2", "--install")
     assert fits.code == 0, fits
