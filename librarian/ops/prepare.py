@@ -178,16 +178,23 @@ _ALLOWED = {
 
 
 def check_claims(wheel: Wheel, options: PublishOptions, source: str) -> tuple[str, ...]:
-    """Refuse a wheel whose bytes contradict its name, naming the one flag that accepts the first such claim;
-    return the flags that did accept one (the entry records them, and verify reports them as accepted)."""
+    """Refuse a wheel whose bytes contradict its name, naming every such claim and each flag that accepts
+    it, in one run (one run to learn a wheel wants two flags, not two); return the flags that did accept
+    one (the entry records them, and verify reports them as accepted)."""
     used: list[str] = []
+    refused: list[tuple[str, str]] = []
     for claim in claims(wheel):
         attribute = _ALLOWED.get(claim.kind)
         if attribute is None:  # METADATA and WHEEL were checked (and WHEEL repaired) before relabelling
             raise BadWheel(f"{source}: {claim}")
         if not getattr(options, attribute):
-            raise Refused(f"{source}: {claim}; pass {claim.flag} to publish it anyway")
-        used.append(claim.flag)
+            refused.append((str(claim), claim.flag))
+        else:
+            used.append(claim.flag)
+    if refused:
+        flags = " ".join(dict.fromkeys(flag for _, flag in refused))
+        what = "; ".join(text for text, _ in refused)
+        raise Refused(f"{source}: {what}; pass {flags} to publish it anyway")
     return tuple(dict.fromkeys(used))
 
 
@@ -301,14 +308,16 @@ def prepare(
                         else read_deep(path, record=False, jobs=options.jobs, directory=source)
                     )
                     info, facts = _publishable(read, path)
-            if repair:
-                log.warning(
-                    "%s: WHEEL's Tag lines disagree with its filename; publish wrote the filename's", path
-                )
             staged_name = WheelName.parse(staged.name)
             wheel = Wheel(staged_name, facts, said=said_of(info))
             overrides = check_claims(wheel, options, path.name)
             sms, trusted = gpu_cells(wheel, options.sms, options.trust_sm, path.name)
+            if repair:  # said once the checks pass: a refused wheel is rewritten nowhere
+                log.warning(
+                    "%s: WHEEL's Tag lines disagree with its filename; publish %s the filename's",
+                    path,
+                    "writes" if write else "would write",
+                )
             log.info(
                 "%s: labelled %s, %d binar%s read, filed under %s",
                 path.name,

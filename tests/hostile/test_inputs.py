@@ -190,9 +190,11 @@ def test_publish_repairs_a_wheel_tag_that_only_wheel_gets_wrong(
     assert (
         plain.code == 0 and f"  ! WHEEL Tag: cp39-cp39-win_amd64, filename says {mutants.TAGS}" in plain.out
     )
+    dry = run("publish", str(wheel), *FLAGS, "--dry-run")  # said as what it would do: it does nothing
+    assert dry.code == 0 and "WHEEL's Tag lines disagree with its filename; publish would write" in dry.err
     result = run("publish", str(wheel), *FLAGS)
     assert result.code == 0, result.err
-    assert "WHEEL's Tag lines disagree with its filename; publish wrote the filename's" in result.err
+    assert "WHEEL's Tag lines disagree with its filename; publish writes the filename's" in result.err
     stored = next((tmp_path / "wheelhouse").rglob("*.whl"))
     with zipfile.ZipFile(stored) as zf:
         tags = [
@@ -277,3 +279,22 @@ def test_a_record_field_past_the_csv_limit_is_one_line(run: Run, tmp_path: Path)
     assert result.code == 2, result.err
     assert_one_line(result.err, WHEEL, "RECORD: malformed line 5", "field larger than")
     assert not (tmp_path / "wheelhouse").exists()
+
+
+def test_every_refusal_of_a_wheel_is_said_in_one_run(run: Run, tmp_path: Path) -> None:
+    """A wheel that needs --allow-glibc-mismatch and --allow-cuda-mismatch (deepspeed-kernels did) names
+    both at once: one run to learn it, not two; and nothing is said rewritten when nothing is written."""
+    from tests.builders import make_wheel
+    from tests.cuda_fixtures import elf_bytes
+
+    so = elf_bytes(needed=("libcudart.so.13",), verneed={"libc.so.6": ("GLIBC_2.35",)})
+    wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-manylinux_2_17_x86_64",
+                       {"tinykern/_C.so": so})  # fmt: skip
+    refused = run("publish", str(wheel), "--torch", "2.9", "--cuda", "12.8", "--sm", "89", "--trust-sm")
+    assert refused.code == 2, refused.err
+    line = refused.err.strip().splitlines()[-1]
+    assert "--allow-glibc-mismatch" in line and "--allow-cuda-mismatch" in line, line
+    assert "publish wrote" not in refused.err and not (tmp_path / "wheelhouse").exists()
+    both = run("publish", str(wheel), "--torch", "2.9", "--cuda", "12.8", "--sm", "89", "--trust-sm",
+               "--allow-glibc-mismatch", "--allow-cuda-mismatch")  # fmt: skip
+    assert both.code == 0, both.err
