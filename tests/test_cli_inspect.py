@@ -176,7 +176,8 @@ def test_a_bare_so_is_accepted(run: Run, cuda_sos: dict[str, Path], built_by: st
     assert result.code == 0, result.err
     table = rows(result.out)
     assert table["GPU arch"] == "runs natively on sm75"  # code=sm_75 embeds no PTX
-    assert table["CUDA"] == f"built by CUDA {built_by}"  # static cudart: no libcudart.so.N
+    # static cudart: no libcudart.so.N, said in the words doctor uses for the same bytes
+    assert table["CUDA"] == f"built by CUDA {built_by}; links no CUDA runtime (static)"
     assert (table["Python"], table["CPU"], table["OS"]) == ("-", "x86_64", "linux (elf)")
 
 

@@ -139,6 +139,8 @@ def demands(item: Inspection) -> list[tuple[str, str]]:
     if f.toolkit:
         cuda_parts.append(f"built by CUDA {format_version(f.toolkit)}")
     cuda_parts += cudarts
+    if f.toolkit and not cudarts:  # device code, no runtime library: nvcc's default static cudart
+        cuda_parts.append("links no CUDA runtime (static)")  # doctor's words for the same bytes
     python = name.tag_text.rsplit("-", 1)[0] if name else "-"
     cpus = sorted({canonical_cpu(b.cpu) for b in f.binaries if b.cpu and b.format.is_host})
     cpu_text = " ".join(cpus) or "-"
