@@ -1,4 +1,4 @@
-"""Pure parts of issue 11: the shared dataset card, Hub addresses, and server text made safe to print."""
+"""Pure parts of the Hub store (README: Stores): the shared dataset card, Hub addresses, and server text made safe to print."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Help that helps: words and examples, not type placeholders (issue 26)."""
+"""Help that helps: words and examples, not type placeholders (README: Options every command shares)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Bad input that once cost a traceback, memory or a confusing name: one line each, bounded, naming the
-user's file (issue 24's hardening items, as regression tests)."""
+user's file (the README's one-line errors, as regression tests)."""
 
 from __future__ import annotations
 

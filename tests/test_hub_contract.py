@@ -1,4 +1,4 @@
-"""Where people meet the Hub store (issue 11), over real HTTP with the real huggingface_hub client:
+"""Where people meet the Hub store (README: Stores), over real HTTP with the real huggingface_hub client:
 store addresses, missing stores, bounded time-outs, retried reads, exit 3, untrusted server text, the
 shared dataset card, one copy on pull, named commits, offline reads, gc --purge and --allow-empty."""
 

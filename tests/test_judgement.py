@@ -1,4 +1,4 @@
-"""One judgement, every command (issue 20): which members load, what serves the GPU, claims checked once,
+"""One judgement, every command (shared/DESIGN.md: Which members must run): which members load, what serves the GPU, claims checked once,
 overrides remembered, nothing unchecked from the bytes in the index.
 
 The wheels are made of hand-built ELF and fatbin bytes (``tests.cuda_fixtures``) shaped like the real ones

@@ -1,4 +1,4 @@
-"""macOS members read to the bytes (issue 21): the dylibs a Mach-O file loads and the symbols it imports.
+"""macOS members read to the bytes (README: inspect): the dylibs a Mach-O file loads and the symbols it imports.
 
 The files are built by hand (``tests.macho_builders``), thin and universal2; macholib, an independent
 Mach-O reader, is the oracle for the load commands.

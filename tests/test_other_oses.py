@@ -1,4 +1,4 @@
-"""librarian itself on Windows and macOS (issue 21, item 4), tested here with fakes: the GPU probe, glibc,
+"""librarian itself on Windows and macOS (README: Install librarian once), tested here with fakes: the GPU probe, glibc,
 and the local store's lock. Nothing here ran on Windows or macOS (see the README)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Windows members read to the bytes (issue 21, first part): PE sections, fatbins, imports, torch binding.
+"""Windows members read to the bytes (README: inspect): PE sections, fatbins, imports, torch binding.
 
 The DLLs are built by hand as bytes (``tests.pe_builders``); pefile, an independent PE reader, is the
 oracle for sections and imports.

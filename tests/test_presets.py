@@ -1,4 +1,4 @@
-"""Machines described by flags: --platform and --preset (issue 21), for doctor and pull alike."""
+"""Machines described by flags: --platform and --preset (README: doctor), for doctor and pull alike."""
 
 from __future__ import annotations
 

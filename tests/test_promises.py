@@ -1,4 +1,4 @@
-"""Promises the rest of the suite did not pin (issue 27, item 5): each test here fails on the breakage its
+"""Promises the rest of the suite did not pin (README and shared/DESIGN.md): each test here fails on the breakage its
 docstring names, which once passed the whole default suite."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One judgement on the real wheels issue 20 names, from PyPI (opt-in: ``pytest -m network``).
+"""One judgement on real wheels from PyPI (README: inspect, doctor) (opt-in: ``pytest -m network``).
 
 bitsandbytes 0.50.2 (one library per CUDA line, Intel XPU and ROCm libraries), cupy-cuda12x 14.2.0 and
 sgl-kernel (WHEEL says ``linux_*`` where the filename says ``manylinux2014_*``; sgl-kernel's own extension
@@ -103,7 +103,7 @@ def test_the_machine_s_torch_is_shown_for_an_unlabelled_wheel_that_links_torch(
     assert torch["ok"] is None and torch["machine_has"] == "torch 2.9"
 
 
-# --- the torch and CUDA lines the bytes bind (issue 22) --------------------------------------------------------
+# --- the torch and CUDA lines the bytes bind (README: pull) ----------------------------------------------------------
 
 
 def torch_row(run: Run, wheel: Path) -> str:

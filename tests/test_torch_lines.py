@@ -1,4 +1,4 @@
-"""Torch and CUDA lines only where the bytes bind them (issue 22): torch-free, stable-ABI and exact wheels.
+"""Torch and CUDA lines only where the bytes bind them (shared/DESIGN.md: Torch binding): torch-free, stable-ABI and exact wheels.
 
 Three extensions, each a ``.so`` with an sm_89 kernel linking ``libcudart.so.12``: one that needs a
 stand-in ``libtorch.so`` and imports only its C shim (``aoti_torch_*``, ``torch_*``: torch's stable ABI),

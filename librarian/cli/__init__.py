@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.write(f"librarian {__version__}\n")
         raise SystemExit(0)
     _log_to_stderr()
-    # Imported here, not at the top: --version above is answered without typer (issue 15;
-    # tests/test_startup.py). Not a cycle: a start-up cost, paid only by the commands that need it.
+    # Imported here, not at the top: --version above is answered without typer (tests/test_startup.py).
+    # Not a cycle: a start-up cost, paid only by the commands that need it.
     from librarian.cli.funnel import run
 
     try:

@@ -88,8 +88,8 @@ def _global_options(
     )
     logging.getLogger("librarian").setLevel(level)
     if not quiet and not ui.state.json and sys.stderr.isatty():  # bars for a person at a terminal only
-        # Imported here, not at the top: rich is loaded only when bars are drawn (issue 15;
-        # tests/test_startup.py). Not a cycle: a start-up cost.
+        # Imported here, not at the top: rich is loaded only when bars are drawn (tests/test_startup.py).
+        # Not a cycle: a start-up cost.
         from librarian.terminal import RichReporter
 
         progress.set_reporter(RichReporter())

@@ -6,6 +6,7 @@ cached one: offline, fast, best effort; nothing is fetched to complete a word).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from librarian.coords import format_version
@@ -70,8 +71,7 @@ def package_values(ctx: Any, param: Any, incomplete: str) -> list[str]:
 
 
 def _packages(repo: str | None) -> list[str]:
-    from pathlib import Path
-
+    # Imported here, as every completer's: completion runs on each TAB, and loads only what it answers.
     from librarian.config import load_settings
 
     where = load_settings(repo).repo

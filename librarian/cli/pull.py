@@ -167,7 +167,7 @@ def pull(
         files = [*report.files, *built]
         if install:
             # Imported here, not at the top: only --install reads the wheels' bytes, and a plain pull must not
-            # load the binary readers (issue 15; tests/test_startup.py). Not a cycle: a start-up cost.
+            # load the binary readers (tests/test_startup.py). Not a cycle: a start-up cost.
             from librarian.ops.doctor import check_runs
 
             check_runs(files, found, force=force)

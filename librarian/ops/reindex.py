@@ -25,7 +25,7 @@ from librarian.errors import LibrarianError
 from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
 from librarian.ops.placement import Problem
-from librarian.ops.refresh import Known, refresh_entries
+from librarian.ops.reread import Known, refresh_entries
 from librarian.ops.tree import entries_from_tree, hasher, is_wheel
 from librarian.pending import parse_pending, parse_pending_path
 from librarian.stores.base import Changes, Journals, Store, StoredFile, Upload, read_index

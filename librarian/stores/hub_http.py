@@ -31,6 +31,7 @@ from huggingface_hub import get_session
 from huggingface_hub.errors import HfHubHTTPError
 
 from librarian.errors import BadInput
+from librarian.redact import clean
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +116,6 @@ def _log_response(response: httpx2.Response) -> None:
     # -vv: each HTTP request and its answer (headers only: the status comes before the body). The URL
     # carries no credentials (the token travels in a header, never printed); clean() masks one if it did.
     if log.isEnabledFor(logging.DEBUG):
-        from librarian.redact import clean
-
         request = response.request
         log.debug("HTTP %s %s -> %d", request.method, clean(str(request.url), 300), response.status_code)
 

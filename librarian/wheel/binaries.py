@@ -1,4 +1,4 @@
-"""Inspection: the seven demands of a wheel, read from the bytes of its native and device-code members.
+"""The binary members of a wheel (native libraries and loose device code), read for the seven demands.
 
 The I/O edge around the pure readers in :mod:`librarian.wheel.elf`, :mod:`librarian.wheel.fatbin` and
 :mod:`librarian.wheel.cubin`. A small member is inflated into memory; a big one is streamed out of the zip into

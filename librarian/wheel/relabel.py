@@ -1,4 +1,5 @@
-"""retag: rewrite a wheel with a label (filename, METADATA ``Version``, ``.dist-info``/``.data`` names, RECORD).
+"""The relabel: the byte rewrite of a wheel under a label (filename, METADATA ``Version``, ``.dist-info`` and
+``.data`` names, RECORD), behind the retag command and publish.
 
 Every other member is copied as its compressed bytes, never recompressed, with its permissions; RECORD
 hashes are checked on the way (on a pool of threads). The output is a temp file in the output folder,

@@ -82,7 +82,7 @@ def good_wheel_bytes(
     return buf.getvalue()
 
 
-# --- the crafted wheels of issue 10, item 7 -------------------------------------------------------------
+# --- crafted wheels, one per known attack -------------------------------------------------------------------
 
 
 def version_needed(data: bytes, value: int = 0x80) -> bytes:

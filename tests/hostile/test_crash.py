@@ -1,4 +1,4 @@
-"""SIGKILL during publish and gc (issue 10): afterwards ``verify`` passes, or names what ``reindex`` repairs.
+"""SIGKILL during publish and gc (shared/DESIGN.md: every change to a store is one atomic step): afterwards ``verify`` passes, or names what ``reindex`` repairs.
 
 Opt-in (``-m hostile_slow``): each trial copies a small store, starts ``librarian publish`` or ``gc --yes``
 in a child process, kills it with SIGKILL after a random delay spread over the command's usual run time,

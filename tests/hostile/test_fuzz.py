@@ -1,4 +1,4 @@
-"""Seeded fuzzing of the wheel readers (issue 10): every mutant ends in exit 0, 1 or 2, in one line, quickly.
+"""Seeded fuzzing of the wheel readers (the README's one-line errors): every mutant ends in exit 0, 1 or 2, in one line, quickly.
 
 The default run is small (a few dozen mutants per test, seeded, reaching every kind of mutation);
 ``-m hostile_slow`` runs the hundreds and thousands: 200 wheel mutants in-process, 10,000 in worker
@@ -226,7 +226,7 @@ def test_fuzz_hub_replies(run: Run, loophub: LoopHub, tmp_path: Path, count: int
     assert seen[3], seen  # most bent replies end the command as the server's fault
 
 
-# --- flags and settings files (issue 37) ----------------------------------------------------------------
+# --- flags and settings files -------------------------------------------------------------------------------
 
 
 def _contract(run: Run, argv: list[str], label: str) -> int:

@@ -1,4 +1,4 @@
-"""Hostile inputs (issue 10, items 6-9 and 11): index content, crafted zips, huge metadata, lying wheels."""
+"""Hostile inputs (the README's one-line errors): index content, crafted zips, huge metadata, lying wheels."""
 
 from __future__ import annotations
 

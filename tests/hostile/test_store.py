@@ -1,4 +1,4 @@
-"""Hostile store states (issue 10, items 1-5): lying entries, links, FIFOs, killed changes, temp files."""
+"""Hostile store states (README: Stores, a store that lies): lying entries, links, FIFOs, killed changes, temp files."""
 
 from __future__ import annotations
 
