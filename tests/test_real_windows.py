@@ -47,7 +47,8 @@ def oracle(data: bytes) -> tuple[set[str], tuple[str, ...], set[str]]:
             continue  # relocatable device code (-rdc): linked at build time, never loaded, not executable archs
         elif s.Characteristics & 0x40 and not s.Characteristics & 0x20000020 and size:  # data, not code
             archs |= {str(e.arch) for e in scan_fatbins(data, s.PointerToRawData, size, section="data")}
-    imports = getattr(pe, "DIRECTORY_ENTRY_IMPORT", [])
+    # the import table and the delay-load one alike, as librarian reads them
+    imports = [*getattr(pe, "DIRECTORY_ENTRY_IMPORT", []), *getattr(pe, "DIRECTORY_ENTRY_DELAY_IMPORT", [])]
     dlls = tuple(e.dll.decode() for e in imports)
     return archs, dlls, {i.name.decode() for e in imports for i in e.imports if i.name}
 
