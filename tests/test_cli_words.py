@@ -182,3 +182,29 @@ def test_very_verbose_adds_http_requests_and_timings_never_the_token(
     assert "HTTP GET " in made.err and " -> 200" in made.err and "done in " in made.err
     assert "reading commit" in made.err or "published to" in made.err
     assert FAKE_TOKEN not in made.err + made.out
+
+
+def test_completion_reads_the_hub_stores_cached_index_through_the_store(
+    run: Run, loophub: object, tmp_path: object
+) -> None:
+    """Package names of a Hub store come from its read cache, through the store (CachedReads): with the
+    Hub gone, TAB still completes, and nothing is fetched to complete a word."""
+    from pathlib import Path
+
+    samples = Path(__file__).resolve().parent.parent / "samples" / "dist"
+    repo = "hf://datasets/team/wheels"
+    made = run("publish", str(samples / "tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"), "--torch", "2.9",
+               "--cuda", "13.0", "--repo", repo, "--create")  # fmt: skip
+    assert made.code == 0, made.err
+    loophub.stop()  # type: ignore[attr-defined]
+    assert complete(f"librarian pull --repo {repo} ti", tmp_path) == ["tinykern"]
+    assert complete("librarian pull --repo hf://datasets/team/other ti", tmp_path) == []
+
+
+def test_a_repo_of_no_known_scheme_is_one_line(run: Run) -> None:
+    result = run("ls", "--repo", "s3://bucket/wheels")
+    assert result.code == 2
+    assert (
+        result.err
+        == "librarian: error: s3://bucket/wheels: no store for s3:// (a folder, or hf://, https://, http://)\n"
+    )

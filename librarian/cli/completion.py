@@ -6,7 +6,6 @@ cached one: offline, fast, best effort; nothing is fetched to complete a word).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from librarian.coords import format_version
@@ -73,21 +72,11 @@ def package_values(ctx: Any, param: Any, incomplete: str) -> list[str]:
 def _packages(repo: str | None) -> list[str]:
     # Imported here, as every completer's: completion runs on each TAB, and loads only what it answers.
     from librarian.config import load_settings
+    from librarian.stores import open_store
+    from librarian.stores.base import CachedReads
 
-    where = load_settings(repo).repo
-    if "://" not in where:
-        root = Path(where) / "index.json"
-        return (
-            list(json.loads(root.read_text(encoding="utf-8")).get("packages", {})) if root.is_file() else []
-        )
-    from librarian.stores.hub_address import parse_hub_address
-    from librarian.stores.hub_cache import ReadCache
-
-    parsed = parse_hub_address(where)
-    if parsed is None:
-        return []
-    repo_id, revision = parsed
-    cache = ReadCache(repo_id)
-    head = cache.head(revision)
-    data = cache.get(head, "index.json") if head else None
-    return list(json.loads(data).get("packages", {})) if data else []
+    # Through the store, from what this machine holds (a local index, the Hub's read cache): no fetch.
+    store = open_store(load_settings(repo).repo)
+    data = store.cached_file("index.json") if isinstance(store, CachedReads) else None
+    packages = json.loads(data).get("packages", {}) if data else {}
+    return list(packages) if isinstance(packages, dict) else []

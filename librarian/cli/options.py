@@ -20,7 +20,7 @@ from librarian.platforms import platform_for
 from librarian.presets import find_preset, presets
 from librarian.probe import detect_machine
 from librarian.probe.target import find_target, is_version
-from librarian.stores import open_store
+from librarian.stores import HubCard, open_store
 from librarian.stores.base import Store
 
 log = logging.getLogger("librarian")
@@ -104,13 +104,8 @@ def store_and_layout(
 ) -> tuple[Store, Layout]:
     """The store ``--repo`` (else the environment, else the project's settings) names, and its layout."""
     settings = load_settings(repo)
-    store = open_store(
-        settings.repo,
-        create=create,
-        publishing=publishing,
-        license=settings.license,
-        install=settings.install,
-    )
+    card = HubCard(license=settings.license, install=settings.install)
+    store = open_store(settings.repo, create=create, publishing=publishing, card=card)
     return store, load_layout(settings.layout)
 
 

@@ -194,6 +194,15 @@ class UploadStorage(Protocol):
 
 
 @runtime_checkable
+class CachedReads(Protocol):
+    """A store that can answer from what this machine already holds, reaching nothing: shell completion
+    reads the index so, on every TAB (a local store's files; the Hub store's read cache)."""
+
+    def cached_file(self, path: str) -> bytes | None:
+        """A small file as this machine holds it now (``None``: not here), without any network or write."""
+
+
+@runtime_checkable
 class Journals(Protocol):
     """A store that finishes an interrupted change from a journal (the local store): a journal it cannot
     follow (unreadable, or naming a path outside the store) stops every change until it is dropped."""

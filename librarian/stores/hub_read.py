@@ -259,6 +259,11 @@ class HubReader:
         self._cache.put(sha, path, data)
         return data
 
+    def cached_file(self, path: str) -> bytes | None:
+        """The file at the newest head this machine has seen, from the read cache; nothing is fetched."""
+        head = self._cache.head(self.revision)
+        return self._cache.get(head, path) if head else None
+
     def list_files(self) -> Listing:
         """The whole tree at the pinned commit; LFS files come with their sha256."""
         sha = self._pinned()

@@ -166,6 +166,13 @@ class LocalStore:
         except OSError as e:
             raise StoreError(f"{target}: cannot read ({e.strerror or e})") from e
 
+    def cached_file(self, path: str) -> bytes | None:
+        """The file as it is on disk (the store is on this machine); ``None`` where it cannot be read."""
+        try:
+            return self.read_file(path) if self.root.is_dir() else None
+        except StoreError:
+            return None
+
     def list_files(self) -> Listing:
         """Every regular file under the root; links, FIFOs, devices, temp files and a journal are strays."""
         if not self._exists():
