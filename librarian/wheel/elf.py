@@ -127,6 +127,13 @@ class ElfFile:
         return next((s for s in self.sections if s.name == name), None)
 
 
+def sniff(src: Source, head: bytes) -> str | None | bool:
+    """The CPU of an ELF file (``None``: a machine it does not name), or ``False``: no ELF file."""
+    if head[:4] != ELF_MAGIC:
+        return False
+    return _read(src).cpu
+
+
 def read_elf(data: BinaryIO | bytes) -> ElfFile:
     """Read the headers, ``.dynamic`` and version needs of an ELF file."""
     src = Source(data)

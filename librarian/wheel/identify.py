@@ -1,40 +1,34 @@
-"""Which native binary a member is: ELF, PE or Mach-O, and for which CPU, from its first bytes."""
+"""Which native binary a member is: ELF, PE or Mach-O, and for which CPU, from its first bytes.
+
+Each reader says whether bytes are its format, and for which CPU, from its own tables (``sniff``): a new
+format is one reader module and one row in :data:`FORMATS`.
+"""
 
 from __future__ import annotations
 
-import struct
+from collections.abc import Callable
 from typing import BinaryIO
 
-from librarian.errors import BadBinary
 from librarian.facts import BinaryFormat
-from librarian.wheel.elf import ELF_MAGIC, Source, read_elf
+from librarian.wheel import elf, macho, pe
+from librarian.wheel.elf import Source
 
-# PE (COFF machine) and Mach-O (cputype) -> the CPU name platform tags use.
-_PE_MACHINES = {0x8664: "x86_64", 0x14C: "i686", 0xAA64: "arm64"}  # as win_amd64/win32/win_arm64 name them
-_MACHO_CPUS = {0x01000007: "x86_64", 7: "i686", 0x0100000C: "arm64", 12: "arm"}
+Sniff = Callable[[Source, bytes], "str | None | bool"]
+
+# In the order they are tried; the first that knows the bytes says the format and the CPU.
+FORMATS: tuple[tuple[BinaryFormat, Sniff], ...] = (
+    (BinaryFormat.ELF, elf.sniff),
+    (BinaryFormat.PE, pe.sniff),
+    (BinaryFormat.MACHO, macho.sniff),
+)
 
 
 def identify(data: BinaryIO | bytes) -> tuple[BinaryFormat, str | None]:
     """The container format and CPU of a native binary, from its magic and machine field."""
     src = Source(data)
     head = src.read(0, min(src.size, 64), "file header")
-    if head[:4] == ELF_MAGIC:
-        return BinaryFormat.ELF, read_elf(data).cpu
-    if head[:2] == b"MZ" and len(head) >= 0x40:
-        (pe_off,) = struct.unpack_from("<I", head, 0x3C)
-        sig, machine = struct.unpack("<4sH", src.read(pe_off, 6, "PE header"))
-        if sig != b"PE\0\0":
-            raise BadBinary("MZ file without a PE header")
-        return BinaryFormat.PE, _PE_MACHINES.get(machine)
-    magic = head[:4]
-    if magic in (b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe") and len(head) >= 8:
-        return BinaryFormat.MACHO, _MACHO_CPUS.get(struct.unpack_from("<I", head, 4)[0])
-    if magic == b"\xca\xfe\xba\xbe" and len(head) >= 8:
-        count = struct.unpack_from(">I", head, 4)[0]
-        if 0 < count < 16:  # a larger count is a Java class file, which shares this magic
-            rows = src.read(8, 20 * count, "Mach-O fat header")
-            cpus = {_MACHO_CPUS.get(struct.unpack_from(">I", rows, 20 * i)[0]) for i in range(count)}
-            if cpus == {"x86_64", "arm64"}:
-                return BinaryFormat.MACHO, "universal2"
-            return BinaryFormat.MACHO, next(iter(sorted(c for c in cpus if c)), None)
+    for fmt, sniff in FORMATS:
+        cpu = sniff(src, head)
+        if cpu is not False:
+            return fmt, cpu if isinstance(cpu, str) else None
     return BinaryFormat.UNKNOWN, None

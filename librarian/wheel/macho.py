@@ -30,7 +30,26 @@ _DYLIBS = (LC_LOAD_DYLIB, LC_LOAD_WEAK_DYLIB, LC_REEXPORT_DYLIB, LC_LAZY_LOAD_DY
 N_TYPE, N_EXT, N_UNDF = 0x0E, 0x01, 0x0
 THIN = {b"\xcf\xfa\xed\xfe": True, b"\xce\xfa\xed\xfe": False}  # little-endian magic -> 64-bit
 FAT, FAT_64 = b"\xca\xfe\xba\xbe", b"\xca\xfe\xba\xbf"
-_CPUS = {0x01000007: "x86_64", 7: "i686", 0x0100000C: "arm64", 12: "arm"}
+# cputype -> the CPU name the platform tags use (macosx_11_0_arm64)
+CPUS = {0x01000007: "x86_64", 7: "i686", 0x0100000C: "arm64", 12: "arm"}
+
+
+def sniff(src: Source, head: bytes) -> str | None | bool:
+    """The CPU of a Mach-O file (``universal2`` for x86_64 and arm64 in one; ``None``: a cputype it does
+    not name), or ``False``: no Mach-O file."""
+    magic = head[:4]
+    if magic in THIN and len(head) >= 8:
+        return CPUS.get(struct.unpack_from("<I", head, 4)[0])
+    if magic == FAT and len(head) >= 8:
+        count = struct.unpack_from(">I", head, 4)[0]
+        if not 0 < count < MAX_SLICES:  # a larger count is a Java class file, which shares this magic
+            return False
+        rows = src.read(8, 20 * count, "Mach-O fat header")
+        cpus = {CPUS.get(struct.unpack_from(">I", rows, 20 * i)[0]) for i in range(count)}
+        if cpus == {"x86_64", "arm64"}:
+            return "universal2"
+        return next(iter(sorted(c for c in cpus if c)), None)
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +117,7 @@ def _slice(src: Source, base: int, length: int) -> tuple[str, list[str], list[st
             symoff, nsyms, stroff, strsize = struct.unpack_from("<IIII", body, 8)
             symbols += _undefined(src, base, length, wide, symoff, nsyms, stroff, strsize)
         at += size
-    return _CPUS.get(cputype, f"cpu {cputype:#x}"), dylibs, symbols
+    return CPUS.get(cputype, f"cpu {cputype:#x}"), dylibs, symbols
 
 
 def _undefined(

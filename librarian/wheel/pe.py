@@ -32,7 +32,19 @@ MAX_LOOKUP_ENTRIES = 1 << 20
 MAX_NAME_BYTES = 32 << 20
 _LOOKUP_CHUNK = 512  # entries read at once
 SCN_CODE, SCN_INITIALIZED_DATA, SCN_EXECUTE = 0x20, 0x40, 0x20000000
-_MACHINES = {0x8664: "x86_64", 0x14C: "i686", 0xAA64: "arm64"}
+# COFF machine -> the CPU name the platform tags use (win_amd64, win32, win_arm64 say arm64)
+CPUS = {0x8664: "x86_64", 0x14C: "i686", 0xAA64: "arm64"}
+
+
+def sniff(src: Source, head: bytes) -> str | None | bool:
+    """The CPU of a PE file (``None``: a machine it does not name), or ``False``: no PE file."""
+    if head[:2] != b"MZ" or len(head) < 0x40:
+        return False
+    (pe_off,) = struct.unpack_from("<I", head, 0x3C)
+    sig, machine = struct.unpack("<4sH", src.read(pe_off, 6, "PE header"))
+    if sig != b"PE\0\0":
+        raise BadBinary("MZ file without a PE header")
+    return CPUS.get(machine)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +115,7 @@ def read_pe(data: BinaryIO | bytes) -> PeFile:
         if rva:
             reader.table(rva, delayed=True)
     dlls, imported = tuple(reader.dlls), tuple(reader.imported)
-    return PeFile(_MACHINES.get(machine), sections, dlls, imported)
+    return PeFile(CPUS.get(machine), sections, dlls, imported)
 
 
 def _sections(src: Source, at: int, count: int) -> Iterator[PeSection]:
