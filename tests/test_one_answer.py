@@ -160,3 +160,26 @@ def test_a_vouched_cell_has_one_answer_everywhere(run: Run, tmp_path: Path) -> N
     assert run("verify", "--deep").code == 0
     other = run("pull", "tinykern", "--sm", "100", *LINE, "--python", "3.11", "--platform", "linux_x86_64")
     assert other.code == 1  # the vouch is for sm120 alone
+
+
+def test_pulls_near_miss_words_follow_the_verdicts_cause_not_their_words() -> None:
+    """pull told misses apart by startswith on the verdicts' reasons: a reworded reason changed its output.
+    Now it switches on ``Verdict.cause``; the reason's words may change freely."""
+    from librarian.coords import Cell, GpuArch, Label, WheelName
+    from librarian.demands import Cause, Demand, Verdict
+    from librarian.index import IndexEntry
+    from librarian.machine import Machine
+    from librarian.ops.pull import Wants, _blocker
+    from tests.demand_builders import machine
+
+    name = WheelName.parse("kern-1.0+cu128torch2.9-cp310-cp310-linux_x86_64.whl")
+    cell = Cell("kern", GpuArch.parse("89"), Label.parse("cu128torch2.9"))
+    entry = IndexEntry("kern/sm89/torch2.9-cu128/" + str(name), "0" * 64, 1, cell, "")
+    m: Machine = machine(python="3.11")
+    wants = Wants.of(m)
+    reworded = Verdict(
+        Demand.PYTHON, False, "cp310-cp310", "cp311-cp311", "reworded", cause=Cause.OTHER_PYTHON
+    )
+    assert _blocker(reworded, entry, wants).startswith("another Python: cp310, this interpreter is cp311")
+    driver = Verdict(Demand.CUDA, False, "CUDA 12.8", "driver 11.8", "reworded", cause=Cause.DRIVER_TOO_OLD)
+    assert _blocker(driver, entry, wants) == "CUDA: reworded"  # the driver: no other CUDA line would help

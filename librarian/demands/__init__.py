@@ -9,7 +9,7 @@ below and nothing else: ``tests/test_code_health.py`` holds ``ops/`` to that.
 
 from __future__ import annotations
 
-from librarian.demands.base import Demand, Said, Verdict, Wheel, some
+from librarian.demands.base import OTHER_CUDA_LINE, Cause, Demand, Said, Verdict, Wheel, some
 from librarian.demands.claims import Claim, ClaimKind, claims, said_claims
 from librarian.demands.gpu import GpuMatch, Serving
 from librarian.demands.judgement import (
@@ -24,6 +24,8 @@ from librarian.demands.judgement import (
 )
 
 __all__ = [
+    "OTHER_CUDA_LINE",
+    "Cause",
     "CellFit",
     "Claim",
     "ClaimKind",

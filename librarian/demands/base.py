@@ -70,6 +70,20 @@ class Wheel:
     said: Said | None = None
 
 
+class Cause(enum.Enum):
+    """Why a demand failed, for the commands to act on (``reason`` is the words for people, and may change)."""
+
+    NONE = "none"
+    OTHER_PYTHON = "other_python"  # built for another Python or ABI
+    OTHER_PLATFORM = "other_platform"  # no platform tag the machine accepts
+    REQUIRES_PYTHON = "requires_python"  # METADATA's Requires-Python excludes the interpreter
+    DRIVER_TOO_OLD = "driver_too_old"  # the driver cannot run the CUDA runtime the process loads
+
+
+# Why a member does not load: the machine's CUDA line picks another of its alternatives.
+OTHER_CUDA_LINE = "another CUDA line's build"
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """One demand judged: ``ok`` is True (runs), False (will not run) or None (the machine part is unknown).
@@ -87,6 +101,7 @@ class Verdict:
     partly: tuple[str, ...] = ()
     not_loaded: tuple[str, ...] = ()
     exact: bool = True  # met exactly (own SASS, same CUDA line), not only by a compatibility rule
+    cause: Cause = Cause.NONE  # why it failed, as a value (the commands switch on it, never on the words)
 
     @property
     def failed(self) -> bool:

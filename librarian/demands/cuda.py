@@ -12,7 +12,7 @@ import posixpath
 from dataclasses import dataclass
 
 from librarian.coords import MajorMinor, format_version
-from librarian.demands.base import Demand, Verdict, Wheel, unknown
+from librarian.demands.base import Cause, Demand, Verdict, Wheel, unknown
 from librarian.demands.members import NO_DEVICE_CODE, DeviceCode, device_code, loading
 from librarian.facts import BinaryFormat, WheelFacts, library_name
 from librarian.machine import Machine
@@ -115,7 +115,8 @@ def check(need: CudaNeed, machine: Machine) -> Verdict:
     runtime = max([r for r in (torch_cuda, label_rt) if r] + linked, default=None)
     if driver is not None and runtime is not None and driver[0] < runtime[0]:
         why = f"the driver is for CUDA {format_version(driver)}, the runtime is {format_version(runtime)}"
-        return Verdict(Demand.CUDA, False, text, f"driver CUDA {format_version(driver)}", why, DRIVER_TOO_OLD)
+        has = f"driver CUDA {format_version(driver)}"
+        return Verdict(Demand.CUDA, False, text, has, why, DRIVER_TOO_OLD, cause=Cause.DRIVER_TOO_OLD)
     if torch_cuda is None:
         if need.label is None and not need.links_torch:
             # Not a torch extension: only the driver has to run the runtime it loads.

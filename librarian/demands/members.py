@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from librarian.coords import GpuArch, MajorMinor, format_version
-from librarian.demands.base import Wheel
+from librarian.demands.base import OTHER_CUDA_LINE, Wheel
 from librarian.demands.memo import by_identity
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, library_name
 
@@ -274,9 +274,7 @@ def seen(wheel: Wheel, line: MajorMinor | None) -> Seen:
     loaded = WheelFacts(facts.filename, tuple(b for b in nvidia.binaries if b.path not in out))
     in_choices = {m.path for c in code.choices for m in c.members}
     picked = tuple(m.path for m in load.loaded if m.path in in_choices)
-    skipped = tuple(sorted(never.items())) + tuple(
-        (m.path, "another CUDA line's build") for m in load.not_loaded
-    )
+    skipped = tuple(sorted(never.items())) + tuple((m.path, OTHER_CUDA_LINE) for m in load.not_loaded)
     return Seen(
         replace(wheel, facts=nvidia),
         replace(wheel, facts=loaded),

@@ -12,7 +12,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 
 from librarian.coords import format_dotted
-from librarian.demands.base import Demand, Verdict, Wheel, unknown
+from librarian.demands.base import Cause, Demand, Verdict, Wheel, unknown
 from librarian.machine import Machine
 
 
@@ -43,11 +43,13 @@ def check(need: PythonNeed, machine: Machine) -> Verdict:
         if any((t.interpreter, t.abi) in interp for t in tags):
             plats = ", ".join(sorted({t.platform for t in need.tags}))
             has = next((t.platform for t in tags if t.platform != "any"), "any")
-            return Verdict(Demand.PYTHON, False, plats, has, "no platform tag this machine accepts", error)
+            why = "no platform tag this machine accepts"
+            return Verdict(Demand.PYTHON, False, plats, has, why, error, cause=Cause.OTHER_PLATFORM)
         best = tags[0] if tags else None
         has = f"{best.interpreter}-{best.abi}" if best else "no tags"
         wanted = ", ".join(sorted({f"{i}-{a}" for i, a in interp}))
-        return Verdict(Demand.PYTHON, False, wanted, has, "built for another Python or ABI", error)
+        why = "built for another Python or ABI"
+        return Verdict(Demand.PYTHON, False, wanted, has, why, error, cause=Cause.OTHER_PYTHON)
     version = machine.python.value
     if need.requires_python is not None and version is not None:
         text = format_dotted(version)
@@ -59,5 +61,6 @@ def check(need: PythonNeed, machine: Machine) -> Verdict:
                 f"Python {text}",
                 "METADATA's Requires-Python excludes this interpreter",
                 f"ERROR: Package requires a different Python: {text} not in '{need.requires_python}'",
+                cause=Cause.REQUIRES_PYTHON,
             )
     return Verdict(Demand.PYTHON, True, need.tag_text, str(hit))

@@ -7,7 +7,19 @@ from pathlib import Path
 from typing import Any
 
 from librarian.coords import WheelName, format_cuda, format_dotted, format_version
-from librarian.demands import CellFit, Claim, ClaimKind, Judgement, Said, Wheel, cells, claims, judge, some
+from librarian.demands import (
+    OTHER_CUDA_LINE,
+    CellFit,
+    Claim,
+    ClaimKind,
+    Judgement,
+    Said,
+    Wheel,
+    cells,
+    claims,
+    judge,
+    some,
+)
 from librarian.errors import BadInput, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
 from librarian.machine import Machine
@@ -111,7 +123,7 @@ def _gpu_row(item: Inspection) -> str:
         parts.append(f"CUDA {format_version(line)} loads {names}")
     elif j.undecided:
         parts.append("torch's CUDA line picks one of " + "; ".join(j.undecided))
-    elif line and any(why == "another CUDA line's build" for _, why in j.skipped):
+    elif line and any(why == OTHER_CUDA_LINE for _, why in j.skipped):
         parts.append(f"CUDA {format_version(line)} loads none of its CUDA-line builds")
     lto = sorted({str(a) for b in loaded for a in b.lto})
     if lto:
@@ -194,7 +206,7 @@ def render_inspection(item: Inspection, verbose: bool = False) -> str:
     for path, why in item.judgement.skipped:
         lines.append(
             f"  - {path}: never loads on an NVIDIA machine ({why})"
-            if why != "another CUDA line's build"
+            if why != OTHER_CUDA_LINE
             else f"  - {path}: not loaded ({why})"
         )
     for m in item.mismatches:

@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from librarian import progress
 from librarian.coords import GpuArch, MajorMinor, format_cuda, format_version, package_key
-from librarian.demands import Demand, GpuMatch, Judgement, Verdict, Wheel, judge
+from librarian.demands import Cause, Demand, GpuMatch, Judgement, Verdict, Wheel, judge
 from librarian.errors import BadInput, BadWheel, NotFound, StoreError
 from librarian.index import IndexEntry, entry_problems
 from librarian.layout import Layout
@@ -184,7 +184,7 @@ def _blocker(v: Verdict, entry: IndexEntry, wants: Wants) -> str:
         return f"its code does not run on sm_{wants.sm.sm}: {v.reason}"
     if v.demand is Demand.TORCH and entry.name.label is not None and label.torch != wants.torch:
         return f"another torch line: {format_version(label.torch)}, not {format_version(wants.torch)}"
-    driver = v.machine_has.startswith("driver")  # the driver refuses its runtime: no CUDA line would help
+    driver = v.cause is Cause.DRIVER_TOO_OLD  # the driver refuses its runtime: no CUDA line would help
     if v.demand is Demand.CUDA and wants.cuda is not None and label.cuda != wants.cuda and not driver:
         return f"another CUDA line: cu{format_cuda(label.cuda)}, not cu{format_cuda(wants.cuda)}"
     if v.demand is Demand.PYTHON:
@@ -193,10 +193,10 @@ def _blocker(v: Verdict, entry: IndexEntry, wants: Wants) -> str:
 
 
 def _python_text(entry: IndexEntry, v: Verdict, wants: Wants) -> str:
-    if v.wheel_needs.startswith("Requires-Python"):
+    if v.cause is Cause.REQUIRES_PYTHON:
         return f"{v.wheel_needs} excludes {v.machine_has}"
     name, mine = entry.name, wants.tags[0] if wants.tags else None
-    if v.reason.startswith("built for another Python") and mine is not None:
+    if v.cause is Cause.OTHER_PYTHON and mine is not None:
         return f"another Python: {name.python_tag}, this interpreter is {mine.interpreter}"
     here = f"{mine.interpreter}-{mine.abi}-{mine.platform}" if mine else "unknown"
     return f"tags {name.tag_text} do not fit this platform ({here})"
