@@ -8,12 +8,14 @@ wheels repacked from this environment's own, and pip runs with ``PIP_NO_INDEX``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import stat
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -531,7 +533,7 @@ def test_ctrl_c_in_the_middle_stops_the_build_publishes_nothing_and_removes_the_
     interrupt = (
         "import os, signal, time\n"
         "os.kill(int(os.environ['LIBRARIAN_TEST_PID']), signal.SIGINT)\n"
-        "time.sleep(120)\n"
+        "time.sleep(900)\n"  # far past the deadline below: a child left running is seen
     )
     future = "from __future__ import annotations\n"
     src = _source(tmp_path, (SAMPLES_SRC / "setup.py").read_text().replace(future, future + interrupt, 1))
@@ -543,3 +545,18 @@ def test_ctrl_c_in_the_middle_stops_the_build_publishes_nothing_and_removes_the_
     assert errors == ["librarian: error: interrupted"]
     assert not (tmp_path / "wheelhouse").exists()
     assert not list((tmp_path / "tmp").glob("librarian-build-*"))
+    # nothing the build started runs on: pip's own setup.py child was left sleeping before
+    deadline = time.monotonic() + 120  # a loaded machine's margin; it is gone at once
+    while _running_from(src) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _running_from(src) == []
+
+
+def _running_from(folder: Path) -> list[int]:
+    """The processes whose command line names ``folder`` (Linux's /proc)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if str(folder) in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                found.append(int(entry.name))
+    return found

@@ -13,6 +13,7 @@ from librarian.cli.options import store_and_layout
 from librarian.config import load_layout, load_settings
 from librarian.errors import BadInput, Refused
 from librarian.ops import build as build_op
+from librarian.ops import build_run
 from librarian.ops import repair as repair_op
 from librarian.ops.build_here import label_checked
 from librarian.ops.build_request import request_from_flags, request_from_job
@@ -150,7 +151,7 @@ def build(
     progress = BuildProgress()
     # Exactly the asked cells: publish refuses any the bytes do not serve natively (no --trust-sm here).
     options = PublishOptions(label=request.combo.label, sms=request.sms, layout=layout)
-    with build_op.build_folder(keep) as folder:
+    with build_run.build_folder(keep) as folder:
         if keep:
             progress.say(f"build folder (kept): {folder}")
         try:

@@ -19,10 +19,8 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +38,7 @@ from librarian.ops.build_request import (
     parse_nvcc_home,
     parse_nvcc_release,
 )
+from librarian.ops.build_run import Say, run_logged
 from librarian.probe.target import Target, probe_target
 from librarian.probe.torch import detect_torch
 
@@ -48,7 +47,6 @@ log = logging.getLogger(__name__)
 # What PEP 517 builds with when a package declares no [build-system] (setuptools' legacy setup.py).
 PEP517_DEFAULT = ("setuptools>=40.8.0", "wheel")
 MARKER = ".librarian-env.json"  # written last: an environment without it was cut off while being made
-TAIL_LINES = 25
 # pip's and uv's words when the index could not be reached at all (then exit 3, not a failed build).
 _UNREACHABLE = re.compile(
     r"Failed to establish a new connection|Network is unreachable|Temporary failure in name resolution|"
@@ -96,9 +94,6 @@ class Built:
     torch: TorchInfo
     arch_list: str
     max_jobs: str
-
-
-Say = Callable[[str], None]
 
 
 def build_cache(environ: Mapping[str, str] | None = None) -> Path:
@@ -341,54 +336,6 @@ def _run_install(env: Environment, args: Sequence[str], log_path: Path, what: st
         if _UNREACHABLE.search(text):
             raise Unreachable(f"installing {what}: the package index cannot be reached (log: {log_path})")
         raise BuildFailed(f"installing {what} failed (exit {code}; log: {log_path})", tail)
-
-
-# --- running, logged ---------------------------------------------------------------------------------
-
-
-def run_logged(
-    cmd: Sequence[str], env: Mapping[str, str], log_path: Path, on_line: Say
-) -> tuple[int, list[str]]:
-    """Run ``cmd``, its output appended to ``log_path`` as it comes; its exit status and last lines.
-
-    Ctrl-C stops the child too (it is in our process group; waited for so that nothing runs on).
-    """
-    tail: list[str] = []
-    with open(log_path, "a", encoding="utf-8", errors="replace") as out:
-        out.write(f"+ {shlex.join(cmd)}\n")
-        out.flush()
-        proc = subprocess.Popen(
-            list(cmd),
-            env=dict(env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-        )
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                out.write(line)
-                tail.append(line.rstrip("\n"))
-                del tail[:-TAIL_LINES]
-                on_line(line.rstrip("\n"))
-        finally:
-            if proc.poll() is None:
-                proc.terminate()
-            proc.wait()
-    return proc.returncode, tail
-
-
-@contextmanager
-def build_folder(keep: bool) -> Iterator[Path]:
-    """A fresh folder for one build, removed afterwards (whatever happened) unless ``keep``."""
-    folder = Path(tempfile.mkdtemp(prefix="librarian-build-"))
-    try:
-        yield folder
-    finally:
-        if not keep:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def build(request: BuildRequest, settings: BuildSettings, folder: Path, say: Say, step: Say) -> Built:

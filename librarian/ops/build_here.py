@@ -10,8 +10,9 @@ from pathlib import Path
 
 from librarian.coords import format_version
 from librarian.errors import BadInput
-from librarian.ops.build import BuildSettings, Say, build, build_folder, find_nvcc
+from librarian.ops.build import BuildSettings, build, find_nvcc
 from librarian.ops.build_request import BuildRequest, check_nvcc, request_from_flags
+from librarian.ops.build_run import Say, build_folder
 from librarian.ops.prepare import PublishOptions
 from librarian.ops.publish import PublishPlan, publish
 from librarian.ops.pull import Wants

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from librarian.compat import tomllib
 from librarian.errors import BadInput
-from librarian.ops.build import BuildFailed, Say, run_logged
+from librarian.ops.build import BuildFailed
+from librarian.ops.build_run import Say, run_logged
 
 
 def repair_excludes() -> tuple[str, ...]:
