@@ -29,6 +29,18 @@ class KnownGpu:
     cuda_last: MajorMinor | None = None  # the last one; None: current toolkits still can
     driver_last: MajorMinor | None = None  # the newest CUDA any of its drivers runs; None: current ones do
 
+    def cpu_problem(self, cpus: frozenset[str]) -> str | None:
+        """``come only with aarch64 CPUs`` where no machine has this GPU beside any of ``cpus`` (none: any)."""
+        if self.ships_with(cpus):
+            return None
+        return f"come only with {' or '.join(sorted(self.cpus))} CPUs"
+
+    def driver_problem(self, cuda: MajorMinor) -> str | None:
+        """``have no driver past CUDA 10.2`` where no driver for this GPU runs CUDA ``cuda`` code."""
+        if self.runs_cuda(cuda) or self.driver_last is None:
+            return None
+        return f"have no driver past CUDA {format_version(self.driver_last)}"
+
     def runs_cuda(self, cuda: MajorMinor) -> bool:
         """Whether a driver for this GPU exists that runs CUDA ``cuda`` code (its runtime's major)."""
         return self.driver_last is None or cuda[0] <= self.driver_last[0]

@@ -18,7 +18,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from librarian.coords import GpuArch, MajorMinor, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput
 from librarian.gpus import find_gpu, parse_real_sm
-from librarian.platforms import canonical_cpu, check_platform, expand_platform, linux_platforms
+from librarian.platforms import canonical_cpu, check_platform, expand_platform, is_release, linux_platforms
 
 T = TypeVar("T")
 
@@ -158,19 +158,13 @@ class Machine:
         known = find_gpu(gpu.capability) if gpu is not None else None
         if known is None:
             return None
+        gpu_words = f"{known.examples} (sm{known.arch.sm})"
         cpu = self.cpu.value
-        if cpu is not None and canonical_cpu(cpu) not in known.cpus:
-            cpus = " or ".join(sorted(known.cpus))
-            return (
-                f"{known.examples} (sm{known.arch.sm}) come only with {cpus} CPUs, not {canonical_cpu(cpu)}"
-            )
+        if cpu is not None and (problem := known.cpu_problem(frozenset({canonical_cpu(cpu)}))):
+            return f"{gpu_words} {problem}, not {canonical_cpu(cpu)}"
         for what, line in (("driver", self.driver_cuda.value), ("torch", self.cuda.value)):
-            if line is not None and not known.runs_cuda(line):
-                assert known.driver_last is not None
-                return (
-                    f"{known.examples} (sm{known.arch.sm}) have no driver past CUDA "
-                    f"{format_version(known.driver_last)}: no {what} of CUDA {format_version(line)} runs there"
-                )
+            if line is not None and (problem := known.driver_problem(line)):
+                return f"{gpu_words} {problem}: no {what} of CUDA {format_version(line)} runs there"
         return None
 
     @property
@@ -229,7 +223,7 @@ class Machine:
                 )
         if glibc is not None:
             version = parse_major_minor(glibc, "glibc")
-            if version[0] != 2 or version[1] > 99:  # a glibc no machine has; its tags would be endless
+            if not is_release("manylinux", version):  # a glibc no machine has; its tags would be endless
                 raise BadInput(
                     f"--glibc {glibc[:40]}: glibc {version[0]}.{version[1]} is no release a machine runs"
                 )

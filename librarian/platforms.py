@@ -121,10 +121,18 @@ def check_platform(tag: str) -> PlatformTag:
         raise BadInput(f"--platform {tag}: not a platform tag librarian knows (e.g. {example})")
     if m := _VERSIONED.fullmatch(tag):
         major, minor = int(m[2]), int(m[3])
-        top = _MAX_VERSION[m[1]]
-        if (m[1] != "macosx" and major != top[0]) or major > top[0] or minor > top[1]:
+        if not is_release(m[1], (major, minor)):
             raise BadInput(f"--platform {tag}: {_WHAT[m[1]]} {major}.{minor} is no release a machine runs")
     return named
+
+
+def is_release(kind: str, version: MajorMinor) -> bool:
+    """Whether a ``manylinux`` (glibc), ``musllinux`` (musl) or ``macosx`` version is one a machine can run:
+    past the bounds a version names no machine, and expanding its tags would cost without bound."""
+    top = _MAX_VERSION[kind]
+    if kind != "macosx" and version[0] != top[0]:
+        return False
+    return version[0] <= top[0] and version[1] <= top[1]
 
 
 def legacy_manylinux(glibc: MajorMinor) -> str | None:
@@ -181,10 +189,11 @@ def expand_platform(tag: str) -> tuple[str, ...]:
     """A ``--platform`` tag and the older ones it implies, as the installer's own tags say: a
     ``manylinux_2_28_x86_64`` machine takes 2_17 wheels too; a ``macosx_14_0_arm64`` one takes
     ``macosx_11_0_arm64`` and ``universal2`` wheels (packaging's ``mac_platforms``, which pip uses)."""
-    if m := re.fullmatch(r"macosx_(\d+)_(\d+)_(.+)", tag):
-        return tuple(mac_platforms((int(m[1]), int(m[2])), m[3]))
-    if m := re.fullmatch(r"musllinux_(\d+)_(\d+)_(.+)", tag):
-        return tuple(f"musllinux_{m[1]}_{minor}_{m[3]}" for minor in range(int(m[2]), -1, -1))
+    m = _VERSIONED.fullmatch(tag)
+    if m and m[1] == "macosx":
+        return tuple(mac_platforms((int(m[2]), int(m[3])), m[4]))
+    if m and m[1] == "musllinux":
+        return tuple(f"musllinux_{m[2]}_{minor}_{m[4]}" for minor in range(int(m[3]), -1, -1))
     named = parse_platform(tag)
     if not tag.startswith("manylinux_") or named.glibc is None:
         return (tag,)

@@ -133,15 +133,13 @@ def _refuse_impossible(wheel: Wheel, requested: Sequence[GpuArch], cuda: MajorMi
         real = find_gpu(sm.capability)
         if real is None:
             continue
-        if cpus and not cpus & real.cpus:
+        if cpus and (problem := real.cpu_problem(frozenset(cpus))):
+            wheel_cpus = ", ".join(sorted(cpus))
+            raise BadInput(f"{source}: --sm {sm.sm}: {real.examples} {problem}, and this wheel is for "
+                           f"{wheel_cpus}: no machine runs it there")  # fmt: skip
+        if problem := real.driver_problem(cuda):
             raise BadInput(
-                f"{source}: --sm {sm.sm}: {real.examples} come only with {' or '.join(sorted(real.cpus))} "
-                f"CPUs, and this wheel is for {', '.join(sorted(cpus))}: no machine runs it there"
-            )
-        if not real.runs_cuda(cuda) and real.driver_last is not None:
-            raise BadInput(
-                f"{source}: --sm {sm.sm}: {real.examples} have no driver past CUDA "
-                f"{format_version(real.driver_last)}; this wheel is for CUDA {format_version(cuda)}"
+                f"{source}: --sm {sm.sm}: {real.examples} {problem}; this wheel is for CUDA {format_version(cuda)}"
             )
 
 

@@ -323,13 +323,15 @@ def _once_per_bytes(candidates: Sequence[Candidate]) -> list[Candidate]:
     """One candidate per stored wheel (sha256 and filename), naming every cell it is filed under: a wheel
     filed for five GPUs is one near miss, not five lines saying the same."""
     first: dict[tuple[str, str], Candidate] = {}
-    cells: dict[tuple[str, str], list[str]] = {}
+    cells: dict[tuple[str, str], set[GpuArch]] = {}
     for c in candidates:
         key = (c.entry.sha256, c.entry.filename)
         first.setdefault(key, c)
-        cells.setdefault(key, []).append(c.entry.cell.sm.sm)
-    return [replace(c, filed=tuple(sorted(set(cells[k]), key=lambda sm: int("".join(filter(str.isdigit, sm))))))
-            for k, c in first.items()]  # fmt: skip
+        cells.setdefault(key, set()).add(c.entry.cell.sm)
+    return [
+        replace(c, filed=tuple(a.sm for a in sorted(cells[k], key=lambda a: a.number)))
+        for k, c in first.items()
+    ]
 
 
 def _sha256(path: Path, name: str) -> str:

@@ -20,7 +20,12 @@ log = logging.getLogger(__name__)
 
 KEEP_COMMITS = 8  # commits whose index files the cache keeps (besides each revision's newest head)
 KEEP_WHEELS = 16  # downloaded wheels the cache keeps, the most recently used first
-_SHA256 = frozenset("0123456789abcdef")
+_HEX = frozenset("0123456789abcdef")
+
+
+def _is_sha256(text: str) -> bool:
+    """Whether ``text`` is a sha256 in hex: only such a name reaches the disk as a blob's."""
+    return len(text) == 64 and _HEX.issuperset(text)
 
 
 class ReadCache:
@@ -77,7 +82,7 @@ class ReadCache:
 
     def wheel(self, sha256: str) -> Path | None:
         """A file on this machine holding exactly the bytes of ``sha256`` (checked now), or ``None``."""
-        if len(sha256) != 64 or not _SHA256.issuperset(sha256):
+        if not _is_sha256(sha256):
             return None
         for found in (self.root / "blobs" / sha256, self._hf_blobs / sha256):
             try:
@@ -90,9 +95,10 @@ class ReadCache:
         return None
 
     def keep_wheel(self, sha256: str, downloaded: Path) -> None:
-        """Keep ``downloaded`` (whose bytes hash to ``sha256``) for later reads: a hard link where the folders
-        share a file system (no second copy), else a copy. Only the newest ``KEEP_WHEELS`` are kept."""
-        if len(sha256) != 64 or not _SHA256.issuperset(sha256):
+        """Keep ``downloaded`` (meant to hash to ``sha256``: :meth:`wheel` checks before it serves) for later
+        reads: a hard link where the folders share a file system (no second copy), else a copy. Only the
+        newest ``KEEP_WHEELS`` are kept."""
+        if not _is_sha256(sha256):
             return
         target = self.root / "blobs" / sha256
         try:
