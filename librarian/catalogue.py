@@ -20,6 +20,7 @@ from librarian.coords import Label, MajorMinor, format_version
 from librarian.coverage import coverage, render_coverage
 from librarian.demands import Wheel, bound_to_its_torch_line, serves_line
 from librarian.index import ROOT, Index, IndexEntry, render_index, shard_path
+from librarian.variants import VARIANTS_DIR, render_variants
 
 PAGES_DIR = "pages"
 
@@ -141,8 +142,9 @@ def render_pages(index: Index) -> dict[str, bytes]:
 
 
 def render_catalogue(index: Index) -> dict[str, bytes]:
-    """All generated files of a store for this index: index root and shards, pip pages."""
-    return {**render_pages(index), **render_index(index)}
+    """All generated files of a store for this index: index root and shards, pip pages, and the wheel
+    variants' ``variants.json`` files and find-links pages (where the store makes variants)."""
+    return {**render_pages(index), **render_variants(index.entries), **render_index(index)}
 
 
 def catalogue_paths(index: Index) -> frozenset[str]:
@@ -153,14 +155,19 @@ def catalogue_paths(index: Index) -> frozenset[str]:
         for page, ps in _simple_projects(index).items()
         for p in ps
     }
+    variants = set(render_variants(index.entries)) if any(e.variant for e in index.entries) else set()
     return frozenset(
-        {page_path(e) for e in index.entries} | {shard_path(p) for p in index.packages()} | {ROOT} | simple
+        {page_path(e) for e in index.entries}
+        | {shard_path(p) for p in index.packages()}
+        | {ROOT}
+        | simple
+        | variants
     )
 
 
 def is_generated(path: str) -> bool:
     """Whether a store path is one librarian generates (never a stored wheel)."""
-    return path == "index.json" or path.startswith(("index/", f"{PAGES_DIR}/"))
+    return path == "index.json" or path.startswith(("index/", f"{PAGES_DIR}/", f"{VARIANTS_DIR}/"))
 
 
 CARD = "README.md"

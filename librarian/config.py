@@ -60,6 +60,7 @@ class Settings:
     layout: str = DEFAULT_LAYOUT
     license: str | None = None  # the Hub card's front matter ``license``
     install: str | None = None  # the card's one line that installs librarian (it is not on PyPI by that name)
+    variants: bool = False  # publish and reindex file wheel-variant copies (``variants = true``)
 
 
 def _read_tool_table(directory: Path) -> tuple[dict[str, Any], str] | None:
@@ -78,10 +79,14 @@ def _read_tool_table(directory: Path) -> tuple[dict[str, Any], str] | None:
         for key in table_path:
             data = data.get(key, {}) if isinstance(data, dict) else {}
         if isinstance(data, dict) and data:
-            unknown = set(data) - {"repo", "layout", "license", "install"}
+            unknown = set(data) - {"repo", "layout", "license", "install", "variants"}
             if unknown:
                 raise BadInput(f"{path}: unknown librarian settings: {', '.join(sorted(unknown))[:200]}")
             for key, value in data.items():
+                if key == "variants":
+                    if not isinstance(value, bool):
+                        raise BadInput(f"{path}: librarian setting 'variants' must be true or false")
+                    continue
                 if not isinstance(value, str) or not value or len(value) > 4096:
                     raise BadInput(
                         f"{path}: librarian setting {key!r} must be a string (a path, a name, a URL)"
@@ -96,10 +101,11 @@ def load_settings(repo: str | None = None, cwd: Path | None = None) -> Settings:
     layout = str(table.get("layout", DEFAULT_LAYOUT))
     license = str(table["license"]) if table.get("license") else None
     install = str(table["install"]) if table.get("install") else None
+    variants = table.get("variants") is True
     if repo:
-        return Settings(repo, layout, license, install)
+        return Settings(repo, layout, license, install, variants)
     if env := os.environ.get(ENV_REPO):
-        return Settings(env, layout, license, install)
+        return Settings(env, layout, license, install, variants)
     if "repo" in table:
-        return Settings(str(table["repo"]), layout, license, install)
-    return Settings(DEFAULT_REPO, layout, license, install)
+        return Settings(str(table["repo"]), layout, license, install, variants)
+    return Settings(DEFAULT_REPO, layout, license, install, variants)

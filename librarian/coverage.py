@@ -89,6 +89,13 @@ def render_coverage(cov: Coverage, width: int = 160) -> str:
     lines.append(
         f"{count} wheel file(s) in {cov.location}; {holes} hole(s) marked {HOLE}; cells show newest version (python tags)"
     )
+    variants = [e.variant for cells in cov.rows.values() for es in cells.values() for e in es if e.variant]
+    if variants:
+        size = sum(v.size for v in variants)
+        lines.append(
+            f"{len(variants)} variant wheel(s) beside them, {size / 1e6:.1f} MB: their members are the wheels' own "
+            "bytes (a second copy in a folder; on the Hub, Xet storage keeps one)"
+        )
     return "\n".join(lines)
 
 

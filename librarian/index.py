@@ -36,8 +36,10 @@ from librarian.layout import Layout, check_path_part, check_store_path
 # ``no_kernels`` and ``torch_symbols`` (the one that binds a member to its torch line). Schema-1 indexes read as they are (an entry without the new fields overrode nothing),
 # and a shard is written at 2 only when an entry of it uses them, so an older store stays byte-identical
 # (and verify-clean) until something new is written to it; the root is at the highest of its shards.
-SCHEMA = 2
-READABLE_SCHEMAS = (1, 2)
+# 3: an entry may record its ``variant``, the wheel-variant copy filed beside it (PEP 825); written at 3
+# only in a shard that has one.
+SCHEMA = 3
+READABLE_SCHEMAS = (1, 2, 3)
 _SCHEMA_2_BINARY_FIELDS = ("extension", "no_kernels", "torch_symbols")
 ROOT = "index.json"
 # Limits on what an index file may hold, so hostile content fails in one line instead of exhausting
@@ -50,6 +52,55 @@ SHARD_DIR = "index"
 # WheelName is frozen, so one parse can serve every entry and every question (pull, plan and gc ask
 # again and again); a bad name raises each time, and lru_cache keeps no exception.
 _wheel_name = functools.lru_cache(maxsize=1 << 16)(WheelName.parse)
+
+
+@dataclass(frozen=True, slots=True)
+class VariantRef:
+    """The variant wheel filed beside a stored wheel (PEP 825): its filename, its bytes, and the properties
+    its ``variant.json`` declares, as (namespace, feature, values)."""
+
+    filename: str
+    sha256: str
+    size: int
+    properties: tuple[tuple[str, str, tuple[str, ...]], ...]
+
+    @property
+    def label(self) -> str:
+        """The variant label: the filename's last field."""
+        return self.filename.removesuffix(".whl").rsplit("-", 1)[-1]
+
+    def to_json(self) -> dict[str, Any]:
+        """As the shard stores it."""
+        nested: dict[str, dict[str, list[str]]] = {}
+        for namespace, feature, values in self.properties:
+            nested.setdefault(namespace, {})[feature] = list(values)
+        return {"filename": self.filename, "sha256": self.sha256, "size": self.size, "properties": nested}
+
+    @classmethod
+    def from_json(cls, data: Any) -> VariantRef:
+        """Parse and check one entry's ``variant`` (ValueError/TypeError on anything else)."""
+        if not isinstance(data, dict):
+            raise TypeError("'variant' is not an object")
+        filename = _field(data, "filename", str)
+        check_path_part(filename, "variant filename")
+        if not filename.endswith(".whl"):
+            raise ValueError("'variant' filename is not a wheel")
+        sha = _field(data, "sha256", str)
+        if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+            raise ValueError("'variant' sha256 is not 64 hex digits")
+        size = _field(data, "size", int)
+        if not 0 <= size <= MAX_WHEEL_SIZE:
+            raise ValueError("'variant' size out of range")
+        nested = _field(data, "properties", dict)
+        props = []
+        for namespace, features in nested.items():
+            if not isinstance(features, dict):
+                raise TypeError("'variant' properties are not namespace -> feature -> values")
+            for feature, values in features.items():
+                if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                    raise TypeError("'variant' property values are not a list of strings")
+                props.append((namespace, feature, tuple(values)))
+        return cls(filename, sha, size, tuple(props))
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +118,12 @@ class IndexEntry:
     overrides: tuple[
         str, ...
     ] = ()  # the publish flags that accepted a check on it (``--allow-glibc-mismatch``)
+    variant: VariantRef | None = None  # its wheel-variant copy filed beside it, where the store makes them
+
+    @property
+    def variant_path(self) -> str | None:
+        """Where its variant wheel is filed (beside it), if it has one."""
+        return None if self.variant is None else f"{self.path.rpartition('/')[0]}/{self.variant.filename}"
 
     @property
     def metadata_path(self) -> str | None:
@@ -110,6 +167,8 @@ class IndexEntry:
             data["metadata_sha256"] = self.metadata_sha256
         if self.overrides:
             data["overrides"] = list(self.overrides)
+        if self.variant is not None:
+            data["variant"] = self.variant.to_json()
         return data
 
     @property
@@ -158,6 +217,7 @@ class IndexEntry:
             overrides = data.get("overrides", [])
             if not isinstance(overrides, list) or not all(_is_flag(o) for o in overrides):
                 raise ValueError("'overrides' is not a list of flags")
+            variant = data.get("variant")
             entry = cls(
                 path,
                 sha,
@@ -168,6 +228,7 @@ class IndexEntry:
                 requires or None,
                 metadata_sha or None,
                 tuple(overrides),
+                VariantRef.from_json(variant) if variant is not None else None,
             )
             entry.name  # noqa: B018 - the filename must parse
             entry.requires_python_spec  # noqa: B018 - and Requires-Python, if any
@@ -294,9 +355,11 @@ def shard_path(package: str) -> str:
 
 
 def _schema_of(entry: Any) -> int:
-    """The schema an entry's JSON needs: 2 where it uses a field schema 1 did not have."""
+    """The schema an entry's JSON needs: 2 where it uses a field schema 1 did not have, 3 with a variant."""
     if not isinstance(entry, dict):
         return 1
+    if "variant" in entry:
+        return 3
     facts = entry.get("facts")
     binaries = facts.get("binaries") if isinstance(facts, dict) else None
     rows = binaries if isinstance(binaries, list) else []

@@ -42,7 +42,8 @@ ARROWS: dict[str, frozenset[str]] = {
         "manifest": "errors index",
         "coverage": "index platforms",
         "config": "compat errors layout safeio",
-        "catalogue": "coords coverage demands index",
+        "variants": "coords index",
+        "catalogue": "coords coverage demands index variants",
         "generated": "catalogue index pending",
         "pytorch": "compat coords errors gpus safeio",
         # the outside worlds: wheels' bytes, this machine, stores
@@ -51,7 +52,7 @@ ARROWS: dict[str, frozenset[str]] = {
         "stores": "catalogue errors generated index layout progress redact safeio",
         # use cases
         "ops": "catalogue compat coords coverage demands errors facts gpus index layout machine manifest pending "
-        "platforms pool probe progress pytorch safeio stores wheel",
+        "platforms pool probe progress pytorch safeio stores variants wheel",
         # people: the terminal and the command line
         "terminal": "progress",
         "cli": "api config coords coverage errors gpus layout machine ops platforms presets probe progress "

@@ -109,6 +109,21 @@ def store_and_layout(
     return store, load_layout(settings.layout)
 
 
+VariantsOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--variants/--no-variants",
+        help="File a wheel-variant copy beside each wheel and variants/*-variants.json, for uv's wheel-variants "
+        "preview (default: [tool.librarian] variants, else off).",
+    ),
+]
+
+
+def variants_wanted(flag: bool | None) -> bool:
+    """``--variants``/``--no-variants``, else the project's ``variants`` setting."""
+    return load_settings().variants if flag is None else flag
+
+
 LabelPythonOpt = Annotated[
     str | None,
     typer.Option(

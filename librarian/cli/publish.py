@@ -19,10 +19,12 @@ from librarian.cli.options import (
     RelabelOpt,
     RepoOpt,
     TorchOpt,
+    VariantsOpt,
     WheelsArg,
     deprecated_force,
     label_of,
     store_and_layout,
+    variants_wanted,
 )
 from librarian.errors import BadInput
 from librarian.gpus import parse_real_sm
@@ -102,6 +104,7 @@ def publish(
             "--refuse-macos", help="A macOS wheel among them is an error (default: skipped, with a warning)."
         ),
     ] = False,
+    variants: VariantsOpt = None,
     jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -128,6 +131,7 @@ def publish(
         allow_platform_mismatch=allow_platform_mismatch,
         allow_unknown_combo=allow_unknown_combo,
         refuse_macos=refuse_macos,
+        variants=variants_wanted(variants),
         layout=layout,
         jobs=jobs,
     )
@@ -173,6 +177,7 @@ def reindex(
             "--allow-unknown-combo", help="With --manifest: accept a torch/CUDA combo PyTorch never shipped."
         ),
     ] = False,
+    variants: VariantsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fan-in: merge every staged entry (publish --stage) into the index, in one commit. Exit 1 if any was dropped.
@@ -187,7 +192,9 @@ def reindex(
         options = ManifestOptions(replace=replace, allow_unknown_combo=allow_unknown_combo)
         report = reindex_manifests(store, layout, manifest, options, dry_run=dry_run)
     else:
-        report = reindex_store(store, layout, adopt=adopt, dry_run=dry_run, refresh=refresh)
+        report = reindex_store(
+            store, layout, adopt=adopt, dry_run=dry_run, refresh=refresh, variants=variants_wanted(variants)
+        )
     if as_json:
         ui.emit_json({"schema": 1, "dry_run": dry_run, **reindex_json(report)})
     else:

@@ -22,6 +22,7 @@ from librarian.demands.judgement import (
     judge_cell,
     serves_line,
 )
+from librarian.demands.properties import Properties, properties
 
 __all__ = [
     "OTHER_CUDA_LINE",
@@ -32,6 +33,7 @@ __all__ = [
     "Demand",
     "GpuMatch",
     "Judgement",
+    "Properties",
     "Runs",
     "Said",
     "Serving",
@@ -42,6 +44,7 @@ __all__ = [
     "claims",
     "judge",
     "judge_cell",
+    "properties",
     "said_claims",
     "serves_line",
     "some",

@@ -297,14 +297,21 @@ def freed_bytes(index: Index, removals: Sequence[Removal]) -> int:
     """Bytes the removals free: each removed blob (by sha256) once, and only if no kept wheel shares it."""
     gone = {r.entry.path for r in removals}
     kept = {e.sha256 for e in index.entries if e.path not in gone}
+    kept |= {e.variant.sha256 for e in index.entries if e.path not in gone and e.variant is not None}
     sizes = {r.entry.sha256: r.entry.size for r in removals if r.entry.sha256 not in kept}
+    # A variant wheel goes with its source; its bytes are its own (another file, whatever Xet dedupes).
+    sizes |= {
+        v.sha256: v.size for r in removals if (v := r.entry.variant) is not None and v.sha256 not in kept
+    }
     return sum(sizes.values())
 
 
 def freed_files(index: Index, removals: Sequence[Removal]) -> int:
-    """Files the removals take out of the store: each wheel path, and each page or shard they leave empty."""
+    """Files the removals take out of the store: each wheel path (and its variant), and each page or shard
+    they leave empty."""
     after = index.with_entries(removed=[r.entry.path for r in removals])
-    return len(removals) + len(catalogue_paths(index) - catalogue_paths(after))
+    variants = sum(1 for r in removals if r.entry.variant is not None)
+    return len(removals) + variants + len(catalogue_paths(index) - catalogue_paths(after))
 
 
 def emptied_packages(index: Index, removals: Sequence[Removal]) -> tuple[str, ...]:
@@ -363,8 +370,11 @@ def gc(
         )
         paths = tuple(r.entry.path for r in removals)
         message = f"librarian gc: remove {len(paths)} wheel{'s' if len(paths) != 1 else ''}"
-        # Each wheel with its PEP 658 METADATA file, side by side, so that a change cut in pieces takes both.
-        files = tuple(f for r in removals for f in (r.entry.path, r.entry.metadata_path) if f)
+        # Each wheel with its PEP 658 METADATA file and its variant, side by side, so that a change cut in
+        # pieces takes them together.
+        files = tuple(
+            f for r in removals for f in (r.entry.path, r.entry.metadata_path, r.entry.variant_path) if f
+        )
         return Changes(index.with_entries(removed=paths), (), files, message), report
 
     applied: Applied[GcReport] = store.update(planner, default_layout)

@@ -71,6 +71,7 @@ class PublishOptions:
     allow_platform_mismatch: bool = False  # a platform tag naming another CPU or OS than the binaries
     allow_unknown_combo: bool = False
     refuse_macos: bool = False  # a macOS wheel among the inputs is an error, not skipped with a warning
+    variants: bool = False  # file a wheel-variant copy beside each wheel (PEP 825), for uv
     layout: Layout | None = None
     jobs: int | None = None  # threads reading each wheel's members (None: the cores available)
     now: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))

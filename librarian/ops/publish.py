@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,6 +19,7 @@ from librarian.errors import BadInput, Refused, StoreError
 from librarian.index import Index, IndexEntry, metadata_path
 from librarian.manifest import Manifest, metadata_text, render_manifest
 from librarian.ops.prepare import PreparedWheel, PublishOptions, prepare
+from librarian.ops.variant_wheels import MadeVariant, make_variant, torch_lines
 from librarian.pending import pending_path, render_pending
 from librarian.safeio import atomic_write, input_problem
 from librarian.stores.base import Applied, Blob, Changes, Stages, Store, Upload, UploadStorage, read_index
@@ -72,7 +73,15 @@ class PublishPlan:
                 {"path": f.path, "action": f.action, "source": str(f.wheel.source), "sha256": f.wheel.sha256}
                 for f in self.filings
             ],
+            "variants": sorted(
+                p for e in self.changes.index.entries if (p := e.variant_path) in self.uploaded
+            ),
         }
+
+    @property
+    def uploaded(self) -> frozenset[str]:
+        """The store paths this change writes."""
+        return frozenset(u.path for u in self.changes.uploads)
 
     def render(self, location: str, *, dry_run: bool, stage: bool, manifest: Path | None) -> str:
         """One line per path (added, replaced, unchanged), then what was written where, and the commit."""
@@ -82,6 +91,8 @@ class PublishPlan:
             "skip": "unchanged",
         }
         lines = [f"{verb[f.action]:>13}  {f.path}" for f in self.filings]
+        variants = [e.variant_path for e in self.changes.index.entries if e.variant_path in self.uploaded]
+        lines += [f"{'with variant':>13}  {v}" for v in variants]
         done = "would be written" if dry_run else "written"
         if stage:
             done = "would be staged" if dry_run else "staged (awaiting 'librarian reindex')"
@@ -89,6 +100,7 @@ class PublishPlan:
             done = f"staged, no commit (manifest {manifest}; 'librarian reindex --manifest' indexes them)"
         lines.append(
             f"{len(self.added)} file(s) {done} to {location}"
+            + (f", with {len(variants)} variant wheel(s) (for uv)" if variants else "")
             + (" (dry run: nothing changed)" if dry_run else "")
         )
         if self.commit:
@@ -96,8 +108,15 @@ class PublishPlan:
         return "\n".join(lines)
 
 
-def plan_publish(index: Index, wheels: Sequence[PreparedWheel], options: PublishOptions) -> PublishPlan:
-    """Pure: where each wheel goes, what is skipped (same sha256) and what is refused (occupied path)."""
+def plan_publish(
+    index: Index,
+    wheels: Sequence[PreparedWheel],
+    options: PublishOptions,
+    variants: Mapping[tuple[str, str], MadeVariant | str] | None = None,
+) -> PublishPlan:
+    """Pure: where each wheel goes, what is skipped (same sha256) and what is refused (occupied path).
+
+    ``variants``: each wheel's variant wheel by (sha256, sm), made beforehand (or why it has none)."""
     layout = index.layout
     existing = index.by_path()
     filings: list[Filing] = []
@@ -122,6 +141,8 @@ def plan_publish(index: Index, wheels: Sequence[PreparedWheel], options: Publish
                     f"{path}: already stored with other bytes (sha256 {old.sha256[:12]}…); pass --replace"
                 )
             filings.append(Filing(path, wheel, "replace" if old else "add"))
+            made = (variants or {}).get((wheel.sha256, sm.sm))
+            ref = made.ref if isinstance(made, MadeVariant) else None
             entries.append(
                 IndexEntry(
                     path,
@@ -133,9 +154,13 @@ def plan_publish(index: Index, wheels: Sequence[PreparedWheel], options: Publish
                     wheel.requires_python,
                     wheel.metadata_sha256 or None,
                     wheel.overrides,
+                    ref,
                 )
             )
             uploads.append(Upload(path, wheel.staged, wheel.sha256, wheel.size))
+            if isinstance(made, MadeVariant):
+                where = f"{path.rpartition('/')[0]}/{made.ref.filename}"
+                uploads.append(Upload(where, made.staged, made.ref.sha256, made.ref.size))
             if wheel.metadata is not None:
                 size = wheel.metadata.stat().st_size if wheel.metadata_size is None else wheel.metadata_size
                 uploads.append(Upload(metadata_path(path), wheel.metadata, wheel.metadata_sha256, size))
@@ -202,6 +227,24 @@ def stage_to_manifest(store: Store, plan: PublishPlan, manifest: Path) -> Manife
     return staged
 
 
+def make_variants(wheels: Sequence[PreparedWheel], out_dir: Path) -> dict[tuple[str, str], MadeVariant | str]:
+    """Each wheel's variant wheel for each cell it is filed in, by (sha256, sm), or why it has none (said once)."""
+    lines = torch_lines()
+    made: dict[tuple[str, str], MadeVariant | str] = {}
+    for wheel in wheels:
+        label = wheel.name.label
+        assert label is not None  # prepare() labelled it
+        for sm in wheel.sms:
+            cell = Cell(wheel.name.package, sm, label)
+            result = make_variant(
+                wheel.staged, wheel.name, wheel.facts, cell, wheel.requires_python, out_dir, lines
+            )
+            if isinstance(result, str):
+                log.warning("%s: no variant wheel for sm%s: %s", wheel.source, sm.sm, result)
+            made[(wheel.sha256, sm.sm)] = result
+    return made
+
+
 def publish(
     store: Store,
     paths: Sequence[Path],
@@ -223,10 +266,12 @@ def publish(
     assert layout is not None
     with tempfile.TemporaryDirectory(prefix="librarian-publish-") as tmp:
         wheels = prepare(paths, options, Path(tmp), write=not dry_run)
+        variants = make_variants(wheels, Path(tmp) / "variants") if options.variants and not dry_run else {}
         if dry_run or stage:
             # Staging plans against the index as read, without a lock or parent: its commit adds files
             # only, and reindex settles what landed (same path, other bytes) against the tree.
-            plan = plan_publish(read_index(store, layout, {w.name.package for w in wheels}), wheels, options)
+            index = read_index(store, layout, {w.name.package for w in wheels})
+            plan = plan_publish(index, wheels, options, variants)
             if stage and not dry_run and manifest is not None:
                 stage_to_manifest(store, plan, manifest)
                 return plan
@@ -237,7 +282,7 @@ def publish(
             return plan
 
         def planner(index: Index) -> tuple[Changes, PublishPlan]:
-            plan = plan_publish(index, wheels, options)
+            plan = plan_publish(index, wheels, options, variants)
             return plan.changes, plan
 
         applied: Applied[PublishPlan] = store.update(planner, layout)

@@ -27,6 +27,7 @@ from librarian.layout import Layout
 from librarian.ops.placement import Problem
 from librarian.ops.reread import Known, refresh_entries
 from librarian.ops.tree import entries_from_tree, hasher, is_wheel
+from librarian.ops.variant_wheels import make_variant, torch_lines
 from librarian.pending import parse_pending, parse_pending_path
 from librarian.stores.base import Changes, Journals, Store, StoredFile, Upload, read_index
 from librarian.wheel.wheelfile import read_wheel_info
@@ -48,6 +49,7 @@ class ReindexReport:
     unreadable: tuple[Problem, ...] = ()  # pending files left in place: they could not be read
     cleared: int = 0  # pending files deleted
     restored: tuple[str, ...] = ()  # PEP 658 METADATA files the index names and the tree lacked, rewritten
+    variants: tuple[str, ...] = ()  # variant wheels made (the tree lacked them, or --variants asked)
     manifests: int = 0  # stage manifests read (reindex --manifest)
     refreshed: tuple[IndexEntry, ...] = ()  # entries written anew from their bytes (--refresh, or repaired)
     repaired: tuple[str, ...] = ()  # of those, the paths whose entries had failed their checks
@@ -60,7 +62,13 @@ class ReindexReport:
     def changed(self) -> bool:
         """Whether the store changed (or would)."""
         return bool(
-            self.merged or self.adopted or self.cleared or self.restored or self.refreshed or self.settled
+            self.merged
+            or self.adopted
+            or self.cleared
+            or self.restored
+            or self.refreshed
+            or self.settled
+            or self.variants
         )
 
     @property
@@ -74,6 +82,7 @@ def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
     lines = [f"{'would merge' if dry_run else 'merged':>11}  {e.path}" for e in report.merged]
     lines += [f"{'would adopt' if dry_run else 'adopted':>11}  {e.path}" for e in report.adopted]
     lines += [f"{'would restore' if dry_run else 'restored':>11}  {p}" for p in report.restored]
+    lines += [f"{'would make' if dry_run else 'made':>11}  {p}" for p in report.variants]
     repaired = set(report.repaired)
     lines += [
         f"{('would repair' if dry_run else 'repaired') if e.path in repaired else ('would refresh' if dry_run else 'refreshed'):>11}"
@@ -91,6 +100,7 @@ def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
         summary += f"cleared {report.cleared} pending file(s) in {report.location}"
     summary += f" ({len(report.adopted)} adopted)" if report.adopted else ""
     summary += f" ({len(report.restored)} METADATA file(s) restored)" if report.restored else ""
+    summary += f" ({len(report.variants)} variant wheel(s) made)" if report.variants else ""
     summary += (
         f" ({len(report.refreshed)} entr{'y' if len(report.refreshed) == 1 else 'ies'} re-read from their bytes)"
         if report.refreshed
@@ -109,6 +119,7 @@ def reindex_json(report: ReindexReport) -> dict[str, Any]:
         "adopted": [e.path for e in report.adopted],
         "cleared": report.cleared,
         "restored": list(report.restored),
+        "variants": list(report.variants),
         "manifests": report.manifests,
         "refreshed": [e.path for e in report.refreshed if e.path not in report.repaired],
         "repaired": list(report.repaired),
@@ -230,13 +241,20 @@ def read_pending(store: Store, files: Iterable[StoredFile]) -> tuple[dict[str, I
 
 
 def reindex(
-    store: Store, default_layout: Layout, *, adopt: bool = False, dry_run: bool = False, refresh: bool = False
+    store: Store,
+    default_layout: Layout,
+    *,
+    adopt: bool = False,
+    dry_run: bool = False,
+    refresh: bool = False,
+    variants: bool = False,
 ) -> ReindexReport:
     """Merge every staged entry into the index in one change; with ``adopt``, also file unindexed wheels.
 
     METADATA files (PEP 658) the index names and the tree lacks are restored from their wheels. Entries
     that failed their checks are written anew from their wheels' bytes; with ``refresh``, every entry is
-    (stores written by older versions gain what newer ones record).
+    (stores written by older versions gain what newer ones record). Variant wheels the index records and
+    the tree lacks are made again; with ``variants``, every wheel without one gains one.
     """
     cache: dict[str, IndexEntry] = {}
     reread: dict[tuple[str, str | None, int], IndexEntry | Problem] = {}
@@ -263,10 +281,20 @@ def reindex(
             changes, report = plan_reindex(index, files, pending, candidates, fresh)
             report = replace(report, stale=tuple(r for r in read if isinstance(r, Problem)))
             restores = _restore_metadata(store, changes.index, listed, Path(tmp))
-            changes = replace(changes, uploads=(*changes.uploads, *restores))
+            if dry_run:
+                made: list[Upload] = []
+                would = _variants_wanted(changes.index, listed, variants)
+            else:
+                with_variants, made = _make_variants(store, changes.index, listed, Path(tmp), variants)
+                changes, would = replace(changes, index=with_variants), []
+            changes = replace(changes, uploads=(*changes.uploads, *restores, *made))
             restored = tuple(u.path for u in restores)
             return changes, replace(
-                report, unreadable=tuple(unreadable), location=store.location, restored=restored
+                report,
+                unreadable=tuple(unreadable),
+                location=store.location,
+                restored=restored,
+                variants=tuple(u.path for u in made) or tuple(e.path for e in would),
             )
 
         if dry_run:
@@ -313,6 +341,58 @@ def _restore_metadata(store: Store, index: Index, files: Sequence[StoredFile], t
         source.write_bytes(data)
         uploads.append(Upload(path, source, entry.metadata_sha256, len(data)))
     return uploads
+
+
+def _variants_wanted(index: Index, files: Sequence[StoredFile], every: bool) -> list[IndexEntry]:
+    """The entries whose variant wheel is to be made: recorded and missing, or (``every``) never made."""
+    paths = {f.path for f in files}
+    return [
+        e
+        for e in index.entries
+        if e.path in paths
+        and ((e.variant is None and every) or (e.variant_path is not None and e.variant_path not in paths))
+    ]
+
+
+def _make_variants(
+    store: Store, index: Index, files: Sequence[StoredFile], tmp: Path, every: bool
+) -> tuple[Index, list[Upload]]:
+    """Variant wheels to upload: those the index records and the tree lacks (made again from their source,
+    with the properties recorded), and with ``every`` one for each wheel that has none."""
+    wanted = _variants_wanted(index, files, every)
+    if not wanted:
+        return index, []
+    lines = torch_lines()
+    uploads: list[Upload] = []
+    updated: list[IndexEntry] = []
+    for entry in wanted:
+        try:
+            with store.open(entry.path) as wheel:
+                made = make_variant(
+                    Path(wheel.name),
+                    entry.name,
+                    entry.facts,
+                    entry.cell,
+                    entry.requires_python,
+                    tmp / "variants",
+                    lines,
+                )
+        except LibrarianError as e:
+            log.warning("%s: cannot make its variant wheel (%s)", entry.path, e)
+            continue
+        if isinstance(made, str):
+            log.warning("%s: no variant wheel: %s", entry.path, made)
+            continue
+        updated.append(replace(entry, variant=made.ref))
+        uploads.append(
+            Upload(
+                f"{entry.path.rpartition('/')[0]}/{made.ref.filename}",
+                made.staged,
+                made.ref.sha256,
+                made.ref.size,
+            )
+        )
+    return index.with_entries(added=updated), uploads
 
 
 def _unindexed(

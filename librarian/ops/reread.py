@@ -82,6 +82,8 @@ def entry_from_bytes(store: Store, layout: Layout, stored: StoredFile, known: Kn
         info.requires_python,
         hashlib.sha256(info.metadata).hexdigest(),
         known.overrides,
+        # The variant beside it was made from these bytes only if they are the ones the old entry named.
+        known.entry.variant if known.entry is not None and known.entry.sha256 == sha else None,
     )
 
 

@@ -23,10 +23,13 @@ from librarian.index import Index, IndexEntry, entry_problems, metadata_path
 from librarian.layout import Layout
 from librarian.ops.placement import Accepted, Problem, check_placement
 from librarian.ops.reindex import missing_metadata
+from librarian.ops.tree import is_wheel
+from librarian.ops.variant_wheels import check_variant
 from librarian.pending import parse_pending_path
 from librarian.pool import default_jobs, ordered_map
 from librarian.safeio import sha256_stream
 from librarian.stores.base import LocalFiles, Store, StoredFile, read_index, sha256_stored
+from librarian.variants import is_variant_filename
 from librarian.wheel.deep import read_deep
 from librarian.wheel.wheelfile import metadata_problems
 
@@ -240,7 +243,7 @@ def verify(
     by_path = index.by_path()
     problems: list[Problem] = []
     files = {f.path: f for f in listing.files}
-    wheels = [f for f in listing.files if f.path.endswith(".whl") and not is_generated(f.path)]
+    wheels = [f for f in listing.files if is_wheel(f.path)]
     pending = _pending(listing.files)
     staged: list[str] = []
     accepted: list[Accepted] = []
@@ -296,6 +299,7 @@ def verify(
         hint = f" (a wheel of that name is at {moved}: moved to another cell?)" if moved else ""
         problems.append(Problem(path, "in the index but not in the store" + hint))
     problems.extend(_check_metadata_files(store, index, files))
+    problems.extend(_check_variants(store, index, files, deep))
     problems.extend(_check_catalogue(store, index, files))
     problems.extend(Problem(path, why) for path, why in listing.strays)  # links, FIFOs, temp files, journal
     return VerifyReport(
@@ -329,6 +333,41 @@ def _check_metadata_files(store: Store, index: Index, files: dict[str, StoredFil
             and path.removesuffix(".metadata") not in files
         ):
             problems.append(Problem(path, "METADATA file (PEP 658) of a wheel that is not in the store"))
+    return problems
+
+
+def _check_variants(store: Store, index: Index, files: dict[str, StoredFile], deep: bool) -> list[Problem]:
+    """Variant wheels travel with their source: each recorded one present with its bytes (and, ``deep``,
+    exactly its source's members and the properties its entry records); none left orphaned."""
+    problems = []
+    recorded = set()
+    for entry in index.entries:
+        path = entry.variant_path
+        if path is None or entry.variant is None:
+            continue
+        recorded.add(path)
+        stored = files.get(path)
+        if stored is None:
+            if entry.path in files:
+                problems.append(
+                    Problem(path, "its variant wheel is missing (reindex --variants makes it again)")
+                )
+            continue
+        sha = stored.sha256 or (sha256_stored(store, path) if isinstance(store, LocalFiles) else None)
+        if sha is not None and sha != entry.variant.sha256:
+            problems.append(Problem(path, "does not match the variant wheel the index records"))
+            continue
+        if deep and entry.path in files:
+            try:
+                with store.open(entry.path) as source, store.open(path) as variant:
+                    found = check_variant(entry, Path(source.name), Path(variant.name))
+            except LibrarianError as e:
+                found = [str(e)]
+            problems.extend(Problem(path, f"not the variant of {entry.filename}: {p}") for p in found)
+    for path in sorted(files):
+        orphan = path not in recorded and not is_generated(path)
+        if orphan and path.endswith(".whl") and is_variant_filename(path.rsplit("/", 1)[-1]):
+            problems.append(Problem(path, "a variant wheel no index entry records (gc leaves it; remove it)"))
     return problems
 
 

@@ -1,0 +1,135 @@
+"""A wheel's wheel-variant properties (PEP 817 / PEP 825 drafts), said in the words uv 0.13.9 selects by. Pure.
+
+Every value comes from the one judgement over the bytes, never from the label alone:
+
+- ``nvidia :: sm_arch``: each SASS arch of the members that load, as ``NN_real``, and each PTX arch as
+  ``NN_virtual``. uv's NVIDIA provider reports ``NN_real`` for every arch of the GPU's major at or below
+  its own minor, and ``N0_virtual`` for its major only. A value is said only where the judgement runs the
+  wheel on every known GPU that value would select (so a wheel whose second member lacks ``sm_90`` never
+  says ``90_real``). ``f`` code (``sm_100f``) runs across its family exactly as the provider's ``100_real``
+  selects, so it is said so; ``a`` code (``sm_90a``) runs on that one GPU, which the provider has no value
+  for, so it is left out with a reason, and a wheel left with no GPU value at all gets no variant.
+- ``nvidia :: cuda_version_lower_bound``: the CUDA toolkit that built its device code (the driver must be
+  at least that new).
+- ``abi_dependency :: torch``: its torch line for a build bound to it; every known line from its floor for a
+  stable-ABI build; nothing for a build that links no torch. Versions as ``2.9`` (major.minor): how
+  variantlib matches an installed torch. The CUDA line of torch cannot be said (``2.9.1+cu128`` and
+  ``2.9.1+cu130`` are one version to it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from librarian.coords import ArchKind, GpuArch, MajorMinor, format_version
+from librarian.demands import gpu, torch
+from librarian.demands.base import Wheel
+from librarian.demands.members import seen
+from librarian.gpus import known_gpus
+from librarian.machine import Gpu, Machine, Probed
+
+NVIDIA = "nvidia"
+ABI_DEPENDENCY = "abi_dependency"
+
+Property = tuple[str, str, tuple[str, ...]]  # (namespace, feature, values): a feature holds if any value does
+
+
+@dataclass(frozen=True, slots=True)
+class Properties:
+    """What a variant of a wheel declares, and what the bytes have that it cannot say (and why)."""
+
+    values: tuple[Property, ...]
+    left_out: tuple[str, ...] = ()
+    device_code: bool = False  # the wheel carries GPU code: a variant must then say where it runs
+    unknown_torch: bool = False  # it links torch, and no line is known to say
+
+    @property
+    def says_gpu(self) -> bool:
+        """Whether it names at least one GPU arch."""
+        return any(ns == NVIDIA and feature == "sm_arch" for ns, feature, _ in self.values)
+
+    @property
+    def unsayable(self) -> str | None:
+        """Why no variant can stand for this wheel (``None``: one can): GPU code that no value says."""
+        if self.device_code and not self.says_gpu:
+            return "no sm_arch value says where its GPU code runs (" + "; ".join(self.left_out) + ")"
+        if self.unknown_torch:
+            return "it links torch, and its label names no torch line"
+        return None
+
+
+def _value(arch: GpuArch) -> str:
+    suffix = "real" if arch.kind is ArchKind.SASS else "virtual"
+    return f"{arch.major * 10 + arch.minor}_{suffix}"
+
+
+def _reach(value: str) -> tuple[MajorMinor, ...]:
+    """The known GPUs uv's NVIDIA provider selects a wheel for by ``value`` (its own rule, probed in uv 0.13.9)."""
+    number, _, kind = value.partition("_")
+    major, minor = int(number) // 10, int(number) % 10
+    capabilities = [g.capability for g in known_gpus()]
+    if kind == "real":
+        return tuple(c for c in capabilities if c[0] == major and c[1] >= minor)
+    return tuple(c for c in capabilities if c[0] == major) if minor == 0 else ()
+
+
+def _gpu_values(need: gpu.GpuNeed, line: MajorMinor | None) -> tuple[list[str], list[str]]:
+    """The sm_arch values the judgement stands behind, and the reasons for the archs it cannot say."""
+    archs: dict[str, GpuArch] = {}
+    left_out: list[str] = []
+    for member in need.code.all_members:
+        for arch in (*member.sass, *member.ptx):
+            if arch.suffix == "a":
+                left_out.append(f"{arch}: arch-specific code, for which uv's NVIDIA provider has no value")
+                continue
+            archs.setdefault(_value(arch), arch)
+    said = []
+    for value in sorted(archs, key=lambda v: (v.endswith("virtual"), int(v.partition("_")[0]))):
+        reach = _reach(value)
+        failing = [c for c in reach if not _runs(need, c, line)]
+        if failing:
+            where = ", ".join(f"sm{c[0]}{c[1]}" for c in failing)
+            left_out.append(f"{value}: the judgement does not run it on {where}")
+        else:
+            said.append(value)
+    return said, left_out
+
+
+def _runs(need: gpu.GpuNeed, capability: MajorMinor, line: MajorMinor | None) -> bool:
+    name = f"sm{capability[0]}{capability[1]}"
+    gpus: Probed[tuple[Gpu, ...]] = Probed.found((Gpu(0, name, capability),), "variant")
+    machine = Machine(gpus=gpus)
+    if line is not None:
+        machine = Machine(gpus=gpus, cuda=Probed.found(line, "variant"))
+    verdict, _ = gpu.judge(need, machine)
+    return verdict.ok is True
+
+
+def properties(wheel: Wheel, torch_lines: Sequence[MajorMinor] = ()) -> Properties:
+    """The variant properties of ``wheel``; ``torch_lines``: the torch lines known (a stable-ABI build
+    declares each from its floor on)."""
+    line = gpu.needs(wheel).label_cuda
+    view = seen(wheel, line)
+    need = gpu.needs(view.nvidia)
+    values: list[Property] = []
+    left_out: list[str] = []
+    if not need.code.empty:
+        said, left_out = _gpu_values(need, line)
+        if said:
+            values.append((NVIDIA, "sm_arch", tuple(said)))
+        toolkit = view.nvidia.facts.toolkit if view.nvidia.facts is not None else None
+        bound = toolkit or line
+        if bound is not None:
+            values.append((NVIDIA, "cuda_version_lower_bound", (format_version(bound),)))
+    binding = torch.needs(view.loaded)
+    if binding.binding is torch.Binding.EXACT and binding.minor is not None:
+        values.append((ABI_DEPENDENCY, "torch", (format_version(binding.minor),)))
+    elif binding.binding is torch.Binding.STABLE and binding.minor is not None:
+        floor = binding.minor
+        lines = sorted({t for t in torch_lines if t[0] == floor[0] and t >= floor} | {floor})
+        values.append((ABI_DEPENDENCY, "torch", tuple(format_version(t) for t in lines)))
+    unknown_torch = binding.links and binding.minor is None
+    if unknown_torch:
+        left_out.append("torch: it links torch, and its label names no torch line")
+    return Properties(tuple(values), tuple(dict.fromkeys(left_out)), not need.code.empty, unknown_torch)

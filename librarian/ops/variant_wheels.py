@@ -1,0 +1,78 @@
+"""Making a stored wheel's variant wheel (``publish --variants``, ``reindex --variants``) and checking one
+(``verify --deep``): the properties from the judgement, the files from :mod:`librarian.variants`, the bytes
+from :mod:`librarian.wheel.variant`."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+
+from librarian.coords import Cell, MajorMinor, WheelName
+from librarian.demands import Properties, Wheel, properties
+from librarian.facts import WheelFacts
+from librarian.index import IndexEntry, VariantRef
+from librarian.pytorch.matrix import load_matrix
+from librarian.variants import label_for, variant_filename, variant_json
+from librarian.wheel.variant import variant_problems, write_variant
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class MadeVariant:
+    """A variant wheel written to a local folder, ready to upload beside its source."""
+
+    staged: Path
+    ref: VariantRef
+
+
+def torch_lines() -> tuple[MajorMinor, ...]:
+    """The torch lines a stable-ABI build declares from its floor on: PyTorch's matrix (with its override)."""
+    return load_matrix().torch_versions()
+
+
+def properties_of(
+    name: WheelName,
+    facts: WheelFacts | None,
+    cell: Cell,
+    requires_python: str | None,
+    lines: tuple[MajorMinor, ...],
+) -> Properties:
+    """The judgement's variant properties of a wheel filed in ``cell``."""
+    spec = SpecifierSet(requires_python) if requires_python else None
+    return properties(Wheel(name, facts, spec, filed_for=cell.sm), lines)
+
+
+def make_variant(
+    source: Path,
+    name: WheelName,
+    facts: WheelFacts | None,
+    cell: Cell,
+    requires_python: str | None,
+    out_dir: Path,
+    lines: tuple[MajorMinor, ...],
+) -> MadeVariant | str:
+    """The variant of ``source`` (filed in ``cell``) written into ``out_dir``, or why it has none."""
+    if facts is None:
+        return "its bytes were never read (reindex --deep reads them)"
+    props = properties_of(name, facts, cell, requires_python, lines)
+    if (why := props.unsayable) is not None:
+        return why
+    for reason in props.left_out:
+        log.info("%s: variant leaves out %s", name, reason)
+    label = label_for(cell)
+    filename = variant_filename(name, label)
+    written = write_variant(
+        source, out_dir / cell.sm.sm / str(cell.label), filename, variant_json(label, props.values)
+    )
+    return MadeVariant(written.path, VariantRef(filename, written.sha256, written.size, props.values))
+
+
+def check_variant(entry: IndexEntry, source: Path, variant: Path) -> list[str]:
+    """How a stored variant wheel differs from what its entry and source say it is (empty: it is exactly that)."""
+    assert entry.variant is not None
+    ref = entry.variant
+    return variant_problems(source, variant, variant_json(ref.label, ref.properties))
