@@ -5,8 +5,8 @@ Every value comes from the one judgement over the bytes, never from the label al
 - ``nvidia :: sm_arch``: each SASS arch of the members that load, as ``NN_real``, and each PTX arch as
   ``NN_virtual``. uv's NVIDIA provider reports ``NN_real`` for every arch of the GPU's major at or below
   its own minor, and ``N0_virtual`` for its major only. A value is said only where the judgement runs the
-  wheel on every known GPU that value would select (so a wheel whose second member lacks ``sm_90`` never
-  says ``90_real``). ``f`` code (``sm_100f``) runs across its family exactly as the provider's ``100_real``
+  wheel, every member of it, on every known GPU that value would select (so a wheel whose second member
+  lacks ``sm_90`` never says ``90_real``: uv shows no "runs, partly" note). ``f`` code (``sm_100f``) runs across its family exactly as the provider's ``100_real``
   selects, so it is said so; ``a`` code (``sm_90a``) runs on that one GPU, which the provider has no value
   for, so it is left out with a reason, and a wheel left with no GPU value at all gets no variant.
 - ``nvidia :: cuda_version_lower_bound``: the CUDA toolkit that built its device code (the driver must be
@@ -90,7 +90,7 @@ def _gpu_values(need: gpu.GpuNeed, line: MajorMinor | None) -> tuple[list[str], 
         failing = [c for c in reach if not _runs(need, c, line)]
         if failing:
             where = ", ".join(f"sm{c[0]}{c[1]}" for c in failing)
-            left_out.append(f"{value}: the judgement does not run it on {where}")
+            left_out.append(f"{value}: the judgement does not run it wholly on {where}")
         else:
             said.append(value)
     return said, left_out
@@ -103,7 +103,7 @@ def _runs(need: gpu.GpuNeed, capability: MajorMinor, line: MajorMinor | None) ->
     if line is not None:
         machine = Machine(gpus=gpus, cuda=Probed.found(line, "variant"))
     verdict, _ = gpu.judge(need, machine)
-    return verdict.ok is True
+    return verdict.ok is True and not verdict.partly  # uv shows no note: a member without code is a failure
 
 
 def properties(wheel: Wheel, torch_lines: Sequence[MajorMinor] = ()) -> Properties:

@@ -1,0 +1,313 @@
+"""Wheel variants (PEP 817 / PEP 825 drafts, as uv 0.13.9 reads them): the files a store writes with
+``--variants``, their properties against the judgement, and how publish, pull, gc, verify and reindex keep
+them in step. Real uv picking among them is ``tests/test_real_uv_variants.py`` (opt-in)."""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+from wheel.wheelfile import WheelFile  # the test oracle for RECORD
+
+from librarian.coords import MajorMinor, WheelName
+from librarian.demands import Demand, Wheel, judge, properties
+from librarian.gpus import known_gpus
+from librarian.machine import Gpu, Machine, Probed
+from librarian.variants import PROVIDERS, SCHEMA_URL, is_variant_filename
+from librarian.wheel.deep import read_deep
+from tests.builders import make_wheel, torch_extension_so
+from tests.conftest import Run
+from tests.cuda_fixtures import elf_bytes
+from tests.gpu_wheels import gpu_sos, isolate_machine, so_wheel
+from tests.loophub.server import LoopHub
+
+LINE = ("--cuda", "13.0", "--torch", "2.9")
+TAGS = "cp311-cp311-linux_x86_64"
+LABEL = re.compile(r"^[0-9a-z_.]+$")
+LINES: tuple[MajorMinor, ...] = ((2, 11), (2, 10), (2, 9), (2, 8))
+
+
+@pytest.fixture(scope="session")
+def sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return gpu_sos(tmp_path_factory)
+
+
+@pytest.fixture(autouse=True)
+def bare(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    isolate_machine(monkeypatch, tmp_path / "bin")
+
+
+def stable_so() -> bytes:
+    """A ``.so`` that links libtorch and imports only torch's stable C shim: bound to no one torch line."""
+    return elf_bytes(needed=("libtorch.so",), symbols={"aoti_torch_empty_strided": False})
+
+
+def provider_selects(value: str, capability: MajorMinor) -> bool:
+    """uv 0.13.9's NVIDIA provider, as probed from the binary: ``NN_real`` for every arch of the GPU's major
+    at or below its minor, ``N0_virtual`` for its major (see tests/test_real_uv_variants.py, which checks
+    this rule against uv itself)."""
+    number, _, kind = value.partition("_")
+    major, minor = int(number) // 10, int(number) % 10
+    if kind == "real":
+        return major == capability[0] and minor <= capability[1]
+    return major == capability[0] and minor == 0
+
+
+def facts_of(path: Path) -> Wheel:
+    name = WheelName.parse(path.name)
+    read = read_deep(path, name, record=False, jobs=1)
+    assert read.facts is not None
+    return Wheel(name, read.facts)
+
+
+@pytest.mark.parametrize(
+    "fixture", ["sm_80", "sm_86", "sm_90", "torch_list", "multi", "ptx", "special", "sm75"]
+)
+def test_every_gpu_a_variant_is_picked_for_runs_it_by_the_judgement(
+    sos: dict[str, Path], tmp_path: Path, fixture: str
+) -> None:
+    wheel = facts_of(so_wheel(tmp_path, sos[fixture], version="1.0+cu130torch2.9", tags=TAGS))
+    props = properties(wheel, LINES)
+    archs = next((values for ns, feature, values in props.values if feature == "sm_arch"), ())
+    for gpu in known_gpus():
+        machine = Machine(gpus=Probed.found((Gpu(0, "gpu", gpu.capability),), "test"))
+        gpu_verdict = judge(wheel, machine).verdict(Demand.GPU)  # the machine's other parts are unknown here
+        runs = gpu_verdict.ok is True and not gpu_verdict.partly
+        if any(provider_selects(v, gpu.capability) for v in archs):
+            assert runs, (fixture, gpu.capability, archs)
+    # and each value names code the bytes carry
+    sass = {f"{a.major * 10 + a.minor}_real" for b in wheel.facts.binaries for a in b.sass}  # type: ignore[union-attr]
+    ptx = {f"{a.major * 10 + a.minor}_virtual" for b in wheel.facts.binaries for a in b.ptx}  # type: ignore[union-attr]
+    assert set(archs) <= sass | ptx
+
+
+def test_properties_of_the_common_builds(sos: dict[str, Path], tmp_path: Path) -> None:
+    def props(fixture: str) -> dict[tuple[str, str], tuple[str, ...]]:
+        wheel = facts_of(so_wheel(tmp_path / fixture, sos[fixture], version="1.0+cu130torch2.9", tags=TAGS))
+        return {(ns, f): v for ns, f, v in properties(wheel, LINES).values}
+
+    torch_list = props("torch_list")  # TORCH_CUDA_ARCH_LIST="8.0;8.6;9.0+PTX"
+    assert torch_list[("nvidia", "sm_arch")] == ("80_real", "86_real", "90_real", "90_virtual")
+    assert torch_list[("nvidia", "cuda_version_lower_bound")][0].startswith(("12.", "13."))
+    assert ("abi_dependency", "torch") not in torch_list  # it links no torch
+    assert props("sm_86")[("nvidia", "sm_arch")] == ("86_real",)
+    assert props("ptx")[("nvidia", "sm_arch")] == ("80_virtual",)
+
+
+def test_arch_specific_code_is_left_out_with_its_reason(sos: dict[str, Path], tmp_path: Path) -> None:
+    wheel = facts_of(so_wheel(tmp_path, sos["sm_90a"], version="1.0+cu130torch2.9", tags=TAGS))
+    props = properties(wheel, LINES)
+    assert not props.says_gpu
+    assert any("sm_90a" in r and "no value" in r for r in props.left_out)
+    assert props.unsayable is not None and "no sm_arch value" in props.unsayable
+
+
+def test_a_member_without_the_code_keeps_the_value_out(sos: dict[str, Path], tmp_path: Path) -> None:
+    # torch_list has sm_90, sm_86 does not: the wheel as a whole runs on no 9.x GPU by SASS.
+    files = {
+        "kern/__init__.py": b"",
+        "kern/_a.so": sos["torch_list"].read_bytes(),
+        "kern/_b.so": sos["sm_86"].read_bytes(),
+    }
+    path = make_wheel(tmp_path, "kern", "1.0+cu130torch2.9", TAGS, files)
+    props = properties(facts_of(path), LINES)
+    archs = {(ns, f): v for ns, f, v in props.values}[("nvidia", "sm_arch")]
+    assert "86_real" in archs and "90_real" not in archs
+    assert any(r.startswith("90_real: the judgement does not run it wholly on sm90") for r in props.left_out)
+
+
+def test_the_torch_binding_becomes_abi_dependency(tmp_path: Path) -> None:
+    exact = make_wheel(tmp_path / "e", "k", "1.0+cu130torch2.9", TAGS, {"k/_C.so": torch_extension_so()})
+    stable = make_wheel(tmp_path / "s", "k", "1.0+cu130torch2.9", TAGS, {"k/_C.so": stable_so()})
+    free = make_wheel(
+        tmp_path / "f", "k", "1.0+cu130torch2.9", TAGS, {"k/_C.so": elf_bytes(needed=("libc.so.6",))}
+    )
+
+    def torch_of(path: Path) -> tuple[str, ...] | None:
+        values = {(ns, f): v for ns, f, v in properties(facts_of(path), LINES).values}
+        return values.get(("abi_dependency", "torch"))
+
+    assert torch_of(exact) == ("2.9",)
+    assert torch_of(stable) == ("2.9", "2.10", "2.11")  # every known line from its floor, same major
+    assert torch_of(free) is None
+
+
+def publish_two_builds(run: Run, sos: dict[str, Path], tmp_path: Path, *extra: str) -> Path:
+    """Version 1.0 built twice: once with sm_86 code (filed sm86, sm89), once with sm_90 (filed sm90)."""
+    a = so_wheel(tmp_path / "a", sos["sm_86"], version="1.0", tags=TAGS)
+    b = so_wheel(tmp_path / "b", sos["sm_90"], version="1.0", tags=TAGS)
+    for wheel in (a, b):
+        result = run("publish", str(wheel), *LINE, "--variants", *extra)
+        assert result.code == 0, result.err
+        assert "variant wheel(s) (for uv)" in result.out
+    return tmp_path / "wheelhouse"
+
+
+def test_the_store_writes_variant_wheels_and_variants_json(
+    run: Run, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    store = publish_two_builds(run, sos, tmp_path)
+    variants = sorted(p for p in store.rglob("*.whl") if is_variant_filename(p.name))
+    assert [p.relative_to(store).as_posix() for p in variants] == [
+        "kern/sm86/torch2.9-cu130/kern-1.0-cp311-cp311-linux_x86_64-sm86.cu130torch2.9.whl",
+        "kern/sm89/torch2.9-cu130/kern-1.0-cp311-cp311-linux_x86_64-sm89.cu130torch2.9.whl",
+        "kern/sm90/torch2.9-cu130/kern-1.0-cp311-cp311-linux_x86_64-sm90.cu130torch2.9.whl",
+    ]
+    doc = json.loads((store / "variants" / "kern-1.0-variants.json").read_text())
+    assert doc["$schema"] == SCHEMA_URL
+    assert doc["default-priorities"] == {"namespace": ["nvidia", "abi_dependency"]}
+    assert doc["providers"] == {ns: dict(p) for ns, p in PROVIDERS.items()}
+    assert sorted(doc["variants"]) == ["sm86.cu130torch2.9", "sm89.cu130torch2.9", "sm90.cu130torch2.9"]
+    assert all(LABEL.match(label) for label in doc["variants"])
+    assert doc["variants"]["sm86.cu130torch2.9"]["nvidia"]["sm_arch"] == ["86_real"]
+    assert doc["variants"]["sm90.cu130torch2.9"]["nvidia"]["sm_arch"] == ["90_real"]
+    page = (store / "variants" / "kern.html").read_text()
+    assert 'href="kern-1.0-variants.json"' in page
+    assert (
+        'href="../kern/sm90/torch2.9-cu130/kern-1.0-cp311-cp311-linux_x86_64-sm90.cu130torch2.9.whl#sha256='
+        in page
+    )
+    for variant in variants:
+        source = next(p for p in variant.parent.glob("*.whl") if not is_variant_filename(p.name))
+        # The variant filename has one field more than the label wheel's, and the public version.
+        assert len(variant.stem.split("-")) == len(source.stem.split("-")) + 1
+        with WheelFile(variant) as wf:  # RECORD holds for every member: the oracle checks each hash as read
+            names = wf.namelist()
+            for name in names:
+                wf.read(name)
+            assert wf.read("kern-1.0.dist-info/METADATA").startswith(
+                b"Metadata-Version: 2.1\nName: kern\nVersion: 1.0\n"
+            )
+            label = variant.stem.rsplit("-", 1)[1]
+            own = json.loads(wf.read("kern-1.0.dist-info/variant.json"))
+            assert list(own["variants"]) == [label]
+            assert own["variants"][label] == doc["variants"][label]
+        with zipfile.ZipFile(source) as src, zipfile.ZipFile(variant) as var:
+            ours = {
+                i.filename.replace("1.0+cu130torch2.9.dist-info", "1.0.dist-info"): i for i in src.infolist()
+            }
+            theirs = {i.filename: i for i in var.infolist()}
+            assert set(theirs) - set(ours) == {"kern-1.0.dist-info/variant.json"}
+            for name, info in ours.items():
+                if not name.endswith(("/METADATA", "/RECORD")):  # the same bytes, copied raw
+                    assert (theirs[name].CRC, theirs[name].compress_size) == (info.CRC, info.compress_size)
+
+
+def test_pull_and_the_pip_pages_ignore_variant_wheels(run: Run, sos: dict[str, Path], tmp_path: Path) -> None:
+    store = publish_two_builds(run, sos, tmp_path)
+    got = run("pull", "kern", "--sm", "89", "--torch", "2.9", "--python", "3.11", "-o", "out")
+    assert got.code == 0, got.err
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [
+        "kern-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl"
+    ]
+    for page in (store / "pages").rglob("*.html"):
+        assert (
+            "sm89.cu130torch2.9.whl" not in page.read_text() and ".cu130torch2.9.whl" not in page.read_text()
+        )
+    listed = run("ls")
+    assert "3 variant wheel(s) beside them" in listed.out and "a second copy in a folder" in listed.out
+
+
+def test_gc_verify_and_reindex_keep_variants_in_step(run: Run, sos: dict[str, Path], tmp_path: Path) -> None:
+    store = publish_two_builds(run, sos, tmp_path)
+    assert run("verify", "--deep").code == 0
+    sm90 = store / "kern/sm90/torch2.9-cu130/kern-1.0-cp311-cp311-linux_x86_64-sm90.cu130torch2.9.whl"
+    good = sm90.read_bytes()
+    sm90.unlink()
+    missing = run("verify")
+    assert (
+        missing.code == 1
+        and "its variant wheel is missing (reindex --variants makes it again)" in missing.out
+    )
+    restored = run("reindex")
+    assert restored.code == 0 and "made  kern/sm90/" in restored.out
+    assert sm90.read_bytes() == good  # the same bytes again: made deterministically
+    # Other member bytes under the recorded name and hash: only --deep can tell.
+    with zipfile.ZipFile(sm90) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    members["kern/_C.so"] = members["kern/_C.so"][:-1] + b"\x01"
+    with zipfile.ZipFile(sm90, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    index = json.loads((store / "index/kern.json").read_text())
+    import hashlib
+
+    for w in index["wheels"]:
+        if w.get("variant", {}).get("filename") == sm90.name:
+            w["variant"]["sha256"] = hashlib.sha256(sm90.read_bytes()).hexdigest()
+            w["variant"]["size"] = sm90.stat().st_size
+    (store / "index/kern.json").write_text(json.dumps(index))
+    deep = run("verify", "--deep")
+    assert deep.code == 1
+    assert (
+        "not the variant of kern-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl: kern/_C.so: other bytes"
+        in deep.out
+    )
+    (store / "kern/sm90/torch2.9-cu130/kern-1.0-cp311-cp311-linux_x86_64-sm99.whl").write_bytes(good)
+    orphan = run("verify")
+    assert "sm99.whl: a variant wheel no index entry records" in orphan.out
+    (store / "kern/sm90/torch2.9-cu130/kern-1.0-cp311-cp311-linux_x86_64-sm99.whl").unlink()
+    gone = run("gc", "--drop-torch", "2.9", "--yes", "--allow-empty")
+    assert gone.code == 0, gone.err
+    assert not list(store.rglob("*.whl")) and not (store / "variants").exists()
+
+
+def test_reindex_variants_adds_them_to_a_store_made_without(
+    run: Run, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    wheel = so_wheel(tmp_path / "a", sos["sm_86"], version="1.0", tags=TAGS)
+    assert run("publish", str(wheel), *LINE).code == 0
+    store = tmp_path / "wheelhouse"
+    assert not (store / "variants").exists()
+    planned = run("reindex", "--variants", "--dry-run")
+    assert (
+        planned.code == 0 and "2 variant wheel(s) made" in planned.out and not (store / "variants").exists()
+    )
+    made = run("reindex", "--variants")
+    assert made.code == 0 and "2 variant wheel(s) made" in made.out
+    assert (store / "variants" / "kern-1.0-variants.json").is_file()
+    assert run("verify", "--deep").code == 0
+    again = run("reindex", "--variants")
+    assert "nothing to reindex" in again.out
+
+
+def test_the_project_setting_turns_variants_on(run: Run, sos: dict[str, Path], tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.librarian]\nvariants = true\n")
+    wheel = so_wheel(tmp_path / "a", sos["sm_86"], version="1.0", tags=TAGS)
+    assert run("publish", str(wheel), *LINE).code == 0
+    assert (tmp_path / "wheelhouse/variants/kern-1.0-variants.json").is_file()
+    (tmp_path / "pyproject.toml").write_text('[tool.librarian]\nvariants = "yes"\n')
+    bad = run("publish", str(wheel), *LINE)
+    assert bad.code == 2 and "librarian setting 'variants' must be true or false" in bad.err
+
+
+def test_a_wheel_no_value_can_say_gets_no_variant(run: Run, sos: dict[str, Path], tmp_path: Path) -> None:
+    wheel = so_wheel(tmp_path / "a", sos["sm_90a"], version="1.0", tags=TAGS)
+    result = run("publish", str(wheel), *LINE, "--variants")
+    assert result.code == 0, result.err
+    assert "no variant wheel for sm90: no sm_arch value says where its GPU code runs" in result.err
+    assert not [p for p in (tmp_path / "wheelhouse").rglob("*.whl") if is_variant_filename(p.name)]
+
+
+def test_on_the_hub_a_variant_goes_in_its_wheel_s_commit(
+    run: Run, loophub: LoopHub, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    repo = ("--repo", "hf://datasets/team/wheels")
+    wheel = so_wheel(tmp_path / "a", sos["sm_86"], version="1.0", tags=TAGS)
+    first = run("publish", str(wheel), *LINE, "--variants", "--create", *repo)
+    assert first.code == 0, first.err
+    commits = loophub.commits_made("team/wheels")
+    files = loophub.files("team/wheels")
+    assert "variants/kern-1.0-variants.json" in files
+    assert "kern/sm89/torch2.9-cu130/kern-1.0-cp311-cp311-linux_x86_64-sm89.cu130torch2.9.whl" in files
+    assert run("verify", "--deep", *repo).code == 0
+    gone = run("gc", "--drop-torch", "2.9", "--yes", "--allow-empty", *repo)
+    assert gone.code == 0, gone.err
+    assert (
+        loophub.commits_made("team/wheels") == commits + 1
+    )  # the wheels, their variants and the json: one commit
+    left = loophub.files("team/wheels")
+    assert not [p for p in left if p.endswith(".whl") or p.startswith("variants/")]
