@@ -311,3 +311,21 @@ def test_on_the_hub_a_variant_goes_in_its_wheel_s_commit(
     )  # the wheels, their variants and the json: one commit
     left = loophub.files("team/wheels")
     assert not [p for p in left if p.endswith(".whl") or p.startswith("variants/")]
+
+
+def test_fan_in_carries_variants_to_the_one_commit(
+    run: Run, loophub: LoopHub, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    repo = ("--repo", "hf://datasets/team/wheels")
+    a = so_wheel(tmp_path / "a", sos["sm_86"], version="1.0", tags=TAGS)
+    b = so_wheel(tmp_path / "b", sos["sm_90"], version="1.0", tags=TAGS)
+    assert (
+        run("publish", str(a), *LINE, "--variants", "--create", *repo).code == 0
+    )  # the repo, with a first wheel
+    staged = run("publish", str(b), *LINE, "--variants", "--stage", "--manifest", "m.json", *repo)
+    assert staged.code == 0, staged.err
+    merged = run("reindex", "--manifest", "m.json", *repo)
+    assert merged.code == 0, merged.err
+    doc = json.loads(loophub.files("team/wheels")["variants/kern-1.0-variants.json"])
+    assert sorted(doc["variants"]) == ["sm86.cu130torch2.9", "sm89.cu130torch2.9", "sm90.cu130torch2.9"]
+    assert run("verify", "--deep", *repo).code == 0
