@@ -150,7 +150,10 @@ def build(
     settings = build_op.BuildSettings(installer=installer, torch_index=torch_index, keep=keep)
     progress = BuildProgress()
     # Exactly the asked cells: publish refuses any the bytes do not serve natively (no --trust-sm here).
-    options = PublishOptions(label=request.combo.label, sms=request.sms, layout=layout)
+    # The project's variants setting holds here as in publish.
+    options = PublishOptions(
+        label=request.combo.label, sms=request.sms, layout=layout, variants=load_settings(repo).variants
+    )
     with build_run.build_folder(keep) as folder:
         if keep:
             progress.say(f"build folder (kept): {folder}")

@@ -27,6 +27,7 @@ from librarian.cli.options import (
     TorchOpt,
     machine_of,
     store_and_layout,
+    variants_wanted,
 )
 from librarian.coords import package_key
 from librarian.errors import BadInput
@@ -235,7 +236,7 @@ def build_misses(
     for key in sorted(missed):
         try:
             done = build_here.build_here(
-                requests[key], settings, PublishOptions(layout=layout), out, progress.say, progress.step,
+                requests[key], settings, PublishOptions(layout=layout, variants=variants_wanted(None)), out, progress.say, progress.step,
                 store if publish else None,
             )  # fmt: skip
         finally:
