@@ -21,6 +21,8 @@ from librarian.wheel.deep import read_deep
 from tests.builders import make_wheel, torch_extension_so
 from tests.conftest import Run
 from tests.cuda_fixtures import elf_bytes
+from tests.demand_builders import so
+from tests.demand_builders import wheel as demand_wheel
 from tests.gpu_wheels import gpu_sos, isolate_machine, so_wheel
 from tests.loophub.server import LoopHub
 
@@ -329,3 +331,16 @@ def test_fan_in_carries_variants_to_the_one_commit(
     doc = json.loads(loophub.files("team/wheels")["variants/kern-1.0-variants.json"])
     assert sorted(doc["variants"]) == ["sm86.cu130torch2.9", "sm89.cu130torch2.9", "sm90.cu130torch2.9"]
     assert run("verify", "--deep", *repo).code == 0
+
+
+def test_the_driver_floor_is_the_toolkit_of_what_the_line_loads() -> None:
+    # bitsandbytes-like: one member per CUDA line; the cu128 build's floor is its cuda128 member's toolkit.
+    facts = demand_wheel(
+        so("bnb/libbnb_cuda128.so", sass="sm_80", toolkit=(12, 8), needed=("libcudart.so.12",)),
+        so("bnb/libbnb_cuda132.so", sass="sm_80 sm_120", toolkit=(13, 2), needed=("libcudart.so.13",)),
+        name="bnb-1.0+cu128torch2.9-py3-none-linux_x86_64.whl",
+    )
+    props = properties(Wheel(WheelName.parse(facts.filename), facts), LINES)
+    values = {(ns, f): v for ns, f, v in props.values}
+    assert values[("nvidia", "cuda_version_lower_bound")] == ("12.8",)
+    assert values[("nvidia", "sm_arch")] == ("80_real",)  # sm_120 is only in the cu132 build

@@ -118,7 +118,9 @@ def properties(wheel: Wheel, torch_lines: Sequence[MajorMinor] = ()) -> Properti
         said, left_out = _gpu_values(need, line)
         if said:
             values.append((NVIDIA, "sm_arch", tuple(said)))
-        toolkit = view.nvidia.facts.toolkit if view.nvidia.facts is not None else None
+        # The members this CUDA line loads: bitsandbytes' cu128 build is its libbitsandbytes_cuda128.so,
+        # not the newest of its alternatives.
+        toolkit = view.loaded.facts.toolkit if view.loaded.facts is not None else None
         bound = toolkit or line
         if bound is not None:
             values.append((NVIDIA, "cuda_version_lower_bound", (format_version(bound),)))
