@@ -35,7 +35,21 @@ class PlatformTag:
 
 
 @dataclass(frozen=True, slots=True)
+class FormatWords:
+    """How one binary format is named and refused: ``linux (elf)``, ``an ELF``, its OS loader's error, and
+    whether that OS has a CUDA driver at all."""
+
+    name: str  # inspect's OS row: "linux (elf)"
+    label: str  # the format: "Mach-O"
+    a: str  # one file of it, in a sentence: "a Mach-O"
+    os: str  # the OS that loads it: "macOS"
+    loader_error: str  # what that OS's loader says of a file of another format
+    cuda: bool  # whether that OS has a CUDA driver
+
+
+@dataclass(frozen=True, slots=True)
 class _Rules:
+    formats: dict[BinaryFormat, FormatWords]
     os: dict[str, tuple[str, BinaryFormat]]
     cpu: dict[str, str]
     legacy: dict[str, MajorMinor]
@@ -53,6 +67,17 @@ def _version(text: object) -> MajorMinor:
 def _parse_rules(text: str, source: str) -> _Rules:
     try:
         data: dict[str, Any] = tomllib.loads(text)
+        formats = {
+            BinaryFormat(k): FormatWords(
+                str(v["name"]),
+                str(v["label"]),
+                str(v["a"]),
+                str(v["os"]),
+                str(v["loader_error"]),
+                bool(v["cuda"]),
+            )
+            for k, v in data["formats"].items()
+        }
         oses = {k: (str(v["os"]), BinaryFormat(v["format"])) for k, v in data["os"].items()}
         cpus = {str(k): str(v) for k, v in data["cpu"].items()}
         legacy = {str(name): _version(v) for name, v in data["legacy_manylinux"].items()}
@@ -65,7 +90,7 @@ def _parse_rules(text: str, source: str) -> _Rules:
             raise ValueError("manylinux_floor needs 'other'; os_words must name OSes of [os]")
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
         raise BadInput(f"{source}: not a platform table ({e})") from e
-    return _Rules(oses, cpus, legacy, floor, words, machine_tags, linux_glibc)
+    return _Rules(formats, oses, cpus, legacy, floor, words, machine_tags, linux_glibc)
 
 
 @functools.cache
@@ -138,6 +163,11 @@ def is_release(kind: str, version: MajorMinor) -> bool:
 def legacy_manylinux(glibc: MajorMinor) -> str | None:
     """The pre-PEP-600 name of a manylinux glibc floor: (2, 17) -> ``manylinux2014``."""
     return next((name for name, version in _rules().legacy.items() if version == glibc), None)
+
+
+def format_words(fmt: BinaryFormat) -> FormatWords | None:
+    """How a native binary format is named and refused (``None``: not a native format, e.g. a cubin)."""
+    return _rules().formats.get(fmt)
 
 
 def os_format(os: str) -> BinaryFormat | None:

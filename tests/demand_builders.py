@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from librarian.coords import GpuArch, WheelName
 from librarian.demands import Demand, Verdict, Wheel, judge
+from librarian.demands.table import DEMANDS
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
 from librarian.machine import Machine, Probed
 
@@ -46,5 +47,5 @@ def machine(
 
 def verdict_for(demand: Demand, facts: WheelFacts, m: Machine, name: str = NAME) -> Verdict:
     verdicts = judge(Wheel(WheelName.parse(name), facts), m).verdicts
-    assert [v.demand for v in verdicts] == list(Demand)
+    assert [v.demand for v in verdicts] == [row.demand for row in DEMANDS]  # one verdict per row, in order
     return next(v for v in verdicts if v.demand is demand)

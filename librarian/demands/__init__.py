@@ -22,9 +22,12 @@ from librarian.demands.judgement import (
     judge_cell,
     serves_line,
 )
+from librarian.demands.os import no_cuda
 from librarian.demands.properties import Properties, properties
+from librarian.demands.table import DEMANDS, Row, Sees, demands
 
 __all__ = [
+    "DEMANDS",
     "OTHER_CUDA_LINE",
     "Cause",
     "CellFit",
@@ -34,16 +37,20 @@ __all__ = [
     "GpuMatch",
     "Judgement",
     "Properties",
+    "Row",
     "Runs",
     "Said",
+    "Sees",
     "Serving",
     "Verdict",
     "Wheel",
     "bound_to_its_torch_line",
     "cells",
     "claims",
+    "demands",
     "judge",
     "judge_cell",
+    "no_cuda",
     "properties",
     "said_claims",
     "serves_line",

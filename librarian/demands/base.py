@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from packaging.specifiers import SpecifierSet
 
@@ -18,32 +19,34 @@ from librarian.coords import GpuArch, WheelName
 from librarian.facts import WheelFacts
 
 
-class Demand(enum.Enum):
-    """The seven things a wheel demands of a machine."""
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """One thing a wheel demands of a machine: its key (``gpu``, as JSON says it) and its title (``GPU arch``,
+    as people read it). The seven are below; the table of :mod:`librarian.demands.table` says how each is
+    read and judged, and a new demand is one more value and one more row."""
 
-    GPU = "gpu"
-    TORCH = "torch"
-    CUDA = "cuda"
-    PYTHON = "python"
-    CPU = "cpu"
-    OS = "os"
-    GLIBC = "glibc"
+    value: str
+    title: str
 
-    @property
-    def title(self) -> str:
-        """How a verdict names the demand: ``GPU arch``."""
-        return _TITLES[self]
+    GPU: ClassVar[Demand]
+    TORCH: ClassVar[Demand]
+    CUDA: ClassVar[Demand]
+    PYTHON: ClassVar[Demand]
+    CPU: ClassVar[Demand]
+    OS: ClassVar[Demand]
+    GLIBC: ClassVar[Demand]
+
+    def __str__(self) -> str:
+        return self.title
 
 
-_TITLES = {
-    Demand.GPU: "GPU arch",
-    Demand.TORCH: "torch",
-    Demand.CUDA: "CUDA",
-    Demand.PYTHON: "Python",
-    Demand.CPU: "CPU arch",
-    Demand.OS: "OS",
-    Demand.GLIBC: "glibc",
-}
+Demand.GPU = Demand("gpu", "GPU arch")
+Demand.TORCH = Demand("torch", "torch")
+Demand.CUDA = Demand("cuda", "CUDA")
+Demand.PYTHON = Demand("python", "Python")
+Demand.CPU = Demand("cpu", "CPU arch")
+Demand.OS = Demand("os", "OS")
+Demand.GLIBC = Demand("glibc", "glibc")
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,10 +16,9 @@ from packaging.tags import parse_tag
 from packaging.utils import canonicalize_name
 
 from librarian.coords import WheelName, version_of
-from librarian.demands import cpu, cuda, glibc
-from librarian.demands import os as os_demand
 from librarian.demands.base import Said, Wheel
 from librarian.demands.members import seen
+from librarian.demands.table import Claimed, demands, override_of
 
 
 class ClaimKind(enum.Enum):
@@ -35,15 +34,9 @@ class ClaimKind(enum.Enum):
 
     @property
     def flag(self) -> str:
-        """The publish flag that accepts a claim of this kind ("" if none does)."""
-        return _FLAGS.get(self, "")
-
-
-_FLAGS = {
-    ClaimKind.PLATFORM: "--allow-platform-mismatch",
-    ClaimKind.GLIBC: "--allow-glibc-mismatch",
-    ClaimKind.CUDA: "--allow-cuda-mismatch",
-}
+        """The publish flag that accepts a claim of this kind ("" if none does): the table's override."""
+        byte = next((c for c in Claimed if c.value == self.value), None)
+        return override_of(byte) if byte is not None else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,20 +86,24 @@ def tag_set(lines: tuple[str, ...]) -> set[str]:
 
 
 def byte_claims(wheel: Wheel) -> list[Claim]:
-    """Where the filename's platform tags and label contradict the members an NVIDIA machine can load."""
+    """Where the filename's platform tags and label contradict the members an NVIDIA machine can load: each
+    row of the table of demands that makes claims, in the table's order of kinds."""
     if wheel.facts is None:
         return []
     claim = wheel.name.label_claim
     # The label's CUDA line picks among CUDA-line builds (a major alone: its .0, the oldest of the major).
     view = seen(wheel, (claim.cuda_major, claim.cuda_minor or 0) if claim is not None else None)
-    nvidia = view.nvidia
-    found = [
-        Claim(ClaimKind.PLATFORM, t) for t in dict.fromkeys([*cpu.claims(nvidia), *os_demand.claims(nvidia)])
-    ]
-    found += [Claim(ClaimKind.GLIBC, t) for t in glibc.claims(nvidia)]
-    if claim is not None:  # only the members that line loads count
-        found += [Claim(ClaimKind.CUDA, t) for t in cuda.claims(view.loaded)]
-    return found
+    by_kind: dict[Claimed, list[str]] = {}
+    for row in demands():
+        if row.claims is None or row.claimed is None or (row.claims_need_label and claim is None):
+            continue
+        by_kind.setdefault(row.claimed, []).extend(row.claims(row.claims_sees.of(wheel, view)))
+    order = sorted(by_kind, key=_KIND_ORDER.index)
+    return [Claim(ClaimKind(kind.value), t) for kind in order for t in dict.fromkeys(by_kind[kind])]
+
+
+# Publish names refusals in this order: what the platform tag says, the glibc floor, then the label.
+_KIND_ORDER = [Claimed.PLATFORM, Claimed.GLIBC, Claimed.CUDA]
 
 
 def claims(wheel: Wheel) -> tuple[Claim, ...]:

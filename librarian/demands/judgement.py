@@ -4,7 +4,7 @@
 judges each of the seven demands over those members, and says what serves the GPU (which arch; SASS or
 PTX). inspect, doctor, publish (cells and claims), verify, pull and retag only render or act on the
 :class:`Judgement`; none of them decides a demand itself. A new demand is one module and one row in
-:func:`judge`. Pure.
+:mod:`librarian.demands.table`. Pure.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import enum
 from dataclasses import dataclass, replace
 
 from librarian.coords import Cell, GpuArch, MajorMinor, format_version
-from librarian.demands import cpu, cuda, glibc, gpu, python, torch
-from librarian.demands import os as os_demand
+from librarian.demands import cpu, cuda, gpu, torch
 from librarian.demands.base import Demand, Verdict, Wheel
 from librarian.demands.gpu import GpuMatch, Serving
 from librarian.demands.members import seen
+from librarian.demands.table import demands
 from librarian.gpus import known_gpus
 from librarian.machine import Gpu, Machine, Probed, TorchInfo
 
@@ -75,19 +75,12 @@ class Judgement:
 
 
 def judge(wheel: Wheel, machine: Machine) -> Judgement:
-    """The one judgement of ``wheel`` on ``machine``: every demand over the members that load there."""
+    """The one judgement of ``wheel`` on ``machine``: every demand of the table over the members that load
+    there, and what serves the GPU."""
     view = seen(wheel, machine.cuda.value or gpu.needs(wheel).label_cuda)
-    gpu_verdict, serving = gpu.judge(gpu.needs(view.nvidia), machine)
+    verdicts = tuple(row.check(row.needs(row.sees.of(wheel, view)), machine) for row in demands())
+    _, serving = gpu.judge(gpu.needs(view.nvidia), machine)  # which arch serves: the GPU row's by-product
     torch_need = torch.needs(view.loaded)
-    verdicts = (
-        gpu_verdict,
-        torch.check(torch_need, machine),
-        cuda.check(cuda.needs(view.nvidia), machine),
-        python.check(python.needs(wheel), machine),
-        cpu.check(cpu.needs(view.loaded), machine),
-        os_demand.check(os_demand.needs(view.loaded), machine),
-        glibc.check(glibc.needs(view.loaded), machine),
-    )
     return Judgement(
         verdicts, serving, view.loads, view.skipped, view.picked, view.undecided, torch_need.why()
     )

@@ -7,14 +7,26 @@ from dataclasses import dataclass
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
 from librarian.facts import BinaryFormat
 from librarian.machine import Machine
-from librarian.platforms import os_format, parse_platform
+from librarian.platforms import FormatWords, format_words, os_format, parse_platform
 
-_OS_ERRORS = {
-    BinaryFormat.ELF: "invalid ELF header",
-    BinaryFormat.PE: "DLL load failed: %1 is not a valid Win32 application",
-    BinaryFormat.MACHO: "not a mach-o file",
-}
-_A_FORMAT = {BinaryFormat.ELF: "an ELF", BinaryFormat.PE: "a PE", BinaryFormat.MACHO: "a Mach-O"}
+
+def _words(fmt: BinaryFormat) -> FormatWords:
+    words = format_words(fmt)
+    assert words is not None  # OsNeed holds host-native formats only
+    return words
+
+
+def no_cuda(wheel: Wheel) -> str | None:
+    """Why no machine runs this wheel's CUDA code at all: its native members are all for an OS without a
+    CUDA driver (macOS); ``None`` otherwise."""
+    hosts = [b for b in wheel.facts.binaries if b.format.is_host] if wheel.facts is not None else []
+    formats = {b.format for b in hosts}
+    if hosts and all(not _words(f).cuda for f in formats):
+        words = [_words(f) for f in sorted(formats, key=lambda f: f.value)]
+        what = ", ".join(f"{w.label} ({w.os})" for w in words)
+        oses = " and ".join(dict.fromkeys(w.os for w in words))
+        return f"its binaries are {what}, and {oses} has no CUDA"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +69,9 @@ def check(need: OsNeed, machine: Machine) -> Verdict:
     wrong = [(path, f) for path, f in need.members if f is not native]
     if not wrong:
         return Verdict(Demand.OS, True, text, has)
-    return Verdict(Demand.OS, False, text, has, f"{wrong[0][0]} is {wrong[0][1].value}", _OS_ERRORS[native])
+    return Verdict(
+        Demand.OS, False, text, has, f"{wrong[0][0]} is {wrong[0][1].value}", _words(native).loader_error
+    )
 
 
 def claims(wheel: Wheel) -> list[str]:
@@ -72,7 +86,7 @@ def claims(wheel: Wheel) -> list[str]:
             continue
         want = platform_format(plat)
         problems += [
-            f"platform {plat}, but {b.path} is {_A_FORMAT[b.format]} binary"
+            f"platform {plat}, but {b.path} is {_words(b.format).a} binary"
             for b in host
             if want is not None and b.format is not want
         ]

@@ -15,9 +15,9 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from librarian import progress
 from librarian.coords import Cell, GpuArch, Label, MajorMinor, WheelName, format_version
-from librarian.demands import ClaimKind, Demand, Wheel, cells, claims, judge_cell, said_claims
+from librarian.demands import ClaimKind, Demand, Wheel, cells, claims, judge_cell, no_cuda, said_claims
 from librarian.errors import BadInput, BadWheel, LibrarianError, Refused
-from librarian.facts import BinaryFormat, WheelFacts
+from librarian.facts import WheelFacts
 from librarian.gpus import find_gpu
 from librarian.layout import Layout
 from librarian.ops.labels import choose_label
@@ -76,6 +76,10 @@ class PublishOptions:
     jobs: int | None = None  # threads reading each wheel's members (None: the cores available)
     now: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
+    def accepts(self, flag: str) -> bool:
+        """Whether the override ``flag`` (a row's of the table of demands: ``--allow-glibc-mismatch``) was passed."""
+        return bool(getattr(self, flag.removeprefix("--").replace("-", "_"), False))
+
 
 def gpu_cells(
     wheel: Wheel, requested: Sequence[GpuArch], trust_sm: bool, source: str
@@ -88,11 +92,8 @@ def gpu_cells(
     """
     label = wheel.name.label
     assert label is not None  # publish labels before it files
-    hosts = [b for b in wheel.facts.binaries if b.format.is_host] if wheel.facts is not None else []
-    if hosts and all(b.format is BinaryFormat.MACHO for b in hosts):
-        raise BadInput(
-            f"{source}: its binaries are Mach-O (macOS), and macOS has no CUDA: it files no CUDA cell"
-        )
+    if (why := no_cuda(wheel)) is not None:
+        raise BadInput(f"{source}: {why}: it files no CUDA cell")
     has_code = wheel.facts is not None and any(b.has_kernels for b in wheel.facts.binaries)
     if requested:
         _refuse_impossible(wheel, requested, label.cuda, source)  # not even --trust-sm makes such a machine
@@ -169,13 +170,6 @@ def check_combo(label: Label, name: str, matrix: Matrix) -> str | None:
     )
 
 
-_ALLOWED = {
-    ClaimKind.PLATFORM: "allow_platform_mismatch",
-    ClaimKind.GLIBC: "allow_glibc_mismatch",
-    ClaimKind.CUDA: "allow_cuda_mismatch",
-}
-
-
 def check_claims(wheel: Wheel, options: PublishOptions, source: str) -> tuple[str, ...]:
     """Refuse a wheel whose bytes contradict its name, naming every such claim and each flag that accepts
     it, in one run (one run to learn a wheel wants two flags, not two); return the flags that did accept
@@ -183,10 +177,9 @@ def check_claims(wheel: Wheel, options: PublishOptions, source: str) -> tuple[st
     used: list[str] = []
     refused: list[tuple[str, str]] = []
     for claim in claims(wheel):
-        attribute = _ALLOWED.get(claim.kind)
-        if attribute is None:  # METADATA and WHEEL were checked (and WHEEL repaired) before relabelling
+        if not claim.flag:  # METADATA and WHEEL were checked (and WHEEL repaired) before relabelling
             raise BadWheel(f"{source}: {claim}")
-        if not getattr(options, attribute):
+        if not options.accepts(claim.flag):
             refused.append((str(claim), claim.flag))
         else:
             used.append(claim.flag)

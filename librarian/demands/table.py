@@ -1,0 +1,121 @@
+"""The table of demands: one row per thing a wheel demands of a machine. Pure.
+
+A row says which members the demand reads, how its need is read from them and checked against a machine,
+where the filename can contradict the bytes on it (a claim) and which publish flag accepts that. The
+judgement, the claims, cells and every command's rendering iterate these rows; none lists the demands
+itself. A new demand is one module (``needs``, ``check``, maybe ``claims``) and one row here.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from librarian.demands import cpu, cuda, glibc, gpu, python, torch
+from librarian.demands import os as os_demand
+from librarian.demands.base import Demand, Verdict, Wheel
+from librarian.demands.members import Seen
+from librarian.machine import Machine
+
+
+class Sees(enum.Enum):
+    """Which part of a wheel a demand reads."""
+
+    WHEEL = "wheel"  # the whole wheel: its filename, METADATA (Python)
+    NVIDIA = "nvidia"  # every member an NVIDIA machine can load, CUDA-line alternatives included
+    LOADED = "loaded"  # the members the machine's CUDA line loads
+
+    def of(self, wheel: Wheel, view: Seen) -> Wheel:
+        """The wheel as this demand sees it, ``view`` being ``wheel`` as a machine's CUDA line loads it."""
+        if self is Sees.WHEEL:
+            return wheel
+        return view.nvidia if self is Sees.NVIDIA else view.loaded
+
+
+class Claimed(enum.Enum):
+    """What a byte claim is about; the rows that make one name it, and the flag that accepts it."""
+
+    PLATFORM = "platform"  # a platform tag naming another CPU or OS than the binaries
+    GLIBC = "glibc"  # a manylinux tag older than the glibc the binaries need
+    CUDA = "cuda"  # a label's CUDA line the device code or libcudart contradicts
+
+
+@dataclass(frozen=True)
+class Row:
+    """One demand: how it is read, judged, and contradicted."""
+
+    demand: Demand
+    sees: Sees
+    needs: Callable[[Wheel], Any]
+    check: Callable[[Any, Machine], Verdict]
+    claims: Callable[[Wheel], list[str]] | None = None  # where the filename contradicts the bytes it sees
+    claimed: Claimed | None = None
+    override: str = ""  # the publish flag that accepts its claims
+    claims_sees: Sees = Sees.NVIDIA  # what its claims read (as the label's CUDA line loads the wheel)
+    claims_need_label: bool = False  # a claim about the label: none without one
+
+
+def _gpu_check(need: gpu.GpuNeed, machine: Machine) -> Verdict:
+    return gpu.judge(need, machine)[0]
+
+
+DEMANDS: tuple[Row, ...] = (
+    Row(Demand.GPU, Sees.NVIDIA, gpu.needs, _gpu_check),
+    Row(Demand.TORCH, Sees.LOADED, torch.needs, torch.check),
+    Row(
+        Demand.CUDA,
+        Sees.NVIDIA,
+        cuda.needs,
+        cuda.check,
+        cuda.claims,
+        Claimed.CUDA,
+        "--allow-cuda-mismatch",
+        claims_sees=Sees.LOADED,
+        claims_need_label=True,
+    ),
+    Row(Demand.PYTHON, Sees.WHEEL, python.needs, python.check),
+    Row(
+        Demand.CPU,
+        Sees.LOADED,
+        cpu.needs,
+        cpu.check,
+        cpu.claims,
+        Claimed.PLATFORM,
+        "--allow-platform-mismatch",
+    ),
+    Row(
+        Demand.OS,
+        Sees.LOADED,
+        os_demand.needs,
+        os_demand.check,
+        os_demand.claims,
+        Claimed.PLATFORM,
+        "--allow-platform-mismatch",
+    ),
+    Row(
+        Demand.GLIBC,
+        Sees.LOADED,
+        glibc.needs,
+        glibc.check,
+        glibc.claims,
+        Claimed.GLIBC,
+        "--allow-glibc-mismatch",
+    ),
+)
+
+
+def demands() -> tuple[Row, ...]:
+    """The rows, in the order verdicts and tables list them (read at call time: a test may add one)."""
+    return DEMANDS
+
+
+def row(demand: Demand) -> Row:
+    """The row of one demand."""
+    return next(r for r in demands() if r.demand == demand)
+
+
+def override_of(claimed: Claimed) -> str:
+    """The publish flag that accepts a claim of this kind."""
+    return next((r.override for r in demands() if r.claimed is claimed and r.override), "")
