@@ -18,7 +18,11 @@ def test_torch_minor_must_match() -> None:
     facts = wheel(so(sass="sm_89", needed=("libc10.so",), torch_symbols=("_ZN3c104Half3fooEv",)))
     assert verdict_for(Demand.TORCH, facts, machine(torch="2.8")).ok is True
     v = verdict_for(Demand.TORCH, facts, machine(torch="2.9"))
-    assert v.ok is False and str(v) == "torch: wheel needs torch 2.8, machine has torch 2.9"
+    assert v.ok is False
+    assert (
+        str(v)
+        == "torch: wheel needs torch 2.8; imports _ZN3c104Half3fooEv; links libc10.so, machine has torch 2.9"
+    )
     assert v.predicted_error == "undefined symbol: _ZN3c104Half3fooEv"
 
 

@@ -60,10 +60,10 @@ def test_the_three_kinds_are_told_apart(run: Run, tmp_path: Path) -> None:
         )
     assert (
         rows["stablek"]
-        == "no label; stable ABI since its build (links libtorch, imports only its C shim); links libc10.so libtorch.so"
+        == "torch (minor unknown) (stable ABI); imports only its C shim; links libc10.so libtorch.so"
     )
-    assert rows["exactk"] == f"no label; imports {C10}; links libc10.so libtorch.so"
-    assert rows["freek"] == "no label; does not link torch"
+    assert rows["exactk"] == f"torch (minor unknown); imports {C10}; links libc10.so libtorch.so"
+    assert rows["freek"] == "does not link torch"
 
 
 @pytest.mark.parametrize("torch", ["2.10", "2.11"])

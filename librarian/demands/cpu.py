@@ -17,6 +17,11 @@ class CpuNeed:
     cpus: frozenset[str]
     source: str  # "bytes" or "tags"
 
+    @property
+    def text(self) -> str:
+        """``x86_64``, ``aarch64, x86_64``; ``any CPU`` where no native code says."""
+        return ", ".join(sorted(self.cpus)) or "any CPU"
+
 
 def platform_cpu(platform: str) -> str | None:
     """The CPU a platform tag names: ``manylinux_2_28_aarch64`` -> ``aarch64``, ``win_amd64`` -> ``x86_64``."""
@@ -45,9 +50,9 @@ def check(need: CpuNeed, machine: Machine) -> Verdict:
     raw = machine.cpu.value
     if not need.cpus:
         return Verdict(
-            Demand.CPU, True, "any CPU", canonical_cpu(raw) if raw else "unknown", "no native code"
+            Demand.CPU, True, need.text, canonical_cpu(raw) if raw else "unknown", "no native code"
         )
-    text = ", ".join(sorted(need.cpus))
+    text = need.text
     if raw is None:
         return unknown(Demand.CPU, text, machine.cpu.reason)
     have = canonical_cpu(raw)

@@ -85,9 +85,18 @@ def _from_facts(label: tuple[int, int | None] | None, facts: WheelFacts) -> Cuda
 
 
 def _text(need: CudaNeed, cudarts: list[int]) -> str:
+    """The one description: the label's line, the toolkit that built its device code, the runtimes it links
+    (or that it links none: nvcc's default static cudart)."""
     label = need.label
-    said = [f"CUDA {label[0]}" + (f".{label[1]}" if label[1] is not None else "")] if label else []
-    return ", ".join(said + [need.runtime_name(m) for m in cudarts]) or "CUDA (line unknown)"
+    said = (
+        [f"CUDA {label[0]}" + (f".{label[1]}" if label[1] is not None else "") + " (label)"] if label else []
+    )
+    if need.toolkit and not need.code.empty:
+        said.append(f"built by CUDA {format_version(need.toolkit)}")
+    runtimes = [need.runtime_name(m) for m in cudarts]
+    if need.toolkit and not need.code.empty and not runtimes:
+        runtimes = ["links no CUDA runtime (static)"]
+    return ", ".join(said + runtimes) or "CUDA (line unknown)"
 
 
 def check(need: CudaNeed, machine: Machine) -> Verdict:

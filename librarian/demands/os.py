@@ -40,6 +40,11 @@ class OsNeed:
         """The distinct formats, sorted by name."""
         return tuple(sorted({f for _, f in self.members}, key=lambda f: f.value))
 
+    @property
+    def text(self) -> str:
+        """``linux (elf)``: the OS each format is for, as the table of formats names it; ``any OS``."""
+        return ", ".join(_words(f).name for f in self.formats) or "any OS"
+
 
 def platform_format(platform: str) -> BinaryFormat | None:
     """The binary format a platform tag's OS loads: ``manylinux_2_28_x86_64`` -> ELF; ``any`` -> None."""
@@ -60,8 +65,8 @@ def needs(wheel: Wheel) -> OsNeed:
 def check(need: OsNeed, machine: Machine) -> Verdict:
     """Judge the OS demand against the machine's OS."""
     if not need.members:
-        return Verdict(Demand.OS, True, "any OS", machine.os.value or "unknown", "no native code")
-    text = ", ".join(f.value for f in need.formats)
+        return Verdict(Demand.OS, True, need.text, machine.os.value or "unknown", "no native code")
+    text = need.text
     if machine.os.value is None:
         return unknown(Demand.OS, text, machine.os.reason)
     native = os_format(machine.os.value) or BinaryFormat.ELF  # other unixes load ELF

@@ -41,6 +41,7 @@ class TorchNeed:
     symbol: str | None = None  # the mangled symbol that binds an exact wheel (None: not known)
     cxx11abi: bool | None = None
     symbols: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()  # the torch libraries its members link (libc10.so, torch_cpu.dll)
 
     @property
     def links(self) -> bool:
@@ -48,13 +49,24 @@ class TorchNeed:
         return self.binding is not Binding.NONE
 
     @property
-    def text(self) -> str:
-        """``torch 2.8``, ``torch 2.9+ (stable ABI)``, or ``torch (minor unknown)``."""
+    def line(self) -> str:
+        """``torch 2.8``, ``torch 2.9+ (stable ABI)``, or ``torch (minor unknown)``: the line it needs."""
         if self.minor is None:
             return "torch (minor unknown)" + (" (stable ABI)" if self.binding is Binding.STABLE else "")
         if self.binding is Binding.STABLE:
             return f"torch {format_version(self.minor)}+ (stable ABI)"
         return f"torch {format_version(self.minor)}"
+
+    @property
+    def text(self) -> str:
+        """The one description: the line, what binds it there, and what it links (``does not link torch``)."""
+        if self.binding is Binding.NONE:
+            return "does not link torch"
+        binds = f"imports {self.symbol}" if self.symbol else ""
+        if self.binding is Binding.STABLE:
+            binds = "imports only its C shim"
+        links = f"links {' '.join(self.libraries)}" if self.libraries else ""
+        return "; ".join(p for p in (self.line, binds, links) if p)
 
     def serves(self, line: MajorMinor) -> bool | None:
         """Whether a wheel bound so runs with torch ``line`` (``None``: its own line is not known)."""
@@ -99,7 +111,8 @@ def needs(wheel: Wheel) -> TorchNeed:
     binaries = wheel.facts.binaries
     binding, symbol = binding_of(binaries)
     symbols = tuple(dict.fromkeys(s for b in binaries for s in b.torch_symbols))
-    return TorchNeed(minor, binding, symbol, cxx11, symbols)
+    libraries = tuple(sorted({lib for b in binaries for lib in b.torch_libraries}))
+    return TorchNeed(minor, binding, symbol, cxx11, symbols, libraries)
 
 
 def check(need: TorchNeed, machine: Machine) -> Verdict:
@@ -108,7 +121,7 @@ def check(need: TorchNeed, machine: Machine) -> Verdict:
     has = f"torch {format_version(torch.minor)}" if torch else "no torch"
     if need.binding is Binding.NONE:
         same = need.minor is None or torch is None or need.minor == torch.minor
-        return Verdict(Demand.TORCH, True, "no torch", has, "the wheel does not link torch", exact=same)
+        return Verdict(Demand.TORCH, True, need.text, has, "the wheel does not link torch", exact=same)
     if torch is None:
         return unknown(Demand.TORCH, need.text, machine.torch.reason)
     if need.binding is Binding.STABLE:

@@ -6,12 +6,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from librarian.coords import WheelName, format_cuda, format_dotted, format_version
+from librarian.coords import WheelName, format_dotted, format_version
 from librarian.demands import (
     OTHER_CUDA_LINE,
     CellFit,
     Claim,
     ClaimKind,
+    Demand,
     Judgement,
     Said,
     Wheel,
@@ -23,7 +24,6 @@ from librarian.demands import (
 from librarian.errors import BadInput, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
 from librarian.machine import Machine
-from librarian.platforms import canonical_cpu
 from librarian.safeio import input_problem
 from librarian.wheel import zipraw
 from librarian.wheel.binaries import inspect_path, inspect_wheel
@@ -84,94 +84,49 @@ def _archs(values: tuple[Any, ...]) -> str:
     return " ".join(str(a) for a in values) or "-"
 
 
-_OS_NAMES = {"elf": "linux (elf)", "pe": "windows (pe)", "macho": "macos (macho)"}
-
-
-def _loaded(item: Inspection) -> tuple[BinaryFacts, ...]:
-    """The members that load on an NVIDIA machine (by the label's CUDA line, where it has one)."""
-    loads = set(item.judgement.loads)
-    return tuple(b for b in item.facts.binaries if b.path in loads)
-
-
-def _gpu_row(item: Inspection) -> str:
-    loaded = [b for b in _loaded(item) if b.has_kernels]
-    if not any(b.has_device_code for b in item.facts.binaries):
-        return "no GPU code"
+def _where_it_runs(item: Inspection) -> str:
+    """The GPU row's second half: the cells the judgement found and which CUDA-line build loads (what the
+    judgement says beyond the need itself), rendered."""
     if not any(b.has_kernels for b in item.facts.binaries):
-        return "device code without kernels only (serves no GPU, blocks none)"
-    parts: list[str] = []
+        return "" if not any(b.has_device_code for b in item.facts.binaries) else "no kernels: serves no GPU"
     groups: list[tuple[tuple[str, ...], list[str]]] = []
     for c in item.cells:  # cells lacking the same members: one group
         if groups and groups[-1][0] == c.partly:
             groups[-1][1].append(f"sm{c.sm.sm}")
         else:
             groups.append((c.partly, [f"sm{c.sm.sm}"]))
-    if groups:
-        shown = [
-            " ".join(sms) + (f" (partly: not {some(lacking)})" if lacking else "") for lacking, sms in groups
-        ]
-        parts.append("runs natively on " + "; ".join(shown))
-    else:
-        parts.append("its SASS runs natively on no GPU that exists")
-    ptx = sorted({a for b in loaded for a in b.ptx})
-    if ptx:
-        parts.append(f"PTX {_archs(tuple(ptx))} (JIT-compiled on newer GPUs)")
+    shown = [
+        " ".join(sms) + (f" (partly: not {some(lacking)})" if lacking else "") for lacking, sms in groups
+    ]
+    parts = [
+        "runs natively on " + "; ".join(shown) if shown else "its SASS runs natively on no GPU that exists"
+    ]
     j = item.judgement
     line = item.name.label.cuda if item.name and item.name.label else None
     if j.picked and line:
-        names = ", ".join(p.rsplit("/", 1)[-1] for p in j.picked)
-        parts.append(f"CUDA {format_version(line)} loads {names}")
+        parts.append(f"CUDA {format_version(line)} loads {', '.join(p.rsplit('/', 1)[-1] for p in j.picked)}")
     elif j.undecided:
         parts.append("torch's CUDA line picks one of " + "; ".join(j.undecided))
     elif line and any(why == OTHER_CUDA_LINE for _, why in j.skipped):
         parts.append(f"CUDA {format_version(line)} loads none of its CUDA-line builds")
-    lto = sorted({str(a) for b in loaded for a in b.lto})
-    if lto:
-        parts.append(f"LTO-IR {' '.join(lto)} (opaque, for the device linker)")
     return "; ".join(parts)
 
 
 def demands(item: Inspection) -> list[tuple[str, str]]:
-    """Pure: (demand, what the wheel needs) rows, in the order of the seven demands (GPU, torch,
-    CUDA, Python, CPU, OS, glibc).
+    """Pure: (demand, what the wheel needs) rows, one per row of the table of demands, in its order: what
+    the judgement's verdicts say the wheel needs (on no machine in particular), the GPU's with where it runs.
 
-    Rows count the members that load on an NVIDIA machine (the judgement's); those that never load are
-    listed after the table."""
-    name = item.name
-    f = WheelFacts(item.facts.filename, _loaded(item))
-    label = name.label if name else None
-    claim = name.label_claim if name else None
-    links = sorted({lib for b in f.binaries for lib in b.torch_libraries})
-    torch = f"torch {format_version(label.torch)} (label)" if label else (str(claim) if claim else "no label")
-    torch += f"; {item.judgement.torch_binding}"
-    if links:
-        torch += f"; links {' '.join(links)}"
-    cudarts = sorted({lib for b in f.binaries if (lib := b.cudart_library)})
-    cuda_parts = [f"cu{format_cuda(label.cuda)} (label)"] if label else []
-    if f.toolkit:
-        cuda_parts.append(f"built by CUDA {format_version(f.toolkit)}")
-    cuda_parts += cudarts
-    if f.toolkit and not cudarts:  # device code, no runtime library: nvcc's default static cudart
-        cuda_parts.append("links no CUDA runtime (static)")  # doctor's words for the same bytes
-    python = name.tag_text.rsplit("-", 1)[0] if name else "-"
-    cpus = sorted({canonical_cpu(b.cpu) for b in f.binaries if b.cpu and b.format.is_host})
-    cpu_text = " ".join(cpus) or "-"
-    if name:
-        cpu_text += f" (tag {name.platform_tag})"
-    formats = sorted({_OS_NAMES[b.format.value] for b in f.binaries if b.format.value in _OS_NAMES})
-    glibcxx = max((b.glibcxx for b in f.binaries if b.glibcxx), default=None)
-    glibc = f"GLIBC_{format_dotted(f.glibc)}" if f.glibc else "-"
-    if glibcxx:
-        glibc += f", GLIBCXX_{'.'.join(map(str, glibcxx))}"
-    return [
-        ("GPU arch", _gpu_row(item)),
-        ("torch", torch),
-        ("CUDA", "; ".join(cuda_parts) or "-"),
-        ("Python", python),
-        ("CPU", cpu_text),
-        ("OS", ", ".join(formats) or "no native code"),
-        ("glibc", glibc),
-    ]
+    The verdicts count the members that load on an NVIDIA machine; those that never load are listed
+    after the table."""
+    rows = []
+    for v in item.judgement.verdicts:
+        text = v.wheel_needs
+        if v.demand == Demand.GPU and (where := _where_it_runs(item)):
+            text = f"{text}; {where}"
+        elif v.demand == Demand.PYTHON and item.name is None:
+            text = "-"  # a bare binary has no filename, so no tags: it was judged under a neutral one
+        rows.append((v.demand.title, text))
+    return rows
 
 
 def _member_rows(b: BinaryFacts) -> list[str]:
