@@ -26,7 +26,7 @@ _API = {
     "Cell": "librarian.coords", "WheelFacts": "librarian.facts", "BinaryFacts": "librarian.facts",
     "Machine": "librarian.machine", "KnownGpu": "librarian.gpus", "known_gpus": "librarian.gpus",
     # reading wheels and machines, judging
-    "inspect_wheel": "librarian.wheel.binaries", "retag": "librarian.wheel.relabel",
+    "inspect_wheel": "librarian.wheel", "retag": "librarian.wheel",
     "detect_machine": "librarian.probe", "find_target": "librarian.probe.target",
     "Wheel": "librarian.demands", "Verdict": "librarian.demands", "Demand": "librarian.demands",
     "judge": "librarian.demands", "claims": "librarian.demands", "Judgement": "librarian.demands",

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 import librarian
-from librarian.ops import verify as verify_op
 from tests.builders import make_wheel
 from tests.conftest import Result, Run
 from tests.cuda_fixtures import cubin_bytes, fatbin_blob, fatbin_entry, so_with_fatbin
@@ -160,9 +159,11 @@ def test_inspect_and_doctor_take_directories(run: Run, store: Path, tmp_path: Pa
 
 
 def test_verify_deep_reads_each_blob_once(run: Run, store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from librarian.wheel import OpenedWheel
+
     reads: list[Path] = []
-    real = verify_op.read_deep
-    monkeypatch.setattr(verify_op, "read_deep", lambda p, *a, **kw: reads.append(p) or real(p, *a, **kw))
+    real = OpenedWheel.deep
+    monkeypatch.setattr(OpenedWheel, "deep", lambda w, *a, **kw: reads.append(w.path) or real(w, *a, **kw))
     assert run("verify", "--deep").code == 0
     assert len(reads) == 3  # three wheels, each hard-linked under four cells
     # A problem in the bytes is reported once, naming every path the bytes are filed under.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -86,6 +87,54 @@ def judgement_bypasses(root: Path) -> list[str]:
 
 def test_commands_reach_the_demands_only_through_the_judgement() -> None:
     assert judgement_bypasses(ROOT / "librarian") == []
+
+
+# --- one opened wheel: nothing outside librarian/wheel reaches past its face ----------------------------------
+
+
+def wheel_face_bypasses(root: Path) -> list[str]:
+    """Where a module outside ``librarian/wheel`` imports one of its modules, or a name not in its ``__all__``
+    (a zip directory threaded by hand, a reader called around the opened wheel)."""
+    import librarian.wheel as face
+
+    public = set(face.__all__)
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        if "wheel" in path.relative_to(root).parts[:1]:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            where = f"{path.relative_to(root.parent)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("librarian.wheel"):
+                if node.module != "librarian.wheel":
+                    bad.append(f"{where}: imports {node.module} (use librarian.wheel's public names)")
+                else:
+                    bad += [f"{where}: imports librarian.wheel.{a.name} (not in its __all__)"
+                            for a in node.names if a.name not in public]  # fmt: skip
+            elif isinstance(node, ast.Import):
+                bad += [f"{where}: imports {a.name} (use librarian.wheel's public names)"
+                        for a in node.names if a.name.startswith("librarian.wheel.")]  # fmt: skip
+            elif isinstance(node, ast.Constant) and re.fullmatch(r"librarian\.wheel\.\w+", str(node.value)):
+                bad.append(f"{where}: names {node.value} (use librarian.wheel)")  # librarian/__init__'s _API
+    return bad
+
+
+def test_the_rest_reaches_wheels_only_through_the_face() -> None:
+    import librarian.wheel as face
+
+    assert sorted(face.__all__) == sorted(face._FACE)  # every public name is one the face can load
+    assert wheel_face_bypasses(ROOT / "librarian") == []
+
+
+def test_the_wheel_face_check_fails_on_a_bypass(tmp_path: Path) -> None:
+    ops = tmp_path / "librarian" / "ops"
+    ops.mkdir(parents=True)
+    (ops / "sneaky.py").write_text(
+        "from librarian.wheel import zipraw\nfrom librarian.wheel.deep import read_deep\n"
+    )
+    assert wheel_face_bypasses(tmp_path / "librarian") == [
+        "librarian/ops/sneaky.py:1: imports librarian.wheel.zipraw (not in its __all__)",
+        "librarian/ops/sneaky.py:2: imports librarian.wheel.deep (use librarian.wheel's public names)",
+    ]
 
 
 def test_the_judgement_check_fails_on_a_bypass(tmp_path: Path) -> None:

@@ -331,17 +331,19 @@ def test_retag_warns_where_its_label_contradicts_the_bytes(run: Run, tmp_path: P
 def test_publish_reads_a_relabelled_wheel_once(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from librarian.ops import prepare as publish_op
+    from librarian.wheel import OpenedWheel
 
     def second_read(*args: object, **kwargs: object) -> None:
         raise AssertionError("the relabel already inspected every native member")
 
-    monkeypatch.setattr(publish_op, "read_deep", second_read)
+    first_read = OpenedWheel.deep
+    monkeypatch.setattr(OpenedWheel, "deep", second_read)
     whl = make_wheel(
         tmp_path / "dist", "kern", "1.0", "cp312-cp312-linux_x86_64", {"kern/_C.so": device_so(89)}
     )
     result = run("publish", str(whl), *LABEL)
     assert result.code == 0 and "kern/sm89/torch2.9-cu128/" in result.out, result.err
+    monkeypatch.setattr(OpenedWheel, "deep", first_read)  # verify reads the stored copy: its own deep pass
     assert run("verify", "--deep").code == 0
 
 

@@ -13,8 +13,7 @@ from librarian.errors import Refused
 from librarian.facts import WheelFacts
 from librarian.machine import Machine, Probed, format_glibcxx
 from librarian.probe.torch import with_torch_exports
-from librarian.wheel.binaries import inspect_wheel
-from librarian.wheel.wheelfile import check_archive
+from librarian.wheel import OpenedWheel
 
 SCHEMA = 1
 
@@ -60,7 +59,7 @@ def diagnose(facts: WheelFacts, machine: Machine) -> DoctorReport:
 def doctor(wheel: Path, machine: Machine) -> DoctorReport:
     """Read ``wheel``'s facts from its bytes and judge them against ``machine`` (facts in hand: :func:`diagnose`)."""
     # A crafted zip is refused in one line before zipfile-based readers see it; its directory is read once.
-    return diagnose(inspect_wheel(wheel, directory=check_archive(wheel)), machine)
+    return diagnose(OpenedWheel.archive(wheel).facts(), machine)
 
 
 _MARKS = {True: "ok", False: "FAIL", None: "?"}

@@ -25,9 +25,7 @@ from librarian.errors import BadInput, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
 from librarian.machine import Machine
 from librarian.safeio import input_problem
-from librarian.wheel import zipraw
-from librarian.wheel.binaries import inspect_path, inspect_wheel
-from librarian.wheel.wheelfile import check_archive, read_wheel_info, said_of
+from librarian.wheel import OpenedWheel, inspect_path, said_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +59,10 @@ def inspect_file(path: Path, *, jobs: int | None = None) -> Inspection:
         wheel = Wheel(_BARE, facts)
         return Inspection(path, None, facts, judge(wheel, Machine()), cells(wheel))
     # A crafted zip is refused in one line before zipfile-based readers see it; its directory is read once.
-    directory = check_archive(path)
-    facts = inspect_wheel(path, jobs=jobs, directory=directory)
-    name = WheelName.parse(path.name)
-    said, unreadable = _said(path, directory)
+    opened = OpenedWheel.archive(path)
+    facts = opened.facts(jobs)
+    name = opened.name
+    said, unreadable = _said(opened)
     wheel = Wheel(name, facts, said=said)
     found = claims(wheel)
     if unreadable:
@@ -72,12 +70,12 @@ def inspect_file(path: Path, *, jobs: int | None = None) -> Inspection:
     return Inspection(path, name, facts, judge(wheel, Machine()), cells(wheel), found)
 
 
-def _said(path: Path, directory: zipraw.Directory) -> tuple[Said | None, Claim | None]:
+def _said(opened: OpenedWheel) -> tuple[Said | None, Claim | None]:
     """What METADATA and WHEEL say; a wheel whose dist-info cannot be read is still inspected, and says so."""
     try:
-        return said_of(read_wheel_info(path, None, directory)), None
+        return said_of(opened.info()), None
     except BadWheel as e:
-        return None, Claim(ClaimKind.DIST_INFO, str(e).removeprefix(f"{path}: "))
+        return None, Claim(ClaimKind.DIST_INFO, str(e).removeprefix(f"{opened.path}: "))
 
 
 def _archs(values: tuple[Any, ...]) -> str:

@@ -24,17 +24,7 @@ from librarian.ops.labels import choose_label
 from librarian.platforms import canonical_cpu, parse_platform
 from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import sha256_file
-from librarian.wheel.deep import DeepRead, read_deep
-from librarian.wheel.relabel import Rewritten, retag_with_directory
-from librarian.wheel.wheelfile import (
-    WheelInfo,
-    info_of,
-    info_of_written,
-    open_wheel,
-    parse_filename,
-    refuse_unpublishable,
-    said_of,
-)
+from librarian.wheel import DeepRead, OpenedWheel, Rewritten, WheelInfo, said_of
 
 log = logging.getLogger(__name__)
 
@@ -206,10 +196,8 @@ def check_said(path: Path, info: WheelInfo) -> bool:
 def _relabelled_info(out: Rewritten, source: Path) -> WheelInfo:
     """The relabelled copy's METADATA and WHEEL, as the retag wrote them (not read back: a dry run wrote
     nothing), held to verify's checks; a failure names the user's file."""
-    assert out.directory is not None and out.written is not None  # a rewrite, not a copy
     try:
-        info = info_of_written(out.path, parse_filename(out.path), out.directory.infos, *out.written)
-        return refuse_unpublishable(out.path, info)
+        return OpenedWheel.written(out).info()
     except LibrarianError as e:
         raise type(e)(_as_source(str(e), out.path, source)) from e
 
@@ -243,116 +231,127 @@ def prepare(
     warned: set[str] = set()
     with progress.overall("publish", len(paths)) as bar:
         for path in paths:
-            name = WheelName.parse(path.name)
-            if _for_macos(name) and not options.refuse_macos:
-                # A farm builds every OS into one dist/: the macOS wheels have no CUDA cell to go in.
-                log.warning(
-                    "%s: a macOS wheel (macOS has no CUDA: no cell to file it in); skipped "
-                    "(--refuse-macos makes it an error)",
-                    path.name,
-                )
-                bar.advance()
-                continue
-            label = choose_label(name, options.label, relabel=options.relabel)
-            if (
-                matrix is not None
-                and (warning := check_combo(label, path.name, matrix))
-                and warning not in warned
-            ):
-                warned.add(warning)  # one warning per combo, however many wheels share it
-                log.warning("%s", warning)
-            # METADATA and WHEEL (small members) are checked before anything is relabelled or inflated; the
-            # members and offsets read here serve the pass below (70,000 members: a second to parse again).
-            with open_wheel(path, name) as opened:
-                said, source = info_of(opened), opened.directory()
-            repair = check_said(path, said)
-            # One pass over the wheel to be stored: verify's metadata checks (publish stores nothing verify
-            # rejects), RECORD and the binaries. A relabel is that pass: it inspects what it checks.
-            written_sha: str | None = None
-            written_size: int | None = None
-            if name.label == label and not repair:
-                staged = path
-                read = read_deep(path, record=True, jobs=options.jobs, directory=source)
-                info, facts = _publishable(read, path)
-            else:
-                out = retag_with_directory(
-                    path,
-                    label,
-                    staging,
-                    relabel=True,
-                    jobs=options.jobs,
-                    repair_tags=repair,
-                    write=write,
-                    source=source,
-                )
-                staged, written_sha, written_size = out.path, out.sha256, out.size
-                if out.facts is not None or out.unread is not None:
-                    # Its metadata is judged before its binaries, as verify does.
-                    info = _relabelled_info(out, path)
-                    if out.unread is not None:  # a binary the readers refuse
-                        raise type(out.unread)(_as_source(str(out.unread), staged, path)) from out.unread
-                    assert out.facts is not None
-                    facts = out.facts
-                else:  # a member too big to inflate whole: the deep read of the very bytes says which
-                    read = (
-                        read_deep(staged, record=False, jobs=options.jobs, directory=out.directory)
-                        if write
-                        else read_deep(path, record=False, jobs=options.jobs, directory=source)
-                    )
-                    info, facts = _publishable(read, path)
-            staged_name = WheelName.parse(staged.name)
-            wheel = Wheel(staged_name, facts, said=said_of(info))
-            overrides = check_claims(wheel, options, path.name)
-            sms, trusted = gpu_cells(wheel, options.sms, options.trust_sm, path.name)
-            if repair:  # said once the checks pass: a refused wheel is rewritten nowhere
-                log.warning(
-                    "%s: WHEEL's Tag lines disagree with its filename; publish %s the filename's",
-                    path,
-                    "writes" if write else "would write",
-                )
-            log.info(
-                "%s: labelled %s, %d binar%s read, filed under %s",
-                path.name,
-                label,
-                len(facts.binaries),
-                "y" if len(facts.binaries) == 1 else "ies",
-                " ".join(f"sm{s.sm}" for s in sms) or "no GPU",
-            )
-            if trusted:
-                overrides += ("--trust-sm",)
-                log.warning(
-                    "%s: filed under %s with --trust-sm: pull serves it to those GPUs on your word, though "
-                    "its bytes show no native code for them",
-                    path.name,
-                    " ".join(f"sm{s.sm}" for s in sms),
-                )
-            if info.requires_python:
-                try:
-                    SpecifierSet(info.requires_python)
-                except InvalidSpecifier as e:
-                    raise BadWheel(
-                        f"{path.name}: METADATA Requires-Python {info.requires_python!r} is not valid"
-                    ) from e
-            metadata = staging / f"{staged.name}.metadata"
-            metadata.write_bytes(info.metadata)  # hashed and measured from the bytes, not read back
-            # The relabelled copy was hashed as it was written: read once, not again for its sha256.
-            sha = written_sha or sha256_file(staged)
-            size = staged.stat().st_size if written_size is None else written_size
-            prepared.append(
-                PreparedWheel(
-                    path,
-                    staged,
-                    staged_name,
-                    sha,
-                    size,
-                    sms,
-                    facts,
-                    info.requires_python,
-                    metadata,
-                    hashlib.sha256(info.metadata).hexdigest(),
-                    len(info.metadata),
-                    overrides,
-                )
-            )
+            one = prepare_one(path, options, staging, write=write, matrix=matrix, warned=warned)
+            if one is not None:
+                prepared.append(one)
             bar.advance()
     return prepared
+
+
+def prepare_one(
+    path: Path,
+    options: PublishOptions,
+    staging: Path,
+    *,
+    write: bool = True,
+    matrix: Matrix | None = None,
+    warned: set[str] | None = None,
+) -> PreparedWheel | None:
+    """One wheel read, labelled, verified and inspected (``None``: a macOS wheel, skipped with a warning).
+
+    ``matrix``: PyTorch's, to warn of a combo it never shipped (``None``: no warning); ``warned``: the
+    warnings already given, so that one per combo is said however many wheels share it."""
+    name = WheelName.parse(path.name)
+    if _for_macos(name) and not options.refuse_macos:
+        # A farm builds every OS into one dist/: the macOS wheels have no CUDA cell to go in.
+        log.warning(
+            "%s: a macOS wheel (macOS has no CUDA: no cell to file it in); skipped (--refuse-macos makes it an error)",
+            path.name,
+        )
+        return None
+    label = choose_label(name, options.label, relabel=options.relabel)
+    warned = set() if warned is None else warned
+    if matrix is not None and (warning := check_combo(label, path.name, matrix)) and warning not in warned:
+        warned.add(warning)
+        log.warning("%s", warning)
+    # METADATA and WHEEL (small members) are checked before anything is relabelled or inflated; the
+    # members and offsets read here serve the pass below (70,000 members: a second to parse again).
+    opened = OpenedWheel.wheel(path, name)
+    said = opened.info()
+    repair = check_said(path, said)
+    staged_file, info, facts, written_sha, written_size = _read_or_relabel(
+        opened, label, repair, options, staging, write
+    )
+    staged = staged_file.path
+    staged_name = WheelName.parse(staged.name)
+    wheel = Wheel(staged_name, facts, said=said_of(info))
+    overrides = check_claims(wheel, options, path.name)
+    sms, trusted = gpu_cells(wheel, options.sms, options.trust_sm, path.name)
+    if repair:  # said once the checks pass: a refused wheel is rewritten nowhere
+        log.warning(
+            "%s: WHEEL's Tag lines disagree with its filename; publish %s the filename's",
+            path,
+            "writes" if write else "would write",
+        )
+    log.info(
+        "%s: labelled %s, %d binar%s read, filed under %s",
+        path.name,
+        label,
+        len(facts.binaries),
+        "y" if len(facts.binaries) == 1 else "ies",
+        " ".join(f"sm{s.sm}" for s in sms) or "no GPU",
+    )
+    if trusted:
+        overrides += ("--trust-sm",)
+        log.warning(
+            "%s: filed under %s with --trust-sm: pull serves it to those GPUs on your word, though "
+            "its bytes show no native code for them",
+            path.name,
+            " ".join(f"sm{s.sm}" for s in sms),
+        )
+    if info.requires_python:
+        try:
+            SpecifierSet(info.requires_python)
+        except InvalidSpecifier as e:
+            raise BadWheel(
+                f"{path.name}: METADATA Requires-Python {info.requires_python!r} is not valid"
+            ) from e
+    metadata = staging / f"{staged.name}.metadata"
+    metadata.write_bytes(info.metadata)  # hashed and measured from the bytes, not read back
+    # The relabelled copy was hashed as it was written: read once, not again for its sha256.
+    sha = written_sha or sha256_file(staged)
+    size = staged.stat().st_size if written_size is None else written_size
+    return PreparedWheel(
+        path,
+        staged,
+        staged_name,
+        sha,
+        size,
+        sms,
+        facts,
+        info.requires_python,
+        metadata,
+        hashlib.sha256(info.metadata).hexdigest(),
+        len(info.metadata),
+        overrides,
+    )
+
+
+def _read_or_relabel(
+    opened: OpenedWheel, label: Label, repair: bool, options: PublishOptions, staging: Path, write: bool
+) -> tuple[OpenedWheel, WheelInfo, WheelFacts, str | None, int | None]:
+    """The wheel to store (the given one, or its relabelled copy in ``staging``), its METADATA and WHEEL,
+    its binaries' facts, and the copy's sha256 and size as they were written. One pass over the wheel:
+    verify's metadata checks (publish stores nothing verify rejects), RECORD and the binaries; a relabel
+    is that pass, inspecting what it checks."""
+    path = opened.path
+    if opened.name.label == label and not repair:
+        info, facts = _publishable(opened.deep(record=True, jobs=options.jobs), path)
+        return opened, info, facts, None, None
+    out = opened.retag(label, staging, relabel=True, jobs=options.jobs, repair_tags=repair, write=write)
+    if out.facts is not None or out.unread is not None:
+        # Its metadata is judged before its binaries, as verify does.
+        info = _relabelled_info(out, path)
+        if out.unread is not None:  # a binary the readers refuse
+            raise type(out.unread)(_as_source(str(out.unread), out.path, path)) from out.unread
+        assert out.facts is not None
+        return OpenedWheel.written(out), info, out.facts, out.sha256, out.size
+    # A member too big to inflate whole: the deep read of the very bytes says which.
+    staged = OpenedWheel.written(out)
+    read = (
+        staged.deep(record=False, jobs=options.jobs)
+        if write
+        else opened.deep(record=False, jobs=options.jobs)
+    )
+    info, facts = _publishable(read, path)
+    return staged, info, facts, out.sha256, out.size

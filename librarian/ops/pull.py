@@ -27,7 +27,7 @@ from librarian.ops.installer import write_requirements
 from librarian.ops.tree import read_index_or_tree
 from librarian.safeio import atomic_path, sha256_file
 from librarian.stores.base import Store
-from librarian.wheel.wheelfile import metadata_problems
+from librarian.wheel import metadata_problems
 
 log = logging.getLogger(__name__)
 

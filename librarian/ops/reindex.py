@@ -30,7 +30,7 @@ from librarian.ops.tree import entries_from_tree, hasher, is_wheel
 from librarian.ops.variant_wheels import make_variant, torch_lines
 from librarian.pending import parse_pending, parse_pending_path
 from librarian.stores.base import Changes, Journals, Store, StoredFile, Upload, read_index
-from librarian.wheel.wheelfile import read_wheel_info
+from librarian.wheel import OpenedWheel
 
 log = logging.getLogger(__name__)
 
@@ -332,7 +332,7 @@ def _restore_metadata(store: Store, index: Index, files: Sequence[StoredFile], t
             continue
         try:
             with store.open(entry.path) as wheel:
-                data = read_wheel_info(Path(wheel.name)).metadata
+                data = OpenedWheel.wheel(Path(wheel.name), entry.name).info().metadata
         except LibrarianError as e:
             log.warning("%s: cannot restore its METADATA file (%s)", entry.path, e)
             continue

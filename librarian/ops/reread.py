@@ -21,7 +21,7 @@ from librarian.layout import Layout
 from librarian.ops.placement import Problem
 from librarian.safeio import sha256_file
 from librarian.stores.base import Store, StoredFile
-from librarian.wheel.deep import read_deep
+from librarian.wheel import OpenedWheel
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ def entry_from_bytes(store: Store, layout: Layout, stored: StoredFile, known: Kn
     try:
         with store.open(stored.path) as file:
             local = Path(file.name)
-            read = read_deep(local, WheelName.parse(filename), record=False, jobs=1)
+            read = OpenedWheel.at(local, WheelName.parse(filename)).deep(record=False, jobs=1)
             failure = read.unreadable or read.failure
             if failure is not None:
                 raise failure

@@ -18,8 +18,7 @@ from librarian.demands import Claim, ClaimKind, Wheel, claims, said_claims
 from librarian.errors import BadInput
 from librarian.ops.labels import choose_label
 from librarian.safeio import input_problem
-from librarian.wheel.relabel import retag_with_directory
-from librarian.wheel.wheelfile import read_wheel_info, said_of
+from librarian.wheel import OpenedWheel, said_of
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +56,11 @@ def retag_each(
             raise BadInput(f"{path}: {problem}")
         name = WheelName.parse(path.name)
         wanted = choose_label(name, label, relabel=relabel)
-        said = said_of(read_wheel_info(path, name))
+        opened = OpenedWheel.wheel(path, name)
+        said = said_of(opened.info())
         repair = any(c.kind is ClaimKind.TAGS for c in said_claims(name, said))
         # The command stores nothing: no sha256 of the new wheel.
-        out = retag_with_directory(
-            path, wanted, out_dir, relabel=relabel, jobs=jobs, repair_tags=repair, digest=False
-        )
+        out = opened.retag(wanted, out_dir, relabel=relabel, jobs=jobs, repair_tags=repair, digest=False)
         if repair:
             log.warning("%s: WHEEL's Tag lines disagree with its filename; retag wrote the filename's", path)
         found: tuple[Claim, ...] = ()

@@ -16,7 +16,7 @@ from librarian.facts import WheelFacts
 from librarian.index import IndexEntry, VariantRef
 from librarian.pytorch.matrix import load_matrix
 from librarian.variants import label_for, variant_filename, variant_json
-from librarian.wheel.variant import variant_problems, write_variant
+from librarian.wheel import variant_problems, write_variant
 
 log = logging.getLogger(__name__)
 

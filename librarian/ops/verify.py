@@ -30,8 +30,7 @@ from librarian.pool import default_jobs, ordered_map
 from librarian.safeio import sha256_stream
 from librarian.stores.base import LocalFiles, Store, StoredFile, read_index, sha256_stored
 from librarian.variants import is_variant_filename
-from librarian.wheel.deep import read_deep
-from librarian.wheel.wheelfile import metadata_problems
+from librarian.wheel import OpenedWheel, metadata_problems
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +178,7 @@ class _Reader:
             if not self.deep:
                 blob.problems.extend(metadata_problems(local, name))
             else:  # metadata, RECORD and binaries from one pass over the wheel, each member inflated once
-                found = read_deep(local, name, jobs=jobs)
+                found = OpenedWheel.at(local, name).deep(jobs=jobs)
                 if found.unreadable is not None:
                     raise found.unreadable
                 blob.problems.extend(found.problems)

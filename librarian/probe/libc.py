@@ -70,7 +70,7 @@ def read_version_definitions(path: Path) -> tuple[str, ...]:
     """The version names a shared library defines (``.gnu.version_d``): ``GLIBCXX_3.4.30``, ..."""
     with path.open("rb") as f:
         # Imported here, not at the top: start-up without the ELF reader when no library is read.
-        from librarian.wheel.elf import version_definitions
+        from librarian.wheel import version_definitions
 
         return version_definitions(f)
 

@@ -64,7 +64,7 @@ def cxx11abi_from_library(path: Path) -> bool | None:
 def _defined_symbols(path: Path) -> frozenset[str]:
     with path.open("rb") as f:
         # Imported here, not at the top: a pull or doctor that reads no library's symbols starts without it.
-        from librarian.wheel.elf import dynamic_symbols
+        from librarian.wheel import dynamic_symbols
 
         return dynamic_symbols(f)[0]
 

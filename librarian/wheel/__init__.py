@@ -1,4 +1,62 @@
 """Reading and rewriting wheels: the zip itself (``zipraw``: local headers, inflating, the zip-bomb policy;
 ``zipwriter``: raw copies), METADATA and WHEEL (``wheelfile``), RECORD checks (``record``), ``retag``, the
-native and device code inside (``binaries``, over the ``elf``, ``fatbin`` and ``cubin`` readers), and all of
-it in one pass (``deep``)."""
+native and device code inside (``binaries``, over the ``elf``, ``pe``, ``macho``, ``fatbin`` and ``cubin``
+readers), all of it in one pass (``deep``), and variant wheels (``variant``).
+
+Everything outside this package uses the names below and nothing else (``tests/test_code_health.py`` holds
+the rest of librarian to that): an :class:`OpenedWheel` carries its zip directory from one read to the next.
+They are imported on first use, so that a command that reads no wheel loads no reader.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names, for type checkers; at run time they are loaded on first use
+    from librarian.wheel.binaries import inspect_path, inspect_wheel
+    from librarian.wheel.deep import DeepRead
+    from librarian.wheel.elf import dynamic_symbols, version_definitions
+    from librarian.wheel.opened import OpenedWheel
+    from librarian.wheel.relabel import Rewritten, retag
+    from librarian.wheel.variant import variant_problems, write_variant
+    from librarian.wheel.wheelfile import WheelInfo, metadata_problems, said_of
+
+_FACE = {
+    "OpenedWheel": "opened",
+    "DeepRead": "deep",
+    "Rewritten": "relabel",
+    "WheelInfo": "wheelfile",
+    "inspect_path": "binaries",
+    "inspect_wheel": "binaries",
+    "retag": "relabel",
+    "said_of": "wheelfile",
+    "metadata_problems": "wheelfile",
+    "write_variant": "variant",
+    "variant_problems": "variant",
+    "dynamic_symbols": "elf",
+    "version_definitions": "elf",
+}
+
+__all__ = [
+    "DeepRead",
+    "OpenedWheel",
+    "Rewritten",
+    "WheelInfo",
+    "dynamic_symbols",
+    "inspect_path",
+    "inspect_wheel",
+    "metadata_problems",
+    "retag",
+    "said_of",
+    "variant_problems",
+    "version_definitions",
+    "write_variant",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _FACE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'librarian.wheel' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"librarian.wheel.{module}"), name)
