@@ -31,6 +31,7 @@ from librarian.errors import BadInput, StoreError
 from librarian.facts import WheelFacts, facts_from_json, facts_to_json
 from librarian.jsonfile import MAX_JSON_BYTES, dump_json, finite, read_json_object, short
 from librarian.layout import Layout, check_path_part, check_store_path
+from librarian.platforms import canonical_facts
 
 # 2: entries may record ``overrides`` (the publish flags that accepted a claim) and binaries ``extension``,
 # ``no_kernels`` and ``torch_symbols`` (the one that binds a member to its torch line). Schema-1 indexes read as they are (an entry without the new fields overrode nothing),
@@ -224,7 +225,9 @@ class IndexEntry:
                 size,
                 cell,
                 added,
-                facts_from_json(path.rsplit("/", 1)[-1], facts) if facts is not None else None,
+                canonical_facts(facts_from_json(path.rsplit("/", 1)[-1], facts))
+                if facts is not None
+                else None,
                 requires or None,
                 metadata_sha or None,
                 tuple(overrides),

@@ -18,7 +18,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from librarian.coords import GpuArch, MajorMinor, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput
 from librarian.gpus import find_gpu, parse_real_sm
-from librarian.platforms import canonical_cpu, check_platform, expand_platform, is_release, linux_platforms
+from librarian.platforms import check_platform, expand_platform, is_release, linux_platforms
 
 T = TypeVar("T")
 
@@ -160,8 +160,8 @@ class Machine:
             return None
         gpu_words = f"{known.examples} (sm{known.arch.sm})"
         cpu = self.cpu.value
-        if cpu is not None and (problem := known.cpu_problem(frozenset({canonical_cpu(cpu)}))):
-            return f"{gpu_words} {problem}, not {canonical_cpu(cpu)}"
+        if cpu is not None and (problem := known.cpu_problem(frozenset({cpu}))):
+            return f"{gpu_words} {problem}, not {cpu}"
         for what, line in (("driver", self.driver_cuda.value), ("torch", self.cuda.value)):
             if line is not None and (problem := known.driver_problem(line)):
                 return f"{gpu_words} {problem}: no {what} of CUDA {format_version(line)} runs there"
@@ -264,7 +264,7 @@ def _override_tags(
     if platform is not None:
         platforms = expand_platform(platform)
     elif glibc_given and m.cpu.value is not None:
-        platforms = linux_platforms(m.glibc.value, canonical_cpu(m.cpu.value))
+        platforms = linux_platforms(m.glibc.value, m.cpu.value)
     elif current:
         platforms = _platforms_of(current)
     else:

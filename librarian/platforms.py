@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
@@ -18,7 +18,7 @@ from packaging.tags import mac_platforms
 from librarian.compat import tomllib
 from librarian.coords import MajorMinor
 from librarian.errors import BadInput
-from librarian.facts import BinaryFormat
+from librarian.facts import BinaryFormat, WheelFacts
 
 UNIVERSAL2 = "universal2"  # a macOS fat binary: x86_64 and arm64 in one file
 
@@ -173,6 +173,15 @@ def format_words(fmt: BinaryFormat) -> FormatWords | None:
 def os_format(os: str) -> BinaryFormat | None:
     """The binary format an OS (``sys.platform``'s name: linux, win32, darwin) loads; None: not one we know."""
     return next((fmt for name, fmt in _rules().os.values() if name == os), None)
+
+
+def canonical_facts(facts: WheelFacts) -> WheelFacts:
+    """Facts with every member's CPU in the one vocabulary: an index written before the PE and Mach-O
+    readers spoke it says ``arm64``; read, it says ``aarch64`` as the bytes now do."""
+    if all(b.cpu is None or canonical_cpu(b.cpu) == b.cpu for b in facts.binaries):
+        return facts
+    binaries = tuple(replace(b, cpu=canonical_cpu(b.cpu)) if b.cpu else b for b in facts.binaries)
+    return replace(facts, binaries=binaries)
 
 
 def canonical_cpu(name: str) -> str:

@@ -157,14 +157,14 @@ def test_lying_dynsym_and_verneed() -> None:
         read_elf(_patch(GOOD, vr_off + 8, "<I", 4096))  # vn_aux points outside the section
 
 
-@pytest.mark.parametrize(("machine", "cpu"), [(0x8664, "x86_64"), (0x14C, "i686"), (0xAA64, "arm64")])
+@pytest.mark.parametrize(("machine", "cpu"), [(0x8664, "x86_64"), (0x14C, "i686"), (0xAA64, "aarch64")])
 def test_pe(machine: int, cpu: str) -> None:
     assert identify(pe_bytes(machine)) == (BinaryFormat.PE, cpu)
 
 
 def test_macho_and_unknown() -> None:
     thin = b"\xcf\xfa\xed\xfe" + struct.pack("<I", 0x0100000C) + bytes(64)
-    assert identify(thin) == (BinaryFormat.MACHO, "arm64")
+    assert identify(thin) == (BinaryFormat.MACHO, "aarch64")  # the tag's arm64, in the one vocabulary
     fat = b"\xca\xfe\xba\xbe" + struct.pack(">I", 2)
     fat += struct.pack(">IIIII", 0x01000007, 3, 4096, 100, 12) + struct.pack(
         ">IIIII", 0x0100000C, 0, 8192, 100, 14

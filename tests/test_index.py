@@ -151,3 +151,21 @@ def test_pip_pages_never_mix_combos() -> None:
         in page
     )
     assert set(render_catalogue(index)) >= set(pages) | {"index.json"}
+
+
+def test_an_index_from_before_one_cpu_vocabulary_reads_in_it() -> None:
+    """Facts written when the PE and Mach-O readers said ``arm64`` read as ``aarch64``, as the bytes now do."""
+    from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
+    from librarian.index import IndexEntry
+
+    name = "k-1.0+cu128torch2.9-cp312-cp312-win_arm64.whl"
+    old = WheelFacts(name, (BinaryFacts("k/_C.pyd", BinaryFormat.PE, "arm64"),))
+    data = {
+        "path": f"k/sm89/torch2.9-cu128/{name}",
+        "sha256": "0" * 64,
+        "size": 1,
+        "cell": {"package": "k", "sm": "89", "torch": "2.9", "cuda": "12.8"},
+        "facts": facts_to_json(old),
+    }
+    entry = IndexEntry.from_json(data, "index/k.json")
+    assert entry.facts is not None and [b.cpu for b in entry.facts.binaries] == ["aarch64"]

@@ -35,7 +35,7 @@ ARROWS: dict[str, frozenset[str]] = {
         "layout": "compat coords errors",
         "presets": "compat errors",
         "machine": "coords errors gpus platforms",
-        "index": "coords errors facts jsonfile layout",
+        "index": "coords errors facts jsonfile layout platforms",
         # the judgement, and what the store's files say
         "demands": "coords facts gpus machine platforms",
         "pending": "errors index jsonfile",

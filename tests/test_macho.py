@@ -46,7 +46,7 @@ def test_dylibs_agree_with_macholib(tmp_path: Path, data: bytes) -> None:
 
 @pytest.mark.parametrize(
     ("data", "cpu", "exact"),
-    [(EXACT, "arm64", True), (STABLE, "x86_64", False), (UNIVERSAL, "universal2", True)],
+    [(EXACT, "aarch64", True), (STABLE, "x86_64", False), (UNIVERSAL, "universal2", True)],
 )
 def test_a_mach_o_member_s_torch_linkage_and_binding(data: bytes, cpu: str, exact: bool) -> None:
     facts = inspect_binary(io.BytesIO(data), "pkg/_C.so")

@@ -1,4 +1,5 @@
-"""The CPU demand: every native member must be built for this CPU. One vocabulary: :func:`canonical_cpu`."""
+"""The CPU demand: every native member must be built for this CPU. One vocabulary, the one the readers and
+the machine probe speak (:func:`librarian.platforms.canonical_cpu`, applied where CPUs are read)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
 from librarian.facts import WheelFacts
 from librarian.machine import Machine
-from librarian.platforms import UNIVERSAL2, canonical_cpu, parse_platform
+from librarian.platforms import UNIVERSAL2, parse_platform
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +31,7 @@ def platform_cpu(platform: str) -> str | None:
 
 def binary_cpus(facts: WheelFacts) -> frozenset[str]:
     """The CPUs of the host-native members (loose device code runs on the GPU, not the CPU)."""
-    return frozenset(canonical_cpu(b.cpu) for b in facts.binaries if b.cpu and b.format.is_host)
+    return frozenset(b.cpu for b in facts.binaries if b.cpu and b.format.is_host)
 
 
 def needs(wheel: Wheel) -> CpuNeed:
@@ -49,13 +50,11 @@ def check(need: CpuNeed, machine: Machine) -> Verdict:
     """Judge the CPU demand against the machine's CPU."""
     raw = machine.cpu.value
     if not need.cpus:
-        return Verdict(
-            Demand.CPU, True, need.text, canonical_cpu(raw) if raw else "unknown", "no native code"
-        )
+        return Verdict(Demand.CPU, True, need.text, raw or "unknown", "no native code")
     text = need.text
     if raw is None:
         return unknown(Demand.CPU, text, machine.cpu.reason)
-    have = canonical_cpu(raw)
+    have = raw
     wrong = sorted(c for c in need.cpus if not _runs(c, have))
     if not wrong:
         return Verdict(Demand.CPU, True, text, have)
@@ -74,6 +73,6 @@ def claims(wheel: Wheel) -> list[str]:
         if want is None or want == UNIVERSAL2:
             continue
         for b in wheel.facts.binaries:
-            if b.cpu and b.format.is_host and canonical_cpu(b.cpu) not in (want, UNIVERSAL2):
-                problems.append(f"platform {plat}, but {b.path} is {canonical_cpu(b.cpu)}")
+            if b.cpu and b.format.is_host and b.cpu not in (want, UNIVERSAL2):
+                problems.append(f"platform {plat}, but {b.path} is {b.cpu}")
     return problems

@@ -21,7 +21,7 @@ from librarian.facts import WheelFacts
 from librarian.gpus import find_gpu
 from librarian.layout import Layout
 from librarian.ops.labels import choose_label
-from librarian.platforms import canonical_cpu, parse_platform
+from librarian.platforms import parse_platform
 from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import sha256_file
 from librarian.wheel import DeepRead, OpenedWheel, Rewritten, WheelInfo, said_of
@@ -118,7 +118,7 @@ def _refuse_impossible(wheel: Wheel, requested: Sequence[GpuArch], cuda: MajorMi
     """BadInput for an ``--sm`` no machine of the wheel's CPU and CUDA line has: a Jetson beside an x86_64
     CPU, a GPU whose drivers never reach the wheel's CUDA line (the GPU table's data)."""
     hosts = [b.cpu for b in wheel.facts.binaries if b.format.is_host and b.cpu] if wheel.facts else []
-    cpus = {canonical_cpu(c) for c in hosts} or {
+    cpus = set(hosts) or {
         c for t in wheel.name.platform_tag.split(".") if (c := parse_platform(t).cpu) is not None
     }
     for sm in requested:

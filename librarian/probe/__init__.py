@@ -78,7 +78,7 @@ def detect_machine(
         python=Probed.found(tuple(sys.version_info[:3]), "sys.version_info"),
         interpreter=Probed.found(sys.executable, target.how if target else "librarian's own interpreter"),
         glibc=_safely("glibc", detect_glibc),
-        cpu=_safely("CPU", lambda: Probed.found(platform.machine(), "platform.machine()")),
+        cpu=_safely("CPU", lambda: Probed.found(canonical_cpu(platform.machine()), "platform.machine()")),
         os=Probed.found(sys.platform, "sys.platform"),
     )
 
@@ -110,7 +110,7 @@ def _target_machine(hardware: Machine, target: Target, facts: TargetFacts) -> Ma
         python=Probed.found(facts.version, f"{where}: sys.version_info"),
         interpreter=Probed.found(facts.executable, target.how),
         glibc=glibc,
-        cpu=Probed.found(facts.machine, f"{where}: platform.machine()"),
+        cpu=Probed.found(canonical_cpu(facts.machine), f"{where}: platform.machine()"),
         os=Probed.found(facts.platform, f"{where}: sys.platform"),
     )
 

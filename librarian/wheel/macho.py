@@ -30,8 +30,9 @@ _DYLIBS = (LC_LOAD_DYLIB, LC_LOAD_WEAK_DYLIB, LC_REEXPORT_DYLIB, LC_LAZY_LOAD_DY
 N_TYPE, N_EXT, N_UNDF = 0x0E, 0x01, 0x0
 THIN = {b"\xcf\xfa\xed\xfe": True, b"\xce\xfa\xed\xfe": False}  # little-endian magic -> 64-bit
 FAT, FAT_64 = b"\xca\xfe\xba\xbe", b"\xca\xfe\xba\xbf"
-# cputype -> the CPU name the platform tags use (macosx_11_0_arm64)
-CPUS = {0x01000007: "x86_64", 7: "i686", 0x0100000C: "arm64", 12: "arm"}
+# cputype -> librarian's one CPU vocabulary (data/platforms.toml [cpu]: macosx_11_0_arm64's arm64 is aarch64),
+# so that nothing downstream translates
+CPUS = {0x01000007: "x86_64", 7: "i686", 0x0100000C: "aarch64", 12: "armv7l"}
 
 
 def sniff(src: Source, head: bytes) -> str | None | bool:
@@ -46,7 +47,7 @@ def sniff(src: Source, head: bytes) -> str | None | bool:
             return False
         rows = src.read(8, 20 * count, "Mach-O fat header")
         cpus = {CPUS.get(struct.unpack_from(">I", rows, 20 * i)[0]) for i in range(count)}
-        if cpus == {"x86_64", "arm64"}:
+        if cpus == {"x86_64", "aarch64"}:
             return "universal2"
         return next(iter(sorted(c for c in cpus if c)), None)
     return False

@@ -32,8 +32,9 @@ MAX_LOOKUP_ENTRIES = 1 << 20
 MAX_NAME_BYTES = 32 << 20
 _LOOKUP_CHUNK = 512  # entries read at once
 SCN_CODE, SCN_INITIALIZED_DATA, SCN_EXECUTE = 0x20, 0x40, 0x20000000
-# COFF machine -> the CPU name the platform tags use (win_amd64, win32, win_arm64 say arm64)
-CPUS = {0x8664: "x86_64", 0x14C: "i686", 0xAA64: "arm64"}
+# COFF machine -> librarian's one CPU vocabulary (data/platforms.toml [cpu]: win_arm64's arm64 is aarch64),
+# so that nothing downstream translates
+CPUS = {0x8664: "x86_64", 0x14C: "i686", 0xAA64: "aarch64"}
 
 
 def sniff(src: Source, head: bytes) -> str | None | bool:
