@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from librarian.coords import GpuArch, WheelName
-from librarian.demands import ClaimKind, Demand, GpuMatch, Runs, Wheel, cells, claims, judge
+from librarian.demands import Demand, GpuMatch, Runs, Wheel, cells, claims, judge
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
 from librarian.wheel.binaries import inspect_binary
 from tests.builders import make_wheel
@@ -94,7 +94,7 @@ def test_the_label_cuda_claim_counts_only_what_that_line_loads() -> None:
     assert judge(Wheel(name, BNB_FACTS), machine(sm="89", torch="2.9", cuda="12.8")).runs is Runs.RUNS
     lonely = WheelFacts(BNB, BNB_FACTS.binaries[1:2])  # only the CUDA 13.0 build: the label lies
     found = claims(Wheel(name, lonely))
-    assert [(c.kind, c.flag) for c in found] == [(ClaimKind.CUDA, "--allow-cuda-mismatch")] * 2
+    assert [(c.kind.value, c.flag) for c in found] == [("cuda", "--allow-cuda-mismatch")] * 2
     assert str(found[0]) == "label says CUDA 12.8, device code built by CUDA 13.0"
 
 

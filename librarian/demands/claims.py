@@ -22,34 +22,27 @@ from librarian.demands.table import Claimed, demands, override_of
 
 
 class ClaimKind(enum.Enum):
-    """What a claim is about; each kind has at most one flag that accepts it."""
+    """What a claim about the wheel's own files is about; no flag accepts one (the wheel must be fixed, or,
+    for WHEEL's ``Tag:`` lines, publish repairs them). Claims of the bytes are the table's
+    (:class:`~librarian.demands.table.Claimed`), each accepted by its row's override."""
 
     NAME = "name"  # METADATA Name against the filename
     VERSION = "version"  # METADATA Version against the filename
     TAGS = "tags"  # WHEEL Tag lines against the filename
     DIST_INFO = "dist-info"  # the .dist-info folder misnamed, or METADATA / WHEEL unreadable
-    PLATFORM = "platform"  # a platform tag naming another CPU or OS than the binaries
-    GLIBC = "glibc"  # a manylinux tag older than the glibc the binaries need
-    CUDA = "cuda"  # a label's CUDA line the device code or libcudart contradicts
-
-    @property
-    def flag(self) -> str:
-        """The publish flag that accepts a claim of this kind ("" if none does): the table's override."""
-        byte = next((c for c in Claimed if c.value == self.value), None)
-        return override_of(byte) if byte is not None else ""
 
 
 @dataclass(frozen=True, slots=True)
 class Claim:
     """One contradiction between what a wheel says and what its bytes (or its own files) say."""
 
-    kind: ClaimKind
+    kind: ClaimKind | Claimed
     text: str
 
     @property
     def flag(self) -> str:
-        """The one flag that accepts it ("" if none)."""
-        return self.kind.flag
+        """The one flag that accepts it ("" if none): the override of the table's rows that make it."""
+        return override_of(self.kind) if isinstance(self.kind, Claimed) else ""
 
     def __str__(self) -> str:
         return self.text
@@ -98,12 +91,9 @@ def byte_claims(wheel: Wheel) -> list[Claim]:
         if row.claims is None or row.claimed is None or (row.claims_need_label and claim is None):
             continue
         by_kind.setdefault(row.claimed, []).extend(row.claims(row.claims_sees.of(wheel, view)))
-    order = sorted(by_kind, key=_KIND_ORDER.index)
-    return [Claim(ClaimKind(kind.value), t) for kind in order for t in dict.fromkeys(by_kind[kind])]
-
-
-# Publish names refusals in this order: what the platform tag says, the glibc floor, then the label.
-_KIND_ORDER = [Claimed.PLATFORM, Claimed.GLIBC, Claimed.CUDA]
+    # Publish names refusals in Claimed's order: what the platform tag says, the glibc floor, the label.
+    order = sorted(by_kind, key=list(Claimed).index)
+    return [Claim(kind, t) for kind in order for t in dict.fromkeys(by_kind[kind])]
 
 
 def claims(wheel: Wheel) -> tuple[Claim, ...]:
