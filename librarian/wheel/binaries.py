@@ -19,7 +19,7 @@ import re
 import tempfile
 import threading
 import zipfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
@@ -79,12 +79,11 @@ def inspect_binary(fileobj: BinaryIO, path: str) -> BinaryFacts:
 def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
     fileobj.seek(0)
     if fileobj.read(len(elfmod.ELF_MAGIC)) != elfmod.ELF_MAGIC:  # identify would parse an ELF file whole
-        fmt, cpu = identify(fileobj)
-        if fmt is BinaryFormat.PE:
-            return _inspect_pe(fileobj, path)
-        if fmt is BinaryFormat.MACHO:
-            return _inspect_macho(fileobj, path, cpu)
-        return BinaryFacts(path=path, format=fmt, cpu=cpu)
+        fmt, cpu = identify(fileobj)  # the formats' own sniffs, in turn
+        reader = _READERS.get(fmt)
+        return (
+            reader(fileobj, path, cpu) if reader is not None else BinaryFacts(path=path, format=fmt, cpu=cpu)
+        )
     elf = elfmod.read_elf(fileobj)
     fmt, cpu = BinaryFormat.ELF, elf.cpu  # what identify says of an ELF file
     entries: list[FatbinEntry] = []
@@ -116,7 +115,7 @@ def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
 PE_FATBIN_SECTIONS = {".nv_fatb": False, "__nv_rel": True}
 
 
-def _inspect_pe(fileobj: BinaryIO, path: str) -> BinaryFacts:
+def _inspect_pe(fileobj: BinaryIO, path: str, cpu: str | None) -> BinaryFacts:
     """A Windows ``.pyd`` / ``.dll``: fatbins in ``.nv_fatb`` / ``__nv_rel`` and by magic in data sections,
     the DLLs it imports and the MSVC-mangled torch symbols among what it imports."""
     pe = pemod.read_pe(fileobj)
@@ -130,7 +129,7 @@ def _inspect_pe(fileobj: BinaryIO, path: str) -> BinaryFacts:
             entries += scan_fatbins(fileobj, sec.offset, sec.size, section=sec.name)
     named = (".nv_fatb", "__nv_rel")
     return replace(
-        _device_facts(path, BinaryFormat.PE, pe.cpu, entries),
+        _device_facts(path, BinaryFormat.PE, pe.cpu or cpu, entries),
         needed=pe.dlls,
         torch_symbols=tuple(sorted(s for s in pe.imported if _MSVC_TORCH_SYMBOL.search(s))),
         embedded=tuple(dict.fromkeys(e.section for e in entries if e.section not in named)),
@@ -145,6 +144,14 @@ def _inspect_macho(fileobj: BinaryIO, path: str, cpu: str | None) -> BinaryFacts
     return BinaryFacts(
         path=path, format=BinaryFormat.MACHO, cpu=cpu, needed=macho.dylibs, torch_symbols=symbols
     )
+
+
+# The reader of each non-ELF format (ELF is read first, by its magic: the common case): a new format is a
+# reader module, its sniff in identify.FORMATS and its row here.
+_READERS: dict[BinaryFormat, Callable[[BinaryIO, str, str | None], BinaryFacts]] = {
+    BinaryFormat.PE: _inspect_pe,
+    BinaryFormat.MACHO: _inspect_macho,
+}
 
 
 def _holds_data(sec: elfmod.Section) -> bool:
