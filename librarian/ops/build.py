@@ -23,6 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -408,7 +409,8 @@ def spec_arguments(spec: str) -> list[str]:
     path = Path(spec)
     if path.exists():
         return [str(path.resolve())]
-    if "://" in spec:
+    url = urlsplit(spec)
+    if url.scheme and url.netloc:  # a URL pip fetches itself (https://, git+https://, file://host/...)
         return [spec]
     try:
         name = Requirement(spec).name
