@@ -20,7 +20,7 @@ import tempfile
 import threading
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -35,9 +35,10 @@ from librarian.wheel import macho as machomod
 from librarian.wheel import pe as pemod
 from librarian.wheel import zipraw
 from librarian.wheel.fatbin import read_device_code, read_fatbin, scan_fatbins
-from librarian.wheel.identify import identify
 
 log = logging.getLogger(__name__)
+
+Sniff = Callable[[elfmod.Source, bytes], "str | None | bool"]
 
 FATBIN_SECTIONS = {".nv_fatbin": False, "__nv_relfatbin": True}  # name -> relocatable
 WHOLE_FILE = "(whole file)"  # where a fatbin of an ELF file without section headers was found
@@ -78,14 +79,18 @@ def inspect_binary(fileobj: BinaryIO, path: str) -> BinaryFacts:
 
 def _inspect(fileobj: BinaryIO, path: str) -> BinaryFacts:
     fileobj.seek(0)
-    if fileobj.read(len(elfmod.ELF_MAGIC)) != elfmod.ELF_MAGIC:  # identify would parse an ELF file whole
-        fmt, cpu = identify(fileobj)  # the formats' own sniffs, in turn
-        reader = _READERS.get(fmt)
-        return (
-            reader(fileobj, path, cpu) if reader is not None else BinaryFacts(path=path, format=fmt, cpu=cpu)
-        )
+    if fileobj.read(len(elfmod.ELF_MAGIC)) == elfmod.ELF_MAGIC:  # the common case; its sniff parses it whole
+        return _inspect_elf(fileobj, path, None)
+    fmt, cpu = identify(fileobj)  # the formats' own sniffs, in turn
+    row = next((f for f in FORMATS if f.format is fmt), None)
+    return row.read(fileobj, path, cpu) if row is not None else BinaryFacts(path=path, format=fmt, cpu=cpu)
+
+
+def _inspect_elf(fileobj: BinaryIO, path: str, cpu: str | None) -> BinaryFacts:
+    """A Linux ``.so``: fatbins in ``.nv_fatbin`` / ``__nv_relfatbin`` and by magic in data sections, glibc
+    and GLIBCXX floors, the libraries it needs and the torch symbols it imports."""
     elf = elfmod.read_elf(fileobj)
-    fmt, cpu = BinaryFormat.ELF, elf.cpu  # what identify says of an ELF file
+    fmt, cpu = BinaryFormat.ELF, elf.cpu
     entries: list[FatbinEntry] = []
     for sec in elf.sections:
         if sec.name in FATBIN_SECTIONS and sec.type != elfmod.SHT_NOBITS:
@@ -146,12 +151,34 @@ def _inspect_macho(fileobj: BinaryIO, path: str, cpu: str | None) -> BinaryFacts
     )
 
 
-# The reader of each non-ELF format (ELF is read first, by its magic: the common case): a new format is a
-# reader module, its sniff in identify.FORMATS and its row here.
-_READERS: dict[BinaryFormat, Callable[[BinaryIO, str, str | None], BinaryFacts]] = {
-    BinaryFormat.PE: _inspect_pe,
-    BinaryFormat.MACHO: _inspect_macho,
-}
+@dataclass(frozen=True)
+class Format:
+    """One native binary format: how its first bytes are told (its reader's ``sniff``: the CPU, or False),
+    and how a member of it is read for the demands. A new format is one reader module and one row here
+    (with its value in :class:`~librarian.facts.BinaryFormat` and its words in ``data/platforms.toml``)."""
+
+    format: BinaryFormat
+    sniff: Sniff
+    read: Callable[[BinaryIO, str, str | None], BinaryFacts]
+
+
+# In the order they are tried; the first that knows the bytes says the format and the CPU.
+FORMATS: tuple[Format, ...] = (
+    Format(BinaryFormat.ELF, elfmod.sniff, _inspect_elf),
+    Format(BinaryFormat.PE, pemod.sniff, _inspect_pe),
+    Format(BinaryFormat.MACHO, machomod.sniff, _inspect_macho),
+)
+
+
+def identify(data: BinaryIO | bytes) -> tuple[BinaryFormat, str | None]:
+    """The container format and CPU of a native binary, from its magic and machine field."""
+    src = elfmod.Source(data)
+    head = src.read(0, min(src.size, 64), "file header")
+    for row in FORMATS:
+        cpu = row.sniff(src, head)
+        if cpu is not False:
+            return row.format, cpu if isinstance(cpu, str) else None
+    return BinaryFormat.UNKNOWN, None
 
 
 def _holds_data(sec: elfmod.Section) -> bool:
