@@ -145,6 +145,8 @@ def test_torch_comes_from_plans_install_line_or_the_index_asked(tmp_path: Path) 
 
 def test_specs_a_requirement_is_built_from_its_sdist_and_a_folder_by_path(tmp_path: Path) -> None:
     assert spec_arguments("flash-attn==2.8.3") == ["--no-binary", "flash-attn", "flash-attn==2.8.3"]
+    for url in ("https://host/x-1.0.tar.gz", "file:///srv/x-1.0.tar.gz", "git+https://host/x.git@v1"):
+        assert spec_arguments(url) == [url]  # pip fetches a URL itself
     assert spec_arguments(str(tmp_path)) == [str(tmp_path.resolve())]
     with pytest.raises(BadInput, match="no such file or folder, and not a requirement"):
         spec_arguments("./no/such dir")

@@ -410,7 +410,9 @@ def spec_arguments(spec: str) -> list[str]:
     if path.exists():
         return [str(path.resolve())]
     url = urlsplit(spec)
-    if url.scheme and url.netloc:  # a URL pip fetches itself (https://, git+https://, file://host/...)
+    # A URL pip fetches itself (https://host/..., git+https://..., file:///...); a one-letter scheme is a
+    # Windows drive (C:/src).
+    if len(url.scheme) > 1 and (url.netloc or url.path.startswith("/")):
         return [spec]
     try:
         name = Requirement(spec).name
