@@ -135,6 +135,21 @@ def render_variants(entries: Iterable[IndexEntry]) -> dict[str, bytes]:
     return files
 
 
+def label_clash(entries: Iterable[IndexEntry], entry: IndexEntry) -> str | None:
+    """Why ``entry``'s variant cannot join ``entries`` (``None``: it can): PEP 825 gives a label one set of
+    properties per release, and another build in the same cell and release (another Python tag, say) may
+    say other ones. uv reads both files, so the later build is filed without its variant."""
+    if entry.variant is None:
+        return None
+    release = release_of(entry)
+    for e in entries:
+        if e.variant is None or e.path == entry.path or e.variant.label != entry.variant.label:
+            continue
+        if release_of(e) == release and e.variant.properties != entry.variant.properties:
+            return f"variant label {entry.variant.label} already means other properties (in {e.filename})"
+    return None
+
+
 def variant_paths(index: Index) -> frozenset[str]:
     """The paths of every variant wheel the index records."""
     return frozenset(p for e in index.entries if (p := e.variant_path) is not None)
@@ -149,6 +164,7 @@ __all__ = [
     "VARIANT_JSON",
     "VariantRef",
     "is_variant_filename",
+    "label_clash",
     "label_for",
     "page_path",
     "release_of",

@@ -344,3 +344,22 @@ def test_the_driver_floor_is_the_toolkit_of_what_the_line_loads() -> None:
     values = {(ns, f): v for ns, f, v in props.values}
     assert values[("nvidia", "cuda_version_lower_bound")] == ("12.8",)
     assert values[("nvidia", "sm_arch")] == ("80_real",)  # sm_120 is only in the cu132 build
+
+
+def test_a_label_means_one_set_of_properties_per_release(
+    run: Run, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    # Two builds of kern 1.0 for one cell, for two Pythons, with other code: the second cannot take the label.
+    a = so_wheel(tmp_path / "a", sos["sm_86"], version="1.0", tags=TAGS)
+    b = so_wheel(tmp_path / "b", sos["torch_list"], version="1.0", tags="cp312-cp312-linux_x86_64")
+    assert run("publish", str(a), *LINE, "--variants").code == 0
+    second = run("publish", str(b), *LINE, "--variants")
+    assert second.code == 0, second.err
+    assert (
+        "no variant wheel for sm86: variant label sm86.cu130torch2.9 already means other properties"
+        in second.err
+    )
+    doc = json.loads((tmp_path / "wheelhouse/variants/kern-1.0-variants.json").read_text())
+    assert doc["variants"]["sm86.cu130torch2.9"]["nvidia"]["sm_arch"] == ["86_real"]  # the first build's
+    assert "sm80.cu130torch2.9" in doc["variants"] and "sm90.cu130torch2.9" in doc["variants"]
+    assert run("verify", "--deep").code == 0

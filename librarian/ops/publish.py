@@ -23,6 +23,7 @@ from librarian.ops.variant_wheels import MadeVariant, make_variant, torch_lines
 from librarian.pending import pending_path, render_pending
 from librarian.safeio import atomic_write, input_problem
 from librarian.stores.base import Applied, Blob, Changes, Stages, Store, Upload, UploadStorage, read_index
+from librarian.variants import label_clash
 
 # PublishOptions is read here by users of librarian as a library (``librarian.PublishOptions``).
 __all__ = [
@@ -143,6 +144,11 @@ def plan_publish(
             filings.append(Filing(path, wheel, "replace" if old else "add"))
             made = (variants or {}).get((wheel.sha256, sm.sm))
             ref = made.ref if isinstance(made, MadeVariant) else None
+            if ref is not None:
+                probe = IndexEntry(path, wheel.sha256, wheel.size, cell, variant=ref)
+                if clash := label_clash([*index.entries, *entries], probe):
+                    log.warning("%s: no variant wheel for sm%s: %s", wheel.source, sm.sm, clash)
+                    made = ref = None
             entries.append(
                 IndexEntry(
                     path,

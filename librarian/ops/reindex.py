@@ -30,6 +30,7 @@ from librarian.ops.tree import entries_from_tree, hasher, is_wheel
 from librarian.ops.variant_wheels import make_variant, torch_lines
 from librarian.pending import parse_pending, parse_pending_path
 from librarian.stores.base import Changes, Journals, Store, StoredFile, Upload, read_index
+from librarian.variants import label_clash
 from librarian.wheel import OpenedWheel
 
 log = logging.getLogger(__name__)
@@ -382,6 +383,9 @@ def _make_variants(
             continue
         if isinstance(made, str):
             log.warning("%s: no variant wheel: %s", entry.path, made)
+            continue
+        if clash := label_clash([*index.entries, *updated], replace(entry, variant=made.ref)):
+            log.warning("%s: no variant wheel: %s", entry.path, clash)
             continue
         updated.append(replace(entry, variant=made.ref))
         uploads.append(
