@@ -21,6 +21,7 @@ from librarian.coverage import coverage, render_coverage
 from librarian.demands import Wheel, bound_to_its_torch_line, serves_line
 from librarian.index import ROOT, Index, IndexEntry, render_index, shard_path
 from librarian.variants import VARIANTS_DIR, render_variants
+from librarian.variants import page_path as variants_page_path
 
 PAGES_DIR = "pages"
 
@@ -237,6 +238,7 @@ def render_card_block(
     )
     examples = _pull_examples(index, repo_id)
     pinned = f"{package} @ {endpoint}/datasets/{repo_id}/resolve/main/{quote(path)} --hash=sha256:{sha}"
+    variants = _variants_section(index, repo_id, endpoint)
     return f"""{BEGIN}
 ## Install
 
@@ -269,7 +271,7 @@ With librarian, which picks the wheel for this machine and checks its sha256 ({g
 ```
 
 {examples}
-
+{variants}
 One file, with huggingface_hub:
 
 ```python
@@ -286,6 +288,24 @@ path = hf_hub_download("{repo_id}", "{path}", repo_type="dataset")
 `index.json` and `index/<package>.json` list every wheel with its sha256, tags and what its binaries need.
 librarian rewrites only this block, between its two markers; edit anything outside it.
 {END}
+"""
+
+
+def _variants_section(index: Index, repo_id: str, endpoint: str) -> str:
+    """Where the store keeps wheel variants: the uv line that picks the wheel for the GPU itself ("" where
+    it keeps none)."""
+    with_variant = [e for e in index.entries if e.variant is not None]
+    if not with_variant:
+        return ""
+    package = min(with_variant, key=_commonness).cell.package
+    page = f"{endpoint}/datasets/{repo_id}/resolve/main/{variants_page_path(package)}"
+    return f"""
+With uv's wheel variants (preview), which picks the build for this GPU and driver itself (no librarian
+needed; uv 0.13.9 installs no torch-bound variant: it has no `abi_dependency` provider yet):
+
+```bash
+uv pip install --preview-features wheel-variants {project_name(package)} --find-links {page}
+```
 """
 
 
