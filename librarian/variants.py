@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from librarian.coords import Cell, WheelName
-from librarian.index import Index, IndexEntry, VariantRef
+from librarian.index import Index, IndexEntry
 
 SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json"
 VARIANTS_DIR = "variants"
@@ -162,7 +162,6 @@ __all__ = [
     "SCHEMA_URL",
     "VARIANTS_DIR",
     "VARIANT_JSON",
-    "VariantRef",
     "is_variant_filename",
     "label_clash",
     "label_for",

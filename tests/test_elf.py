@@ -13,8 +13,8 @@ from elftools.elf.gnuversions import GNUVerNeedSection
 
 from librarian.errors import BadBinary
 from librarian.facts import BinaryFormat
+from librarian.wheel.binaries import identify
 from librarian.wheel.elf import dynamic_symbols, glibc_floor, read_elf, version_floor
-from librarian.wheel.identify import identify
 from tests.cuda_fixtures import cubin_bytes, elf_bytes, pe_bytes, real_sos
 
 GLIBC_NEEDS = {

@@ -366,3 +366,17 @@ def test_a_label_means_one_set_of_properties_per_release(
     assert doc["variants"]["sm86.cu130torch2.9"]["nvidia"]["sm_arch"] == ["86_real"]  # the first build's
     assert "sm80.cu130torch2.9" in doc["variants"] and "sm90.cu130torch2.9" in doc["variants"]
     assert run("verify", "--deep").code == 0
+
+
+def test_a_republish_writes_no_copy_for_cells_that_hold_the_bytes(
+    run: Run, sos: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from librarian.ops import variant_wheels
+
+    publish_two_builds(run, sos, tmp_path)
+    made: list[str] = []
+    real = variant_wheels.write_variant
+    monkeypatch.setattr(variant_wheels, "write_variant", lambda *a, **k: made.append(a[2]) or real(*a, **k))
+    again = run("publish", str(next((tmp_path / "a").glob("*.whl"))), *LINE, "--variants")
+    assert again.code == 0 and "unchanged" in again.out
+    assert made == []  # a wheel-sized copy per cell, for nothing, before

@@ -111,11 +111,6 @@ def demands() -> tuple[Row, ...]:
     return DEMANDS
 
 
-def row(demand: Demand) -> Row:
-    """The row of one demand."""
-    return next(r for r in demands() if r.demand == demand)
-
-
 def override_of(claimed: Claimed) -> str:
     """The publish flag that accepts a claim of this kind."""
     return next((r.override for r in demands() if r.claimed is claimed and r.override), "")

@@ -233,15 +233,23 @@ def stage_to_manifest(store: Store, plan: PublishPlan, manifest: Path) -> Manife
     return staged
 
 
-def make_variants(wheels: Sequence[PreparedWheel], out_dir: Path) -> dict[tuple[str, str], MadeVariant | str]:
-    """Each wheel's variant wheel for each cell it is filed in, by (sha256, sm), or why it has none (said once)."""
+def make_variants(
+    wheels: Sequence[PreparedWheel], out_dir: Path, filed: Index | None = None
+) -> dict[tuple[str, str], MadeVariant | str]:
+    """Each wheel's variant wheel for each cell it is filed in, by (sha256, sm), or why it has none (said once).
+
+    ``filed``: the store's index as read; a cell that already holds these very bytes is left as it is (the
+    plan skips it), so no copy of the wheel is written for it."""
     lines = torch_lines()
+    held = {(e.path, e.sha256) for e in filed.entries} if filed is not None else set()
     made: dict[tuple[str, str], MadeVariant | str] = {}
     for wheel in wheels:
         label = wheel.name.label
         assert label is not None  # prepare() labelled it
         for sm in wheel.sms:
             cell = Cell(wheel.name.package, sm, label)
+            if filed is not None and (filed.layout.path_for(cell, str(wheel.name)), wheel.sha256) in held:
+                continue
             result = make_variant(
                 wheel.staged, wheel.name, wheel.facts, cell, wheel.requires_python, out_dir, lines
             )
@@ -272,7 +280,10 @@ def publish(
     assert layout is not None
     with tempfile.TemporaryDirectory(prefix="librarian-publish-") as tmp:
         wheels = prepare(paths, options, Path(tmp), write=not dry_run)
-        variants = make_variants(wheels, Path(tmp) / "variants") if options.variants and not dry_run else {}
+        variants: dict[tuple[str, str], MadeVariant | str] = {}
+        if options.variants and not dry_run:
+            filed = read_index(store, layout, {w.name.package for w in wheels})
+            variants = make_variants(wheels, Path(tmp) / "variants", filed)
         if dry_run or stage:
             # Staging plans against the index as read, without a lock or parent: its commit adds files
             # only, and reindex settles what landed (same path, other bytes) against the tree.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from librarian.coords import Label, WheelName
 from librarian.facts import WheelFacts
@@ -66,23 +67,10 @@ class OpenedWheel:
         """Metadata, RECORD (``record``) and binaries, in one pass."""
         return read_deep(self.path, self.name, record=record, jobs=jobs, directory=self.directory)
 
-    def retag(
-        self,
-        label: Label,
-        out_dir: Path,
-        *,
-        relabel: bool = False,
-        verify: bool = True,
-        jobs: int | None = None,
-        repair_tags: bool = False,
-        write: bool = True,
-        digest: bool = True,
-    ) -> Rewritten:
-        """Relabelled ``+label`` into ``out_dir`` (see :func:`~librarian.wheel.relabel.retag_with_directory`)."""
-        return retag_with_directory(
-            self.path, label, out_dir, relabel=relabel, verify=verify, jobs=jobs,
-            repair_tags=repair_tags, write=write, digest=digest, source=self.directory,
-        )  # fmt: skip
+    def retag(self, label: Label, out_dir: Path, **options: Any) -> Rewritten:
+        """Relabelled ``+label`` into ``out_dir``: :func:`~librarian.wheel.relabel.retag_with_directory`'s
+        options, over the directory read once."""
+        return retag_with_directory(self.path, label, out_dir, source=self.directory, **options)
 
     @staticmethod
     def written(rewritten: Rewritten) -> OpenedWheel:
