@@ -48,3 +48,10 @@ class Unreachable(StoreError):
     """The store could not be reached, or refused us (network, time-out, 5xx after retries, auth): exit 3."""
 
     exit_code = 3
+
+
+class Terminated(LibrarianError):
+    """SIGTERM (``timeout``, a CI cancel, ``docker stop``) arrived while librarian had work running: exit 143,
+    as a shell reports a process the signal ended, once what was started is stopped."""
+
+    exit_code = 143

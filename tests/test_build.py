@@ -22,17 +22,17 @@ import pytest
 
 from librarian.coords import GpuArch
 from librarian.errors import BadInput
-from librarian.ops.build import BuildFailed, build_requirements, find_nvcc, spec_arguments, torch_install_args
+from librarian.ops.build import BuildFailed, torch_install_args
 from librarian.ops.build_request import (
     MEMORY_PER_JOB,
-    Nvcc,
     arch_list,
     check_nvcc,
     max_jobs,
-    parse_nvcc_release,
     request_from_flags,
     request_from_job,
 )
+from librarian.ops.build_source import build_requirements, spec_arguments
+from librarian.probe.toolchain import Nvcc, find_nvcc, parse_nvcc_release
 from librarian.pytorch.matrix import load_matrix
 from tests.builders import stand_in_torch, wheel_of_installed
 from tests.conftest import Run
@@ -325,7 +325,7 @@ def test_a_build_that_fails_is_exit_1_with_the_logs_tail_and_nothing_published(
     assert "this build breaks on purpose" in log.read_text()
     assert any(line.startswith("  | ") and "breaks on purpose" in line for line in lines)
     assert not (tmp_path / "wheelhouse").exists()
-    assert not any(Path(os.environ.get("TMPDIR", "/tmp")).glob("librarian-build-*/dist/*.whl"))
+    assert not any(Path(os.environ.get("TMPDIR", "/tmp")).glob(f"librarian-build-{os.getpid()}-*/dist/*.whl"))
 
 
 @needs_nvcc
@@ -562,3 +562,109 @@ def _running_from(folder: Path) -> list[int]:
             if str(folder) in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
                 found.append(int(entry.name))
     return found
+
+
+# --- the glibc floor is part of the cell: plan -> build -> plan closes -----------------------------------
+
+NEWER_GLIBC = """
+#include <unistd.h>
+// close_range came with glibc 2.34: a library calling it needs GLIBC_2.34, above torch's 2.28.
+extern "C" int tinykern_close_range(unsigned int first) { return close_range(first, first, 0); }
+"""
+
+
+@needs_nvcc
+def test_a_wheel_above_plans_glibc_floor_is_refused_by_its_symbol_then_held_once_glibc_says_so(
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, build_tools: Path
+) -> None:
+    """The build measures the wheel's floor against the one plan counts at: at 2.28 it files nothing and
+    names the symbol and both ways out; with --glibc 2.34 on build and plan, plan -> build -> plan closes."""
+    import platform as host
+
+    if tuple(int(x) for x in host.libc_ver()[1].split(".")[:2]) < (2, 34):
+        pytest.skip("this host's glibc is older than 2.34: its builds cannot need GLIBC_2.34")
+    offline_pip(monkeypatch, build_tools)
+    src = _source(tmp_path)
+    (src / "tinykern.cu").write_text((src / "tinykern.cu").read_text() + NEWER_GLIBC)
+    torch = stand_in_torch(tmp_path / "torch")
+    cells = ("--sm", "80", "--sm", "89")
+    before = run(*_plan_argv("80", "89"), "--json")
+    assert [j["cells"] for j in json.loads(before.out)["jobs"]] == [["sm80", "sm89"]]
+    refused = _build(run, cache, monkeypatch, src, "--torch", "2.9", "--cuda", "13.0", *cells, "--repo", "store",
+                     torch=torch)  # fmt: skip
+    assert refused.code == 2, refused.err  # type: ignore[attr-defined]
+    line = refused.err.strip().splitlines()[-1]  # type: ignore[attr-defined]
+    assert "needs GLIBC_2.34 (tinykern/_tinykern.so: close_range)" in line, line
+    assert (
+        "above glibc 2.28, the floor plan counts at" in line
+        and "pass --glibc 2.34 to both build and plan" in line
+    )
+    assert "pytorch/manylinux2_28-builder:cuda13.0" in line
+    assert not (tmp_path / "store").exists()
+    filed = _build(run, cache, monkeypatch, src, "--torch", "2.9", "--cuda", "13.0", *cells, "--repo", "store",
+                   "--glibc", "2.34", torch=torch)  # fmt: skip
+    assert filed.code == 0, filed.err  # type: ignore[attr-defined]
+    after = run(*_plan_argv("80", "89"), "--glibc", "2.34", "--json")
+    assert json.loads(after.out)["jobs"] == [] and len(json.loads(after.out)["held"]) == 2
+    at_torchs = run(*_plan_argv("80", "89"))  # plan at 2.28 says why the stored wheel holds nothing
+    assert "0 cell(s) held, 2 missing" in at_torchs.out
+    assert "not held (2 cell(s): sm80, sm89): tinykern-0.1.0+cu130torch2.9-" in at_torchs.out
+    assert "glibc: needs GLIBC_2.34, glibc here is 2.28" in at_torchs.out
+
+
+@needs_nvcc
+def test_plan_then_build_then_plan_holds_every_cell_of_the_job(
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, build_tools: Path
+) -> None:
+    """The loop a farm runs: plan's job as it is (glibc floor included), built and filed; plan then
+    reports its cells held and no job."""
+    offline_pip(monkeypatch, build_tools)
+    job = _plan_job(run, "80", "89")
+    assert job["glibc"] == "2.28"
+    built = _build(run, cache, monkeypatch, _source(tmp_path), "--job", json.dumps(job), "--repo", "store",
+                   torch=stand_in_torch(tmp_path / "torch"))  # fmt: skip
+    assert built.code == 0, built.err  # type: ignore[attr-defined]
+    again = json.loads(run(*_plan_argv("80", "89"), "--json").out)
+    assert again["jobs"] == [] and sorted(h["sm"] for h in again["held"]) == ["80", "89"]
+
+
+# --- pull --build against the target's own torch ------------------------------------------------------
+
+
+@needs_nvcc
+def test_pull_build_into_a_venv_with_the_combos_torch_downloads_no_torch_and_files_exactly_its_cell(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, build_tools: Path
+) -> None:
+    """An sm80 machine whose venv holds torch 2.9.0+cu130: the build uses that torch (no index holds any
+    torch here, so a download would fail), and files exactly sm80 (not sm86 or sm89, which sm_80 SASS also
+    runs on natively)."""
+    import subprocess
+
+    from tests.builders import make_wheel
+
+    torch = stand_in_torch(tmp_path / "torch")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--find-links",
+                    str(torch), "torch==2.9.0+cu130"], check=True)  # fmt: skip
+    other = make_wheel(tmp_path / "dist", name="otherkern", version="1.0", tags="py3-none-any")
+    assert run("publish", str(other), "--torch", "2.9", "--cuda", "13.0", "--sm", "80").code == 0
+    offline_pip(monkeypatch, build_tools)  # no torch in reach: only the target's own can serve
+    monkeypatch.setenv("LIBRARIAN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("LIBRARIAN_BUILD_INSTALLER", "pip")
+    monkeypatch.delenv("LIBRARIAN_TORCH_INDEX", raising=False)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    pulled = run("pull", "tinykern", "--sm", "80", "--python", str(venv / "bin" / "python"), "--build",
+                 "--source", str(_source(tmp_path)), "--publish", "-o", "out")  # fmt: skip
+    assert pulled.code == 0, pulled.err
+    assert (
+        "torch 2.9.0+cu130 (CUDA 13.0), the target's own (" in pulled.err
+        and "no torch downloaded" in pulled.err
+    )
+    assert "installing torch" not in pulled.err
+    cells = sorted(
+        p.relative_to(tmp_path / "wheelhouse").parts[1]
+        for p in (tmp_path / "wheelhouse").rglob("tinykern-*.whl")
+    )
+    assert cells == ["sm80"]
+    assert run("verify", "--deep").code == 0

@@ -52,7 +52,7 @@ ARROWS: dict[str, frozenset[str]] = {
         "stores": "catalogue errors generated index layout progress redact safeio",
         # use cases
         "ops": "catalogue compat coords coverage demands errors facts gpus index layout machine manifest pending "
-        "platforms pool probe progress pytorch safeio stores variants wheel",
+        "platforms pool probe progress pytorch redact safeio stores variants wheel",
         # people: the terminal and the command line
         "terminal": "progress",
         "cli": "api config coords coverage errors gpus layout machine ops platforms presets probe progress "

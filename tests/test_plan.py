@@ -390,3 +390,15 @@ def test_plan_bad_input_is_one_line(run: Run) -> None:
         assert (
             result.err.startswith("librarian: error: ") and result.err.count("\n") == 1 and text in result.err
         )
+
+
+def test_plan_against_a_hub_repo_not_made_yet_holds_nothing_and_says_so(run: Run, loophub: object) -> None:
+    """The example workflow's first run: its plan job runs before any build job has made the repo."""
+    argv = ("plan", "tinykern==0.1.0", "--repo", "hf://datasets/team/not-made-yet", "--sm", "80", "--sm", "89",
+            "--torch", "2.9", "--cuda", "13.0", "--python", "3.12")  # fmt: skip
+    result = run(*argv, "--github")
+    assert result.code == 0, result.err
+    assert "hf://datasets/team/not-made-yet: no such dataset repo yet; it holds nothing" in result.err
+    (job,) = json.loads(result.out)["include"]
+    assert job["cells"] == ["sm80", "sm89"] and job["glibc"] == "2.28"
+    assert run(*argv[:3], "--repo", "hf://datasets/team/not-made-yet", "--sm-from", "store").code == 2

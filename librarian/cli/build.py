@@ -9,15 +9,21 @@ from typing import Annotated
 import typer
 
 from librarian.cli import ui
-from librarian.cli.options import store_and_layout
+from librarian.cli.options import (
+    InstallerOpt,
+    JsonOpt,
+    KeepOpt,
+    RepairOpt,
+    TorchIndexOpt,
+    check_installer,
+    store_and_layout,
+)
 from librarian.config import load_layout, load_settings
-from librarian.errors import BadInput, Refused
-from librarian.ops import build as build_op
-from librarian.ops import build_run
-from librarian.ops import repair as repair_op
-from librarian.ops.build_here import label_checked
+from librarian.errors import BadInput
+from librarian.ops.build import BuildSettings
+from librarian.ops.build_and_file import BuildOutcome, Destination, build_and_file
 from librarian.ops.build_request import request_from_flags, request_from_job
-from librarian.ops.publish import PublishOptions, publish
+from librarian.ops.prepare import PublishOptions
 from librarian.pytorch.matrix import load_matrix
 
 app = typer.Typer(rich_markup_mode=None)
@@ -65,13 +71,21 @@ def build(
         str | None, typer.Option("--python", help="The CPython to build for, e.g. 3.12 (default: this one).")
     ] = None,
     platform: Annotated[
-        str, typer.Option("--platform", help="linux-x86_64, linux-aarch64 or windows-amd64.")
+        str,
+        typer.Option("--platform", help="linux-x86_64, linux-aarch64 or windows-amd64: this host's own."),
     ] = "linux-x86_64",
     sm: Annotated[
         list[str] | None,
         typer.Option("--sm", help="A GPU to build for, e.g. 89 (repeatable): exactly these cells."),
     ] = None,
     ptx: Annotated[bool, typer.Option("--ptx", help="Add PTX of the newest arch (+PTX).")] = False,
+    glibc: Annotated[
+        str | None,
+        typer.Option(
+            "--glibc",
+            help="The glibc floor of the plan this build serves (default 2.28, torch's; as plan's).",
+        ),
+    ] = None,
     job: Annotated[
         str | None,
         typer.Option("--job", help="One entry of 'plan --json' jobs or 'plan --github' include, as JSON."),
@@ -94,86 +108,75 @@ def build(
         Path | None,
         typer.Option("-o", "--out", help="Write the checked, labelled wheel to DIR instead of a store."),
     ] = None,
-    installer: Annotated[
-        str,
-        typer.Option(
-            "--installer", envvar="LIBRARIAN_BUILD_INSTALLER", help="auto (uv where installed), uv or pip."
-        ),
-    ] = "auto",
-    torch_index: Annotated[
-        str | None,
-        typer.Option(
-            "--torch-index",
-            envvar="LIBRARIAN_TORCH_INDEX",
-            help="Install torch from this index URL or folder of wheels (default: PyTorch's, as plan says).",
-        ),
-    ] = None,
-    keep: Annotated[
-        bool, typer.Option("--keep", help="Keep the build folder (its path is printed).")
-    ] = False,
-    repair: Annotated[
-        bool,
-        typer.Option(
-            "--repair",
-            help="auditwheel repair (the CUDA and torch libraries never bundled) and the manylinux tag it meets.",
-        ),
-    ] = False,
+    installer: InstallerOpt = "auto",
+    torch_index: TorchIndexOpt = None,
+    keep: KeepOpt = False,
+    repair: RepairOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Compile SPEC for one combo and exactly the cells asked, check it by its bytes, and file it.
 
     Example: librarian build flash-attn==2.8.3 --torch 2.9 --cuda 12.8 --python 3.12 --sm 80 --sm 90
     """
-    if installer not in ("auto", "uv", "pip"):
-        raise BadInput(f"--installer {installer}: auto, uv or pip")
+    check_installer(installer)
     if manifest is not None and not stage:
         raise BadInput("--manifest: goes with --stage (build --stage --manifest FILE)")
     if out is not None and (stage or repo):
         raise BadInput("-o: writes the wheel to a folder; not with --repo or --stage")
     matrix = load_matrix()
     if job is not None:
-        if torch or cuda or python or sm:
+        if torch or cuda or python or sm or glibc:
             raise BadInput(
-                "--job: the job says torch, CUDA, Python and cells; not with --torch/--cuda/--python/--sm"
+                "--job: the job says torch, CUDA, Python, cells and glibc; not with "
+                "--torch/--cuda/--python/--sm/--glibc"
             )
         request = request_from_job(matrix, job, spec)
     else:
         if spec is None or torch is None or cuda is None:
             raise BadInput("build: pass SPEC --torch X.Y --cuda X.Y --sm N (repeatable), or --job JSON")
         version = python or f"{sys.version_info[0]}.{sys.version_info[1]}"
-        request = request_from_flags(matrix, spec, torch, cuda, version, platform, sm or (), ptx)
-    if repair:
-        repair_op.check_auditwheel()  # before anything is built
+        request = request_from_flags(matrix, spec, torch, cuda, version, platform, sm or (), ptx, glibc)
+        request = request.expecting()
     if out is None:
         store, layout = store_and_layout(repo, create=create, publishing=True)
+        to = Destination(store, stage, manifest)
     else:  # no store: the project's layout, for the checks' cells
-        store, layout = None, load_layout(load_settings(None).layout)
-    settings = build_op.BuildSettings(installer=installer, torch_index=torch_index, keep=keep)
+        layout = load_layout(load_settings(None).layout)
+        to = Destination(out=out)
+    settings = BuildSettings(installer=installer, torch_index=torch_index, keep=keep)
+    options = PublishOptions(layout=layout, variants=load_settings(repo).variants)
     progress = BuildProgress()
-    # Exactly the asked cells: publish refuses any the bytes do not serve natively (no --trust-sm here).
-    # The project's variants setting holds here as in publish.
-    options = PublishOptions(
-        label=request.combo.label, sms=request.sms, layout=layout, variants=load_settings(repo).variants
-    )
-    with build_run.build_folder(keep) as folder:
-        if keep:
-            progress.say(f"build folder (kept): {folder}")
-        try:
-            built = build_op.build(request, settings, folder, progress.say, progress.step)
-        finally:
-            progress.clear()
-        wheel = repair_op.repair(built.wheel, built.log, progress.say) if repair else built.wheel
-        if out is None:
-            assert store is not None
-            try:
-                plan = publish(store, [wheel], options, stage=stage, manifest=manifest)
-            except Refused as e:  # publish's refusal, with what the build was asked and where its log is
-                raise Refused(
-                    f"{e} (built with TORCH_CUDA_ARCH_LIST={built.arch_list}; log: {built.log}; "
-                    "--keep keeps the wheel)"
-                ) from e
-            ui.result(
-                plan.render(store.location, dry_run=False, stage=stage, manifest=manifest), len(plan.filings)
-            )
-            return
-        # -o: the same checks as publish (into a scratch store), then the labelled wheel into DIR.
-        ui.out(str(label_checked(wheel, options, out)))
+    try:
+        done = build_and_file(request, settings, options, to, progress.say, progress.step, repair=repair)
+    finally:
+        progress.clear()
+    render(done, to)
+
+
+def render(done: BuildOutcome, to: Destination) -> None:
+    """What was filed (publish's lines), or the wheel's path; ``--json``: one document."""
+    if ui.state.json:
+        published = done.published
+        location = to.store.location if to.store is not None else None
+        ui.emit_json(
+            {
+                "schema": 1,
+                "wheel": str(done.wheel) if done.wheel else done.filename,
+                "log": str(done.log),
+                "TORCH_CUDA_ARCH_LIST": done.arch_list,
+                "torch": done.torch.version,
+                "published": published.to_json(
+                    location or "", dry_run=False, stage=to.stage, manifest=to.manifest
+                )
+                if published is not None
+                else None,
+            }
+        )
+        return
+    if done.published is not None and to.store is not None:
+        ui.result(
+            done.published.render(to.store.location, dry_run=False, stage=to.stage, manifest=to.manifest),
+            len(done.published.filings),
+        )
+    elif done.wheel is not None:
+        ui.out(str(done.wheel))

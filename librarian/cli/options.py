@@ -215,3 +215,38 @@ def _describe_instead(machine: Machine) -> str:
 def deprecated_force(command: str, instead: str) -> None:
     """Warn that ``command --force`` is deprecated and what it now means."""
     log.warning("%s --force is deprecated (it meant several things); it now means %s", command, instead)
+
+
+# --- what build and pull --build share ---------------------------------------------------------------
+
+InstallerOpt = Annotated[
+    str,
+    typer.Option(
+        "--installer",
+        envvar="LIBRARIAN_BUILD_INSTALLER",
+        help="Build environments: auto (uv where installed), uv or pip.",
+    ),
+]
+TorchIndexOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--torch-index",
+        envvar="LIBRARIAN_TORCH_INDEX",
+        help="Install torch from this index URL or folder of wheels (default: PyTorch's, as plan says).",
+    ),
+]
+RepairOpt = Annotated[
+    bool,
+    typer.Option(
+        "--repair",
+        help="auditwheel repair (the CUDA and torch libraries never bundled) and the manylinux tag it meets.",
+    ),
+]
+KeepOpt = Annotated[bool, typer.Option("--keep", help="Keep the build folder (its path is printed).")]
+
+
+def check_installer(installer: str) -> str:
+    """``--installer``: auto, uv or pip."""
+    if installer not in ("auto", "uv", "pip"):
+        raise BadInput(f"--installer {installer}: auto, uv or pip")
+    return installer

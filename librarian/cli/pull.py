@@ -6,7 +6,6 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from os import environ
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,16 +17,20 @@ from librarian.cli.options import (
     CudaOpt,
     DriverOpt,
     GlibcOpt,
+    InstallerOpt,
     JsonOpt,
+    KeepOpt,
     OsOpt,
     PlatformOpt,
     PresetOpt,
     PythonOpt,
+    RepairOpt,
     RepoOpt,
+    TorchIndexOpt,
     TorchOpt,
+    check_installer,
     machine_of,
     store_and_layout,
-    variants_wanted,
 )
 from librarian.coords import package_key
 from librarian.errors import BadInput
@@ -36,6 +39,8 @@ from librarian.ops import pull as pull_op
 
 if TYPE_CHECKING:
     from librarian.layout import Layout
+    from librarian.machine import Machine
+    from librarian.ops.build import BuildSettings
     from librarian.ops.build_request import BuildRequest
     from librarian.stores.base import Store
 
@@ -111,7 +116,10 @@ def pull(
             "--publish", help="With --build: file what was built in the store, for the next machine."
         ),
     ] = False,
-    keep: Annotated[bool, typer.Option("--keep", help="With --build: keep the build folder.")] = False,
+    keep: KeepOpt = False,
+    repair: RepairOpt = False,
+    build_installer: InstallerOpt = "auto",
+    torch_index: TorchIndexOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fetch the exact wheel for this machine (newest version), sha256-checked.
@@ -122,8 +130,11 @@ def pull(
         raise BadInput(
             "--install and --requirements: choose one (the file is for installing without librarian)"
         )
-    if (source or publish or keep) and not build:
-        raise BadInput("--source, --publish and --keep go with --build (pull --build builds on a miss)")
+    if (source or publish or keep or repair) and not build:
+        raise BadInput(
+            "--source, --publish, --keep and --repair go with --build (pull --build builds on a miss)"
+        )
+    check_installer(build_installer)
     if build and requirements is not None:
         raise BadInput("--build and --requirements: the file names stored wheels; build first, then write it")
     if source is not None and len(packages) > 1:
@@ -146,7 +157,7 @@ def pull(
     wants = pull_op.Wants.of(found)
     with _wheels_folder(out, install) as out_dir:
         # --build: what would be built, and nvcc, checked before the store or any index is read.
-        requests = build_requests(packages, source, wants) if build else {}
+        requests = build_requests(packages, source, wants, repair) if build else {}
         store, layout = store_and_layout(repo)
         try:
             report = pull_op.pull(
@@ -156,8 +167,9 @@ def pull(
         except pull_op.NoMatch as miss:
             if not build:
                 raise
+            settings = build_settings(found, requests, build_installer, torch_index, keep)
             report, built = build_misses(
-                store, layout, packages, wants, out_dir, miss, requests, publish, keep, compatible
+                store, layout, packages, wants, out_dir, miss, requests, settings, publish, compatible, repair
             )
         for note in report.notes:
             ui.note(note)
@@ -186,18 +198,35 @@ def _wheels_folder(out: Path | None, install: bool) -> Iterator[Path]:
         yield out or Path(".")
 
 
-def build_requests(packages: list[str], source: str | None, wants: pull_op.Wants) -> dict[str, BuildRequest]:
-    """What ``--build`` would build for each package, checked with nvcc before anything is downloaded."""
+def build_requests(
+    packages: list[str], source: str | None, wants: pull_op.Wants, repair: bool
+) -> dict[str, BuildRequest]:
+    """What ``--build`` would build for each package, checked (host, nvcc, auditwheel) before anything is
+    downloaded or read."""
     # Imported here: a plain pull loads neither the build nor the binary readers (tests/test_startup.py).
-    from librarian.ops import build_here
+    from librarian.ops import build_and_file
     from librarian.pytorch.matrix import load_matrix
 
     matrix = load_matrix()
-    requests = {package_key(p): build_here.machine_request(matrix, source or p, wants) for p in packages}
-    warning = build_here.check_toolchain(next(iter(requests.values())))
+    requests = {
+        package_key(p): build_and_file.machine_request(matrix, source or p, wants, p) for p in packages
+    }
+    warning = build_and_file.check_before(next(iter(requests.values())), repair=repair)
     if warning:
         ui.note(f"warning: {warning}")
     return requests
+
+
+def build_settings(
+    found: Machine, requests: dict[str, BuildRequest], installer: str, torch_index: str | None, keep: bool
+) -> BuildSettings:
+    """How ``pull --build`` builds: against the target's own torch where it is the combo's (no download)."""
+    from librarian.ops.build import BuildSettings, target_torch
+
+    target = found.interpreter.value
+    combo = next(iter(requests.values())).combo
+    torch_from = target_torch(Path(target), combo) if target else None
+    return BuildSettings(installer=installer, torch_index=torch_index, keep=keep, torch_from=torch_from)
 
 
 def build_misses(
@@ -208,14 +237,15 @@ def build_misses(
     out: Path,
     miss: pull_op.NoMatch,
     requests: dict[str, BuildRequest],
+    settings: BuildSettings,
     publish: bool,
-    keep: bool,
     compatible: bool,
+    repair: bool,
 ) -> tuple[pull_op.PullReport, list[Path]]:
     """Pull what the store has, build the rest for this machine (and file it with ``publish``)."""
     from librarian.cli.build import BuildProgress  # only on a miss with --build: see build_requests
-    from librarian.ops import build as build_op
-    from librarian.ops import build_here
+    from librarian.config import load_settings
+    from librarian.ops.build_and_file import Destination, build_and_file
     from librarian.ops.prepare import PublishOptions
 
     missed = {package_key(r.package) for r in miss.misses}
@@ -226,19 +256,15 @@ def build_misses(
         if hits
         else pull_op.PullReport(store.location, wants, (), ())
     )
-    settings = build_op.BuildSettings(
-        installer=environ.get("LIBRARIAN_BUILD_INSTALLER", "auto"),
-        torch_index=environ.get("LIBRARIAN_TORCH_INDEX"),
-        keep=keep,
-    )
+    options = PublishOptions(layout=layout, variants=load_settings(None).variants)
+    to = Destination(store if publish else None, out=out)
     progress = BuildProgress()
     built = []
     for key in sorted(missed):
         try:
-            done = build_here.build_here(
-                requests[key], settings, PublishOptions(layout=layout, variants=variants_wanted(None)), out, progress.say, progress.step,
-                store if publish else None,
-            )  # fmt: skip
+            done = build_and_file(
+                requests[key], settings, options, to, progress.say, progress.step, repair=repair
+            )
         finally:
             progress.clear()
         if done.published is not None:  # what publish says, a note per line (stdout is pull's own)
@@ -246,5 +272,6 @@ def build_misses(
                 store.location, dry_run=False, stage=False, manifest=None
             ).splitlines():
                 ui.note(line.strip())
+        assert done.wheel is not None
         built.append(done.wheel)
     return report, built

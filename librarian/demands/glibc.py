@@ -56,7 +56,8 @@ def check(need: GlibcNeed, machine: Machine) -> Verdict:
         return unknown(Demand.GLIBC, need.text, machine.glibc.reason)
     if need.glibc and glibc is not None and need.glibc > glibc:
         error = f"version 'GLIBC_{format_dotted(need.glibc)}' not found"
-        return Verdict(Demand.GLIBC, False, need.text, has, f"glibc here is {format_dotted(glibc)}", error)
+        why = f"needs GLIBC_{format_dotted(need.glibc)}, glibc here is {format_dotted(glibc)}"
+        return Verdict(Demand.GLIBC, False, need.text, has, why, error)
     have_cxx = machine.glibcxx.value
     if need.glibcxx and have_cxx is not None and need.glibcxx > have_cxx:
         error = f"libstdc++.so.6: version '{format_glibcxx(need.glibcxx)}' not found"

@@ -10,6 +10,7 @@ is exactly the asked cells and MAX_JOBS fits the memory. The log goes to a file 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -18,35 +19,28 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
-from librarian.compat import tomllib
 from librarian.coords import format_version
 from librarian.errors import BadInput, LibrarianError, Unreachable
 from librarian.machine import TorchInfo
-from librarian.ops.build_request import (
-    BuildRequest,
-    Nvcc,
-    check_nvcc,
-    max_jobs,
-    parse_nvcc_home,
-    parse_nvcc_release,
-)
-from librarian.ops.build_run import Say, run_logged
+from librarian.ops.build_request import BuildRequest, check_nvcc, max_jobs
+from librarian.ops.build_run import BuildLog, Say, run_logged
+from librarian.ops.build_source import build_tools, spec_arguments, stage_source
 from librarian.probe.target import Target, probe_target
-from librarian.probe.torch import detect_torch
+from librarian.probe.toolchain import Nvcc, detect_cores, detect_memory, find_nvcc
+from librarian.probe.torch import detect_torch, detect_torch_site
+from librarian.pytorch.matrix import Combo
+from librarian.redact import TOKEN_ENV, mask
 
 log = logging.getLogger(__name__)
 
-# What PEP 517 builds with when a package declares no [build-system] (setuptools' legacy setup.py).
-PEP517_DEFAULT = ("setuptools>=40.8.0", "wheel")
 MARKER = ".librarian-env.json"  # written last: an environment without it was cut off while being made
 # pip's and uv's words when the index could not be reached at all (then exit 3, not a failed build).
 _UNREACHABLE = re.compile(
@@ -75,12 +69,15 @@ class BuildFailed(LibrarianError):
 @dataclass(frozen=True, slots=True)
 class BuildSettings:
     """How to build: the installer (``uv``, ``pip``; ``auto``: uv where found), torch's index (a URL or a
-    folder of wheels; None: PyTorch's, as plan says), the cache of environments and logs, ``--keep``."""
+    folder of wheels; None: PyTorch's, as plan says), the cache of environments and logs, ``--keep``;
+    ``torch_from``: an interpreter whose installed torch is the combo's, built against in place of a
+    download (``pull --build`` into the environment the wheel is for)."""
 
     installer: str = "auto"
     torch_index: str | None = None
     cache: Path | None = None
     keep: bool = False
+    torch_from: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +92,9 @@ class Built:
     torch: TorchInfo
     arch_list: str
     max_jobs: str
+    environment_packages: frozenset[str] = field(
+        default_factory=frozenset
+    )  # what the build environment holds
 
 
 def build_cache(environ: Mapping[str, str] | None = None) -> Path:
@@ -104,70 +104,6 @@ def build_cache(environ: Mapping[str, str] | None = None) -> Path:
         env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "librarian"
     )
     return Path(base) / "build"
-
-
-def find_nvcc(environ: Mapping[str, str] | None = None) -> Nvcc:
-    """nvcc from ``CUDA_HOME`` (or ``CUDA_PATH``), else ``PATH``, with its release; BadInput when none."""
-    env = os.environ if environ is None else environ
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if home := env.get(var):
-            path, source = os.path.join(home, "bin", "nvcc"), var
-            if not os.access(path, os.X_OK):
-                raise BadInput(f"{var}={home}: has no bin/nvcc; point it at a CUDA toolkit")
-            break
-    else:
-        found = shutil.which("nvcc", path=env.get("PATH"))
-        if found is None:
-            raise BadInput(
-                "no nvcc found (CUDA_HOME unset, none on PATH): install a CUDA toolkit or set CUDA_HOME"
-            )
-        path, source = found, "PATH"
-    try:
-        done = subprocess.run(
-            [path, "--version"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise BadInput(f"{path}: cannot run it ({e})") from e
-    release = parse_nvcc_release(done.stdout)
-    if release is None:
-        raise BadInput(f"{path}: 'nvcc --version' names no CUDA release")
-    return Nvcc(path, source, release, _nvcc_home(path) or "")
-
-
-def _nvcc_home(path: str) -> str | None:
-    """The toolkit root nvcc names for itself (``--dryrun`` compiles nothing), or None where it says none."""
-    try:
-        done = subprocess.run(
-            [path, "--dryrun", "-E", "-x", "cu", os.devnull],
-            capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return parse_nvcc_home(done.stdout + done.stderr)
-
-
-def detect_memory() -> int | None:
-    """Bytes of memory this process may use: the machine's, or its cgroup's limit when that is lower."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-    try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        if limit.isdigit():
-            total = min(total, int(limit))
-    except OSError:
-        pass
-    return total
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 # --- the environment -----------------------------------------------------------------------------
@@ -214,19 +150,26 @@ def _bin(folder: Path) -> Path:
 
 
 def ensure_environment(request: BuildRequest, settings: BuildSettings, cache: Path, say: Say) -> Environment:
-    """The combo's build environment, made on first use and reused after (its marker written last)."""
-    folder = cache / "envs" / request.env_name
+    """The combo's build environment, made on first use and reused after (its marker written last).
+
+    With ``settings.torch_from``, one made by that interpreter whose site-packages (where its torch is) it
+    sees after its own: the build tools are its own, torch is the target's, and nothing is downloaded."""
+    name = request.env_name
+    if settings.torch_from is not None:
+        name += "-on-" + hashlib.sha256(str(settings.torch_from).encode()).hexdigest()[:12]
+    folder = cache / "envs" / name
     uv = _uv(settings)
     python = _bin(folder) / ("python.exe" if os.name == "nt" else "python")
     if not (folder / MARKER).exists():
         shutil.rmtree(folder, ignore_errors=True)  # an environment cut off while being made
         folder.parent.mkdir(parents=True, exist_ok=True)
         version = request.combo.python.version
+        base = str(settings.torch_from) if settings.torch_from is not None else None
         say(f"making the build environment {folder} (CPython {version}, {'uv' if uv else 'venv + pip'})")
         if uv:
-            cmd = [uv, "venv", "--quiet", "--seed", "--python", version, str(folder)]
+            cmd = [uv, "venv", "--quiet", "--seed", "--python", base or version, str(folder)]
         else:
-            cmd = [_interpreter(version), "-m", "venv", str(folder)]
+            cmd = [base or _interpreter(version), "-m", "venv", str(folder)]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
         if done.returncode != 0:
             shutil.rmtree(folder, ignore_errors=True)
@@ -234,9 +177,27 @@ def ensure_environment(request: BuildRequest, settings: BuildSettings, cache: Pa
             raise BadInput(
                 f"{folder}: cannot make the build environment ({(lines or ['no output'])[-1][:300]})"
             )
+        if settings.torch_from is not None:
+            _see_target_torch(folder, Path(python), settings.torch_from)
     else:
         say(f"reusing the build environment {folder}")
     return Environment(folder, python, uv)
+
+
+def _see_target_torch(folder: Path, python: Path, target: Path) -> None:
+    """A ``.pth`` in the environment naming the folder the target's torch is installed in (after its own)."""
+    facts = probe_target(Target(target, "the target interpreter"))
+    site = detect_torch_site(list(facts.path))
+    if site is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise BadInput(f"{target}: has no torch to build against")
+    own = probe_target(Target(python, "the build environment"))
+    mine = next((p for p in own.path if p.endswith(("site-packages", "dist-packages")) and
+                 Path(p).resolve().is_relative_to(folder.resolve())), None)  # fmt: skip
+    if mine is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise BadInput(f"{folder}: the build environment has no site-packages of its own")
+    (Path(mine) / "librarian-target-torch.pth").write_text(f"{site}\n")
 
 
 def torch_install_args(request: BuildRequest, torch_index: str | None) -> list[str]:
@@ -259,25 +220,31 @@ def _read_marker(folder: Path) -> dict[str, object]:
 
 
 def ensure_torch(
-    env: Environment, request: BuildRequest, settings: BuildSettings, log_path: Path, say: Say
+    env: Environment, request: BuildRequest, settings: BuildSettings, log: BuildLog, say: Say
 ) -> TorchInfo:
-    """The combo's torch in the environment (installed once), checked by reading what is installed."""
-    args = torch_install_args(request, settings.torch_index)
-    marker = _read_marker(env.folder)
-    if marker.get("torch-install") != args or _environment_torch(env) is None:
-        say(f"installing {' '.join(args)}")
-        _run_install(env, args, log_path, "torch")
-    torch = _environment_torch(env)
+    """The combo's torch in the environment (installed once, or the target's), checked by reading it."""
     c = request.combo
     want = f"torch {format_version(c.torch)} (cu{c.cuda[0]}{c.cuda[1]})"
+    if settings.torch_from is None:
+        args = torch_install_args(request, settings.torch_index)
+        marker = _read_marker(env.folder)
+        if marker.get("torch-install") != args or _environment_torch(env) is None:
+            say(mask(f"installing {' '.join(args)}"))
+            _run_install(env, args, log, "torch", say)
+        where = "installed in the build environment"
+    else:
+        args = ["--target", str(settings.torch_from)]
+        where = f"the target's own ({settings.torch_from}): no torch downloaded"
+    torch = _environment_torch(env)
     if torch is None:
-        raise BuildFailed(f"{env.folder}: no torch after '{' '.join(args)}'; the build needs {want}")
+        raise BuildFailed(f"{env.folder}: no torch after '{mask(' '.join(args))}'; the build needs {want}")
     if not torch.version.startswith(f"{format_version(c.torch)}.") or torch.cuda != c.cuda:
         got = f"{torch.version} (CUDA {format_version(torch.cuda) if torch.cuda else 'none'})"
         raise BuildFailed(
             f"{env.folder}: the build environment's torch is {got}, not {want}; a build against it would "
             f"link another ABI than its label says (check --torch-index)"
         )
+    say(f"torch {torch.version} (CUDA {format_version(torch.cuda) if torch.cuda else 'none'}), {where}")
     (env.folder / MARKER).write_text(json.dumps({"torch-install": args, "torch": torch.version}))
     return torch
 
@@ -287,61 +254,67 @@ def _environment_torch(env: Environment) -> TorchInfo | None:
     return detect_torch(list(facts.path))
 
 
-def build_requirements(spec: str) -> list[str]:
-    """The spec's ``[build-system] requires`` (a folder or an sdist), torch left out: it is the combo's.
-
-    A requirement (``flash-attn==2.8.3``) is not downloaded to read them: it gets PEP 517's default.
-    """
-    text: str | None = None
-    path = Path(spec)
-    try:
-        if path.is_dir() and (path / "pyproject.toml").is_file():
-            text = (path / "pyproject.toml").read_text()
-        elif path.is_file() and tarfile.is_tarfile(path):
-            with tarfile.open(path) as tar:
-                member = next(
-                    (
-                        m
-                        for m in tar.getmembers()
-                        if m.name.count("/") == 1 and m.name.endswith("/pyproject.toml")
-                    ),
-                    None,
-                )
-                f = tar.extractfile(member) if member is not None and member.size < 1 << 20 else None
-                text = f.read().decode("utf-8", "replace") if f is not None else None
-    except (OSError, tarfile.TarError) as e:
-        raise BadInput(f"{spec}: cannot read it ({e})") from e
-    if text is None:
-        return list(PEP517_DEFAULT)
-    try:
-        system = tomllib.loads(text).get("build-system")
-    except tomllib.TOMLDecodeError as e:
-        raise BadInput(f"{spec}: pyproject.toml is not valid TOML ({e})") from e
-    if not isinstance(system, dict):  # no [build-system]: setuptools, as pip would build it
-        return list(PEP517_DEFAULT)
-    requires = system.get("requires", [])
-    return [str(r) for r in requires if not re.match(r"\s*torch\b(?![-_.\w])", str(r))]
-
-
-def build_tools(spec: str, ninja_on_path: bool) -> list[str]:
-    """What the environment needs beside torch: the spec's build requirements, and ninja where none is on
-    PATH (torch's cpp_extension compiles one file at a time without it, whatever MAX_JOBS says)."""
-    return [*build_requirements(spec), *(() if ninja_on_path else ("ninja",))]
-
-
-def _run_install(env: Environment, args: Sequence[str], log_path: Path, what: str) -> None:
+def _run_install(env: Environment, args: Sequence[str], log: BuildLog, what: str, say: Say) -> None:
+    if not args:  # an empty requirement list: nothing to install (pip would refuse an empty command)
+        return
     cmd = env.install_command(args)
-    code, tail = run_logged(cmd, dict(os.environ), log_path, lambda line: None)
+    code, tail = run_logged(cmd, build_environ(), log, lambda line: None, heartbeat=_still(say, what))
     if code != 0:
         text = "\n".join(tail)
         if _UNREACHABLE.search(text):
-            raise Unreachable(f"installing {what}: the package index cannot be reached (log: {log_path})")
-        raise BuildFailed(f"installing {what} failed (exit {code}; log: {log_path})", tail)
+            raise Unreachable(f"installing {what}: the package index cannot be reached (log: {log.path})")
+        raise BuildFailed(f"installing {what} failed (exit {code}; log: {log.path})", tail)
+
+
+def _still(say: Say, what: str) -> Callable[[float], None]:
+    return lambda elapsed: say(f"{elapsed:.0f}s still {what} (no output for a while)")
+
+
+def build_environ(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a build's commands run in: this one less the Hub's tokens (a build backend is code
+    from the source; it has no business with the store's credentials), plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in TOKEN_ENV and k != "HF_HUB_TOKEN"}
+    return {**env, **(extra or {})}
+
+
+def environment_packages(env: Environment) -> frozenset[str]:
+    """What the build environment holds (its own distributions) and torch with its own requirements: the
+    names a build of a package must never produce (pip would replace them where it is installed)."""
+    names = {"torch"}
+    facts = probe_target(Target(env.python, "the build environment"))
+    own = [Path(p) for p in facts.path
+           if p.endswith(("site-packages", "dist-packages")) and Path(p).resolve().is_relative_to(env.folder.resolve())]  # fmt: skip
+    for site in own:
+        names |= {
+            canonicalize_name(i.name.removesuffix(".dist-info").rsplit("-", 1)[0])
+            for i in site.glob("*.dist-info")
+        }
+    torch_site = detect_torch_site(list(facts.path))
+    for info in torch_site.glob("torch-*.dist-info") if torch_site is not None else ():  # wherever it is
+        names |= _requirement_names(info / "METADATA")
+    return frozenset(names)
+
+
+def _requirement_names(metadata: Path) -> set[str]:
+    names: set[str] = set()
+    try:
+        text = metadata.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return names
+    for line in text.splitlines():
+        if line.startswith("Requires-Dist:"):
+            try:
+                names.add(canonicalize_name(Requirement(line.partition(":")[2].strip()).name))
+            except InvalidRequirement:
+                continue
+        elif not line.strip():
+            break  # the headers end at the first empty line
+    return names
 
 
 def build(request: BuildRequest, settings: BuildSettings, folder: Path, say: Say, step: Say) -> Built:
     """Compile ``request`` into a wheel in ``folder``/dist; BuildFailed (exit 1) with the log's tail."""
-    spec_args = spec_arguments(request.spec)  # a spec that is no path nor requirement: before anything runs
+    spec_arguments(request.spec)  # a spec that is no path nor requirement: before anything runs
     nvcc = find_nvcc()
     warning = check_nvcc(nvcc, request.combo.cuda)  # before anything is downloaded
     say(f"using {nvcc}")
@@ -350,72 +323,77 @@ def build(request: BuildRequest, settings: BuildSettings, folder: Path, say: Say
     cache = settings.cache or build_cache()
     logs = cache / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    log_path = logs / f"{request.env_name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
-    jobs, why = max_jobs(_cores(), detect_memory(), os.environ.get("MAX_JOBS"))
+    log = BuildLog(logs / f"{request.env_name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log")
+    try:
+        return _build(request, settings, folder, say, step, nvcc, cache, log)
+    finally:
+        log.close()
+
+
+def _build(
+    request: BuildRequest, settings: BuildSettings, folder: Path, say: Say, step: Say, nvcc: Nvcc,
+    cache: Path, log: BuildLog,
+) -> Built:  # fmt: skip
+    jobs, why = max_jobs(detect_cores(), detect_memory(), os.environ.get("MAX_JOBS"))
     say(
         f"TORCH_CUDA_ARCH_LIST={request.arch_list} (the cells asked: {', '.join(f'sm{s.sm}' for s in request.sms)})"
     )
     say(f"MAX_JOBS={jobs} ({why})")
-    say(f"log: {log_path}")
+    say(f"log: {log.path}")
+    spec_args = stage_source(request.spec, folder, say)
     env = ensure_environment(request, settings, cache, say)
-    torch = ensure_torch(env, request, settings, log_path, say)
-    tools = build_tools(request.spec, shutil.which("ninja") is not None)
-    say(f"installing the build tools: {' '.join(tools)}")
-    _run_install(env, tools, log_path, "the build tools")
+    torch = ensure_torch(env, request, settings, log, say)
+    tools = build_tools(spec_args[-1] if Path(spec_args[-1]).exists() else request.spec,
+                        shutil.which("ninja") is not None)  # fmt: skip
+    if tools:
+        say(mask(f"installing the build tools: {' '.join(tools)}"))
+    _run_install(env, tools, log, "the build tools", say)
     dist = folder / "dist"
     dist.mkdir()
-    cmd = [
-        str(env.python),
-        "-m",
-        "pip",
-        "wheel",
-        "--no-build-isolation",
-        "--no-deps",
-        "--disable-pip-version-check",
-    ]
-    cmd += ["-w", str(dist), *spec_args]
-    run_env = {
-        **os.environ,
-        "TORCH_CUDA_ARCH_LIST": request.arch_list,
-        "MAX_JOBS": str(jobs),
-        "CUDA_HOME": nvcc.toolkit,
-        "PATH": os.pathsep.join(
-            [str(_bin(env.folder)), str(Path(nvcc.path).parent), os.environ.get("PATH", "")]
-        ),
-        "VIRTUAL_ENV": str(env.folder),
-    }
-    say(f"building {request.spec} for {request.describe()}")
+    cmd = [str(env.python), "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
+           "--disable-pip-version-check", "-w", str(dist), *spec_args]  # fmt: skip
+    run_env = build_environ(
+        {
+            "TORCH_CUDA_ARCH_LIST": request.arch_list,
+            "MAX_JOBS": str(jobs),
+            "CUDA_HOME": nvcc.toolkit,
+            "PATH": os.pathsep.join(
+                [str(_bin(env.folder)), str(Path(nvcc.path).parent), os.environ.get("PATH", "")]
+            ),
+            "VIRTUAL_ENV": str(env.folder),
+        }
+    )
+    say(mask(f"building {request.spec} for {request.describe()}"))
     started = time.monotonic()
     code, tail = run_logged(
         cmd,
         run_env,
-        log_path,
+        log,
         lambda line: step(f"{time.monotonic() - started:.0f}s {line}") if STEP.search(line) else None,
+        heartbeat=lambda elapsed: step(f"{elapsed:.0f}s still building (no compile step for a while)"),
     )
     if code != 0:
-        raise BuildFailed(f"{request.spec}: the build failed (exit {code}; log: {log_path})", tail)
+        raise BuildFailed(f"{mask(request.spec)}: the build failed (exit {code}; log: {log.path})", tail)
     wheels = sorted(dist.glob("*.whl"))
     if len(wheels) != 1:
+        made = ", ".join(w.name for w in wheels) or "none"
         raise BuildFailed(
-            f"{request.spec}: the build made {len(wheels)} wheels, not one (log: {log_path})", tail
+            f"{mask(request.spec)}: the build made {len(wheels)} wheels, not one ({made}; log: {log.path})",
+            tail,
         )
     say(f"built {wheels[0].name} in {time.monotonic() - started:.0f} s")
-    return Built(wheels[0], log_path, folder, env.folder, nvcc, torch, request.arch_list, str(jobs))
+    return Built(wheels[0], log.path, folder, env.folder, nvcc, torch, request.arch_list, str(jobs),
+                 environment_packages(env))  # fmt: skip
 
 
-def spec_arguments(spec: str) -> list[str]:
-    """What pip wheel takes: a path made absolute (pip runs elsewhere); a requirement built from its sdist
-    (``--no-binary NAME``: never a wheel someone else built), a URL as it is."""
-    path = Path(spec)
-    if path.exists():
-        return [str(path.resolve())]
-    url = urlsplit(spec)
-    # A URL pip fetches itself (https://host/..., git+https://..., file:///...); a one-letter scheme is a
-    # Windows drive (C:/src).
-    if len(url.scheme) > 1 and (url.netloc or url.path.startswith("/")):
-        return [spec]
+def target_torch(python: Path, combo: Combo) -> Path | None:
+    """``python`` when the torch installed there is the combo's (its line and CUDA): built against in place
+    of a second download; else ``None``."""
     try:
-        name = Requirement(spec).name
-    except InvalidRequirement as e:
-        raise BadInput(f"{spec}: no such file or folder, and not a requirement (NAME==VERSION)") from e
-    return ["--no-binary", name, spec]
+        facts = probe_target(Target(python, "the target interpreter"))
+    except LibrarianError:
+        return None
+    torch = detect_torch(list(facts.path))
+    if torch is None or torch.cuda != combo.cuda:
+        return None
+    return python if torch.version.startswith(f"{format_version(combo.torch)}.") else None

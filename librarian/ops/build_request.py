@@ -8,22 +8,28 @@ downloaded. :mod:`librarian.ops.build` runs it.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from librarian.coords import GpuArch, MajorMinor, format_cuda, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput
 from librarian.gpus import find_gpu, parse_real_sm
+from librarian.machine import parse_major_minor
+from librarian.probe.toolchain import Nvcc
 from librarian.pytorch.matrix import Combo, CPython, Matrix, Platform
 
 # Memory one compile job of a large extension takes at its peak: flash-attn's and natten's nvcc jobs reach
 # 3-4 GiB each (flash-attn's README asks for MAX_JOBS=4 under 96 GB), so ninja's default of one job per core
 # runs them out of memory on a many-core machine.
 MEMORY_PER_JOB = 4 << 30
-_NVCC_RELEASE = re.compile(r"release (\d+)\.(\d+)")
+# Torch's own Linux wheels need glibc 2.28 (PyTorch builds them in manylinux_2_28 images, as plan's jobs
+# do): a wheel that needs more does not run everywhere torch does, so by default it holds no cell of a plan.
+DEFAULT_GLIBC: MajorMinor = (2, 28)
 
 
 def arch_list(sms: Sequence[GpuArch], ptx: bool = False) -> str:
@@ -42,10 +48,35 @@ class BuildRequest:
     combo: Combo
     sms: tuple[GpuArch, ...]
     ptx: bool = False
+    glibc: MajorMinor = (
+        DEFAULT_GLIBC  # the floor the plan it serves counts at: a wheel above it holds no cell
+    )
+    package: str | None = None  # the package it must make (pip's normalized name), where the spec says
+    version: Version | None = None  # the version it must make, where the spec pins one
 
     @property
     def arch_list(self) -> str:
         return arch_list(self.sms, self.ptx)
+
+    def expecting(self, package: str | None = None) -> BuildRequest:
+        """This request, holding the built wheel to ``package`` (``pull --build``'s package) and to what
+        its spec names: ``NAME==VERSION`` pins both, a bare name the package."""
+        name, version = self.package, self.version
+        try:
+            req = Requirement(self.spec)
+        except InvalidRequirement:
+            req = None
+        if req is not None and not req.url:
+            name = name or canonicalize_name(req.name)
+            pins = [s.version for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
+            if version is None and len(pins) == 1:
+                try:
+                    version = Version(pins[0])
+                except InvalidVersion:
+                    version = None
+        if package is not None:
+            name = canonicalize_name(package)
+        return replace(self, package=name, version=version)
 
     @property
     def env_name(self) -> str:
@@ -95,6 +126,23 @@ def check_cells(combo: Combo, sms: Iterable[GpuArch]) -> tuple[GpuArch, ...]:
     return out
 
 
+def check_host(request: BuildRequest, host: tuple[str, str]) -> None:
+    """BadInput, naming the runner and container plan's job gives it, when this host (OS, CPU) cannot build
+    for the request's platform: a build makes wheels for the platform it runs on, and another platform's
+    environment would hold this one's torch under another's name."""
+    plat = request.combo.platform
+    os_name = "win32" if plat is Platform.WINDOWS_AMD64 else "linux"
+    if host == (os_name, plat.cpu):
+        return
+    here = f"{'windows' if host[0] == 'win32' else host[0]}-{host[1]}"
+    image = plat.container(request.combo.cuda)
+    where = f"runs-on {plat.runs_on}" + (f", container {image}" if image else "")
+    raise BadInput(
+        f"--platform {plat.value}: this host is {here}; a build makes wheels for its own platform: build "
+        f"{plat.value} on one ({where}, as 'plan --github' says)"
+    )
+
+
 def request_from_flags(
     matrix: Matrix,
     spec: str,
@@ -104,15 +152,18 @@ def request_from_flags(
     platform: str,
     sms: Sequence[str],
     ptx: bool = False,
+    glibc: str | None = None,
 ) -> BuildRequest:
-    """``--torch 2.9 --cuda 12.8 --python 3.12 --platform linux-x86_64 --sm 80 --sm 89``, checked."""
+    """``--torch 2.9 --cuda 12.8 --python 3.12 --platform linux-x86_64 --sm 80 --sm 89``, checked; ``glibc``:
+    the floor of the plan it serves (``--glibc``, default torch's 2.28)."""
     try:
         plat = Platform(platform)
     except ValueError as e:
         known = ", ".join(p.value for p in Platform)
         raise BadInput(f"--platform {platform}: not a platform torch builds for ({known})") from e
     combo = find_combo(matrix, parse_torch(torch), parse_cuda(cuda), CPython.parse(python), plat)
-    return BuildRequest(spec, combo, check_cells(combo, (parse_real_sm(s) for s in sms)), ptx)
+    floor = parse_major_minor(glibc, "glibc") if glibc else DEFAULT_GLIBC
+    return BuildRequest(spec, combo, check_cells(combo, (parse_real_sm(s) for s in sms)), ptx, floor)
 
 
 def request_from_job(matrix: Matrix, text: str, spec: str | None = None) -> BuildRequest:
@@ -145,47 +196,23 @@ def request_from_job(matrix: Matrix, text: str, spec: str | None = None) -> Buil
         str(job["platform"]),
         [c.removeprefix("sm") for c in cells],
         ptx=declared.endswith("+PTX"),
+        glibc=str(job["glibc"]) if job.get("glibc") else None,
     )
     if declared and declared != request.arch_list:
         raise BadInput(
             f"--job: TORCH_CUDA_ARCH_LIST {declared} is not the arch list of its cells "
             f"({', '.join(cells)}: {request.arch_list})"
         )
-    return request
+    package, version = job.get("package"), job.get("version")
+    try:  # the job's release: a checkout given as SPEC must make it too, or its wheel holds no cell of the plan
+        pinned = Version(version) if isinstance(version, str) and version else None
+    except InvalidVersion as e:
+        raise BadInput(f"--job: version {version!r} is not a version") from e
+    return replace(request, package=canonicalize_name(package) if isinstance(package, str) and package else None,
+                   version=pinned).expecting()  # fmt: skip
 
 
 # --- nvcc and MAX_JOBS ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Nvcc:
-    """The nvcc a build uses, where it was found (``CUDA_HOME``, ``PATH``) and its CUDA release."""
-
-    path: str
-    source: str
-    release: MajorMinor
-    home: str = ""  # the toolkit's root (CUDA_HOME for the build): nvcc's own, where a wrapper script points
-
-    @property
-    def toolkit(self) -> str:
-        """The toolkit's root: what nvcc said of itself, else the folder above its ``bin``."""
-        return self.home or str(Path(self.path).resolve().parent.parent)
-
-    def __str__(self) -> str:
-        return f"nvcc {format_version(self.release)} ({self.source}: {self.path})"
-
-
-def parse_nvcc_home(text: str) -> str | None:
-    """The toolkit root from ``nvcc --dryrun``'s ``#$ _HERE_=/usr/local/cuda-13.0/bin`` (a wrapper script on
-    PATH, ``/usr/local/bin/nvcc``, hides it: its folder above is no toolkit)."""
-    m = re.search(r"^#\$ _HERE_=(.+)$", text, re.MULTILINE)
-    return str(Path(m[1].strip()).parent) if m else None
-
-
-def parse_nvcc_release(text: str) -> MajorMinor | None:
-    """``Cuda compilation tools, release 12.8, V12.8.93`` -> (12, 8); None when nvcc said no such line."""
-    m = _NVCC_RELEASE.search(text)
-    return (int(m[1]), int(m[2])) if m else None
 
 
 def check_nvcc(nvcc: Nvcc, cuda: MajorMinor) -> str | None:

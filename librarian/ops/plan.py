@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -26,16 +27,28 @@ from librarian.gpus import find_gpu
 from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
 from librarian.machine import Gpu, Machine, Probed, TorchInfo
-from librarian.ops.build_request import arch_list
-from librarian.ops.pull import Wants, resolve
+from librarian.ops.build_request import DEFAULT_GLIBC, arch_list
+from librarian.ops.pull import Resolution, Wants, resolve
 from librarian.ops.tree import read_index_or_tree
 from librarian.platforms import linux_platforms
 from librarian.pytorch.matrix import Combo, Matrix, Platform, Selection, combo_job, github_matrices
 from librarian.stores.base import Store, read_index
+from librarian.stores.hub_errors import NoRepo
 
-# Torch's own Linux wheels need glibc 2.28 (PyTorch builds them in manylinux_2_28 images, as plan's jobs
-# do): a wheel that needs more does not run everywhere torch does, so by default it does not hold a cell.
-DEFAULT_GLIBC: MajorMinor = (2, 28)
+log = logging.getLogger(__name__)
+__all__ = [
+    "DEFAULT_GLIBC",
+    "Cell",
+    "Held",
+    "Job",
+    "NearMiss",
+    "Plan",
+    "Spec",
+    "accepted_tags",
+    "holdings",
+    "make_plan",
+    "plan",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +107,7 @@ class Job:
     combo: Combo
     sms: tuple[GpuArch, ...]
     ptx: bool = False
+    glibc: MajorMinor = DEFAULT_GLIBC  # the floor this plan counts at: the build must meet it
 
     @property
     def arch_list(self) -> str:
@@ -111,6 +125,7 @@ class Job:
                 "spec": self.spec.text,
                 "TORCH_CUDA_ARCH_LIST": self.arch_list,
                 "cells": [f"sm{sm.sm}" for sm in self.sms],
+                "glibc": format_version(self.glibc),
             }
         )
         return job
@@ -123,6 +138,14 @@ class Held:
     cell: Cell
     path: str
     note: str = ""  # why a wheel built for another line or GPU serves it
+
+
+@dataclass(frozen=True, slots=True)
+class NearMiss:
+    """A wanted cell the store does not hold though it has that release, and why its nearest wheel misses."""
+
+    cell: Cell
+    why: str  # pull's words: "kern-1.0+...whl (sm80): glibc: needs GLIBC_2.32, glibc here is 2.28"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +166,7 @@ class Plan:
     held: tuple[Held, ...]
     unbuildable: tuple[Unbuildable, ...]
     matrix: Matrix
+    near: tuple[NearMiss, ...] = ()
 
     def github(self, *, split: bool = False) -> dict[str, Any]:
         """The jobs as a GitHub Actions ``strategy.matrix`` (or several, with ``split``)."""
@@ -158,6 +182,7 @@ class Plan:
             "jobs": [j.to_json(self.matrix) for j in self.jobs],
             "held": [{**h.cell.to_json(), "path": h.path, "note": h.note} for h in self.held],
             "unbuildable": [{**u.cell.to_json(), "reason": u.reason} for u in self.unbuildable],
+            "near": [{**n.cell.to_json(), "why": n.why} for n in self.near],
         }
 
     def render(self) -> str:
@@ -190,6 +215,7 @@ class Plan:
                     "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
                     for r in rows
                 ]
+            lines += self._near_lines(spec)
         # One line per (GPU, CUDA line): the reason is the same for every torch line and Python.
         groups: dict[tuple[GpuArch, MajorMinor, str], list[Cell]] = {}
         for u in self.unbuildable:
@@ -203,6 +229,17 @@ class Plan:
                 f"{len(group)} cell(s)): {reason}"
             )
         return "\n".join(lines)
+
+    def _near_lines(self, spec: Spec) -> list[str]:
+        """Why the stored wheels of this release hold none of the missing cells: one line per reason."""
+        groups: dict[str, list[Cell]] = {}
+        for n in self.near:
+            if n.cell.spec == spec:
+                groups.setdefault(n.why, []).append(n.cell)
+        return [
+            f"  not held ({len(cells)} cell(s): {', '.join(sorted({f'sm{c.sm.sm}' for c in cells}))}): {why}"
+            for why, cells in groups.items()
+        ]
 
 
 # --- pure: the wanted cells, and which the index holds ----------------------------------------------
@@ -273,8 +310,11 @@ def _bound(entry: IndexEntry) -> bool:
     return bound_to_its_torch_line(Wheel(entry.name, entry.facts, entry.requires_python_spec, entry.cell.sm))
 
 
-def holdings(index: Index, cells: Sequence[Cell], glibc: MajorMinor) -> tuple[list[Held], list[Cell]]:
-    """Pure: which cells the index holds (pull's resolution, exact mode), and which it does not."""
+def holdings(
+    index: Index, cells: Sequence[Cell], glibc: MajorMinor
+) -> tuple[list[Held], list[Cell], list[NearMiss]]:
+    """Pure: which cells the index holds (pull's resolution, exact mode), which it does not, and why the
+    nearest stored wheel of the release misses each it does not. ``build`` asks the same of its wheel."""
     # Per entry, once: its tags and whether its bytes bind it to its own torch line.
     by_spec: dict[Spec, list[tuple[IndexEntry, frozenset[Tag], bool]]] = {}
     for spec in {c.spec for c in cells}:
@@ -285,8 +325,9 @@ def holdings(index: Index, cells: Sequence[Cell], glibc: MajorMinor) -> tuple[li
         ]
     held: list[Held] = []
     missing: list[Cell] = []
+    near: list[NearMiss] = []
     for cell in cells:
-        accepted = _tag_set(str(cell.combo.python), cell.combo.platform, glibc)
+        accepted = accepted_tags(str(cell.combo.python), cell.combo.platform, glibc)
         # Judge only wheels pull could take: tags this interpreter accepts, and not bound by their bytes to
         # another torch line (the two cheap tests; the judgement decides the rest).
         candidates = [
@@ -294,28 +335,44 @@ def holdings(index: Index, cells: Sequence[Cell], glibc: MajorMinor) -> tuple[li
             for e, tags, bound in by_spec[cell.spec]
             if not accepted.isdisjoint(tags) and (not bound or e.cell.label.torch == cell.combo.torch)
         ]
-        pick = resolve(candidates, cell.spec.package, cell_wants(cell, glibc)).pick if candidates else None
+        found = resolve(candidates, cell.spec.package, cell_wants(cell, glibc)) if candidates else None
+        pick = found.pick if found is not None else None
         if pick is None:
             missing.append(cell)
+            if by_spec[cell.spec]:
+                near.append(NearMiss(cell, _why_not(found, by_spec[cell.spec], cell)))
             continue
         same = pick.cell.label == cell.combo.label and pick.cell.sm == cell.sm
         note = "" if same else f"built for {pick.cell.label}, filed under sm{pick.cell.sm.sm}"
         held.append(Held(cell, pick.path, note))
-    return held, missing
+    return held, missing, near
+
+
+def _why_not(
+    found: Resolution | None, stored: Sequence[tuple[IndexEntry, frozenset[Tag], bool]], cell: Cell
+) -> str:
+    """The nearest miss in pull's words; where no stored wheel of the release was even judged, why."""
+    if found is not None and found.near:
+        return str(found.near[0])
+    c = cell.combo
+    names = ", ".join(sorted({e.filename for e, _, _ in stored}))[:200]
+    return f"{names}: tags for no {c.python} {c.platform.value} interpreter, or bound to another torch line"
 
 
 @functools.lru_cache(maxsize=256)
-def _tag_set(python: str, platform: Platform, glibc: MajorMinor) -> frozenset[Tag]:
+def accepted_tags(python: str, platform: Platform, glibc: MajorMinor) -> frozenset[Tag]:
     return frozenset(_tags(python, platform, glibc))
 
 
-def group_jobs(missing: Iterable[Cell], ptx: bool = False) -> tuple[Job, ...]:
+def group_jobs(
+    missing: Iterable[Cell], ptx: bool = False, glibc: MajorMinor = DEFAULT_GLIBC
+) -> tuple[Job, ...]:
     """Pure: one job per (spec, combo), filling its missing GPUs, oldest first."""
     groups: dict[tuple[Spec, Combo], list[GpuArch]] = {}
     for cell in missing:
         groups.setdefault((cell.spec, cell.combo), []).append(cell.sm)
     jobs = [
-        Job(spec, combo, tuple(sorted(set(sms), key=lambda a: a.capability)), ptx)
+        Job(spec, combo, tuple(sorted(set(sms), key=lambda a: a.capability)), ptx, glibc)
         for (spec, combo), sms in groups.items()
     ]
     return tuple(sorted(jobs, key=lambda j: (j.spec.text, j.combo.key)))
@@ -334,8 +391,9 @@ def make_plan(
 ) -> Plan:
     """Pure: the plan for ``specs`` over the wanted cells, given the store's index."""
     cells, unbuildable = wanted_cells(matrix, sel, specs, sms)
-    held, missing = holdings(index, cells, glibc)
-    return Plan(location, tuple(specs), group_jobs(missing, ptx), tuple(held), tuple(unbuildable), matrix)
+    held, missing, near = holdings(index, cells, glibc)
+    jobs = group_jobs(missing, ptx, glibc)
+    return Plan(location, tuple(specs), jobs, tuple(held), tuple(unbuildable), matrix, tuple(near))
 
 
 # --- the I/O part -----------------------------------------------------------------------------------
@@ -361,6 +419,24 @@ def plan(
     if not specs:
         raise BadInput("plan: name at least one NAME==VERSION to build")
     keys = sorted({s.package for s in specs})
+    try:
+        return _plan_of(store, default_layout, matrix, sel, specs, sms, keys, glibc, ptx)
+    except NoRepo:
+        # A farm's first run: the repo its first build job makes (publish --create) holds nothing yet.
+        log.warning(
+            "%s: no such dataset repo yet; it holds nothing, so every cell is missing", store.location
+        )
+        if sms is None:
+            raise BadInput(f"--sm-from store: {store.location} does not exist yet; pass --sm") from None
+        return make_plan(
+            Index(default_layout), matrix, sel, specs, sms, location=store.location, glibc=glibc, ptx=ptx
+        )
+
+
+def _plan_of(
+    store: Store, default_layout: Layout, matrix: Matrix, sel: Selection, specs: Sequence[Spec],
+    sms: Sequence[GpuArch] | None, keys: list[str], glibc: MajorMinor, ptx: bool,
+) -> Plan:  # fmt: skip
     if sms is None:
         whole = read_index(store, default_layout)
         sms = store_gpus(whole)

@@ -28,6 +28,9 @@ from librarian.wheel import DeepRead, OpenedWheel, Rewritten, WheelInfo, said_of
 
 log = logging.getLogger(__name__)
 
+# Packages no store holds: torch itself (and what a store's pages would put in its place).
+RESERVED = frozenset({"torch"})
+
 
 @dataclass(frozen=True, slots=True)
 class PreparedWheel:
@@ -259,6 +262,11 @@ def prepare_one(
             path.name,
         )
         return None
+    if name.package in RESERVED:
+        raise Refused(
+            f"{path.name}: {name.package} itself is never filed: a store serves what is built against it, and "
+            f"'pull --install' of it would replace the {name.package} every stored wheel is bound to"
+        )
     label = choose_label(name, options.label, relabel=options.relabel)
     warned = set() if warned is None else warned
     if matrix is not None and (warning := check_combo(label, path.name, matrix)) and warning not in warned:

@@ -30,6 +30,7 @@ __all__ = [
     "Filing",
     "PublishOptions",
     "PublishPlan",
+    "file_prepared",
     "plan_publish",
     "publish",
     "stage_plan",
@@ -276,32 +277,50 @@ def publish(
     for path in paths:
         if problem := input_problem(path):  # a FIFO would block the read: refused by what it is
             raise BadInput(f"{path}: {problem}")
-    layout = options.layout
-    assert layout is not None
+    assert options.layout is not None
     with tempfile.TemporaryDirectory(prefix="librarian-publish-") as tmp:
         wheels = prepare(paths, options, Path(tmp), write=not dry_run)
-        variants: dict[tuple[str, str], MadeVariant | str] = {}
-        if options.variants and not dry_run:
-            filed = read_index(store, layout, {w.name.package for w in wheels})
-            variants = make_variants(wheels, Path(tmp) / "variants", filed)
-        if dry_run or stage:
-            # Staging plans against the index as read, without a lock or parent: its commit adds files
-            # only, and reindex settles what landed (same path, other bytes) against the tree.
-            index = read_index(store, layout, {w.name.package for w in wheels})
-            plan = plan_publish(index, wheels, options, variants)
-            if stage and not dry_run and manifest is not None:
-                stage_to_manifest(store, plan, manifest)
-                return plan
-            if stage and not dry_run:
-                commit = stage_plan(store, plan)
-                log.info("staged in %s", commit or store.location)
-                return replace(plan, commit=commit)
+        return file_prepared(
+            store, wheels, options, Path(tmp), dry_run=dry_run, stage=stage, manifest=manifest
+        )
+
+
+def file_prepared(
+    store: Store,
+    wheels: Sequence[PreparedWheel],
+    options: PublishOptions,
+    scratch: Path,
+    *,
+    dry_run: bool = False,
+    stage: bool = False,
+    manifest: Path | None = None,
+) -> PublishPlan:
+    """File wheels :func:`prepare` made (their labelled copies in ``scratch``, which variants go to too):
+    one change to ``store``, a stage, or a manifest; only the plan with ``dry_run``."""
+    layout = options.layout
+    assert layout is not None
+    variants: dict[tuple[str, str], MadeVariant | str] = {}
+    if options.variants and not dry_run:
+        filed = read_index(store, layout, {w.name.package for w in wheels})
+        variants = make_variants(wheels, scratch / "variants", filed)
+    if dry_run or stage:
+        # Staging plans against the index as read, without a lock or parent: its commit adds files
+        # only, and reindex settles what landed (same path, other bytes) against the tree.
+        index = read_index(store, layout, {w.name.package for w in wheels})
+        plan = plan_publish(index, wheels, options, variants)
+        if stage and not dry_run and manifest is not None:
+            stage_to_manifest(store, plan, manifest)
             return plan
+        if stage and not dry_run:
+            commit = stage_plan(store, plan)
+            log.info("staged in %s", commit or store.location)
+            return replace(plan, commit=commit)
+        return plan
 
-        def planner(index: Index) -> tuple[Changes, PublishPlan]:
-            plan = plan_publish(index, wheels, options, variants)
-            return plan.changes, plan
+    def planner(index: Index) -> tuple[Changes, PublishPlan]:
+        plan = plan_publish(index, wheels, options, variants)
+        return plan.changes, plan
 
-        applied: Applied[PublishPlan] = store.update(planner, layout)
-        log.info("published to %s (%d attempt(s))", applied.where, applied.attempts)
-        return replace(applied.result, commit=applied.commit)
+    applied: Applied[PublishPlan] = store.update(planner, layout)
+    log.info("published to %s (%d attempt(s))", applied.where, applied.attempts)
+    return replace(applied.result, commit=applied.commit)

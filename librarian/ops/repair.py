@@ -18,7 +18,7 @@ from pathlib import Path
 from librarian.compat import tomllib
 from librarian.errors import BadInput
 from librarian.ops.build import BuildFailed
-from librarian.ops.build_run import Say, run_logged
+from librarian.ops.build_run import BuildLog, Say, run_logged
 
 
 def repair_excludes() -> tuple[str, ...]:
@@ -54,7 +54,11 @@ def repair(wheel: Path, log_path: Path, say: Say) -> Path:
         **os.environ,
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
     }
-    code, tail = run_logged(cmd, env, log_path, lambda line: None)
+    log = BuildLog(log_path)
+    try:
+        code, tail = run_logged(cmd, env, log, lambda line: None)
+    finally:
+        log.close()
     repaired = sorted(out.glob("*.whl")) if out.is_dir() else []
     if code != 0 or len(repaired) != 1:
         raise BuildFailed(f"{wheel.name}: auditwheel repair failed (exit {code}; log: {log_path})", tail)

@@ -124,3 +124,9 @@ def _torch_parts(path: list[str] | None) -> tuple[Probed[TorchInfo], Probed[Majo
     if source:
         return torch, Probed.unknown(f"torch {info.version} is a CPU build; pass --cuda")
     return torch, Probed.unknown(f"torch {info.version}: its CUDA line is not written down; pass --cuda")
+
+
+def detect_torch_site(path: list[str] | None = None) -> Path | None:
+    """The folder torch's distribution is installed in (a site-packages), on ``path``; ``None`` if absent."""
+    dist = _find_torch(path)
+    return Path(str(dist.locate_file(""))) if dist is not None else None

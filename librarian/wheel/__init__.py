@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the names, for type checkers; at run time they are loaded on first use
     from librarian.wheel.binaries import inspect_path, inspect_wheel
     from librarian.wheel.deep import DeepRead
-    from librarian.wheel.elf import dynamic_symbols, version_definitions
+    from librarian.wheel.elf import dynamic_symbols, glibc_symbols, version_definitions
     from librarian.wheel.opened import OpenedWheel
     from librarian.wheel.relabel import Rewritten, retag
     from librarian.wheel.variant import variant_problems, write_variant
@@ -35,6 +35,7 @@ _FACE = {
     "write_variant": "variant",
     "variant_problems": "variant",
     "dynamic_symbols": "elf",
+    "glibc_symbols": "elf",
     "version_definitions": "elf",
 }
 
@@ -44,6 +45,7 @@ __all__ = [
     "Rewritten",
     "WheelInfo",
     "dynamic_symbols",
+    "glibc_symbols",
     "inspect_path",
     "inspect_wheel",
     "metadata_problems",

@@ -27,6 +27,7 @@ SHT_DYNSYM = 11
 SHT_DYNAMIC = 6
 SHT_GNU_VERNEED = 0x6FFFFFFE
 SHT_GNU_VERDEF = 0x6FFFFFFD
+SHT_GNU_VERSYM = 0x6FFFFFFF
 PT_LOAD = 1
 PT_DYNAMIC = 2
 DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 5, 10, 14, 15, 29
@@ -381,6 +382,61 @@ def dynamic_symbols(f: BinaryIO | bytes, elf: ElfFile | None = None) -> tuple[fr
             continue
         (undefined if shndx == 0 else defined).add(name)
     return frozenset(defined), frozenset(undefined)
+
+
+def glibc_symbols(f: BinaryIO | bytes, version: str) -> frozenset[str]:
+    """The undefined dynamic symbols the file imports at ``version`` (``GLIBC_2.32``): what raises its floor.
+
+    ``.gnu.version`` gives each dynamic symbol a version index; ``.gnu.version_r``'s aux entries give each
+    index its name (``vna_other``)."""
+    src = Source(f)
+    elf = _read(src)
+    need = next((s for s in elf.sections if s.type == SHT_GNU_VERNEED), None)
+    versym = next((s for s in elf.sections if s.type == SHT_GNU_VERSYM), None)
+    dynsym = next((s for s in elf.sections if s.type == SHT_DYNSYM), None)
+    if need is None or versym is None or dynsym is None or not 0 < need.link < len(elf.sections):
+        return frozenset()
+    if not 0 < dynsym.link < len(elf.sections):
+        return frozenset()
+    e = "<" if elf.little_endian else ">"
+    raw, names = (
+        section_bytes(src, need, ".gnu.version_r"),
+        section_bytes(src, elf.sections[need.link], "strings"),
+    )
+    wanted: set[int] = set()
+    pos, guard = 0, len(raw) // 16 + 1
+    for _ in range(min(need.info or guard, guard)):
+        if pos + 16 > len(raw):
+            break
+        _v, cnt, _file, aux, nxt = struct.unpack_from(e + "HHIII", raw, pos)
+        apos = pos + aux
+        for _ in range(min(cnt, guard)):
+            if apos + 16 > len(raw):
+                break
+            _h, _f, other, name, anext = struct.unpack_from(e + "IHHII", raw, apos)
+            if _string(names, name, "version name") == version:
+                wanted.add(other)
+            if anext == 0:
+                break
+            apos += anext
+        if nxt == 0:
+            break
+        pos += nxt
+    if not wanted:
+        return frozenset()
+    indexes = section_bytes(src, versym, ".gnu.version")
+    strtab = section_bytes(src, elf.sections[dynsym.link], ".dynstr")
+    table = section_bytes(src, dynsym, ".dynsym")
+    fmt = e + ("IIIBBH" if elf.bits == 32 else "IBBHQQ")
+    step = struct.calcsize(fmt)
+    found: set[str] = set()
+    for i in range(1, min(len(table) // step, len(indexes) // 2)):
+        (index,) = struct.unpack_from(e + "H", indexes, i * 2)
+        row = struct.unpack_from(fmt, table, i * step)
+        shndx = row[5] if elf.bits == 32 else row[3]
+        if index & 0x7FFF in wanted and shndx == 0:
+            found.add(_string(strtab, row[0], "symbol name"))
+    return frozenset(found)
 
 
 def version_floor(elf: ElfFile, prefix: str) -> tuple[int, ...] | None:

@@ -1,0 +1,233 @@
+"""The one build use case, for ``build`` and ``pull --build`` alike: refuse what this host cannot build (before
+anything is downloaded), build, hold the wheel to what was asked (the package, its version, the interpreter
+and platform; never a package of the build environment), repair it when asked, check it once with publish's
+own :func:`~librarian.ops.prepare.prepare_one`, hold it to the cells plan would count it for (the glibc floor
+included: :func:`librarian.ops.plan.holdings`, the very function plan counts with), then file it: into a
+store, a stage, a manifest, or a folder. Nothing is filed, written or installed unless every check passed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from librarian.coords import MajorMinor, format_dotted, format_version
+from librarian.errors import BadInput, Refused
+from librarian.index import Index
+from librarian.machine import TorchInfo
+from librarian.ops import repair as repair_op
+from librarian.ops.build import BuildFailed, BuildSettings, build
+from librarian.ops.build_request import BuildRequest, check_host, check_nvcc, request_from_flags
+from librarian.ops.build_run import Say, bounded, build_folder
+from librarian.ops.build_source import declared_name
+from librarian.ops.plan import Cell, Spec, accepted_tags, holdings
+from librarian.ops.prepare import PreparedWheel, PublishOptions, prepare_one
+from librarian.ops.publish import PublishPlan, file_prepared, plan_publish
+from librarian.ops.pull import Wants
+from librarian.probe.toolchain import detect_host, find_nvcc
+from librarian.pytorch.matrix import Matrix
+from librarian.pytorch.releases import Platform
+from librarian.safeio import atomic_path
+from librarian.stores.base import Store
+from librarian.wheel import glibc_symbols
+
+# The machine's (OS, CPU) as torch's CUDA builds name their platforms.
+_PLATFORMS = {
+    ("linux", "x86_64"): Platform.LINUX_X86_64,
+    ("linux", "aarch64"): Platform.LINUX_AARCH64,
+    ("win32", "x86_64"): Platform.WINDOWS_AMD64,
+}
+_ANY_GLIBC: MajorMinor = (2, 99)  # tags are judged apart from the floor, which the cells' check holds
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """Where a checked wheel goes: a store (``stage``: for a later reindex; ``manifest``: bytes only and
+    the entries in that file), or a folder (``out``), or both nowhere (``None`` store and no folder)."""
+
+    store: Store | None = None
+    stage: bool = False
+    manifest: Path | None = None
+    out: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BuildOutcome:
+    """What a build made and where it went: the labelled wheel in ``out`` (else ``None``), its log, the
+    publish it was filed by, the arch list and the torch it was built with."""
+
+    wheel: Path | None
+    filename: str
+    log: Path
+    published: PublishPlan | None
+    arch_list: str
+    torch: TorchInfo
+
+
+def machine_request(matrix: Matrix, spec: str, wants: Wants, package: str) -> BuildRequest:
+    """The build of ``spec`` (making ``package``) for exactly the machine ``wants`` describes: one cell.
+
+    BadInput, naming the flag, where the machine does not say enough to build for it (a torch without CUDA,
+    no interpreter version, a platform torch ships no CUDA build for)."""
+    machine = wants.machine
+    if wants.cuda is None:
+        raise BadInput(
+            "pull --build: the target's torch has no CUDA line (a CPU build of torch?); a CUDA extension "
+            "needs torch's CUDA build: install one, or pass --cuda X.Y"
+        )
+    version = machine.python.value
+    if not version or len(version) < 2:
+        raise BadInput("pull --build: the target interpreter's version is unknown; pass --python 3.12")
+    where = (str(machine.os.value), str(machine.cpu.value))
+    platform = _PLATFORMS.get(where)
+    if platform is None:
+        raise BadInput(
+            f"pull --build: torch ships no CUDA build for {where[0] or 'an unknown OS'} on "
+            f"{where[1] or 'an unknown CPU'}; build on a Linux (x86_64, aarch64) or Windows machine"
+        )
+    glibc = machine.glibc.value  # the machine it is for: its own glibc is the floor that matters
+    request = request_from_flags(
+        matrix, spec, format_version(wants.torch), format_version(wants.cuda), f"{version[0]}.{version[1]}",
+        platform.value, [str(wants.sm.number)], glibc=format_version(glibc) if glibc else None,
+    )  # fmt: skip
+    return request.expecting(package)
+
+
+def check_before(
+    request: BuildRequest, *, repair: bool = False, host: tuple[str, str] | None = None
+) -> str | None:
+    """Everything checked before a byte is downloaded: this host builds the request's platform, nvcc is of
+    its CUDA major, auditwheel is there for ``repair``. The warning for another CUDA minor, if any."""
+    check_host(request, detect_host() if host is None else host)
+    warning = check_nvcc(find_nvcc(), request.combo.cuda)
+    if repair:
+        repair_op.check_auditwheel()
+    return warning
+
+
+def build_and_file(
+    request: BuildRequest,
+    settings: BuildSettings,
+    options: PublishOptions,
+    to: Destination,
+    say: Say,
+    step: Say,
+    *,
+    repair: bool = False,
+) -> BuildOutcome:
+    """Build ``request``, hold the wheel to it, check it once as publish does, and file it ``to``."""
+    check_before(request, repair=repair)
+    if request.package is None and (declared := declared_name(request.spec)) is not None:
+        request = request.expecting(declared)
+    options = replace(options, label=request.combo.label, sms=request.sms, trust_sm=False)
+    with bounded(), build_folder(settings.keep) as folder:
+        if settings.keep:
+            say(f"build folder (kept): {folder}")
+        built = build(request, settings, folder, say, step)
+        check_built(built.wheel, request, built.environment_packages)
+        wheel = repair_op.repair(built.wheel, built.log, say) if repair else built.wheel
+        scratch = folder / "checked"
+        scratch.mkdir()
+        try:
+            prepared = prepare_one(wheel, options, scratch)
+        except Refused as e:  # publish's refusal, with what the build was asked and where its log is
+            raise Refused(
+                f"{e} (built with TORCH_CUDA_ARCH_LIST={built.arch_list}; log: {built.log}; --keep keeps the wheel)"
+            ) from e
+        assert prepared is not None  # a build here makes no macOS wheel
+        check_cells(prepared, request, options)
+        out = _write_to(prepared, to.out) if to.out is not None else None
+        plan = None
+        if to.store is not None:
+            plan = file_prepared(to.store, [prepared], options, scratch, stage=to.stage, manifest=to.manifest)
+    return BuildOutcome(out, prepared.staged.name, built.log, plan, built.arch_list, built.torch)
+
+
+def check_built(wheel: Path, request: BuildRequest, environment: frozenset[str]) -> None:
+    """BuildFailed (exit 1) unless the wheel is the one asked: the package (never one of the build
+    environment's, torch first), the version the spec pins, tags for the asked interpreter and platform."""
+    what = f"{request.spec}: the build made {wheel.name}"
+    try:
+        name, version, _, tags = parse_wheel_filename(wheel.name)
+    except InvalidWheelFilename as e:
+        raise BuildFailed(f"{what}, which is no wheel's name ({e}); nothing is filed") from e
+    name = canonicalize_name(name)
+    if name in environment:
+        raise BuildFailed(
+            f"{what}: {name} is a package of the build environment (torch or what it needs); nothing is "
+            "filed or installed, which would replace the torch every extension is bound to"
+        )
+    if request.package is not None and name != request.package:
+        raise BuildFailed(f"{what}, a wheel of {name}, not {request.package}; nothing is filed")
+    if request.version is not None and Version(version.public) != request.version:
+        raise BuildFailed(f"{what}, version {version}, not {request.version}; nothing is filed")
+    c = request.combo
+    if accepted_tags(str(c.python), c.platform, _ANY_GLIBC).isdisjoint(tags):
+        raise BuildFailed(
+            f"{what}, whose tags are for no {c.python} interpreter on {c.platform.value}; nothing is filed"
+        )
+
+
+def check_cells(prepared: PreparedWheel, request: BuildRequest, options: PublishOptions) -> None:
+    """Refused unless plan, counting at the request's glibc floor, would take the wheel for every cell
+    asked: the same :func:`holdings` plan calls, so that plan -> build -> plan closes."""
+    assert options.layout is not None
+    entries = plan_publish(Index(options.layout), [prepared], options).changes.index
+    version = Version(prepared.name.version.public)
+    spec = Spec(prepared.name.package, version, f"{prepared.name.package}=={version}")
+    cells = [Cell(spec, request.combo, sm) for sm in request.sms]
+    _, missing, near = holdings(entries, cells, request.glibc)
+    if not missing:
+        return
+    floor = prepared.facts.glibc if prepared.facts is not None else None
+    if floor is not None and floor[:2] > request.glibc:
+        raise Refused(glibc_refusal(prepared, request, floor))
+    why = near[0].why if near else "no stored wheel of this release fits"
+    cells_text = ", ".join(f"sm{c.sm.sm}" for c in missing)
+    raise Refused(
+        f"{prepared.staged.name}: plan would not count it as holding {cells_text}: {why}; nothing is filed"
+    )
+
+
+def glibc_refusal(prepared: PreparedWheel, request: BuildRequest, floor: tuple[int, ...]) -> str:
+    """The one line for a wheel above the floor: the member and a symbol that raise it, the two ways out."""
+    need = f"GLIBC_{format_dotted(floor)}"
+    member, symbols = _raising(prepared, need)
+    by = f" ({member}: {', '.join(symbols[:3])}{', ...' if len(symbols) > 3 else ''})" if member else ""
+    have = format_version(request.glibc)
+    image = request.combo.platform.container(request.combo.cuda)
+    where = f" ({image}, as the example workflow does)" if image else ""
+    return (
+        f"{prepared.staged.name} needs {need}{by}, above glibc {have}, the floor plan counts at: no cell "
+        f"would count as held; build in the combo's builder image{where}, or pass --glibc "
+        f"{floor[0]}.{floor[1]} to both build and plan; nothing is filed"
+    )
+
+
+def _raising(prepared: PreparedWheel, version: str) -> tuple[str, list[str]]:
+    """The first member needing ``version`` (``GLIBC_2.32``) and the symbols it imports at that version."""
+    if prepared.facts is None:
+        return "", []
+    floor = tuple(int(p) for p in version.removeprefix("GLIBC_").split("."))
+    member = next((b.path for b in prepared.facts.binaries if b.glibc == floor), "")
+    if not member:
+        return "", []
+    try:
+        with zipfile.ZipFile(prepared.staged) as zf, zf.open(member) as f:
+            return member, sorted(glibc_symbols(f.read(), version))
+    except (OSError, KeyError, zipfile.BadZipFile, ValueError):
+        return member, []
+
+
+def _write_to(prepared: PreparedWheel, out: Path) -> Path:
+    """The checked, labelled wheel into the folder ``out`` (temp file, then rename)."""
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / prepared.staged.name
+    with atomic_path(target) as tmp:
+        shutil.copyfile(prepared.staged, tmp)
+    return target
