@@ -22,10 +22,11 @@ from librarian.index import Index
 from librarian.machine import TorchInfo
 from librarian.ops import repair as repair_op
 from librarian.ops.build import BuildFailed, BuildSettings, build
+from librarian.ops.build_processes import bounded
 from librarian.ops.build_request import BuildRequest, check_host, check_nvcc, request_from_flags
-from librarian.ops.build_run import Say, bounded, build_folder
+from librarian.ops.build_run import Say, build_folder
 from librarian.ops.build_source import declared_name
-from librarian.ops.plan import Cell, Spec, accepted_tags, holdings
+from librarian.ops.holdings import Cell, Spec, accepted_tags, holdings
 from librarian.ops.prepare import PreparedWheel, PublishOptions, prepare_one
 from librarian.ops.publish import PublishPlan, file_prepared, plan_publish
 from librarian.ops.pull import Wants

@@ -16,12 +16,20 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from librarian.coords import GpuArch, MajorMinor, format_cuda, format_version, parse_cuda, parse_torch
+from librarian.coords import (
+    GpuArch,
+    MajorMinor,
+    format_cuda,
+    format_version,
+    package_key,
+    parse_cuda,
+    parse_torch,
+)
 from librarian.errors import BadInput
 from librarian.gpus import find_gpu, parse_real_sm
 from librarian.machine import parse_major_minor
 from librarian.probe.toolchain import Nvcc
-from librarian.pytorch.matrix import Combo, CPython, Matrix, Platform
+from librarian.pytorch.matrix import Combo, CPython, Matrix, Platform, combo_job
 
 # Memory one compile job of a large extension takes at its peak: flash-attn's and natten's nvcc jobs reach
 # 3-4 GiB each (flash-attn's README asks for MAX_JOBS=4 under 96 GB), so ninja's default of one job per core
@@ -83,6 +91,23 @@ class BuildRequest:
         """The build environment's folder name: one per (CPython, torch, CUDA, platform), reused."""
         c = self.combo
         return f"{c.python}-torch{format_version(c.torch)}-cu{format_cuda(c.cuda)}-{c.platform.value}"
+
+    def to_json(self, matrix: Matrix) -> dict[str, Any]:
+        """plan's job, an Actions matrix entry: the combo's job (runner, container, torch install line) for
+        this build, its package, version, spec, arch list, cells and glibc floor. ``build --job`` reads it back."""
+        job = combo_job(matrix, self.combo)
+        job.pop("arch-source")
+        job.update(
+            {
+                "package": package_key(self.package) if self.package else None,
+                "version": str(self.version) if self.version is not None else None,
+                "spec": self.spec,
+                "TORCH_CUDA_ARCH_LIST": self.arch_list,
+                "cells": [f"sm{sm.sm}" for sm in self.sms],
+                "glibc": format_version(self.glibc),
+            }
+        )
+        return job
 
     def describe(self) -> str:
         c = self.combo

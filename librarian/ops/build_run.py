@@ -19,26 +19,20 @@
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import selectors
 import shlex
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 
-from librarian.errors import Terminated
+from librarian.ops.build_processes import TAG_VARIABLE, PipeHolders, children, stop_all
 from librarian.redact import mask
 
 TAIL_LINES = 25  # the log's last lines a failure shows (less pip's echo of the command it ran)
@@ -48,8 +42,6 @@ MAX_LINE = 4096  # characters of one line kept for the screen and the tail (the 
 LOG_CAP = 64 << 20  # bytes of log per build: half its head, half its tail
 GRACE = 10.0  # seconds a process may hold the output open after the command it came from has exited
 HEARTBEAT = 60.0  # seconds without a line shown before "still running" is said
-TAG_VARIABLE = "LIBRARIAN_BUILD_TAG"  # in every build command's environment: how its descendants are found
-_PR_SET_CHILD_SUBREAPER = 36
 
 Say = Callable[[str], None]
 
@@ -163,7 +155,7 @@ def run_logged(
     tail: deque[str] = deque(maxlen=_KEPT_LINES)
     tag = f"{os.getpid()}-{uuid.uuid4().hex}"
     log.write(mask(f"+ {shlex.join(cmd)}\n"))
-    before = _children()
+    before = children()
     proc = subprocess.Popen(
         list(cmd),
         env={**env, TAG_VARIABLE: tag},
@@ -177,7 +169,7 @@ def run_logged(
         _pump(proc, log, tail, on_line, heartbeat, before)
     finally:
         proc.stdout.close()
-        _stop_all(proc, tag, before)
+        stop_all(proc, tag, before)
     return proc.returncode, failure_tail(list(tail))
 
 
@@ -214,7 +206,7 @@ def _pump(
     every = _env_number("LIBRARIAN_BUILD_HEARTBEAT", HEARTBEAT)
     grace = _env_number("LIBRARIAN_BUILD_GRACE", GRACE)
     exited_at: float | None = None
-    holders = _PipeHolders(proc.pid, before, grace)
+    holders = PipeHolders(proc.pid, before, grace)
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
         while True:
@@ -242,140 +234,6 @@ def _pump(
                 last = time.monotonic()
     for line in lines.rest():
         tail.append(mask(line))
-
-
-# --- stopping what a command started ---------------------------------------------------------------
-
-
-class _PipeHolders:
-    """Orphans of a build (adopted by librarian, its subreaper) whose output is a pipe: a daemon that did not
-    let go of its parent's output keeps pip (which reads its backend's output to the end) waiting for good.
-    Each is stopped ``grace`` seconds after it is first seen; a daemon writing elsewhere runs until the end."""
-
-    def __init__(self, command: int, before: set[int], grace: float) -> None:
-        self.command, self.before, self.grace = command, before, grace
-        self.seen: dict[int, float] = {}
-        self.next_look = 0.0
-
-    def check(self, log: BuildLog) -> None:
-        now = time.monotonic()
-        if now < self.next_look or not sys.platform.startswith("linux"):
-            return
-        self.next_look = now + 1.0
-        for pid in _children() - self.before - {self.command}:
-            if not _holds_pipe(pid):
-                continue
-            first = self.seen.setdefault(pid, now)
-            if now - first > self.grace:
-                log.write(
-                    f"\n[librarian: stopped process {pid}: it outlived its parent holding a pipe open]\n"
-                )
-                _kill({pid}, signal.SIGKILL)
-                _reap({pid})
-
-
-def _holds_pipe(pid: int) -> bool:
-    """Whether ``pid``'s standard output or error is a pipe (Linux's /proc)."""
-    for fd in (1, 2):
-        with contextlib.suppress(OSError):
-            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("pipe:"):
-                return True
-    return False
-
-
-def _children() -> set[int]:
-    """This process's children now (Linux's /proc; elsewhere none are known)."""
-    me = str(os.getpid())
-    found: set[int] = set()
-    for stat in Path("/proc").glob("[0-9]*/stat") if sys.platform.startswith("linux") else ():
-        with contextlib.suppress(OSError, IndexError):
-            # "pid (comm) state ppid ...": the command name may hold spaces and parentheses
-            if stat.read_text().rpartition(")")[2].split()[1] == me:
-                found.add(int(stat.parent.name))
-    return found
-
-
-def _tagged(tag: str) -> set[int]:
-    """The processes whose environment carries ``tag`` (Linux's /proc; elsewhere none are known)."""
-    needle = f"{TAG_VARIABLE}={tag}".encode()
-    found: set[int] = set()
-    for environ in Path("/proc").glob("[0-9]*/environ") if sys.platform.startswith("linux") else ():
-        with contextlib.suppress(OSError, ValueError):
-            if needle in environ.read_bytes().split(b"\0"):
-                found.add(int(environ.parent.name))
-    return found
-
-
-def _kill(pids: set[int], sig: int) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-
-
-def _reap(pids: set[int]) -> None:
-    """Collect the exit status of those that are our children now (adopted orphans): no zombies left."""
-    for pid in pids:
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
-
-
-def _stop_all(proc: subprocess.Popen[bytes], tag: str, before: set[int]) -> None:
-    """Stop ``proc``, its process group and every process carrying ``tag`` or adopted since ``before``."""
-    if os.name == "nt":  # no process groups or /proc: the child alone
-        if proc.poll() is None:
-            proc.terminate()
-        proc.wait()
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGTERM)  # after a normal exit too: nothing it started lives on
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        deadline = time.monotonic() + 5
-        while (left := _tagged(tag) | (_children() - before)) and time.monotonic() < deadline:
-            _kill(left, sig)
-            time.sleep(0.05)
-            _reap(left)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    _reap(_children() - before)  # adopted orphans that ended: no zombie left behind
-
-
-@contextmanager
-def bounded() -> Iterator[None]:
-    """While a build runs: librarian is the subreaper of what it starts (Linux), and SIGTERM raises
-    :class:`Terminated` (in the main thread), so that the build's ``finally`` blocks stop and sweep."""
-    previous: object = None
-    main = threading.current_thread() is threading.main_thread()
-    if main:
-
-        def terminated(signum: int, frame: FrameType | None) -> None:
-            raise Terminated("terminated (SIGTERM): the build was stopped, nothing was filed")
-
-        previous = signal.signal(signal.SIGTERM, terminated)
-    reaper = _subreaper(True)
-    try:
-        yield
-    finally:
-        if reaper:
-            _subreaper(False)
-        if main:
-            signal.signal(signal.SIGTERM, previous)  # type: ignore[arg-type]
-
-
-def _subreaper(on: bool) -> bool:
-    """Make this process the subreaper of its descendants (Linux's prctl); whether that took."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 # --- build folders ---------------------------------------------------------------------------------

@@ -300,7 +300,12 @@ def _version_needs(
         start = _vaddr_to_offset(elf, addr)
         raw = src.read(start, min(src.size - start, MAX_TABLE, count * 16 + 16 * 64), ".gnu.version_r")
     e = "<" if elf.little_endian else ">"
-    out: list[tuple[str, tuple[str, ...]]] = []
+    return tuple((lib, tuple(n for n, _ in names)) for lib, names in _verneed_walk(raw, count, e, strtab))
+
+
+def _verneed_walk(raw: bytes, count: int, e: str, strtab: bytes) -> list[tuple[str, list[tuple[str, int]]]]:
+    """``.gnu.version_r``: each library and its (version name, version index) pairs; BadBinary on a lie."""
+    out: list[tuple[str, list[tuple[str, int]]]] = []
     pos, guard = 0, len(raw) // 16 + 1
     for _ in range(min(count, guard)):
         if pos + 16 > len(raw):
@@ -310,16 +315,16 @@ def _version_needs(
         for _ in range(min(cnt, guard)):
             if apos + 16 > len(raw):
                 raise BadBinary(".gnu.version_r aux entry runs past its section")
-            _h, _f, _o, name, anext = struct.unpack_from(e + "IHHII", raw, apos)
-            names.append(_string(strtab, name, "version name"))
+            _h, _f, other, name, anext = struct.unpack_from(e + "IHHII", raw, apos)
+            names.append((_string(strtab, name, "version name"), other))
             if anext == 0:
                 break
             apos += anext
-        out.append((_string(strtab, file_off, "version file"), tuple(names)))
+        out.append((_string(strtab, file_off, "version file"), names))
         if nxt == 0:
             break
         pos += nxt
-    return tuple(out)
+    return out
 
 
 def version_definitions(f: BinaryIO | bytes) -> tuple[str, ...]:
@@ -403,25 +408,8 @@ def glibc_symbols(f: BinaryIO | bytes, version: str) -> frozenset[str]:
         section_bytes(src, need, ".gnu.version_r"),
         section_bytes(src, elf.sections[need.link], "strings"),
     )
-    wanted: set[int] = set()
-    pos, guard = 0, len(raw) // 16 + 1
-    for _ in range(min(need.info or guard, guard)):
-        if pos + 16 > len(raw):
-            break
-        _v, cnt, _file, aux, nxt = struct.unpack_from(e + "HHIII", raw, pos)
-        apos = pos + aux
-        for _ in range(min(cnt, guard)):
-            if apos + 16 > len(raw):
-                break
-            _h, _f, other, name, anext = struct.unpack_from(e + "IHHII", raw, apos)
-            if _string(names, name, "version name") == version:
-                wanted.add(other)
-            if anext == 0:
-                break
-            apos += anext
-        if nxt == 0:
-            break
-        pos += nxt
+    entries = _verneed_walk(raw, need.info or len(raw) // 16 + 1, e, names)
+    wanted = {index for _, pairs in entries for name, index in pairs if name == version}
     if not wanted:
         return frozenset()
     indexes = section_bytes(src, versym, ".gnu.version")
