@@ -150,6 +150,30 @@ def label_clash(entries: Iterable[IndexEntry], entry: IndexEntry) -> str | None:
     return None
 
 
+def foreign_variants(entries: Sequence[IndexEntry]) -> dict[str, str]:
+    """Pure: each entry (by path) whose recorded variant is not its own, and why. A variant is its entry's
+    only where its filename is the entry's wheel at its public version with one label field (what
+    :func:`variant_filename` prints for that label) and no other entry names that path, as its wheel, its
+    METADATA or its variant: a hostile index could otherwise make gc delete a kept wheel, or serve one."""
+    named: dict[str, list[str]] = defaultdict(list)
+    for e in entries:
+        named[e.path].append(e.path)
+        if e.metadata_path:
+            named[e.metadata_path].append(e.path)
+        if e.variant_path:
+            named[e.variant_path].append(e.path)
+    problems: dict[str, str] = {}
+    for e in entries:
+        if e.variant is None:
+            continue
+        own = variant_filename(e.name, e.variant.label) if LABEL.fullmatch(e.variant.label) else None
+        if e.variant.filename != own:
+            problems[e.path] = f"its variant {e.variant.filename} is not its own ({own or 'no label'})"
+        elif others := [p for p in named[e.variant_path or ""] if p != e.path]:
+            problems[e.path] = f"its variant {e.variant.filename} is a path {others[0]} names too"
+    return problems
+
+
 def variant_paths(index: Index) -> frozenset[str]:
     """The paths of every variant wheel the index records."""
     return frozenset(p for e in index.entries if (p := e.variant_path) is not None)
@@ -162,6 +186,7 @@ __all__ = [
     "SCHEMA_URL",
     "VARIANTS_DIR",
     "VARIANT_JSON",
+    "foreign_variants",
     "is_variant_filename",
     "label_clash",
     "label_for",

@@ -380,3 +380,35 @@ def test_a_republish_writes_no_copy_for_cells_that_hold_the_bytes(
     again = run("publish", str(next((tmp_path / "a").glob("*.whl"))), *LINE, "--variants")
     assert again.code == 0 and "unchanged" in again.out
     assert made == []  # a wheel-sized copy per cell, for nothing, before
+
+
+def test_a_bent_variant_in_the_index_never_makes_gc_delete_a_kept_wheel(
+    run: Run, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    """An entry whose recorded variant names another, kept wheel of its folder (a hostile shard, or a
+    staged manifest carrying one): plain verify reports it, and gc, removing that entry, leaves the kept
+    wheel (and that wheel's own variant) in place. Fails on the code before: gc deleted the kept wheel."""
+    store = publish_two_builds(run, sos, tmp_path)
+    c = so_wheel(tmp_path / "c", sos["sm_86"], version="0.9", tags=TAGS)
+    assert run("publish", str(c), *LINE, "--variants").code == 0
+    folder = store / "kern/sm89/torch2.9-cu130"
+    victim = folder / "kern-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl"
+    victim_variant = folder / "kern-1.0-cp311-cp311-linux_x86_64-sm89.cu130torch2.9.whl"
+    assert victim.is_file() and victim_variant.is_file()
+    shard = store / "index/kern.json"
+    index = json.loads(shard.read_text())
+    kept = next(w for w in index["wheels"] if w["path"].endswith(victim.name))
+    for w in index["wheels"]:
+        if w["path"].startswith("kern/sm89/") and "kern-0.9" in w["path"]:  # the one gc removes
+            w["variant"] = {**kept["variant"], "filename": victim.name}  # names the kept wheel beside it
+    index["schema"] = max(index.get("schema", 3), 3)
+    shard.write_text(json.dumps(index))
+    checked = run("verify")
+    assert checked.code == 1
+    assert f"the index entry is bent: its variant {victim.name} is not its own" in checked.out
+    gone = run("gc", "--keep-versions", "1", "--yes")
+    assert gone.code == 0, gone.err
+    assert victim.is_file() and victim_variant.is_file(), gone.out
+    assert not (folder / "kern-0.9+cu130torch2.9-cp311-cp311-linux_x86_64.whl").exists(), gone.out + gone.err
+    assert run("pull", "kern", "--sm", "89", "--torch", "2.9", "--python", "3.11", "--platform",
+               "linux_x86_64", "-o", "out").code == 0  # fmt: skip

@@ -48,7 +48,7 @@ class BuildProgress:
             sys.stderr.flush()
             self.drawn = True
         else:
-            ui.err(f"  {text}")
+            ui.err(f"  {text[:300]}")  # a compile step's whole command is in the log
 
     def clear(self) -> None:
         if self.drawn:

@@ -9,6 +9,7 @@ nothing at the head still references.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -25,6 +26,9 @@ from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
 from librarian.pytorch.matrix import load_matrix
 from librarian.stores.base import Applied, Blob, Changes, Store, UploadStorage, read_index
+from librarian.variants import foreign_variants
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PURGE_GRACE = 24 * 3600.0
 
@@ -372,9 +376,7 @@ def gc(
         message = f"librarian gc: remove {len(paths)} wheel{'s' if len(paths) != 1 else ''}"
         # Each wheel with its PEP 658 METADATA file and its variant, side by side, so that a change cut in
         # pieces takes them together.
-        files = tuple(
-            f for r in removals for f in (r.entry.path, r.entry.metadata_path, r.entry.variant_path) if f
-        )
+        files = removed_files(index, removals)
         return Changes(index.with_entries(removed=paths), (), files, message), report
 
     applied: Applied[GcReport] = store.update(planner, default_layout)
@@ -385,6 +387,31 @@ def gc(
         store.purge(blobs)
         report = replace(report, purge=blobs, young=young, grace=policy.purge_grace)
     return report
+
+
+def removed_files(index: Index, removals: Sequence[Removal]) -> tuple[str, ...]:
+    """Pure: the files gc deletes: each removed wheel, its METADATA and its variant, but never a variant
+    that is not its own (a hostile or broken index names another wheel there) and never a path that an
+    entry it keeps names, as its wheel, METADATA or variant."""
+    gone = {r.entry.path for r in removals}
+    kept = {
+        f for e in index.entries if e.path not in gone for f in (e.path, e.metadata_path, e.variant_path) if f
+    }
+    foreign = foreign_variants(index.entries)
+    for r in removals:
+        if r.entry.path in foreign:
+            log.warning("%s: %s; gc leaves it", r.entry.path, foreign[r.entry.path])
+    files = (
+        f
+        for r in removals
+        for f in (
+            r.entry.path,
+            r.entry.metadata_path,
+            None if r.entry.path in foreign else r.entry.variant_path,
+        )
+        if f
+    )
+    return tuple(dict.fromkeys(f for f in files if f not in kept))
 
 
 def _young(store: Store, removals: Sequence[Removal], grace: float, purged: Sequence[Blob]) -> int:

@@ -29,7 +29,7 @@ from librarian.pending import parse_pending_path
 from librarian.pool import default_jobs, ordered_map
 from librarian.safeio import sha256_stream
 from librarian.stores.base import LocalFiles, Store, StoredFile, read_index, sha256_stored
-from librarian.variants import is_variant_filename
+from librarian.variants import foreign_variants, is_variant_filename
 from librarian.wheel import OpenedWheel, metadata_problems
 
 log = logging.getLogger(__name__)
@@ -340,9 +340,13 @@ def _check_variants(store: Store, index: Index, files: dict[str, StoredFile], de
     exactly its source's members and the properties its entry records); none left orphaned."""
     problems = []
     recorded = set()
+    foreign = foreign_variants(index.entries)
     for entry in index.entries:
         path = entry.variant_path
         if path is None or entry.variant is None:
+            continue
+        if entry.path in foreign:  # not checked as a variant: it may be another wheel's path
+            problems.append(Problem(entry.path, f"the index entry is bent: {foreign[entry.path]}"))
             continue
         recorded.add(path)
         stored = files.get(path)
