@@ -260,8 +260,8 @@ that file for a machine, pinned to the commit it read; `index/<package>.json` li
 With pip or uv, one page per GPU and combo (no librarian needed):
 
 ```bash
-pip install --no-deps --force-reinstall {package} --find-links {find_links}
-uv pip install --no-deps --reinstall {package} --find-links {find_links}
+pip install --no-deps --force-reinstall --no-index {package} --find-links {find_links}
+uv pip install --no-deps --reinstall --no-index {package} --find-links {find_links}
 ```
 
 With librarian, which picks the wheel for this machine and checks its sha256 ({get}):
@@ -304,7 +304,7 @@ With uv's wheel variants (preview), which picks the build for this GPU and drive
 needed; uv 0.13.9 installs no torch-bound variant: it has no `abi_dependency` provider yet):
 
 ```bash
-uv pip install --preview-features wheel-variants {project_name(package)} --find-links {page}
+uv pip install --preview-features wheel-variants --no-index {project_name(package)} --find-links {page}
 ```
 """
 

@@ -305,7 +305,7 @@ def test_on_the_hub_a_variant_goes_in_its_wheel_s_commit(
     files = loophub.files("team/wheels")
     assert "variants/kern-1.0-variants.json" in files
     card = files["README.md"].decode()
-    assert "uv pip install --preview-features wheel-variants kern --find-links " in card
+    assert "uv pip install --preview-features wheel-variants --no-index kern --find-links " in card
     assert "/datasets/team/wheels/resolve/main/variants/kern.html" in card
     assert "kern/sm89/torch2.9-cu130/kern-1.0-cp311-cp311-linux_x86_64-sm89.cu130torch2.9.whl" in files
     assert run("verify", "--deep", *repo).code == 0

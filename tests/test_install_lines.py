@@ -1,0 +1,82 @@
+"""Every install line librarian writes for people (the Hub card's pip, uv and uv-variants lines) installs the
+store's bytes and nothing else, even where a public index offers a newer release of the same name.
+
+The store is on the loopback Hub; the "public index" is a PEP 503 folder holding ``tinykern 9.9`` that pip's
+configuration (``extra-index-url``, as on this machine and many CI images) and uv's (``UV_EXTRA_INDEX_URL``)
+name. Each line runs as the card prints it, into a target folder (``--target``). Before ``--no-index`` was
+in them, pip and uv installed 9.9 (the control below does that still, so the test can tell).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.builders import make_wheel
+from tests.conftest import Run
+from tests.loophub.server import LoopHub
+
+REPO = "hf://datasets/team/wheels"
+SAMPLES = sorted((Path(__file__).resolve().parent.parent / "samples" / "dist").glob("*.whl"))
+UV = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+
+
+def public_index(folder: Path) -> str:
+    """A PEP 503 index offering tinykern 9.9 (newer than the store's 0.1.0): its file:// URL."""
+    wheel = make_wheel(folder / "files", name="tinykern", version="9.9", tags="py3-none-any")
+    project = folder / "simple" / "tinykern"
+    project.mkdir(parents=True)
+    (project / "index.html").write_text(f'<a href="{wheel.resolve().as_uri()}">{wheel.name}</a>\n')
+    return (folder / "simple").resolve().as_uri()
+
+
+def card_lines(card: str) -> list[str]:
+    """The card's install lines that name a find-links page."""
+    blocks = re.findall(r"^```bash\n(.*?)^```", card, flags=re.DOTALL | re.MULTILINE)
+    return [line for b in blocks for line in b.splitlines() if "--find-links" in line]
+
+
+def run_line(line: str, target: Path, index: str, tmp_path: Path) -> str:
+    """Run one printed line into ``target`` with a public index configured; the tinykern version installed."""
+    words = shlex.split(line)
+    if words[0] == "pip":
+        words = [sys.executable, "-m", "pip", *words[1:]]
+    elif words[0] == "uv":
+        words = [UV, *words[1:], "--no-cache", "--python", sys.executable]
+    config = tmp_path / "pip.conf"
+    config.write_text(f"[global]\nextra-index-url = {index}\ndisable-pip-version-check = true\n")
+    env = {**os.environ, "PIP_CONFIG_FILE": str(config), "UV_EXTRA_INDEX_URL": index, "PIP_FIND_LINKS": "",
+           "NV_VARIANT_PROVIDER_FORCE_SM_ARCH": "8.9", "NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION": "13.0"}  # fmt: skip
+    done = subprocess.run([*words, "--target", str(target)], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+    (info,) = target.glob("tinykern-*.dist-info")
+    return info.name.removeprefix("tinykern-").removesuffix(".dist-info")
+
+
+@pytest.mark.skipif(not Path(UV).exists(), reason="uv is not installed (the test extra installs it)")
+def test_every_install_line_of_the_card_installs_the_stores_release_not_the_public_newer_one(
+    run: Run, loophub: LoopHub, tmp_path: Path
+) -> None:
+    published = run("publish", *map(str, SAMPLES), "--torch", "2.9", "--cuda", "13.0", "--variants",
+                    "--create", "--repo", REPO)  # fmt: skip
+    assert published.code == 0, published.err
+    card = loophub.files("team/wheels")["README.md"].decode()
+    lines = card_lines(card)
+    assert len(lines) == 3 and all("--no-index" in line for line in lines), lines
+    index = public_index(tmp_path / "public")
+    for i, line in enumerate(lines):
+        version = run_line(line, tmp_path / f"t{i}", index, tmp_path)
+        assert version in ("0.1.0+cu130torch2.9", "0.1.0"), (
+            line,
+            version,
+        )  # a variant has the public version
+    control = run_line(lines[0].replace(" --no-index", ""), tmp_path / "control", index, tmp_path)
+    assert control == "9.9"  # without --no-index the public index wins: the test can fail
