@@ -412,3 +412,39 @@ def test_a_bent_variant_in_the_index_never_makes_gc_delete_a_kept_wheel(
     assert not (folder / "kern-0.9+cu130torch2.9-cp311-cp311-linux_x86_64.whl").exists(), gone.out + gone.err
     assert run("pull", "kern", "--sm", "89", "--torch", "2.9", "--python", "3.11", "--platform",
                "linux_x86_64", "-o", "out").code == 0  # fmt: skip
+
+
+def test_reindex_drops_a_bent_variant_and_makes_its_own_and_an_orphan_variants_json_is_reported(
+    run: Run, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    """Item 5 of issue 43: reindex kept a variant that was not its entry's own (another wheel recorded as
+    the variant); plain verify passed a ``variants/*.json`` of a package the store does not hold."""
+    store = publish_two_builds(run, sos, tmp_path)
+    folder = store / "kern/sm86/torch2.9-cu130"
+    own = folder / "kern-1.0-cp311-cp311-linux_x86_64-sm86.cu130torch2.9.whl"
+    wheel = folder / "kern-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl"
+    good = own.read_bytes()
+    shard = store / "index/kern.json"
+    index = json.loads(shard.read_text())
+    for w in index["wheels"]:
+        if w["path"] == wheel.relative_to(store).as_posix():
+            w["variant"]["filename"] = wheel.name  # the wheel itself recorded as its variant
+    shard.write_text(json.dumps(index))
+    orphan = store / "variants" / "ghost-9.0-variants.json"
+    orphan.write_text("{}")
+    checked = run("verify")
+    assert checked.code == 1
+    assert "the index entry is bent: its variant kern-1.0+cu130torch2.9-" in checked.out
+    assert "variants/ghost-9.0-variants.json: no index entry has a variant of this release" in checked.out
+    fixed = run("reindex")
+    assert fixed.code == 0, fixed.err
+    assert (
+        "is not its own" in fixed.err and "dropped from the index, and its own made in its place" in fixed.err
+    )
+    assert own.read_bytes() == good and wheel.is_file()
+    recorded = {
+        w["path"]: w.get("variant", {}).get("filename") for w in json.loads(shard.read_text())["wheels"]
+    }
+    assert recorded[wheel.relative_to(store).as_posix()] == own.name
+    assert not orphan.exists()
+    assert run("verify", "--deep").code == 0

@@ -30,7 +30,7 @@ from librarian.ops.tree import entries_from_tree, hasher, is_wheel
 from librarian.ops.variant_wheels import make_variant, torch_lines
 from librarian.pending import parse_pending, parse_pending_path
 from librarian.stores.base import Changes, Journals, Store, StoredFile, Upload, read_index
-from librarian.variants import label_clash
+from librarian.variants import foreign_variants, label_clash
 from librarian.wheel import OpenedWheel
 
 log = logging.getLogger(__name__)
@@ -282,11 +282,12 @@ def reindex(
             changes, report = plan_reindex(index, files, pending, candidates, fresh)
             report = replace(report, stale=tuple(r for r in read if isinstance(r, Problem)))
             restores = _restore_metadata(store, changes.index, listed, Path(tmp))
+            changes, bent = _drop_foreign_variants(changes)
             if dry_run:
                 made: list[Upload] = []
-                would = _variants_wanted(changes.index, listed, variants)
+                would = _variants_wanted(changes.index, listed, variants, bent)
             else:
-                with_variants, made = _make_variants(store, changes.index, listed, Path(tmp), variants)
+                with_variants, made = _make_variants(store, changes.index, listed, Path(tmp), variants, bent)
                 changes, would = replace(changes, index=with_variants), []
             changes = replace(changes, uploads=(*changes.uploads, *restores, *made))
             restored = tuple(u.path for u in restores)
@@ -344,23 +345,50 @@ def _restore_metadata(store: Store, index: Index, files: Sequence[StoredFile], t
     return uploads
 
 
-def _variants_wanted(index: Index, files: Sequence[StoredFile], every: bool) -> list[IndexEntry]:
-    """The entries whose variant wheel is to be made: recorded and missing, or (``every``) never made."""
-    paths = {f.path for f in files}
+def _drop_foreign_variants(changes: Changes) -> tuple[Changes, frozenset[str]]:
+    """The change without the variants its entries record that are not their own (a bent index, a staged
+    manifest carrying one): the named path may be another wheel's. Each is said; its own is made again."""
+    foreign = foreign_variants(changes.index.entries)
+    if not foreign:
+        return changes, frozenset()
+    by_path = changes.index.by_path()
+    for path, why in sorted(foreign.items()):
+        log.warning("%s: %s; dropped from the index, and its own made in its place", path, why)
+    index = changes.index.with_entries(added=[replace(by_path[p], variant=None) for p in foreign])
+    return replace(changes, index=index), frozenset(foreign)
+
+
+def _variants_wanted(
+    index: Index, files: Sequence[StoredFile], every: bool, bent: frozenset[str] = frozenset()
+) -> list[IndexEntry]:
+    """The entries whose variant wheel is to be made: recorded and missing or not the bytes recorded (its
+    size, or its sha256 where the listing has it, differs), dropped as not its own (``bent``), or
+    (``every``) never made."""
+    listed = {f.path: f for f in files}
+
+    def stale(e: IndexEntry) -> bool:
+        if e.variant is None or e.variant_path is None:
+            return False
+        found = listed.get(e.variant_path)
+        if found is None:
+            return True
+        return found.size != e.variant.size or (found.sha256 is not None and found.sha256 != e.variant.sha256)
+
     return [
         e
         for e in index.entries
-        if e.path in paths
-        and ((e.variant is None and every) or (e.variant_path is not None and e.variant_path not in paths))
+        if e.path in listed and ((e.variant is None and (every or e.path in bent)) or stale(e))
     ]
 
 
 def _make_variants(
-    store: Store, index: Index, files: Sequence[StoredFile], tmp: Path, every: bool
-) -> tuple[Index, list[Upload]]:
-    """Variant wheels to upload: those the index records and the tree lacks (made again from their source,
-    with the properties recorded), and with ``every`` one for each wheel that has none."""
-    wanted = _variants_wanted(index, files, every)
+    store: Store, index: Index, files: Sequence[StoredFile], tmp: Path, every: bool,
+    bent: frozenset[str] = frozenset(),
+) -> tuple[Index, list[Upload]]:  # fmt: skip
+    """Variant wheels to upload: those the index records and the tree lacks or holds other bytes for (made
+    again from their source), those dropped as not their entry's own, and with ``every`` one for each wheel
+    that has none."""
+    wanted = _variants_wanted(index, files, every, bent)
     if not wanted:
         return index, []
     lines = torch_lines()

@@ -29,7 +29,7 @@ from librarian.pending import parse_pending_path
 from librarian.pool import default_jobs, ordered_map
 from librarian.safeio import sha256_stream
 from librarian.stores.base import LocalFiles, Store, StoredFile, read_index, sha256_stored
-from librarian.variants import foreign_variants, is_variant_filename
+from librarian.variants import VARIANTS_DIR, foreign_variants, is_variant_filename
 from librarian.wheel import OpenedWheel, metadata_problems
 
 log = logging.getLogger(__name__)
@@ -409,4 +409,9 @@ def _check_catalogue(store: Store, index: Index, files: dict[str, StoredFile]) -
             problems.append(Problem(path, "generated file missing (publish or gc again to rebuild)"))
         elif stored.size != len(data) or store.read_file(path) != data:
             problems.append(Problem(path, "out of date with the index"))
+    for path in sorted(files):  # variants' json and pages are generated from the index alone
+        if path.startswith(f"{VARIANTS_DIR}/") and path not in expected:
+            problems.append(
+                Problem(path, "no index entry has a variant of this release (reindex removes it)")
+            )
     return problems
