@@ -448,3 +448,68 @@ def test_reindex_drops_a_bent_variant_and_makes_its_own_and_an_orphan_variants_j
     assert recorded[wheel.relative_to(store).as_posix()] == own.name
     assert not orphan.exists()
     assert run("verify", "--deep").code == 0
+
+
+def _flip_a_data_byte(path: Path, member: str) -> None:
+    """One byte of ``member``'s stored data changed; its local and central headers (CRC, sizes) untouched."""
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(member)
+    data = bytearray(path.read_bytes())
+    name_len, extra_len = (
+        int.from_bytes(data[info.header_offset + 26 : info.header_offset + 28], "little"),
+        int.from_bytes(data[info.header_offset + 28 : info.header_offset + 30], "little"),
+    )
+    start = info.header_offset + 30 + name_len + extra_len
+    data[start + info.compress_size // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_verify_deep_reads_variant_data_and_plain_verify_catches_a_swapped_variant(
+    run: Run, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    """Item 4 of issue 43: a byte flipped in a member's data under unchanged headers passed verify --deep
+    (it compared CRC and size only); a variant swapped for another build's, the index untouched."""
+    import hashlib
+
+    store = publish_two_builds(run, sos, tmp_path)
+    sm86 = store / "kern/sm86/torch2.9-cu130/kern-1.0-cp311-cp311-linux_x86_64-sm86.cu130torch2.9.whl"
+    sm90 = store / "kern/sm90/torch2.9-cu130/kern-1.0-cp311-cp311-linux_x86_64-sm90.cu130torch2.9.whl"
+    good86 = sm86.read_bytes()
+    sm86.write_bytes(sm90.read_bytes())  # another build's variant under this name; the index as it was
+    swapped = run("verify")
+    assert (
+        swapped.code == 1
+        and f"{sm86.relative_to(store).as_posix()}: does not match the variant wheel the index records"
+        in swapped.out
+    )
+    sm86.write_bytes(good86)
+    _flip_a_data_byte(sm86, "kern/_C.so")
+    shard = store / "index/kern.json"
+    index = json.loads(shard.read_text())
+    for w in index["wheels"]:  # the index made to agree with the bent file: only its data can tell
+        if w.get("variant", {}).get("filename") == sm86.name:
+            w["variant"]["sha256"] = hashlib.sha256(sm86.read_bytes()).hexdigest()
+    shard.write_text(json.dumps(index))
+    assert sm86.name not in run("verify").out  # the recorded bytes: plain verify reads no member data
+    deep = run("verify", "--deep")
+    assert deep.code == 1, deep.out
+    assert "kern/_C.so: other bytes than the source's kern/_C.so (its RECORD hash)" in deep.out or (
+        "kern/_C.so: cannot be read" in deep.out
+    ), deep.out
+
+
+def test_verify_deep_judges_variant_properties_from_the_bytes_not_the_record(
+    run: Run, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    """The index records other properties (and a variant.json made to match them): verify --deep says the
+    judgement of the source's bytes disagrees, where it once compared the variant with the record alone."""
+    store = publish_two_builds(run, sos, tmp_path)
+    shard = store / "index/kern.json"
+    index = json.loads(shard.read_text())
+    for w in index["wheels"]:
+        if w["path"].startswith("kern/sm86/"):
+            w["variant"]["properties"]["nvidia"]["sm_arch"] = ["86_real", "120_real"]  # widened
+    shard.write_text(json.dumps(index))
+    deep = run("verify", "--deep")
+    assert deep.code == 1
+    assert "the index records other properties than the judgement of kern-1.0+cu130torch2.9-" in deep.out

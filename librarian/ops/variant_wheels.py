@@ -71,8 +71,16 @@ def make_variant(
     return MadeVariant(written.path, VariantRef(filename, written.sha256, written.size, props.values))
 
 
-def check_variant(entry: IndexEntry, source: Path, variant: Path) -> list[str]:
-    """How a stored variant wheel differs from what its entry and source say it is (empty: it is exactly that)."""
+def check_variant(
+    entry: IndexEntry, source: Path, variant: Path, facts: WheelFacts | None = None
+) -> list[str]:
+    """How a stored variant wheel differs from what its source is (empty: it is exactly its variant): its
+    members and their data, and its properties against the judgement of the source's bytes (``facts``, as
+    just read; else the entry's), which the index's record must say too."""
     assert entry.variant is not None
     ref = entry.variant
-    return variant_problems(source, variant, variant_json(ref.label, ref.properties))
+    judged = properties_of(entry.name, facts or entry.facts, entry.cell, entry.requires_python, torch_lines())
+    problems = []
+    if sorted(judged.values) != sorted(ref.properties):
+        problems.append(f"the index records other properties than the judgement of {entry.filename} gives")
+    return problems + variant_problems(source, variant, variant_json(ref.label, judged.values))

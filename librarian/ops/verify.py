@@ -150,6 +150,11 @@ class _Reader:
             self.blobs[key] = blob
             bar.advance(paths[key])
 
+    def blob_of(self, f: StoredFile) -> _Blob | None:
+        """The blob ``f`` was read as, if it was."""
+        key = self.keys.get(f.path)
+        return self.blobs.get(key) if key is not None else None
+
     def read(self, f: StoredFile) -> _Blob:
         """The blob ``f`` is filed as (read now if :meth:`load` did not), ``f`` added to its paths."""
         key = self._key(f)
@@ -298,7 +303,8 @@ def verify(
         hint = f" (a wheel of that name is at {moved}: moved to another cell?)" if moved else ""
         problems.append(Problem(path, "in the index but not in the store" + hint))
     problems.extend(_check_metadata_files(store, index, files))
-    problems.extend(_check_variants(store, index, files, deep))
+    judged = {f.path: b.facts for f in wheels if (b := reader.blob_of(f)) is not None and b.facts}
+    problems.extend(_check_variants(store, index, files, deep, judged))
     problems.extend(_check_catalogue(store, index, files))
     problems.extend(Problem(path, why) for path, why in listing.strays)  # links, FIFOs, temp files, journal
     return VerifyReport(
@@ -335,9 +341,12 @@ def _check_metadata_files(store: Store, index: Index, files: dict[str, StoredFil
     return problems
 
 
-def _check_variants(store: Store, index: Index, files: dict[str, StoredFile], deep: bool) -> list[Problem]:
+def _check_variants(
+    store: Store, index: Index, files: dict[str, StoredFile], deep: bool, judged: dict[str, WheelFacts]
+) -> list[Problem]:
     """Variant wheels travel with their source: each recorded one present with its bytes (and, ``deep``,
-    exactly its source's members and the properties its entry records); none left orphaned."""
+    exactly its source's members, their data against its RECORD, and the properties the judgement of the
+    source's bytes, ``judged``, gives); none left orphaned."""
     problems = []
     recorded = set()
     foreign = foreign_variants(index.entries)
@@ -363,7 +372,9 @@ def _check_variants(store: Store, index: Index, files: dict[str, StoredFile], de
         if deep and entry.path in files:
             try:
                 with store.open(entry.path) as source, store.open(path) as variant:
-                    found = check_variant(entry, Path(source.name), Path(variant.name))
+                    found = check_variant(
+                        entry, Path(source.name), Path(variant.name), judged.get(entry.path)
+                    )
             except LibrarianError as e:
                 found = [str(e)]
             problems.extend(Problem(path, f"not the variant of {entry.filename}: {p}") for p in found)

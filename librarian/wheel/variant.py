@@ -18,7 +18,7 @@ from librarian.safeio import atomic_output
 from librarian.wheel import zipwriter
 from librarian.wheel.record import Record, digest_field, unrecorded
 from librarian.wheel.relabel import _Hashing, _new_record, _rename, _rewrite_version
-from librarian.wheel.wheelfile import SIGNATURES, open_wheel, parse_filename
+from librarian.wheel.wheelfile import SIGNATURES, OpenWheel, open_wheel, parse_filename
 
 VARIANT_JSON = "variant.json"
 
@@ -86,6 +86,32 @@ def write_variant(src: Path, out_dir: Path, filename: str, variant_json: bytes) 
     return Written(dest, hashing.digest.hexdigest(), hashing.size)
 
 
+def _data_problems(
+    s: OpenWheel, v: zipfile.ZipFile, renames: dict[str, str], changed: set[str], present: set[str]
+) -> list[str]:
+    """Each member's data read (streamed) and hashed against the source's RECORD row: a byte changed under
+    an unchanged local and central header (CRC and size copied) is found here, not by the headers."""
+    rows = Record(s).rows
+    problems = []
+    for info in s.infos:
+        member = info.orig_filename
+        new = _rename(member, renames)
+        row = rows.get(member)
+        if member in changed or new not in present or row is None or not row.digest.startswith("sha256="):
+            continue
+        h = hashlib.sha256()
+        try:
+            with v.open(new) as f:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+        except (zipfile.BadZipFile, OSError, ValueError) as e:  # zipfile checks the CRC at the end
+            problems.append(f"{new}: cannot be read ({e})")
+            continue
+        if digest_field(h) != row.digest:
+            problems.append(f"{new}: other bytes than the source's {member} (its RECORD hash)")
+    return problems
+
+
 def variant_problems(source: Path, variant: Path, variant_json: bytes) -> list[str]:
     """How ``variant`` differs from the variant of ``source`` it claims to be (empty: it is exactly that).
 
@@ -112,6 +138,7 @@ def variant_problems(source: Path, variant: Path, variant_json: bytes) -> list[s
                     problems.append(f"{new}: missing")
                 elif member not in changed and (other.CRC != info.CRC or other.file_size != info.file_size):
                     problems.append(f"{new}: other bytes than the source's {member}")
+            problems += _data_problems(s, v, renames, changed, expected & set(theirs))
             added = f"{renames[s.dist_info]}/{VARIANT_JSON}"
             expected.add(added)
             if added not in theirs:
