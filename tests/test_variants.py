@@ -99,12 +99,48 @@ def test_properties_of_the_common_builds(sos: dict[str, Path], tmp_path: Path) -
     assert props("ptx")[("nvidia", "sm_arch")] == ("80_virtual",)
 
 
-def test_arch_specific_code_is_left_out_with_its_reason(sos: dict[str, Path], tmp_path: Path) -> None:
+def test_arch_specific_code_is_said_where_its_value_reaches_that_gpu_alone(
+    sos: dict[str, Path], tmp_path: Path
+) -> None:
+    """sm_90a runs on sm90 alone, and 90_real reaches no other known GPU: uv picks it on an H100, as pull
+    serves it there. sm_100a does not run on sm103, which 100_real reaches too: left out, said why."""
     wheel = facts_of(so_wheel(tmp_path, sos["sm_90a"], version="1.0+cu130torch2.9", tags=TAGS))
     props = properties(wheel, LINES)
-    assert not props.says_gpu
-    assert any("sm_90a" in r and "no value" in r for r in props.left_out)
-    assert props.unsayable is not None and "no sm_arch value" in props.unsayable
+    assert {(ns, f): v for ns, f, v in props.values}[("nvidia", "sm_arch")] == ("90_real",)
+    only_100a = demand_wheel(
+        so(sass="sm_100a", toolkit=(13, 0)), name="kern-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl"
+    )
+    props = properties(Wheel(WheelName.parse(only_100a.filename), only_100a), LINES)
+    assert not props.says_gpu and props.unsayable is not None and "no sm_arch value" in props.unsayable
+    assert any("sm_100a" in r and "100_real reaches sm103 too" in r for r in props.left_out), props.left_out
+
+
+def test_a_wheel_mixing_sm_100a_and_sm_100_code_never_says_100_real(tmp_path: Path) -> None:
+    """One member has sm_100a only, another plain sm_100: on sm103 (which 100_real reaches) the first has no
+    code, so 100_real would send uv to a GPU the wheel does not wholly run on (issue 43, item 4's input)."""
+    facts = demand_wheel(
+        so("kern/_a.so", sass="sm_100a", toolkit=(13, 0)),
+        so("kern/_b.so", sass="sm_100", toolkit=(13, 0)),
+        name="kern-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl",
+    )
+    props = properties(Wheel(WheelName.parse(facts.filename), facts), LINES)
+    archs = {(ns, f): v for ns, f, v in props.values}.get(("nvidia", "sm_arch"), ())
+    assert "100_real" not in archs
+    assert any(
+        r.startswith("100_real: the judgement does not run it wholly on sm103") for r in props.left_out
+    )
+
+
+def test_no_value_is_written_that_no_gpus_provider_reports(tmp_path: Path) -> None:
+    """PTX for 7.5 or 8.9 would be 75_virtual, 89_virtual: uv's provider says PTX only as N0_virtual."""
+    facts = demand_wheel(
+        so(sass="sm_80", ptx="compute_89", toolkit=(13, 0)),
+        name="kern-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl",
+    )
+    props = properties(Wheel(WheelName.parse(facts.filename), facts), LINES)
+    archs = {(ns, f): v for ns, f, v in props.values}[("nvidia", "sm_arch")]
+    assert "89_virtual" not in archs and "80_real" in archs
+    assert any(r.startswith("89_virtual: no GPU's NVIDIA provider reports it") for r in props.left_out)
 
 
 def test_a_member_without_the_code_keeps_the_value_out(sos: dict[str, Path], tmp_path: Path) -> None:
@@ -286,12 +322,15 @@ def test_the_project_setting_turns_variants_on(run: Run, sos: dict[str, Path], t
     assert bad.code == 2 and "librarian setting 'variants' must be true or false" in bad.err
 
 
-def test_a_wheel_no_value_can_say_gets_no_variant(run: Run, sos: dict[str, Path], tmp_path: Path) -> None:
+def test_an_sm_90a_only_wheel_gets_a_variant_for_sm90(run: Run, sos: dict[str, Path], tmp_path: Path) -> None:
     wheel = so_wheel(tmp_path / "a", sos["sm_90a"], version="1.0", tags=TAGS)
     result = run("publish", str(wheel), *LINE, "--variants")
     assert result.code == 0, result.err
-    assert "no variant wheel for sm90: no sm_arch value says where its GPU code runs" in result.err
-    assert not [p for p in (tmp_path / "wheelhouse").rglob("*.whl") if is_variant_filename(p.name)]
+    (variant,) = [p for p in (tmp_path / "wheelhouse").rglob("*.whl") if is_variant_filename(p.name)]
+    with zipfile.ZipFile(variant) as zf:
+        doc = json.loads(zf.read("kern-1.0.dist-info/variant.json"))
+    (props,) = doc["variants"].values()
+    assert props["nvidia"]["sm_arch"] == ["90_real"]
 
 
 def test_on_the_hub_a_variant_goes_in_its_wheel_s_commit(
@@ -336,8 +375,10 @@ def test_fan_in_carries_variants_to_the_one_commit(
     assert run("verify", "--deep", *repo).code == 0
 
 
-def test_the_driver_floor_is_the_toolkit_of_what_the_line_loads() -> None:
-    # bitsandbytes-like: one member per CUDA line; the cu128 build's floor is its cuda128 member's toolkit.
+def test_the_driver_floor_is_the_judgements_for_what_the_line_loads() -> None:
+    """bitsandbytes-like: one member per CUDA line; the cu128 build's code is its cuda128 member's. Its SASS
+    runs on any CUDA 12 driver (minor-version compatibility, as pull says): the floor is 12.0, not the
+    toolkit's 12.8. Where a GPU would JIT its PTX, the driver must know that ISA: the toolkit's."""
     facts = demand_wheel(
         so("bnb/libbnb_cuda128.so", sass="sm_80", toolkit=(12, 8), needed=("libcudart.so.12",)),
         so("bnb/libbnb_cuda132.so", sass="sm_80 sm_120", toolkit=(13, 2), needed=("libcudart.so.13",)),
@@ -345,8 +386,15 @@ def test_the_driver_floor_is_the_toolkit_of_what_the_line_loads() -> None:
     )
     props = properties(Wheel(WheelName.parse(facts.filename), facts), LINES)
     values = {(ns, f): v for ns, f, v in props.values}
-    assert values[("nvidia", "cuda_version_lower_bound")] == ("12.8",)
+    assert values[("nvidia", "cuda_version_lower_bound")] == ("12.0",)
     assert values[("nvidia", "sm_arch")] == ("80_real",)  # sm_120 is only in the cu132 build
+    jit = demand_wheel(
+        so(sass="sm_80", ptx="compute_80", toolkit=(13, 2)),
+        name="kern-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl",
+    )
+    values = {(ns, f): v for ns, f, v in properties(Wheel(WheelName.parse(jit.filename), jit), LINES).values}
+    assert values[("nvidia", "sm_arch")] == ("80_real", "80_virtual")
+    assert values[("nvidia", "cuda_version_lower_bound")] == ("13.2",)
 
 
 def test_a_label_means_one_set_of_properties_per_release(

@@ -81,12 +81,22 @@ def _gpu_values(need: gpu.GpuNeed, line: MajorMinor | None) -> tuple[list[str], 
     for member in need.code.all_members:
         for arch in (*member.sass, *member.ptx):
             if arch.suffix == "a":
-                left_out.append(f"{arch}: arch-specific code, for which uv's NVIDIA provider has no value")
-                continue
+                # sm_90a runs on sm90 alone: said as 90_real where that value reaches no other known GPU.
+                reach = _reach(_value(arch))
+                if arch.kind is not ArchKind.SASS or reach != ((arch.major, arch.minor),):
+                    others = ", ".join(f"sm{c[0]}{c[1]}" for c in reach if c != (arch.major, arch.minor))
+                    left_out.append(
+                        f"{arch}: arch-specific code, and uv's NVIDIA provider has no value for it alone"
+                        + (f" ({_value(arch)} reaches {others} too)" if others else "")
+                    )
+                    continue
             archs.setdefault(_value(arch), arch)
     said = []
     for value in sorted(archs, key=lambda v: (v.endswith("virtual"), int(v.partition("_")[0]))):
         reach = _reach(value)
+        if not reach:  # 75_virtual, 89_virtual: a value no GPU's provider reports could never be chosen
+            left_out.append(f"{value}: no GPU's NVIDIA provider reports it (PTX is said N0_virtual only)")
+            continue
         failing = [c for c in reach if not _runs(need, c, line)]
         if failing:
             where = ", ".join(f"sm{c[0]}{c[1]}" for c in failing)
@@ -123,7 +133,11 @@ def properties(wheel: Wheel, torch_lines: Sequence[MajorMinor] = ()) -> Properti
         toolkit = view.loaded.facts.toolkit if view.loaded.facts is not None else None
         bound = toolkit or line
         if bound is not None:
-            values.append((NVIDIA, "cuda_version_lower_bound", (format_version(bound),)))
+            # The judgement's own driver floor: SASS runs on any driver of its CUDA major (minor-version
+            # compatibility, as pull and doctor say); PTX a GPU would JIT needs a driver that knows its ISA.
+            jit = any(v.endswith("_virtual") for v in said)
+            floor = bound if jit else (bound[0], 0)
+            values.append((NVIDIA, "cuda_version_lower_bound", (format_version(floor),)))
     binding = torch.needs(view.loaded)
     if binding.binding is torch.Binding.EXACT and binding.minor is not None:
         values.append((ABI_DEPENDENCY, "torch", (format_version(binding.minor),)))
