@@ -23,6 +23,8 @@ from librarian.cli.options import (
     TorchOpt,
     machine_of,
 )
+from librarian.errors import BadInput
+from librarian.machine import Machine
 from librarian.ops.doctor import checkup
 from librarian.ops.inputs import expand_paths
 from librarian.ops.inspect import inspect_file, inspection_json, render_inspection
@@ -74,17 +76,54 @@ def doctor(
     preset: PresetOpt = None,
     cpu: CpuOpt = None,
     os: OsOpt = None,
+    env: Annotated[
+        bool,
+        typer.Option(
+            "--env",
+            help="Judge every installed package with native code in the target environment (--python PATH, "
+            "else the active venv, else librarian's own) instead of wheel files.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Will it run here? Each of the seven demands against this machine (flags override detection). Exit 1 if not.
 
     Example: librarian doctor dist/ --sm 89 --torch 2.9 --cuda 12.8 --python 3.12
     """
+    if env and wheels:
+        raise BadInput("--env: judges the installed packages of an environment; not with wheel files")
     paths = expand_paths(wheels, (".whl",)) if wheels else []
     described = machine_of(
         sm, torch, cuda, python, platform, glibc, driver, gpu, preset=preset, cpu=cpu, os=os
     )
+    if env:
+        doctor_env(described, as_json)
+        return
     found = checkup(paths, described, show_machine=machine)
     ui.emit_json(found.to_json()) if as_json else ui.out(found.render())
     if found.fails:
+        raise typer.Exit(1)
+
+
+def doctor_env(described: Machine, as_json: bool) -> None:
+    """``doctor --env``: the target environment's packages with native code, each judged; exit 1 if one will not run."""
+    from librarian.ops import environment
+    from librarian.probe.target import Target, probe_target
+
+    where = described.interpreter.value
+    if not where:
+        raise BadInput(
+            f"--env: {described.interpreter.reason or 'no target interpreter'}; pass --python PATH"
+        )
+    facts = probe_target(Target(Path(where), "the target interpreter"))
+    sites = environment.site_dirs(facts.path)
+    if not sites:
+        raise BadInput(f"--env: {where} has no site-packages: not a Python environment")
+    judged = environment.judge_environment(environment.read_installed(sites), described)
+    label = f"{where} ({', '.join(str(s) for s in sites)})"
+    if as_json:
+        ui.emit_json(environment.environment_json(judged, label))
+    else:
+        ui.out(environment.render_environment(judged, label, ui.state.verbose > 0))
+    if any(j.runs is False for j in judged):
         raise typer.Exit(1)

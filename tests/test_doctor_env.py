@@ -1,0 +1,106 @@
+"""``doctor --env``: the installed packages of an environment with native code, each judged by the one
+judgement from its installed files (issue 44, item 1, first part).
+
+The environment is a real venv (``--without-pip``: its interpreter, its own site-packages) into which the
+tests write distributions as an installer leaves them: ``*.dist-info`` with METADATA, WHEEL and RECORD, the
+files at the paths RECORD names. The native files are the nvcc fixtures (``sm_80``, ``sm_90`` SASS).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Run
+from tests.gpu_wheels import gpu_sos, isolate_machine
+
+MACHINE = ("--torch", "2.9", "--cuda", "13.0", "--driver", "13.0")
+
+
+@pytest.fixture(scope="module")
+def sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return gpu_sos(tmp_path_factory)
+
+
+@pytest.fixture(autouse=True)
+def bare(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    isolate_machine(monkeypatch, tmp_path / "bin")
+
+
+def install(
+    site: Path,
+    name: str,
+    files: dict[str, bytes],
+    *,
+    record: bool = True,
+    tag: str = "cp311-cp311-linux_x86_64",
+) -> None:
+    """``name`` 1.0 as pip leaves it: the files, then dist-info with METADATA, WHEEL and RECORD."""
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    rows = []
+    for member, data in files.items():
+        path = site / member
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not member.startswith(".."):
+            path.write_bytes(data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{member},sha256={digest},{len(data)}")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "WHEEL").write_text(f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n")
+    if record:
+        (info / "RECORD").write_text("\n".join([*rows, f"{name}-1.0.dist-info/RECORD,,"]) + "\n")
+
+
+@pytest.fixture
+def venv(tmp_path: Path) -> tuple[Path, Path]:
+    """A real venv without pip: its python and its site-packages."""
+    where = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    (site,) = where.glob("lib/python*/site-packages")
+    return where / "bin" / "python", site
+
+
+def test_doctor_env_names_each_package_that_will_not_run_and_why(
+    run: Run, venv: tuple[Path, Path], sos: dict[str, Path]
+) -> None:
+    python, site = venv
+    install(site, "kern80", {"kern80/_C.so": sos["sm_80"].read_bytes(), "kern80/__init__.py": b""})
+    install(site, "kern90", {"kern90/_C.so": sos["sm_90"].read_bytes()})
+    install(site, "puremod", {"puremod.py": b"X = 1\n"})  # no native code: not listed
+    install(site, "edited", {"edited/_C.so": sos["sm_90"].read_bytes()})
+    (site / "edited" / "_C.so").write_bytes(sos["sm_90"].read_bytes() + b"\0")  # changed after install
+    install(site, "escaper", {"../../../evil.so": b"\x7fELF"})
+    install(site, "handmade", {"handmade/_C.so": sos["sm_90"].read_bytes()}, record=False)
+    result = run("doctor", "--env", "--python", str(python), "--sm", "90", *MACHINE)
+    assert result.code == 1, result.out + result.err
+    lines = result.out.splitlines()
+    assert lines[0].startswith(f"{python} (") and "distribution(s) with native code" in lines[0]
+    assert any(
+        line.startswith("  kern80 1.0: will NOT run (GPU arch: kern80/_C.so has no code for sm_90")
+        for line in lines
+    ), result.out
+    assert "      at run time: CUDA error: no kernel image is available for execution on the device" in lines
+    assert "  kern90 1.0: runs" in lines
+    assert not any("puremod" in line for line in lines)
+    assert any("edited/_C.so:" in line and "RECORD says" in line and "(edited?)" in line for line in lines)
+    assert any("escaper 1.0: not judged: ../../../evil.so: outside site-packages" in line for line in lines)
+    assert any("handmade 1.0: not judged: no RECORD" in line for line in lines)
+    clean = run("doctor", "--env", "--python", str(python), "--sm", "90", *MACHINE, "--json")
+    doc = json.loads(clean.out)
+    by_name = {d["name"]: d for d in doc["distributions"]}
+    assert by_name["kern80"]["runs"] is False and by_name["kern90"]["runs"] is True
+    assert by_name["kern80"]["judgement"]["verdicts"]
+
+
+def test_doctor_env_of_something_that_is_no_environment_is_one_line(run: Run, tmp_path: Path) -> None:
+    result = run("doctor", "--env", "--python", str(tmp_path / "nothing"), "--sm", "90", *MACHINE)
+    assert result.code == 2 and result.err.count("\n") == 1 and result.err.startswith("librarian: error: ")
+    both = run("doctor", "x.whl", "--env", "--sm", "90", *MACHINE)
+    assert both.code == 2 and "--env: judges the installed packages" in both.err
