@@ -208,8 +208,10 @@ def build_requests(
     from librarian.pytorch.matrix import load_matrix
 
     matrix = load_matrix()
+    pins = [pull_op.parse_pin(p) for p in packages]
     requests = {
-        package_key(p): build_and_file.machine_request(matrix, source or p, wants, p) for p in packages
+        pin.key: build_and_file.machine_request(matrix, source or text, wants, pin.name)
+        for pin, text in zip(pins, packages, strict=True)
     }
     warning = build_and_file.check_before(next(iter(requests.values())), repair=repair)
     if warning:
@@ -250,7 +252,7 @@ def build_misses(
 
     missed = {package_key(r.package) for r in miss.misses}
     ui.note(f"{miss}; building {', '.join(sorted(missed))} for this machine")
-    hits = [p for p in packages if package_key(p) not in missed]
+    hits = [p for p in packages if pull_op.pin_key(p) not in missed]
     report = (
         pull_op.pull(store, layout, hits, wants, out, compatible=compatible)
         if hits

@@ -12,6 +12,7 @@ from typing import Any
 from librarian.catalogue import catalogue_paths
 from librarian.coords import package_key
 from librarian.coverage import Coverage, coverage
+from librarian.errors import NotFound
 from librarian.index import Index
 from librarian.layout import Layout
 from librarian.stores.base import Store, read_index
@@ -70,6 +71,10 @@ def ls(store: Store, default_layout: Layout, packages: Sequence[str] = ()) -> Co
     """The coverage of ``packages`` (all when empty)."""
     keys = [package_key(p) for p in packages] or None
     index = read_index(store, default_layout, keys)
+    if keys is not None and (
+        absent := [p for p, k in zip(packages, keys, strict=True) if not index.for_package(k)]
+    ):
+        raise NotFound(f"{', '.join(absent)}: not in {store.location} ('librarian ls' lists what it holds)")
     cov = coverage(index, store.location)
     if keys is not None:
         return cov  # only some shards were read: the whole store's count is unknown

@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 from packaging.version import Version
 
@@ -375,9 +377,9 @@ def pull(
         raise BadInput("pull: name at least one package")
     if requirements is not None and requirements.is_dir():  # said before the store is read
         raise BadInput(f"{requirements}: is a directory; --requirements names the file to write")
-    keys = [package_key(p) for p in packages]
-    index, listed = read_index_or_tree(store, default_layout, keys)
-    resolutions = [resolve(index.for_package(k), k, wants, compatible=compatible, explain=True) for k in keys]
+    pins = [parse_pin(p) for p in packages]
+    index, listed = read_index_or_tree(store, default_layout, [pin.key for pin in pins])
+    resolutions = [_resolve_pin(index.for_package(pin.key), pin, wants, compatible) for pin in pins]
     if listed:  # no index.json: the tree was listed instead; say so once, with the first package
         resolutions[0] = replace(resolutions[0], note="; ".join(filter(None, (listed, resolutions[0].note))))
     missing = [r for r in resolutions if r.pick is None]
@@ -391,6 +393,44 @@ def pull(
     for e, f in zip(picks, files, strict=True):
         log.info("took %s -> %s (sha256 %s checked)", e.path, f, e.sha256[:12])
     return PullReport(store.location, wants, tuple(resolutions), tuple(files))
+
+
+@dataclass(frozen=True, slots=True)
+class Pin:
+    """A package as pull is asked for it: ``flash-attn`` or ``flash-attn==2.8.3`` (any PEP 440 specifier)."""
+
+    name: str  # as written: the package a build on a miss must make
+    key: str  # the index's key
+    specifier: SpecifierSet
+
+
+def parse_pin(text: str) -> Pin:
+    """``NAME`` or ``NAME<specifier>``; BadInput naming the text for anything else (a URL, extras, markers)."""
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as e:
+        raise BadInput(f"{text}: not a package name or NAME==VERSION (a PEP 440 specifier)") from e
+    if req.url or req.extras or req.marker:
+        raise BadInput(
+            f"{text}: name a package, with a version specifier at most (no URL, extras or markers)"
+        )
+    return Pin(req.name, package_key(req.name), req.specifier)
+
+
+def pin_key(text: str) -> str:
+    """The index key of a package as pull is asked for it."""
+    return parse_pin(text).key
+
+
+def _resolve_pin(entries: Sequence[IndexEntry], pin: Pin, wants: Wants, compatible: bool) -> Resolution:
+    """The newest stored version the pin's specifier admits (local labels aside), resolved for ``wants``."""
+    if not pin.specifier:
+        return resolve(entries, pin.key, wants, compatible=compatible, explain=True)
+    fit = [e for e in entries if pin.specifier.contains(Version(e.name.version.public), prereleases=True)]
+    if entries and not fit:
+        stored = ", ".join(str(v) for v in sorted({Version(e.name.version.public) for e in entries}))
+        return Resolution(pin.key, None, note=f"no stored version matches {pin.specifier} (stored: {stored})")
+    return resolve(fit, pin.key, wants, compatible=compatible, explain=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,7 +487,7 @@ class NoMatch(NotFound):
         """The lines that explain each miss (the CLI prints them after the error line)."""
         lines = []
         for r in self.misses:
-            if not r.near:
+            if not r.near and not r.note:
                 lines.append(f"  {r.package}: not in the store at all")
             for near in r.near:
                 lines.append(f"  {near}")

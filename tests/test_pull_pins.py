@@ -1,0 +1,40 @@
+"""``pull NAME<specifier>``: the newest stored version a PEP 440 specifier admits (issue 44, item 3).
+
+The specifier was once folded into the package name (``cupy_cuda13x==14_2_0: not in the store at all``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import Run
+
+SAMPLES = sorted((Path(__file__).resolve().parent.parent / "samples" / "dist").glob("*.whl"))
+MACHINE = ("--sm", "89", "--torch", "2.9", "--python", "3.12", "--platform", "linux_x86_64")
+
+
+def test_a_pin_picks_the_stored_version_it_admits_and_a_miss_says_what_is_stored(
+    run: Run, tmp_path: Path
+) -> None:
+    assert run("publish", *map(str, SAMPLES), "--torch", "2.9", "--cuda", "13.0").code == 0
+    for pin in ("tinykern==0.1.0", "tinykern~=0.1", "tinykern>=0.1,<1", "TinyKern==0.1.*"):
+        got = run("pull", pin, *MACHINE, "-o", "out")
+        assert got.code == 0, (pin, got.err)
+        assert "tinykern-0.1.0+cu130torch2.9-cp312-cp312-linux_x86_64.whl" in got.out
+    missed = run("pull", "tinykern>=0.2", *MACHINE, "-o", "out2")
+    assert missed.code == 1
+    assert "tinykern: no wheel in" in missed.err
+    assert "note: no stored version matches >=0.2 (stored: 0.1.0)" in missed.err
+    assert "not in the store at all" not in missed.err
+    bad = run("pull", "tinykern[extra]", *MACHINE)
+    assert bad.code == 2 and "no URL, extras or markers" in bad.err and bad.err.count("\n") == 1
+
+
+def test_ls_of_a_package_the_store_does_not_hold_says_so(run: Run) -> None:
+    assert run("publish", *map(str, SAMPLES), "--torch", "2.9", "--cuda", "13.0").code == 0
+    result = run("ls", "nosuchpkg")
+    assert result.code == 1
+    assert (
+        result.err == "librarian: error: nosuchpkg: not in wheelhouse ('librarian ls' lists what it holds)\n"
+    )
+    assert run("ls", "tinykern").code == 0
