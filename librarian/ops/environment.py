@@ -107,12 +107,11 @@ def _read_one(site: Path, info: Path, name: str, version: str) -> Installed:
         if not row or not row[0]:
             continue
         member = row[0]
-        full = os.path.realpath(os.path.join(site, member))
-        if os.path.commonpath([root, full]) != root:
-            if _NATIVE.search(member):  # scripts in bin/ are outside site-packages by design
-                problems.append(f"{member}: outside site-packages; not read")
+        if not _NATIVE.search(member):  # only native files are read (torch's RECORD has ~15,000 rows)
             continue
-        if not _NATIVE.search(member):
+        full = os.path.realpath(os.path.join(site, member))
+        if os.path.commonpath([root, full]) != root:  # scripts in bin/ are outside by design; no library
+            problems.append(f"{member}: outside site-packages; not read")
             continue
         path = Path(full)
         if not path.exists():
