@@ -104,3 +104,40 @@ def test_doctor_env_of_something_that_is_no_environment_is_one_line(run: Run, tm
     assert result.code == 2 and result.err.count("\n") == 1 and result.err.startswith("librarian: error: ")
     both = run("doctor", "x.whl", "--env", "--sm", "90", *MACHINE)
     assert both.code == 2 and "--env: judges the installed packages" in both.err
+
+
+def test_pull_fix_replaces_what_will_not_run_with_the_stored_build_that_does(
+    run: Run, venv: tuple[Path, Path], sos: dict[str, Path], tmp_path: Path
+) -> None:
+    """kern80 1.0 is installed with sm_80 code only; the store holds kern80 1.0 built for sm90. On an sm90
+    machine pull --fix says so (--dry-run: nothing installed), then installs the stored build, and the
+    environment judged again runs. other80, which the store lacks, is named with the line that makes it."""
+    from tests.gpu_wheels import so_wheel
+
+    python, site = venv
+    install(site, "kern80", {"kern80/__init__.py": b"", "kern80/_C.so": sos["sm_80"].read_bytes()})
+    install(site, "other80", {"other80/_C.so": sos["sm_80"].read_bytes()})
+    built = so_wheel(
+        tmp_path / "dist", sos["sm_90"], name="kern80", version="1.0", tags="cp311-cp311-linux_x86_64"
+    )
+    assert run("publish", str(built), "--torch", "2.9", "--cuda", "13.0").code == 0
+    machine = ("--python", str(python), "--sm", "90", *MACHINE)
+    planned = run("pull", "--fix", "--dry-run", *machine)
+    assert planned.code == 0, planned.err
+    assert "  kern80 1.0: will NOT run (GPU arch: kern80/_C.so has no code for sm_90" in planned.out
+    assert (
+        "would replace kern80 1.0 with kern80-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl (the installed version, 1.0)"
+        in planned.out
+    )
+    assert (
+        "cannot fix other80 1.0: not in wheelhouse; make it: librarian pull other80==1.0 --build --publish"
+        in planned.out
+    )
+    assert (site / "kern80" / "_C.so").read_bytes() == sos["sm_80"].read_bytes()  # a dry run installs nothing
+    fixed = run("pull", "--fix", *machine)
+    assert fixed.code == 1, fixed.err  # other80 still will not run
+    assert (site / "kern80" / "_C.so").read_bytes() == sos["sm_90"].read_bytes()
+    after = fixed.out.split("after:\n", 1)[1]
+    assert "other80 1.0: will NOT run" in after and "kern80" not in after
+    doctor = run("doctor", "--env", *machine)
+    assert "  kern80 1.0+cu130torch2.9: runs" in doctor.out.splitlines()

@@ -105,8 +105,8 @@ def doctor(
         raise typer.Exit(1)
 
 
-def doctor_env(described: Machine, as_json: bool) -> None:
-    """``doctor --env``: the target environment's packages with native code, each judged; exit 1 if one will not run."""
+def environment_of(described: Machine) -> tuple[str, list[Path]]:
+    """The target interpreter and its site-packages; BadInput when it is no Python environment."""
     from librarian.ops import environment
     from librarian.probe.target import Target, probe_target
 
@@ -119,6 +119,14 @@ def doctor_env(described: Machine, as_json: bool) -> None:
     sites = environment.site_dirs(facts.path)
     if not sites:
         raise BadInput(f"--env: {where} has no site-packages: not a Python environment")
+    return where, sites
+
+
+def doctor_env(described: Machine, as_json: bool) -> None:
+    """``doctor --env``: the target environment's packages with native code, each judged; exit 1 if one will not run."""
+    from librarian.ops import environment
+
+    where, sites = environment_of(described)
     judged = environment.judge_environment(environment.read_installed(sites), described)
     label = f"{where} ({', '.join(str(s) for s in sites)})"
     if as_json:

@@ -34,12 +34,12 @@ from librarian.cli.options import (
 )
 from librarian.coords import package_key
 from librarian.errors import BadInput
+from librarian.machine import Machine
 from librarian.ops import installer
 from librarian.ops import pull as pull_op
 
 if TYPE_CHECKING:
     from librarian.layout import Layout
-    from librarian.machine import Machine
     from librarian.ops.build import BuildSettings
     from librarian.ops.build_request import BuildRequest
     from librarian.stores.base import Store
@@ -50,11 +50,12 @@ app = typer.Typer(rich_markup_mode=None)
 @app.command()
 def pull(
     packages: Annotated[
-        list[str],
+        list[str] | None,
         typer.Argument(
-            help="Packages to fetch (pip's name matching: flash-attn finds flash_attn).", show_default=False
+            help="Packages to fetch (pip's name matching: flash-attn finds flash_attn; NAME==VERSION pins).",
+            show_default=False,
         ),
-    ],
+    ] = None,
     sm: Annotated[str | None, typer.Option("--sm", help="GPU arch, e.g. 89 (default: detected GPU).")] = None,
     torch: TorchOpt = None,
     cuda: CudaOpt = None,
@@ -120,12 +121,30 @@ def pull(
     repair: RepairOpt = False,
     build_installer: InstallerOpt = "auto",
     torch_index: TorchIndexOpt = None,
+    fix: Annotated[
+        bool,
+        typer.Option(
+            "--fix",
+            help="Replace each installed package of the target environment that will not run here "
+            "(doctor --env) with the stored wheel that does, then judge it again.",
+        ),
+    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="With --fix: say what it would do.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Fetch the exact wheel for this machine (newest version), sha256-checked.
 
     Example: librarian pull flash-attn --sm 89 --torch 2.9 --python 3.12 --install
     """
+    if dry_run and not fix:
+        raise BadInput("--dry-run goes with --fix (pull --fix --dry-run)")
+    if fix and (packages or build or requirements is not None):
+        raise BadInput(
+            "--fix: replaces what the target environment needs; not with PACKAGE, --build or --requirements"
+        )
+    if not fix and not packages:
+        raise BadInput("pull: name at least one package, or pass --fix")
+    packages = packages or []
     if install and requirements is not None:
         raise BadInput(
             "--install and --requirements: choose one (the file is for installing without librarian)"
@@ -149,12 +168,16 @@ def pull(
         glibc=glibc,
         driver=driver,
         gpu=gpu,
-        installing=install,
+        installing=install or fix,
         preset=preset,
         cpu=cpu,
         os=os,
     )
     wants = pull_op.Wants.of(found)
+    if fix:
+        with _wheels_folder(out, True) as out_dir:
+            fix_environment(found, wants, repo, out_dir, dry_run=dry_run, force=force)
+        return
     with _wheels_folder(out, install) as out_dir:
         # --build: what would be built, and nvcc, checked before the store or any index is read.
         requests = build_requests(packages, source, wants, repair) if build else {}
@@ -277,3 +300,38 @@ def build_misses(
         assert done.wheel is not None
         built.append(done.wheel)
     return report, built
+
+
+def fix_environment(
+    found: Machine, wants: pull_op.Wants, repo: str | None, out: Path, *, dry_run: bool, force: bool
+) -> None:
+    """``pull --fix``: judge the target environment, replace what will not run, judge it again."""
+    from librarian.cli.inspect import environment_of
+    from librarian.ops import environment, fix
+    from librarian.ops.doctor import check_runs
+
+    where, sites = environment_of(found)
+    before = environment.judge_environment(environment.read_installed(sites), found)
+    ui.out("before:\n" + environment.render_environment(fix.failing(before), where))
+    store, layout = store_and_layout(repo)
+    plan = fix.plan_fix(store, layout, before, wants)
+    ui.out(plan.render(dry_run))
+    if dry_run or not plan.replacements:
+        if plan.unfixable and not dry_run:
+            raise typer.Exit(1)
+        return
+    files = fix.fetch_replacements(store, layout, plan, wants, out)
+    check_runs(files, found, force=force)  # nothing is installed whose judgement fails
+    installer.install(files, where)
+    after = environment.judge_environment(environment.read_installed(sites), found)
+    broken = fix.failing(after)
+    ui.out(
+        "after:\n"
+        + (
+            environment.render_environment(broken, where)
+            if broken
+            else f"{where}: every package with native code runs here"
+        )
+    )
+    if broken:
+        raise typer.Exit(1)

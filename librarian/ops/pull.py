@@ -379,7 +379,7 @@ def pull(
         raise BadInput(f"{requirements}: is a directory; --requirements names the file to write")
     pins = [parse_pin(p) for p in packages]
     index, listed = read_index_or_tree(store, default_layout, [pin.key for pin in pins])
-    resolutions = [_resolve_pin(index.for_package(pin.key), pin, wants, compatible) for pin in pins]
+    resolutions = [resolve_pin(index.for_package(pin.key), pin, wants, compatible) for pin in pins]
     if listed:  # no index.json: the tree was listed instead; say so once, with the first package
         resolutions[0] = replace(resolutions[0], note="; ".join(filter(None, (listed, resolutions[0].note))))
     missing = [r for r in resolutions if r.pick is None]
@@ -422,7 +422,7 @@ def pin_key(text: str) -> str:
     return parse_pin(text).key
 
 
-def _resolve_pin(entries: Sequence[IndexEntry], pin: Pin, wants: Wants, compatible: bool) -> Resolution:
+def resolve_pin(entries: Sequence[IndexEntry], pin: Pin, wants: Wants, compatible: bool) -> Resolution:
     """The newest stored version the pin's specifier admits (local labels aside), resolved for ``wants``."""
     if not pin.specifier:
         return resolve(entries, pin.key, wants, compatible=compatible, explain=True)

@@ -1,0 +1,108 @@
+"""pull --fix: each installed package that ``doctor --env`` says will not run here (or runs only partly)
+replaced by the stored wheel that serves this machine, installed as ``pull --install`` does, and the
+environment judged again.
+
+The wheel taken is the installed version's, where the store holds one that serves this machine; else the
+newest that does, said per package. A package the store holds nothing for is listed with why and the line
+that would make it. Nothing is installed whose judgement fails (``pull --install``'s own check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from librarian.coords import package_key
+from librarian.index import IndexEntry
+from librarian.layout import Layout
+from librarian.ops.environment import Judged
+from librarian.ops.pull import Pin, Wants, pull, resolve, resolve_pin
+from librarian.ops.tree import read_index_or_tree
+from librarian.stores.base import Store
+
+
+@dataclass(frozen=True, slots=True)
+class Replacement:
+    """An installed package that does not run here, the stored wheel that does, and why that one."""
+
+    judged: Judged
+    pick: IndexEntry
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unfixable:
+    """An installed package that does not run here and that the store has nothing for: why, and how to make it."""
+
+    judged: Judged
+    why: str
+    make: str
+
+
+@dataclass(frozen=True, slots=True)
+class FixPlan:
+    replacements: tuple[Replacement, ...]
+    unfixable: tuple[Unfixable, ...]
+
+    def render(self, dry_run: bool) -> str:
+        lines = []
+        for r in self.replacements:
+            d = r.judged.dist
+            verb = "would replace" if dry_run else "replace"
+            lines.append(f"{verb} {d.name} {d.version} with {r.pick.filename} ({r.why})")
+        for u in self.unfixable:
+            d = u.judged.dist
+            lines.append(f"cannot fix {d.name} {d.version}: {u.why}; make it: {u.make}")
+        return "\n".join(lines) if lines else "nothing to fix"
+
+
+def failing(judged: Sequence[Judged]) -> list[Judged]:
+    """The packages that will not run here, or run only partly."""
+    return [j for j in judged if j.report is not None and (j.runs is False or j.report.partly)]
+
+
+def plan_fix(store: Store, layout: Layout, judged: Sequence[Judged], wants: Wants) -> FixPlan:
+    """For each failing package, the stored wheel to put in its place, or why there is none."""
+    broken = failing(judged)
+    keys = [package_key(j.dist.name) for j in broken]
+    index, _ = read_index_or_tree(store, layout, keys) if keys else (None, "")
+    replacements: list[Replacement] = []
+    unfixable: list[Unfixable] = []
+    for j, key in zip(broken, keys, strict=True):
+        entries = index.for_package(key) if index is not None else ()
+        public = _public(j.dist.version)
+        make = f"librarian pull {j.dist.name}=={public} --build --publish"
+        same = resolve_pin(entries, Pin(j.dist.name, key, SpecifierSet(f"=={public}")), wants, False)
+        if same.pick is not None:
+            replacements.append(Replacement(j, same.pick, f"the installed version, {public}"))
+            continue
+        newest = resolve(entries, key, wants)
+        if newest.pick is not None:
+            why = f"{public} is not stored for this machine; the newest that is: {newest.pick.name.version}"
+            replacements.append(Replacement(j, newest.pick, why))
+            continue
+        if not entries:
+            why = f"not in {store.location}"
+        else:
+            why = "no stored wheel serves this machine" + (f" ({newest.near[0]})" if newest.near else "")
+        unfixable.append(Unfixable(j, why, make))
+    return FixPlan(tuple(replacements), tuple(unfixable))
+
+
+def fetch_replacements(store: Store, layout: Layout, plan: FixPlan, wants: Wants, out: Path) -> list[Path]:
+    """The replacement wheels, fetched sha256-checked (pull's own fetch) into ``out``."""
+    if not plan.replacements:
+        return []
+    pins = [f"{r.pick.cell.package}=={r.pick.name.version.public}" for r in plan.replacements]
+    return list(pull(store, layout, pins, wants, out).files)
+
+
+def _public(version: str) -> str:
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version
