@@ -34,7 +34,7 @@ _API = {
     # stores and what is done to them
     "open_store": "librarian.stores", "load_layout": "librarian.config",
     "publish": "librarian.ops.publish", "PublishOptions": "librarian.ops.publish",
-    "pull": "librarian.ops.pull", "Wants": "librarian.ops.pull", "verify": "librarian.ops.verify",
+    "pull": "librarian.ops.pull", "Wants": "librarian.ops.resolve", "verify": "librarian.ops.verify",
     "gc": "librarian.ops.gc", "GcPolicy": "librarian.ops.gc",
     # errors
     "LibrarianError": "librarian.errors", "BadInput": "librarian.errors", "StoreError": "librarian.errors",

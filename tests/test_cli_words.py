@@ -31,7 +31,7 @@ def test_no_type_placeholder_in_any_help_and_each_has_an_example(run: Run) -> No
         assert not re.search(r"<[a-z\[\]|, ]+>", result.out, re.IGNORECASE), (command, result.out)
         assert "Example: librarian " + command[0] in " ".join(result.out.split()), command
     pull = " ".join(run("pull", "--help").out.split())
-    assert "--sm 89" in pull and "--torch 2.9" in pull and "{PACKAGE}..." in pull and "--repo DIR|URL" in pull
+    assert "--sm 89" in pull and "--torch 2.9" in pull and "[PACKAGE]..." in pull and "--repo DIR|URL" in pull
 
 
 def complete(words: str, cwd: object, *extra_env: tuple[str, str]) -> list[str]:

@@ -169,7 +169,7 @@ def test_pulls_near_miss_words_follow_the_verdicts_cause_not_their_words() -> No
     from librarian.demands import Cause, Demand, Verdict
     from librarian.index import IndexEntry
     from librarian.machine import Machine
-    from librarian.ops.pull import Wants, _blocker
+    from librarian.ops.resolve import Wants, _blocker
     from tests.demand_builders import machine
 
     name = WheelName.parse("kern-1.0+cu128torch2.9-cp310-cp310-linux_x86_64.whl")

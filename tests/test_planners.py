@@ -24,8 +24,8 @@ from librarian.ops.gc import GcPolicy, emptied_packages, freed_bytes, freed_file
 from librarian.ops.installer import render_requirements
 from librarian.ops.prepare import PreparedWheel, PublishOptions, gpu_cells
 from librarian.ops.publish import plan_publish
-from librarian.ops.pull import Wants, best_compatible, judge_candidate, resolve
 from librarian.ops.reindex import plan_reindex
+from librarian.ops.resolve import Wants, best_compatible, judge_candidate, resolve
 from librarian.ops.staged import ManifestOptions, plan_manifests
 from librarian.ops.tree import entries_from_tree
 from librarian.pending import pending_path

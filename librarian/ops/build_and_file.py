@@ -29,7 +29,7 @@ from librarian.ops.build_source import declared_name
 from librarian.ops.holdings import Cell, Spec, accepted_tags, holdings
 from librarian.ops.prepare import PreparedWheel, PublishOptions, prepare_one
 from librarian.ops.publish import PublishPlan, file_prepared, plan_publish
-from librarian.ops.pull import Wants
+from librarian.ops.resolve import Wants
 from librarian.probe.toolchain import detect_host, find_nvcc
 from librarian.pytorch.matrix import Matrix
 from librarian.pytorch.releases import Platform

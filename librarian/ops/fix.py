@@ -20,7 +20,8 @@ from librarian.coords import package_key
 from librarian.index import IndexEntry
 from librarian.layout import Layout
 from librarian.ops.environment import Judged
-from librarian.ops.pull import Pin, Wants, pull, resolve, resolve_pin
+from librarian.ops.pull import pull
+from librarian.ops.resolve import Pin, Wants, resolve, resolve_pin
 from librarian.ops.tree import read_index_or_tree
 from librarian.stores.base import Store
 

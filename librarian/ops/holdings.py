@@ -22,7 +22,7 @@ from librarian.demands import Wheel, bound_to_its_torch_line
 from librarian.errors import BadInput
 from librarian.index import Index, IndexEntry
 from librarian.machine import Gpu, Machine, Probed, TorchInfo
-from librarian.ops.pull import Resolution, Wants, resolve
+from librarian.ops.resolve import Resolution, Wants, resolve
 from librarian.platforms import linux_platforms
 from librarian.pytorch.matrix import Combo, Platform
 

@@ -71,9 +71,8 @@ def ls(store: Store, default_layout: Layout, packages: Sequence[str] = ()) -> Co
     """The coverage of ``packages`` (all when empty)."""
     keys = [package_key(p) for p in packages] or None
     index = read_index(store, default_layout, keys)
-    if keys is not None and (
-        absent := [p for p, k in zip(packages, keys, strict=True) if not index.for_package(k)]
-    ):
+    held = set(index.packages())  # entries and bad entries alike: one whose entries fail checks is held
+    if keys is not None and (absent := [p for p, k in zip(packages, keys, strict=True) if k not in held]):
         raise NotFound(f"{', '.join(absent)}: not in {store.location} ('librarian ls' lists what it holds)")
     cov = coverage(index, store.location)
     if keys is not None:
