@@ -201,6 +201,13 @@ def torch_rows() -> tuple[TorchRow, ...]:
     return tuple(rows)
 
 
+# PyTorch's ARM build: its own arch lists, and the manywheel rule that drops 5.0, 6.0, 7.0, 7.5 and 8.6.
+A_SRC = (
+    "[A] pytorch/pytorch .ci/aarch64_linux/aarch64_ci_build.sh @0fb2b95 (12.6: 8.0;9.0; 13.0: "
+    "8.0;9.0;10.0;11.0;12.0+PTX) and .ci/manywheel's filter_aarch64_archs"
+)
+
+
 def arch_rows() -> tuple[ArchRow, ...]:
     newest = ((2, 12), (2, 13), (2, 14))
     cu13 = "7.5;8.0;8.6;9.0;10.0;12.0"
@@ -215,14 +222,16 @@ def arch_rows() -> tuple[ArchRow, ...]:
             ArchRow(
                 line,
                 LA,
-                "7.5;8.0;8.6;9.0;10.0;11.0;12.0+PTX",
-                R_ARCH,
+                "8.0;9.0;10.0;11.0;12.0+PTX",
+                A_SRC,
                 newest,
                 R_DATE,
                 ("date",),
-                note="[R]: aarch64 CUDA 13 builds add 11.0",
+                note="[R]: aarch64 CUDA 13 builds add 11.0; [A]: and carry no 5.0, 6.0, 7.0, 7.5 or 8.6",
             ),
         ]
+    # [A] gives aarch64's 12.6 list; which releases used it is not known.
+    rows.append(ArchRow((12, 6), LA, "8.0;9.0", A_SRC, (), None, ("torch", "date")))
     unsure = ("torch", "date", "arch_list")
     rows += [
         ArchRow(

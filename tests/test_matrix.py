@@ -313,3 +313,21 @@ def test_platform_from_wheel_tag(tag: str, platform: Platform | None) -> None:
 def test_empty_document() -> None:
     assert parse_matrix("schema = 1", "m") == MatrixDoc()
     assert Matrix(MatrixDoc()).newest_torch(2) == ()
+
+
+def test_the_aarch64_arch_lists_follow_pytorchs_build_script() -> None:
+    """PyTorch's ARM CUDA wheels carry no 5.0, 6.0, 7.0, 7.5 or 8.6 (its manywheel script's
+    filter_aarch64_archs; .ci/aarch64_linux/aarch64_ci_build.sh: 12.6 is 8.0;9.0, 13.0 adds 11.0 for Thor).
+    matrix.toml once gave 7.5 and 8.6 to the aarch64 rows of CUDA 13.0 and 13.2, which plan --github
+    handed to ARM build jobs."""
+    from librarian.pytorch.releases import Platform
+
+    matrix = load_matrix()
+    rows = [a for a in matrix.doc.arch if a.platform is Platform.LINUX_AARCH64]
+    assert rows
+    for row in rows:
+        archs = {a.removesuffix("+PTX") for a in row.arch_list.split(";")}
+        assert not archs & {"5.0", "6.0", "7.0", "7.5", "8.6"}, (row.cuda, row.arch_list)
+        if row.cuda[0] >= 13:
+            assert "11.0" in archs, (row.cuda, row.arch_list)
+    assert matrix.arch_list((12, 6), Platform.LINUX_AARCH64, (2, 14)).arch_list == "8.0;9.0"  # type: ignore[union-attr]
