@@ -107,7 +107,7 @@ HELPER = elf_bytes(
         (("--python", "3.12"), "python"),
         (("--platform", "manylinux_2_39_aarch64"), "cpu"),
         (("--platform", "win_amd64"), "os"),
-        (("--glibc", "2.31"), "glibc"),
+        (("--platform", "linux_x86_64", "--glibc", "2.31"), "glibc"),  # a tag that promises no glibc
     ],
 )
 def test_each_refusal_is_the_same_demand_in_doctor_and_pull(

@@ -123,3 +123,13 @@ def test_cpu_and_os_on_the_command_line(run: Run) -> None:
     assert both.code == 2 and "--cpu/--os: not with --platform" in both.err
     half = run("doctor", str(CP310), *flags, "--os", "linux")
     assert half.code == 2 and "give both" in half.err
+
+
+def test_a_glibc_below_what_the_platform_tag_promises_is_no_machine(run: Run) -> None:
+    """Issue 45, item 4: ``--platform manylinux_2_28_x86_64 --glibc 2.27`` was judged as if it could exist."""
+    for argv in (("doctor", "--machine"), ("pull", "tinykern", "--torch", "2.9")):
+        result = run(*argv, "--sm", "89", "--platform", "manylinux_2_28_x86_64", "--glibc", "2.27")
+        assert result.code == 2 and result.err.count("\n") == 1, result.err
+        assert "no such machine: --platform manylinux_2_28_x86_64 promises glibc 2.28 or newer" in result.err
+    fine = run("doctor", "--machine", "--sm", "89", "--platform", "manylinux_2_28_x86_64", "--glibc", "2.31")
+    assert fine.code == 0, fine.err

@@ -16,7 +16,7 @@ from librarian.gpus import find_gpu
 from librarian.layout import Layout
 from librarian.machine import Machine, Probed, parse_major_minor, parse_python
 from librarian.ops.labels import label_from_flags
-from librarian.platforms import platform_for
+from librarian.platforms import parse_platform, platform_for
 from librarian.presets import find_preset, presets
 from librarian.probe import detect_machine
 from librarian.probe.target import find_target, is_version
@@ -140,6 +140,17 @@ def label_of(cuda: str | None, torch: str | None, python: str | None = None) -> 
     return label_from_flags(maybe(parse_cuda, cuda), maybe(parse_torch, torch), find_target(python))
 
 
+def contradiction(platform: str | None, glibc: str | None) -> None:
+    """BadInput for a described machine that cannot exist: a glibc below what its platform tag promises
+    (``manylinux_2_28_x86_64`` with ``--glibc 2.27``)."""
+    floor = parse_platform(platform).glibc if platform else None
+    if floor is not None and glibc is not None and parse_major_minor(glibc, "glibc") < floor:
+        raise BadInput(
+            f"no such machine: --platform {platform} promises glibc {floor[0]}.{floor[1]} or newer, and --glibc "
+            f"{glibc} says older; drop one of them"
+        )
+
+
 def machine_of(
     sm: str | None,
     torch: str | None,
@@ -174,6 +185,7 @@ def machine_of(
         )
         cuda, glibc = cuda or named.get("cuda"), glibc or named.get("glibc")
         python = python or named.get("python")
+    contradiction(platform, glibc)
     # --python is a version (resolve for it) or a path (act for that interpreter): uv's convention.
     version = python if python is not None and is_version(python) else None
     target = find_target(python)
