@@ -113,13 +113,17 @@ def _kernels(src: Source, blobs: list[tuple[EntryHeader, ...]]) -> dict[int, boo
         return {}
     found = {}
     for h in headers:
-        if h.kind == KIND_ELF:
-            try:
-                holds = cubin_holds_code(entry_payload(src, h, STUB_PROBE))
-            except BadBinary:
-                holds = None
-            if holds is not None:
-                found[h.offset] = holds
+        if h.kind not in (KIND_ELF, KIND_PTX):
+            continue
+        try:
+            payload = entry_payload(src, h, STUB_PROBE)
+        except BadBinary:
+            continue
+        # A PTX's kernels are its .entry directives (.func is device code no launch reaches): cudss's
+        # commlayer stubs pair a kernel-less cubin with an empty PTX, which must not keep them "code".
+        holds = cubin_holds_code(payload) if h.kind == KIND_ELF else b".entry" in payload
+        if holds is not None:
+            found[h.offset] = holds
     return found
 
 
