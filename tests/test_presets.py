@@ -133,3 +133,19 @@ def test_a_glibc_below_what_the_platform_tag_promises_is_no_machine(run: Run) ->
         assert "no such machine: --platform manylinux_2_28_x86_64 promises glibc 2.28 or newer" in result.err
     fine = run("doctor", "--machine", "--sm", "89", "--platform", "manylinux_2_28_x86_64", "--glibc", "2.31")
     assert fine.code == 0, fine.err
+
+
+def test_a_refusal_a_presets_driver_causes_names_driver(run: Run) -> None:
+    """Issue 45, item 7: jetson-orin's preset driver is CUDA 12.6, so every CUDA 13 wheel failed on it with
+    no hint that --driver overrides the preset."""
+    wheel = str(next((Path(__file__).resolve().parent.parent / "samples" / "dist").glob("*cp311*.whl")))
+    preset = run("doctor", wheel, "--preset", "jetson-orin", "--torch", "2.9", "--cuda", "13.0", "--json")
+    (cuda,) = [v for v in json.loads(preset.out)["wheels"][0]["verdicts"] if v["demand"] == "cuda"]
+    assert (
+        cuda["ok"] is False
+        and "(--preset jetson-orin's driver; --driver 13.0 overrides it)" in cuda["reason"]
+    )
+    own = run("doctor", wheel, "--preset", "jetson-orin", "--torch", "2.9", "--cuda", "13.0", "--driver", "12.6",
+              "--json")  # fmt: skip
+    (cuda,) = [v for v in json.loads(own.out)["wheels"][0]["verdicts"] if v["demand"] == "cuda"]
+    assert cuda["ok"] is False and "overrides it" not in cuda["reason"]  # the user's own word: no hint

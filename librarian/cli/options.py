@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -170,6 +171,7 @@ def machine_of(
 
     ``installing``: a ``--python VERSION`` must be the target interpreter's own (``--install`` installs into
     it), refused before anything is downloaded."""
+    own_driver = driver  # said on the command line, not by a preset
     if cpu is not None or os is not None:  # --cpu/--os: the platform tag they mean
         if platform is not None:
             raise BadInput("--cpu/--os: not with --platform (which says both)")
@@ -207,6 +209,9 @@ def machine_of(
     machine = detected.with_overrides(
         sm=sm, gpu=gpu, torch=torch, cuda=cuda, python=version, platform=platform, glibc=glibc, driver=driver
     )
+    if preset is not None and own_driver is None and machine.driver_cuda.value is not None and driver:
+        # The preset's driver, said as such: a refusal it causes names --driver, which overrides it.
+        machine = replace(machine, driver_cuda=replace(machine.driver_cuda, source=f"--preset {preset}"))
     if (cannot := machine.impossible()) is not None:  # judged, it would be called native where nothing runs
         raise BadInput(f"no such machine: {cannot}; {_describe_instead(machine)}")
     return machine

@@ -124,6 +124,8 @@ def check(need: CudaNeed, machine: Machine) -> Verdict:
     runtime = max([r for r in (torch_cuda, label_rt) if r] + linked, default=None)
     if driver is not None and runtime is not None and driver[0] < runtime[0]:
         why = f"the driver is for CUDA {format_version(driver)}, the runtime is {format_version(runtime)}"
+        if machine.driver_cuda.source.startswith("--preset"):  # a preset's guess, not this machine's driver
+            why += f" ({machine.driver_cuda.source}'s driver; --driver {runtime[0]}.0 overrides it)"
         has = f"driver CUDA {format_version(driver)}"
         return Verdict(Demand.CUDA, False, text, has, why, DRIVER_TOO_OLD, cause=Cause.DRIVER_TOO_OLD)
     if torch_cuda is None:
