@@ -49,7 +49,7 @@ def measure(
 
     from librarian.config import load_layout
     from librarian.coords import GpuArch
-    from librarian.ops.pull import _fetch_checked
+    from librarian.ops.pull import fetch_checked
     from librarian.ops.reindex import read_index_or_tree
     from librarian.ops.resolve import Wants, resolve
 
@@ -65,7 +65,7 @@ def measure(
             found = resolve(index.for_package(big.PULLED), big.PULLED, wants)
             resolve_s.append(time.perf_counter() - start)
             assert found.pick is not None and not note, (store_name, found, note)
-            _fetch_checked(store, found.pick, Path(out))
+            fetch_checked(store, found.pick, Path(out))
             total_s.append(time.perf_counter() - start)
     return resolve_s, total_s
 

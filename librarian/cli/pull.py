@@ -320,7 +320,7 @@ def fix_environment(
         if plan.unfixable and not dry_run:
             raise typer.Exit(1)
         return
-    files = fix.fetch_replacements(store, layout, plan, wants, out)
+    files = fix.fetch_replacements(store, plan, out)
     check_runs(files, found, force=force)  # nothing is installed whose judgement fails
     installer.install(files, where)
     after = environment.judge_environment(environment.read_installed(sites), found)

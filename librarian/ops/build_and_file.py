@@ -122,7 +122,10 @@ def build_and_file(
     repair: bool = False,
 ) -> BuildOutcome:
     """Build ``request``, hold the wheel to it, check it once as publish does, and file it ``to``."""
-    check_before(request, repair=repair)
+    # The host and auditwheel first; nvcc is build()'s own first step, before anything is downloaded.
+    check_host(request, detect_host())
+    if repair:
+        repair_op.check_auditwheel()
     if request.package is None and (declared := declared_name(request.spec)) is not None:
         request = request.expecting(declared)
     options = replace(options, label=request.combo.label, sms=request.sms, trust_sm=False)

@@ -20,7 +20,7 @@ from librarian.coords import package_key
 from librarian.index import IndexEntry
 from librarian.layout import Layout
 from librarian.ops.environment import Judged
-from librarian.ops.pull import pull
+from librarian.ops.pull import fetch_checked
 from librarian.ops.resolve import Pin, Wants, resolve, resolve_pin
 from librarian.ops.tree import read_index_or_tree
 from librarian.stores.base import Store
@@ -94,12 +94,9 @@ def plan_fix(store: Store, layout: Layout, judged: Sequence[Judged], wants: Want
     return FixPlan(tuple(replacements), tuple(unfixable))
 
 
-def fetch_replacements(store: Store, layout: Layout, plan: FixPlan, wants: Wants, out: Path) -> list[Path]:
-    """The replacement wheels, fetched sha256-checked (pull's own fetch) into ``out``."""
-    if not plan.replacements:
-        return []
-    pins = [f"{r.pick.cell.package}=={r.pick.name.version.public}" for r in plan.replacements]
-    return list(pull(store, layout, pins, wants, out).files)
+def fetch_replacements(store: Store, plan: FixPlan, out: Path) -> list[Path]:
+    """The replacement wheels the plan picked, fetched sha256-checked by pull's own fetch into ``out``."""
+    return [fetch_checked(store, r.pick, out) for r in plan.replacements]
 
 
 def _public(version: str) -> str:

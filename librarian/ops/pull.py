@@ -29,6 +29,7 @@ __all__ = [
     "Resolution",
     "Wants",
     "check_wheel_identity",
+    "fetch_checked",
     "parse_pin",
     "pin_key",
     "pull",
@@ -57,7 +58,7 @@ def _sha256(path: Path, name: str) -> str:
         return sha256_file(path, on_chunk=bar.advance)
 
 
-def _fetch_checked(store: Store, entry: IndexEntry, out_dir: Path) -> Path:
+def fetch_checked(store: Store, entry: IndexEntry, out_dir: Path) -> Path:
     """Fetch to a temp name, check sha256 against the index, then rename into place.
 
     A file already in ``out_dir`` with the index's sha256 is kept as it is (nothing is downloaded).
@@ -105,7 +106,7 @@ def pull(
     if requirements is not None:
         write_requirements(requirements, [(e, store.url_for(e.path)) for e in picks])
         return PullReport(store.location, wants, tuple(resolutions), (requirements,), requirements)
-    files = [_fetch_checked(store, e, out_dir) for e in picks]
+    files = [fetch_checked(store, e, out_dir) for e in picks]
     for e, f in zip(picks, files, strict=True):
         log.info("took %s -> %s (sha256 %s checked)", e.path, f, e.sha256[:12])
     return PullReport(store.location, wants, tuple(resolutions), tuple(files))
