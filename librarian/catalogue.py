@@ -20,8 +20,9 @@ from librarian.coords import Label, MajorMinor, format_version
 from librarian.coverage import coverage, render_coverage
 from librarian.demands import Wheel, bound_to_its_torch_line, serves_line
 from librarian.index import ROOT, Index, IndexEntry, render_index, shard_path
-from librarian.variants import VARIANTS_DIR, render_variants
+from librarian.variant_format import VARIANTS_DIR
 from librarian.variants import page_path as variants_page_path
+from librarian.variants import render_variants
 
 PAGES_DIR = "pages"
 

@@ -89,12 +89,14 @@ def render_coverage(cov: Coverage, width: int = 160) -> str:
     lines.append(
         f"{count} wheel file(s) in {cov.location}; {holes} hole(s) marked {HOLE}; cells show newest version (python tags)"
     )
-    variants = [e.variant for cells in cov.rows.values() for es in cells.values() for e in es if e.variant]
+    with_variant = [e for cells in cov.rows.values() for es in cells.values() for e in es if e.variant]
+    variants = {e.variant_path: e.variant for e in with_variant if e.variant is not None}
     if variants:
-        size = sum(v.size for v in variants)
+        size = sum(v.size for v in variants.values())
         lines.append(
-            f"{len(variants)} variant wheel(s) beside them, {size / 1e6:.1f} MB: their members are the wheels' own "
-            "bytes (a second copy in a folder; on the Hub, Xet storage keeps one)"
+            f"{len(variants)} variant wheel(s) for {len(with_variant)} filed wheel(s), {size / 1e6:.1f} MB: one "
+            "per distinct build, its members the build's own bytes (one extra copy of each build in a folder; "
+            "on the Hub one more LFS object each, which Xet's chunk dedup stores mostly once: see the README)"
         )
     return "\n".join(lines)
 

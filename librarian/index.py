@@ -32,6 +32,7 @@ from librarian.facts import WheelFacts, facts_from_json, facts_to_json
 from librarian.jsonfile import MAX_JSON_BYTES, dump_json, finite, read_json_object, short
 from librarian.layout import Layout, check_path_part, check_store_path
 from librarian.platforms import canonical_facts
+from librarian.variant_format import variant_wheel_path
 
 # 2: entries may record ``overrides`` (the publish flags that accepted a claim) and binaries ``extension``,
 # ``no_kernels`` and ``torch_symbols`` (the one that binds a member to its torch line). Schema-1 indexes read as they are (an entry without the new fields overrode nothing),
@@ -57,13 +58,19 @@ _wheel_name = functools.lru_cache(maxsize=1 << 16)(WheelName.parse)
 
 @dataclass(frozen=True, slots=True)
 class VariantRef:
-    """The variant wheel filed beside a stored wheel (PEP 825): its filename, its bytes, and the properties
-    its ``variant.json`` declares, as (namespace, feature, values)."""
+    """The variant wheel of a stored wheel's build (PEP 825): its filename, its bytes, and the properties
+    its ``variant.json`` declares, as (namespace, feature, values), kept in one order (namespace, feature)
+    so that two records of one variant compare equal however they were read."""
 
     filename: str
     sha256: str
     size: int
     properties: tuple[tuple[str, str, tuple[str, ...]], ...]
+
+    def __post_init__(self) -> None:
+        canonical = tuple(sorted((ns, f, tuple(v)) for ns, f, v in self.properties))
+        if canonical != self.properties:
+            object.__setattr__(self, "properties", canonical)
 
     @property
     def label(self) -> str:
@@ -123,8 +130,8 @@ class IndexEntry:
 
     @property
     def variant_path(self) -> str | None:
-        """Where its variant wheel is filed (beside it), if it has one."""
-        return None if self.variant is None else f"{self.path.rpartition('/')[0]}/{self.variant.filename}"
+        """Where its variant wheel is filed (``variant-wheels/<package>/``, one per build), if it has one."""
+        return None if self.variant is None else variant_wheel_path(self.cell.package, self.variant.filename)
 
     @property
     def metadata_path(self) -> str | None:

@@ -1,7 +1,8 @@
 """Wheel variants as files (PEP 817 / PEP 825 drafts, as uv 0.13.9 reads them). Pure.
 
-A store that makes variants files, beside each wheel, a copy of it under its public version with a
-``*.dist-info/variant.json`` and a filename with one more field, its variant label; and under
+A store that makes variants files, once per build (however many cells it is filed under), a copy of the
+wheel under its public version with a ``*.dist-info/variant.json`` and a filename with one more field, its
+variant label (:class:`~librarian.variant_format.VariantLabel`), under ``variant-wheels/<package>/``; and under
 ``variants/`` one ``{name}-{version}-variants.json`` per release and a find-links page per package that
 links both (uv needs the json *and* the wheels; the page gives it both from one URL, on a folder or the
 Hub alike).
@@ -18,72 +19,85 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-from librarian.coords import Cell, WheelName
+from librarian.coords import WheelName
 from librarian.index import Index, IndexEntry
+from librarian.variant_format import (
+    NAMESPACES,
+    PROVIDERS,
+    SCHEMA_URL,
+    VARIANTS_DIR,
+    VariantLabel,
+    parse_label,
+)
 
-SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json"
-VARIANTS_DIR = "variants"
-VARIANT_JSON = "variant.json"
-NAMESPACES = ("nvidia", "abi_dependency")  # priority order: the GPU first, then the torch line
-PROVIDERS: Mapping[str, Mapping[str, object]] = {
-    "nvidia": {
-        "plugin-api": "nvidia_variant_provider.plugin:NvidiaVariantPlugin",
-        "requires": ["nvidia-variant-provider"],
-    },
-    "abi_dependency": {"builtin": "abi_dependency"},
-}
-LABEL = re.compile(r"[0-9a-z_.]+")
-
-Properties = Sequence[tuple[str, str, Sequence[str]]]
+PropertyValues = Sequence[tuple[str, str, Sequence[str]]]  # (namespace, feature, values), as written
 
 
-def label_for(cell: Cell) -> str:
-    """The variant label of a cell's wheel: ``sm89.cu128torch2.9`` (what makes it other than its siblings)."""
-    label = f"sm{cell.sm.sm}.{cell.label}".lower()
-    if not LABEL.fullmatch(label):  # the layout's parts are checked; this says which rule broke
-        raise ValueError(f"variant label {label!r} is not [0-9a-z_.]+")
-    return label
-
-
-def variant_filename(name: WheelName, label: str) -> str:
+def variant_filename(name: WheelName, label: VariantLabel) -> str:
     """PEP 825's filename: the wheel's, at its public version, with the label as one more field."""
     build = f"-{name.build}" if name.build else ""
     return f"{name.distribution}-{name.version.public}{build}-{name.tag_text}-{label}.whl"
 
 
-def is_variant_filename(filename: str) -> bool:
-    """Whether a ``.whl`` name is a variant's: one field more than a wheel's (a build tag starts with a digit)."""
-    parts = filename.removesuffix(".whl").split("-")
-    return len(parts) == 7 or (len(parts) == 6 and not parts[2][:1].isdigit())
-
-
-def _nested(properties: Properties) -> dict[str, dict[str, list[str]]]:
+def _nested(properties: PropertyValues) -> dict[str, dict[str, list[str]]]:
     out: dict[str, dict[str, list[str]]] = {}
     for namespace, feature, values in properties:
         out.setdefault(namespace, {})[feature] = list(values)
     return out
 
 
-def _document(variants: Mapping[str, Properties]) -> dict[str, object]:
-    return {
-        "$schema": SCHEMA_URL,
-        "default-priorities": {"namespace": list(NAMESPACES)},
-        "providers": {ns: dict(PROVIDERS[ns]) for ns in NAMESPACES},
-        "variants": {label: _nested(props) for label, props in sorted(variants.items())},
-    }
+@dataclass(frozen=True, slots=True)
+class VariantsDocument:
+    """A ``variants.json`` (one release's) or a ``*.dist-info/variant.json`` (one wheel's): each label's
+    properties, under the schema, providers and priorities uv 0.13.9 reads. Its one writer is :meth:`render`."""
+
+    variants: Mapping[str, PropertyValues]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "$schema": SCHEMA_URL,
+            "default-priorities": {"namespace": list(NAMESPACES)},
+            "providers": {ns: dict(PROVIDERS[ns]) for ns in NAMESPACES},
+            "variants": {label: _nested(props) for label, props in sorted(self.variants.items())},
+        }
+
+    def render(self) -> bytes:
+        return (json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n").encode()
+
+    @classmethod
+    def parse(cls, data: bytes) -> VariantsDocument:
+        """The document ``data`` holds (ValueError or TypeError where it is not one this module writes)."""
+        doc = json.loads(data)
+        if not isinstance(doc, dict) or doc.get("$schema") != SCHEMA_URL:
+            raise ValueError(f"not a variants document of schema {SCHEMA_URL}")
+        variants = doc.get("variants")
+        if not isinstance(variants, dict):
+            raise TypeError("'variants' is not an object")
+        out: dict[str, PropertyValues] = {}
+        for label, nested in variants.items():
+            if parse_label(label) is None or not isinstance(nested, dict):
+                raise ValueError(f"variant {label!r}: not a label with properties")
+            props: list[tuple[str, str, tuple[str, ...]]] = []
+            for namespace, features in nested.items():
+                if namespace not in NAMESPACES or not isinstance(features, dict):
+                    raise ValueError(f"variant {label}: unknown namespace {namespace!r}")
+                for feature, values in features.items():
+                    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                        raise ValueError(
+                            f"variant {label}: {namespace} :: {feature} is not a list of strings"
+                        )
+                    props.append((namespace, feature, tuple(values)))
+            out[label] = tuple(props)
+        return cls(out)
 
 
-def _dump(doc: object) -> bytes:
-    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
-
-
-def variant_json(label: str, properties: Properties) -> bytes:
+def variant_json(label: VariantLabel, properties: PropertyValues) -> bytes:
     """The ``*.dist-info/variant.json`` of one variant wheel."""
-    return _dump(_document({label: properties}))
+    return VariantsDocument({str(label): properties}).render()
 
 
 def release_of(entry: IndexEntry) -> tuple[str, str]:
@@ -103,9 +117,10 @@ def page_path(package: str) -> str:
 
 
 def render_variants(entries: Iterable[IndexEntry]) -> dict[str, bytes]:
-    """Every ``variants.json`` and find-links page for the entries that have a variant, by store path."""
-    releases: dict[tuple[str, str], dict[str, Properties]] = defaultdict(dict)
-    links: dict[str, list[str]] = defaultdict(list)
+    """Every ``variants.json`` and find-links page for the entries that have a variant, by store path: one
+    link per variant wheel, however many cells its build is filed under."""
+    releases: dict[tuple[str, str], dict[str, PropertyValues]] = defaultdict(dict)
+    links: dict[str, dict[str, str]] = defaultdict(dict)
     package_releases: dict[str, set[tuple[str, str]]] = defaultdict(set)
     for e in entries:
         if e.variant is None or e.variant_path is None:
@@ -113,17 +128,17 @@ def render_variants(entries: Iterable[IndexEntry]) -> dict[str, bytes]:
         releases[release_of(e)][e.variant.label] = e.variant.properties
         package_releases[e.cell.package].add(release_of(e))
         href = html.escape("../" + e.variant_path, quote=True)
-        links[e.cell.package].append(
+        links[e.cell.package][e.variant_path] = (
             f'<a href="{href}#sha256={e.variant.sha256}">{html.escape(e.variant.filename)}</a><br>'
         )
     files: dict[str, bytes] = {}
     for (dist, version), variants in sorted(releases.items()):
-        files[variants_json_path(dist, version)] = _dump(_document(variants))
-    for package, anchors in sorted(links.items()):
+        files[variants_json_path(dist, version)] = VariantsDocument(variants).render()
+    for package, by_path in sorted(links.items()):
         jsons = sorted(
             variants_json_path(d, v).removeprefix(f"{VARIANTS_DIR}/") for d, v in package_releases[package]
         )
-        anchors = sorted(anchors) + [
+        anchors = [by_path[p] for p in sorted(by_path)] + [
             f'<a href="{html.escape(j, quote=True)}">{html.escape(j)}</a><br>' for j in jsons
         ]
         title = html.escape(f"{package} (wheel variants)")
@@ -152,25 +167,35 @@ def label_clash(entries: Iterable[IndexEntry], entry: IndexEntry) -> str | None:
 
 def foreign_variants(entries: Sequence[IndexEntry]) -> dict[str, str]:
     """Pure: each entry (by path) whose recorded variant is not its own, and why. A variant is its entry's
-    only where its filename is the entry's wheel at its public version with one label field (what
-    :func:`variant_filename` prints for that label) and no other entry names that path, as its wheel, its
-    METADATA or its variant: a hostile index could otherwise make gc delete a kept wheel, or serve one."""
+    only where its label parses, its filename is the entry's wheel at its public version with that label
+    (what :func:`variant_filename` prints), no entry names its path as a wheel or METADATA, and every entry
+    naming it records the very same variant (one build's cells share one): a hostile index could otherwise
+    make gc delete a kept wheel, or serve one."""
     named: dict[str, list[str]] = defaultdict(list)
+    refs: dict[str, set[object]] = defaultdict(set)
     for e in entries:
         named[e.path].append(e.path)
         if e.metadata_path:
             named[e.metadata_path].append(e.path)
-        if e.variant_path:
-            named[e.variant_path].append(e.path)
+        if e.variant is not None and e.variant_path:
+            refs[e.variant_path].add(e.variant)
     problems: dict[str, str] = {}
     for e in entries:
         if e.variant is None:
             continue
-        own = variant_filename(e.name, e.variant.label) if LABEL.fullmatch(e.variant.label) else None
+        label = parse_label(e.variant.label)
+        own = variant_filename(e.name, label) if label is not None else None
+        path = e.variant_path or ""
         if e.variant.filename != own:
-            problems[e.path] = f"its variant {e.variant.filename} is not its own ({own or 'no label'})"
-        elif others := [p for p in named[e.variant_path or ""] if p != e.path]:
-            problems[e.path] = f"its variant {e.variant.filename} is a path {others[0]} names too"
+            problems[e.path] = (
+                f"its variant {e.variant.filename} is not its own ({own or 'no variant label'})"
+            )
+        elif named[path]:
+            problems[e.path] = f"its variant {e.variant.filename} is a path {named[path][0]} names too"
+        elif len(refs[path]) > 1:
+            problems[e.path] = (
+                f"its variant {e.variant.filename} is recorded with other bytes by another entry"
+            )
     return problems
 
 
@@ -180,16 +205,10 @@ def variant_paths(index: Index) -> frozenset[str]:
 
 
 __all__ = [
-    "LABEL",
-    "NAMESPACES",
-    "PROVIDERS",
-    "SCHEMA_URL",
-    "VARIANTS_DIR",
-    "VARIANT_JSON",
+    "PropertyValues",
+    "VariantsDocument",
     "foreign_variants",
-    "is_variant_filename",
     "label_clash",
-    "label_for",
     "page_path",
     "release_of",
     "render_variants",

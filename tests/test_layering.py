@@ -27,6 +27,7 @@ ARROWS: dict[str, frozenset[str]] = {
         "pool": "",
         "safeio": "",
         "jsonfile": "errors",
+        "variant_format": "",
         # pure values and the data they are read from
         "coords": "errors",
         "facts": "coords",
@@ -35,24 +36,24 @@ ARROWS: dict[str, frozenset[str]] = {
         "layout": "compat coords errors",
         "presets": "compat errors",
         "machine": "coords errors gpus platforms",
-        "index": "coords errors facts jsonfile layout platforms",
+        "index": "coords errors facts jsonfile layout platforms variant_format",
         # the judgement, and what the store's files say
         "demands": "coords facts gpus machine platforms",
         "pending": "errors index jsonfile",
         "manifest": "errors index",
         "coverage": "index platforms",
         "config": "compat errors layout safeio",
-        "variants": "coords index",
-        "catalogue": "coords coverage demands index variants",
+        "variants": "coords index variant_format",
+        "catalogue": "coords coverage demands index variant_format variants",
         "generated": "catalogue index pending",
         "pytorch": "compat coords errors gpus safeio",
         # the outside worlds: wheels' bytes, this machine, stores
-        "wheel": "coords demands errors facts pool progress safeio",
+        "wheel": "coords demands errors facts pool progress safeio variant_format",
         "probe": "coords errors machine platforms wheel",
         "stores": "catalogue errors generated index layout progress redact safeio",
         # use cases
         "ops": "catalogue compat coords coverage demands errors facts gpus index layout machine manifest pending "
-        "platforms pool probe progress pytorch redact safeio stores variants wheel",
+        "platforms pool probe progress pytorch redact safeio stores variant_format variants wheel",
         # people: the terminal and the command line
         "terminal": "progress",
         "cli": "api config coords coverage errors gpus layout machine ops platforms presets probe progress "

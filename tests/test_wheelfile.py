@@ -414,13 +414,13 @@ def test_retag_which_returns_only_the_path_hashes_no_new_wheel(
     from tests.builders import make_wheel
 
     asked: list[bool] = []
-    hashing = relabel._Hashing
+    hashing = relabel.Hashing
 
-    def spy(out: object, digest: bool = True) -> relabel._Hashing:
+    def spy(out: object, digest: bool = True) -> relabel.Hashing:
         asked.append(digest)
         return hashing(out, digest)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(relabel, "_Hashing", spy)
+    monkeypatch.setattr(relabel, "Hashing", spy)
     wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
     out = relabel.retag(wheel, LABEL, tmp_path / "out")
     assert asked == [False] and read_wheel_info(out).version.local is not None

@@ -9,8 +9,9 @@ Every value comes from the one judgement over the bytes, never from the label al
   lacks ``sm_90`` never says ``90_real``: uv shows no "runs, partly" note). ``f`` code (``sm_100f``) runs across its family exactly as the provider's ``100_real``
   selects, so it is said so; ``a`` code (``sm_90a``) runs on that one GPU, which the provider has no value
   for, so it is left out with a reason, and a wheel left with no GPU value at all gets no variant.
-- ``nvidia :: cuda_version_lower_bound``: the CUDA toolkit that built its device code (the driver must be
-  at least that new).
+- ``nvidia :: cuda_version_lower_bound``: the driver floor the judgement uses for the code uv would pick:
+  ``X.0`` of the CUDA major that built it where SASS serves every GPU its values select (CUDA minor-version
+  compatibility), the toolkit's own version where some GPU would JIT its PTX (the driver must know the ISA).
 - ``abi_dependency :: torch``: its torch line for a build bound to it; every known line from its floor for a
   stable-ABI build; nothing for a build that links no torch. Versions as ``2.9`` (major.minor): how
   variantlib matches an installed torch. The CUDA line of torch cannot be said (``2.9.1+cu128`` and
@@ -106,6 +107,14 @@ def _gpu_values(need: gpu.GpuNeed, line: MajorMinor | None) -> tuple[list[str], 
     return said, left_out
 
 
+def _needs_jit(said: Sequence[str]) -> bool:
+    """Whether some GPU the values select would run the build's PTX, not its SASS: a ``N0_virtual`` value
+    reaching a GPU no ``_real`` value of the build reaches (cupy's ``120_virtual`` beside ``120_real`` does
+    not: SASS serves every GPU it selects, and SASS runs on any driver of its CUDA major)."""
+    by_sass = {c for v in said if v.endswith("_real") for c in _reach(v)}
+    return any(c not in by_sass for v in said if v.endswith("_virtual") for c in _reach(v))
+
+
 def _runs(need: gpu.GpuNeed, capability: MajorMinor, line: MajorMinor | None) -> bool:
     name = f"sm{capability[0]}{capability[1]}"
     gpus: Probed[tuple[Gpu, ...]] = Probed.found((Gpu(0, name, capability),), "variant")
@@ -135,8 +144,7 @@ def properties(wheel: Wheel, torch_lines: Sequence[MajorMinor] = ()) -> Properti
         if bound is not None:
             # The judgement's own driver floor: SASS runs on any driver of its CUDA major (minor-version
             # compatibility, as pull and doctor say); PTX a GPU would JIT needs a driver that knows its ISA.
-            jit = any(v.endswith("_virtual") for v in said)
-            floor = bound if jit else (bound[0], 0)
+            floor = bound if _needs_jit(said) else (bound[0], 0)
             values.append((NVIDIA, "cuda_version_lower_bound", (format_version(floor),)))
     binding = torch.needs(view.loaded)
     if binding.binding is torch.Binding.EXACT and binding.minor is not None:

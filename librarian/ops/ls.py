@@ -64,7 +64,8 @@ def coverage_json(cov: Coverage) -> dict[str, Any]:
 
 def store_files(index: Index) -> int:
     """Pure: the files a store holds for ``index``: each wheel path (and variant), shard, page and the root index."""
-    return len(index.entries) + sum(1 for e in index.entries if e.variant) + len(catalogue_paths(index))
+    variants = {p for e in index.entries if (p := e.variant_path)}
+    return len(index.entries) + len(variants) + len(catalogue_paths(index))
 
 
 def ls(store: Store, default_layout: Layout, packages: Sequence[str] = ()) -> Coverage:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,13 +16,14 @@ from typing import Any
 
 from librarian.coords import Cell
 from librarian.errors import BadInput, Refused, StoreError
-from librarian.index import Index, IndexEntry, metadata_path
+from librarian.index import Index, IndexEntry, VariantRef, metadata_path
 from librarian.manifest import Manifest, metadata_text, render_manifest
 from librarian.ops.prepare import PreparedWheel, PublishOptions, prepare
 from librarian.ops.variant_wheels import MadeVariant, make_variant, torch_lines
 from librarian.pending import pending_path, render_pending
 from librarian.safeio import atomic_write, input_problem
 from librarian.stores.base import Applied, Blob, Changes, Stages, Store, Upload, UploadStorage, read_index
+from librarian.variant_format import variant_wheel_path
 from librarian.variants import label_clash
 
 # PublishOptions is read here by users of librarian as a library (``librarian.PublishOptions``).
@@ -76,7 +77,7 @@ class PublishPlan:
                 for f in self.filings
             ],
             "variants": sorted(
-                p for e in self.changes.index.entries if (p := e.variant_path) in self.uploaded
+                {p for e in self.changes.index.entries if (p := e.variant_path) in self.uploaded}
             ),
         }
 
@@ -93,7 +94,11 @@ class PublishPlan:
             "skip": "unchanged",
         }
         lines = [f"{verb[f.action]:>13}  {f.path}" for f in self.filings]
-        variants = [e.variant_path for e in self.changes.index.entries if e.variant_path in self.uploaded]
+        variants = list(
+            dict.fromkeys(
+                e.variant_path for e in self.changes.index.entries if e.variant_path in self.uploaded
+            )
+        )
         lines += [f"{'with variant':>13}  {v}" for v in variants]
         done = "would be written" if dry_run else "written"
         if stage:
@@ -110,21 +115,49 @@ class PublishPlan:
         return "\n".join(lines)
 
 
+VariantOf = Callable[[PreparedWheel], "MadeVariant | str"]
+
+
+def _variant_for(
+    wheel: PreparedWheel,
+    probe: IndexEntry,
+    variant_of: VariantOf,
+    filed: Mapping[str, VariantRef],
+    entries: Sequence[IndexEntry],
+) -> VariantRef | None:
+    """The variant ``probe`` (one cell of ``wheel``) records: its build's, unless it cannot join the store
+    (another variant under its name, or its label meaning other properties in the release): said once."""
+    made = variant_of(wheel)
+    if isinstance(made, str):
+        return None
+    path = variant_wheel_path(probe.cell.package, made.ref.filename)
+    if (other := filed.get(path)) is not None and other != made.ref:
+        log.warning("%s: no variant wheel: %s is filed with other bytes", wheel.source, path)
+        return None
+    if clash := label_clash(entries, replace(probe, variant=made.ref)):
+        log.warning("%s: no variant wheel: %s", wheel.source, clash)
+        return None
+    return made.ref
+
+
 def plan_publish(
     index: Index,
     wheels: Sequence[PreparedWheel],
     options: PublishOptions,
-    variants: Mapping[tuple[str, str], MadeVariant | str] | None = None,
+    variant_of: VariantOf | None = None,
 ) -> PublishPlan:
-    """Pure: where each wheel goes, what is skipped (same sha256) and what is refused (occupied path).
-
-    ``variants``: each wheel's variant wheel by (sha256, sm), made beforehand (or why it has none)."""
+    """Pure but for ``variant_of``: where each wheel goes, what is skipped (same sha256) and what is refused
+    (occupied path); with ``variant_of`` (each build's variant wheel, made once, or why it has none), the
+    variant each new entry records, decided against this very index: one upload per build not yet filed,
+    and the variants no entry names any more (a replaced build's) deleted."""
     layout = index.layout
     existing = index.by_path()
     filings: list[Filing] = []
     entries: list[IndexEntry] = []
-    uploads: list[Upload] = []
+    uploads: dict[str, Upload] = {}
     seen: dict[str, PreparedWheel] = {}
+    filed = {p: e.variant for e in index.entries if e.variant and (p := e.variant_path)}
+    stored = frozenset(filed)  # variant wheels the store holds already: not uploaded again
     for wheel in wheels:
         label = wheel.name.label
         assert label is not None  # prepare() labelled it
@@ -143,38 +176,41 @@ def plan_publish(
                     f"{path}: already stored with other bytes (sha256 {old.sha256[:12]}…); pass --replace"
                 )
             filings.append(Filing(path, wheel, "replace" if old else "add"))
-            made = (variants or {}).get((wheel.sha256, sm.sm))
-            ref = made.ref if isinstance(made, MadeVariant) else None
-            if ref is not None:
-                probe = IndexEntry(path, wheel.sha256, wheel.size, cell, variant=ref)
-                if clash := label_clash([*index.entries, *entries], probe):
-                    log.warning("%s: no variant wheel for sm%s: %s", wheel.source, sm.sm, clash)
-                    made = ref = None
-            entries.append(
-                IndexEntry(
-                    path,
-                    wheel.sha256,
-                    wheel.size,
-                    cell,
-                    options.now,
-                    wheel.facts,
-                    wheel.requires_python,
-                    wheel.metadata_sha256 or None,
-                    wheel.overrides,
-                    ref,
-                )
+            entry = IndexEntry(
+                path,
+                wheel.sha256,
+                wheel.size,
+                cell,
+                options.now,
+                wheel.facts,
+                wheel.requires_python,
+                wheel.metadata_sha256 or None,
+                wheel.overrides,
             )
-            uploads.append(Upload(path, wheel.staged, wheel.sha256, wheel.size))
-            if isinstance(made, MadeVariant):
-                where = f"{path.rpartition('/')[0]}/{made.ref.filename}"
-                uploads.append(Upload(where, made.staged, made.ref.sha256, made.ref.size))
+            if variant_of is not None:
+                ref = _variant_for(wheel, entry, variant_of, filed, [*index.entries, *entries])
+                entry = replace(entry, variant=ref)
+                if ref is not None and (where := entry.variant_path):
+                    filed.setdefault(where, ref)
+            entries.append(entry)
+            uploads[path] = Upload(path, wheel.staged, wheel.sha256, wheel.size)
+            made = variant_of(wheel) if variant_of is not None and entry.variant is not None else None
+            where = entry.variant_path
+            if isinstance(made, MadeVariant) and where and where not in uploads and where not in stored:
+                uploads[where] = Upload(where, made.staged, made.ref.sha256, made.ref.size)
             if wheel.metadata is not None:
                 size = wheel.metadata.stat().st_size if wheel.metadata_size is None else wheel.metadata_size
-                uploads.append(Upload(metadata_path(path), wheel.metadata, wheel.metadata_sha256, size))
+                mpath = metadata_path(path)
+                uploads[mpath] = Upload(mpath, wheel.metadata, wheel.metadata_sha256, size)
     count = len(entries)
     names = sorted({f.wheel.name.package for f in filings if f.action != "skip"})
     message = f"librarian publish: {count} wheel{'s' if count != 1 else ''} ({', '.join(names)})"
-    changes = Changes(index.with_entries(added=entries), tuple(uploads), (), message)
+    new_index = index.with_entries(added=entries)
+    named = {p for e in new_index.entries if (p := e.variant_path)}
+    orphaned = tuple(
+        sorted({p for e in index.entries if (p := e.variant_path) and p not in named and e.path in seen})
+    )
+    changes = Changes(new_index, tuple(uploads.values()), orphaned, message)
     return PublishPlan(tuple(filings), changes)
 
 
@@ -234,30 +270,29 @@ def stage_to_manifest(store: Store, plan: PublishPlan, manifest: Path) -> Manife
     return staged
 
 
-def make_variants(
-    wheels: Sequence[PreparedWheel], out_dir: Path, filed: Index | None = None
-) -> dict[tuple[str, str], MadeVariant | str]:
-    """Each wheel's variant wheel for each cell it is filed in, by (sha256, sm), or why it has none (said once).
-
-    ``filed``: the store's index as read; a cell that already holds these very bytes is left as it is (the
-    plan skips it), so no copy of the wheel is written for it."""
+def _variant_maker(out_dir: Path) -> VariantOf:
+    """Each build's variant wheel, made the first time a plan asks for it (a re-planned attempt, or the
+    build's other cells, reuse it), or why it has none (said once)."""
     lines = torch_lines()
-    held = {(e.path, e.sha256) for e in filed.entries} if filed is not None else set()
-    made: dict[tuple[str, str], MadeVariant | str] = {}
-    for wheel in wheels:
-        label = wheel.name.label
-        assert label is not None  # prepare() labelled it
-        for sm in wheel.sms:
-            cell = Cell(wheel.name.package, sm, label)
-            if filed is not None and (filed.layout.path_for(cell, str(wheel.name)), wheel.sha256) in held:
-                continue
+    made: dict[str, MadeVariant | str] = {}
+
+    def variant_of(wheel: PreparedWheel) -> MadeVariant | str:
+        if wheel.sha256 not in made:
             result = make_variant(
-                wheel.staged, wheel.name, wheel.facts, cell, wheel.requires_python, out_dir, lines
+                wheel.staged,
+                wheel.name,
+                wheel.facts,
+                wheel.name.package,
+                wheel.requires_python,
+                out_dir,
+                lines,
             )
             if isinstance(result, str):
-                log.warning("%s: no variant wheel for sm%s: %s", wheel.source, sm.sm, result)
-            made[(wheel.sha256, sm.sm)] = result
-    return made
+                log.warning("%s: no variant wheel: %s", wheel.source, result)
+            made[wheel.sha256] = result
+        return made[wheel.sha256]
+
+    return variant_of
 
 
 def publish(
@@ -299,15 +334,12 @@ def file_prepared(
     one change to ``store``, a stage, or a manifest; only the plan with ``dry_run``."""
     layout = options.layout
     assert layout is not None
-    variants: dict[tuple[str, str], MadeVariant | str] = {}
-    if options.variants and not dry_run:
-        filed = read_index(store, layout, {w.name.package for w in wheels})
-        variants = make_variants(wheels, scratch / "variants", filed)
+    variant_of = _variant_maker(scratch / "variants") if options.variants and not dry_run else None
     if dry_run or stage:
         # Staging plans against the index as read, without a lock or parent: its commit adds files
         # only, and reindex settles what landed (same path, other bytes) against the tree.
         index = read_index(store, layout, {w.name.package for w in wheels})
-        plan = plan_publish(index, wheels, options, variants)
+        plan = plan_publish(index, wheels, options, variant_of)
         if stage and not dry_run and manifest is not None:
             stage_to_manifest(store, plan, manifest)
             return plan
@@ -318,7 +350,7 @@ def file_prepared(
         return plan
 
     def planner(index: Index) -> tuple[Changes, PublishPlan]:
-        plan = plan_publish(index, wheels, options, variants)
+        plan = plan_publish(index, wheels, options, variant_of)
         return plan.changes, plan
 
     applied: Applied[PublishPlan] = store.update(planner, layout)

@@ -27,7 +27,7 @@ from librarian.layout import Layout
 from librarian.ops.placement import Problem
 from librarian.ops.reread import Known, refresh_entries
 from librarian.ops.tree import entries_from_tree, hasher, is_wheel
-from librarian.ops.variant_wheels import make_variant, torch_lines
+from librarian.ops.variant_wheels import MadeVariant, make_variant, torch_lines
 from librarian.pending import parse_pending, parse_pending_path
 from librarian.stores.base import Changes, Journals, Store, StoredFile, Upload, read_index
 from librarian.variants import foreign_variants, label_clash
@@ -296,7 +296,8 @@ def reindex(
                 unreadable=tuple(unreadable),
                 location=store.location,
                 restored=restored,
-                variants=tuple(u.path for u in made) or tuple(e.path for e in would),
+                # one variant per build: a dry run names each build by its first wanted entry
+                variants=tuple(u.path for u in made) or tuple({e.sha256: e.path for e in would}.values()),
             )
 
         if dry_run:
@@ -392,39 +393,38 @@ def _make_variants(
     if not wanted:
         return index, []
     lines = torch_lines()
-    uploads: list[Upload] = []
+    uploads: dict[str, Upload] = {}
     updated: list[IndexEntry] = []
+    made_for: dict[str, MadeVariant | str] = {}  # by the source's sha256: one variant per build
     for entry in wanted:
-        try:
-            with store.open(entry.path) as wheel:
-                made = make_variant(
-                    Path(wheel.name),
-                    entry.name,
-                    entry.facts,
-                    entry.cell,
-                    entry.requires_python,
-                    tmp / "variants",
-                    lines,
-                )
-        except LibrarianError as e:
-            log.warning("%s: cannot make its variant wheel (%s)", entry.path, e)
-            continue
+        if entry.sha256 not in made_for:
+            try:
+                with store.open(entry.path) as wheel:
+                    made_for[entry.sha256] = make_variant(
+                        Path(wheel.name),
+                        entry.name,
+                        entry.facts,
+                        entry.cell.package,
+                        entry.requires_python,
+                        tmp / "variants",
+                        lines,
+                    )
+            except LibrarianError as e:
+                made_for[entry.sha256] = f"cannot make its variant wheel ({e})"
+            if isinstance(made := made_for[entry.sha256], str):
+                log.warning("%s: no variant wheel: %s", entry.path, made)
+        made = made_for[entry.sha256]
         if isinstance(made, str):
-            log.warning("%s: no variant wheel: %s", entry.path, made)
             continue
         if clash := label_clash([*index.entries, *updated], replace(entry, variant=made.ref)):
             log.warning("%s: no variant wheel: %s", entry.path, clash)
             continue
-        updated.append(replace(entry, variant=made.ref))
-        uploads.append(
-            Upload(
-                f"{entry.path.rpartition('/')[0]}/{made.ref.filename}",
-                made.staged,
-                made.ref.sha256,
-                made.ref.size,
-            )
-        )
-    return index.with_entries(added=updated), uploads
+        entry = replace(entry, variant=made.ref)
+        updated.append(entry)
+        where = entry.variant_path
+        assert where is not None
+        uploads.setdefault(where, Upload(where, made.staged, made.ref.sha256, made.ref.size))
+    return index.with_entries(added=updated), list(uploads.values())
 
 
 def _unindexed(

@@ -12,14 +12,12 @@ from librarian.index import ROOT, Index, IndexEntry
 from librarian.layout import Layout
 from librarian.ops.placement import check_placement
 from librarian.stores.base import Store, StoredFile, read_index, sha256_stored
-from librarian.variants import is_variant_filename
+from librarian.variant_format import is_variant_wheel_path
 
 
 def is_wheel(path: str) -> bool:
-    """Whether a store path is a wheel (not one of librarian's own files, nor a variant filed beside one)."""
-    return (
-        path.endswith(".whl") and not is_generated(path) and not is_variant_filename(path.rsplit("/", 1)[-1])
-    )
+    """Whether a store path is a wheel (not one of librarian's own files, nor a variant wheel)."""
+    return path.endswith(".whl") and not is_generated(path) and not is_variant_wheel_path(path)
 
 
 def entries_from_tree(

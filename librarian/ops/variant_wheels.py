@@ -4,26 +4,29 @@ from :mod:`librarian.wheel.variant`."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
-from librarian.coords import Cell, MajorMinor, WheelName
+from librarian.coords import MajorMinor, WheelName
 from librarian.demands import Properties, Wheel, properties
 from librarian.facts import WheelFacts
 from librarian.index import IndexEntry, VariantRef
 from librarian.pytorch.matrix import load_matrix
-from librarian.variants import label_for, variant_filename, variant_json
-from librarian.wheel import variant_problems, write_variant
+from librarian.variant_format import VariantLabel
+from librarian.variants import PropertyValues, variant_filename, variant_json
+from librarian.wheel import build_digest, variant_problems, write_variant
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class MadeVariant:
-    """A variant wheel written to a local folder, ready to upload beside its source."""
+    """A variant wheel written to a local folder, ready to upload (once per build, whatever its cells)."""
 
     staged: Path
     ref: VariantRef
@@ -35,39 +38,42 @@ def torch_lines() -> tuple[MajorMinor, ...]:
 
 
 def properties_of(
-    name: WheelName,
-    facts: WheelFacts | None,
-    cell: Cell,
-    requires_python: str | None,
-    lines: tuple[MajorMinor, ...],
+    name: WheelName, facts: WheelFacts | None, requires_python: str | None, lines: tuple[MajorMinor, ...]
 ) -> Properties:
-    """The judgement's variant properties of a wheel filed in ``cell``."""
+    """The judgement's variant properties of a build (the same in every cell it is filed under)."""
     spec = SpecifierSet(requires_python) if requires_python else None
-    return properties(Wheel(name, facts, spec, filed_for=cell.sm), lines)
+    return properties(Wheel(name, facts, spec), lines)
+
+
+def label_of(source: Path, values: PropertyValues) -> VariantLabel:
+    """The label of the variant of ``source`` with ``values``: its GPU span and a digest of its members and
+    properties (what makes it this build, never the cell it is filed in)."""
+    h = hashlib.sha256(build_digest(source).encode())
+    h.update(json.dumps([[ns, f, sorted(v)] for ns, f, v in sorted(values)]).encode())
+    sm = next((v for ns, f, v in values if (ns, f) == ("nvidia", "sm_arch")), ())
+    return VariantLabel.of(sm, h.hexdigest())
 
 
 def make_variant(
     source: Path,
     name: WheelName,
     facts: WheelFacts | None,
-    cell: Cell,
+    package: str,
     requires_python: str | None,
     out_dir: Path,
     lines: tuple[MajorMinor, ...],
 ) -> MadeVariant | str:
-    """The variant of ``source`` (filed in ``cell``) written into ``out_dir``, or why it has none."""
+    """The variant of ``source`` (a build of ``package``) written into ``out_dir``, or why it has none."""
     if facts is None:
         return "its bytes were never read (reindex --deep reads them)"
-    props = properties_of(name, facts, cell, requires_python, lines)
+    props = properties_of(name, facts, requires_python, lines)
     if (why := props.unsayable) is not None:
         return why
     for reason in props.left_out:
         log.info("%s: variant leaves out %s", name, reason)
-    label = label_for(cell)
+    label = label_of(source, props.values)
     filename = variant_filename(name, label)
-    written = write_variant(
-        source, out_dir / cell.sm.sm / str(cell.label), filename, variant_json(label, props.values)
-    )
+    written = write_variant(source, out_dir / package, filename, variant_json(label, props.values))
     return MadeVariant(written.path, VariantRef(filename, written.sha256, written.size, props.values))
 
 
@@ -75,12 +81,15 @@ def check_variant(
     entry: IndexEntry, source: Path, variant: Path, facts: WheelFacts | None = None
 ) -> list[str]:
     """How a stored variant wheel differs from what its source is (empty: it is exactly its variant): its
-    members and their data, and its properties against the judgement of the source's bytes (``facts``, as
-    just read; else the entry's), which the index's record must say too."""
+    label (the build's digest), its members and their data, and its properties against the judgement of the
+    source's bytes (``facts``, as just read; else the entry's), which the index's record must say too."""
     assert entry.variant is not None
     ref = entry.variant
-    judged = properties_of(entry.name, facts or entry.facts, entry.cell, entry.requires_python, torch_lines())
+    judged = properties_of(entry.name, facts or entry.facts, entry.requires_python, torch_lines())
     problems = []
     if sorted(judged.values) != sorted(ref.properties):
         problems.append(f"the index records other properties than the judgement of {entry.filename} gives")
-    return problems + variant_problems(source, variant, variant_json(ref.label, judged.values))
+    label = label_of(source, judged.values)
+    if ref.filename != (own := variant_filename(entry.name, label)):
+        problems.append(f"its name is not its build's: the variant of {entry.filename} is {own}")
+    return problems + variant_problems(source, variant, variant_json(label, judged.values))

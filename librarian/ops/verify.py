@@ -29,7 +29,8 @@ from librarian.pending import parse_pending_path
 from librarian.pool import default_jobs, ordered_map
 from librarian.safeio import sha256_stream
 from librarian.stores.base import LocalFiles, Store, StoredFile, read_index, sha256_stored
-from librarian.variants import VARIANTS_DIR, foreign_variants, is_variant_filename
+from librarian.variant_format import VARIANTS_DIR, is_variant_wheel_path
+from librarian.variants import foreign_variants
 from librarian.wheel import OpenedWheel, metadata_problems
 
 log = logging.getLogger(__name__)
@@ -380,7 +381,7 @@ def _check_variants(
             problems.extend(Problem(path, f"not the variant of {entry.filename}: {p}") for p in found)
     for path in sorted(files):
         orphan = path not in recorded and not is_generated(path)
-        if orphan and path.endswith(".whl") and is_variant_filename(path.rsplit("/", 1)[-1]):
+        if orphan and is_variant_wheel_path(path):
             problems.append(Problem(path, "a variant wheel no index entry records (gc leaves it; remove it)"))
     return problems
 

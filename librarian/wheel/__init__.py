@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time they are loaded o
     from librarian.wheel.elf import dynamic_symbols, glibc_symbols, version_definitions
     from librarian.wheel.opened import OpenedWheel
     from librarian.wheel.relabel import Rewritten, retag
-    from librarian.wheel.variant import variant_problems, write_variant
+    from librarian.wheel.variant import build_digest, variant_problems, write_variant
     from librarian.wheel.wheelfile import WheelInfo, metadata_problems, said_of
 
 _FACE = {
@@ -33,6 +33,7 @@ _FACE = {
     "said_of": "wheelfile",
     "metadata_problems": "wheelfile",
     "write_variant": "variant",
+    "build_digest": "variant",
     "variant_problems": "variant",
     "dynamic_symbols": "elf",
     "glibc_symbols": "elf",
@@ -44,6 +45,7 @@ __all__ = [
     "OpenedWheel",
     "Rewritten",
     "WheelInfo",
+    "build_digest",
     "dynamic_symbols",
     "glibc_symbols",
     "inspect_path",

@@ -9,16 +9,10 @@ renamed into place at the end.
 from __future__ import annotations
 
 import contextlib
-import csv
-import functools
-import hashlib
-import io
 import logging
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from librarian import progress
 from librarian.coords import Label, WheelName, version_of
@@ -28,63 +22,18 @@ from librarian.pool import Pipeline, jobs_for
 from librarian.safeio import atomic_output
 from librarian.wheel import zipraw, zipwriter
 from librarian.wheel.deep import Inspector
-from librarian.wheel.record import (
-    Checks,
-    Record,
-    Row,
-    digest_field,
-    small,
-    unrecorded,
-    verify_record,
+from librarian.wheel.record import Checks, Record, verify_record
+from librarian.wheel.rewrite import (
+    Hashing,
+    RewritePlan,
+    bind,
+    metadata_with_version,
+    wheel_with_tags,
+    write_rewrite,
 )
-from librarian.wheel.wheelfile import SIGNATURES, OpenWheel, open_wheel, parse_filename
+from librarian.wheel.wheelfile import open_wheel, parse_filename
 
 log = logging.getLogger(__name__)
-
-
-def _rewrite_version(w: OpenWheel, metadata: bytes, version: str) -> bytes:
-    """METADATA with its ``Version:`` header replaced, every other byte kept."""
-    # The headers end at the first blank line; the body (the long description) is left alone.
-    end = m.end() if (m := re.search(rb"\r?\n\r?\n", metadata)) else len(metadata)
-    head, count = re.subn(
-        rb"(?mi)^Version:[ \t]*[^\r\n]*", b"Version: " + version.encode(), metadata[:end], count=1
-    )
-    if not count:
-        raise w.bad(f"{w.dist_info}/METADATA: no Version header")
-    return head + metadata[end:]
-
-
-def _rewrite_tags(wheel: bytes, name: WheelName) -> bytes:
-    """WHEEL with its ``Tag:`` lines replaced by the filename's tags (one a line, as bdist_wheel writes them)."""
-    lines = [line for line in wheel.decode("utf-8").splitlines() if not line.lower().startswith("tag:")]
-    while lines and not lines[-1].strip():
-        lines.pop()
-    return ("\n".join(lines + [f"Tag: {t}" for t in sorted(str(t) for t in name.tags)]) + "\n").encode(
-        "utf-8"
-    )
-
-
-def _rename(member: str, renames: dict[str, str]) -> str:
-    top, sep, rest = member.partition("/")
-    return renames.get(top, top) + sep + rest
-
-
-def _new_record(
-    w: OpenWheel, rows: dict[str, Row], renames: dict[str, str], rewritten: dict[str, bytes]
-) -> bytes:
-    """RECORD for the renamed members, with the rewritten ones' new hashes and sizes; RECORD's own line stays empty."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    for path, row in rows.items():
-        if path.rpartition("/")[2] in SIGNATURES and path.startswith(f"{w.dist_info}/"):
-            continue
-        new_path = _rename(path, renames)
-        if (data := rewritten.get(path)) is not None:
-            row = Row(
-                digest_field(hashlib.new(row.digest.partition("=")[0] or "sha256", data)), str(len(data))
-            )
-        writer.writerow([new_path, row.digest, row.size])
-    return out.getvalue().encode()
 
 
 def _refuse_relabel(src: Path, name: WheelName, label: Label) -> None:
@@ -127,21 +76,6 @@ class Rewritten:
     sha256: str | None = None  # of the new wheel, hashed as it was written (``None``: not rewritten)
     size: int | None = None  # of the new wheel, counted as it was written (``None``: not rewritten)
     written: tuple[bytes, bytes] | None = None  # the METADATA and WHEEL it wrote (``None``: not rewritten)
-
-
-class _Hashing:
-    """A file being written whose bytes are hashed and counted on the way: the new wheel's sha256 and size
-    without reading it back. ``out`` ``None``: the bytes go nowhere (a dry run measures the wheel it would
-    write)."""
-
-    def __init__(self, out: BinaryIO | None, digest: bool = True) -> None:
-        self.out, self.digest, self.size = out, hashlib.sha256() if digest else None, 0
-
-    def write(self, data: bytes) -> int:
-        if self.digest is not None:
-            self.digest.update(data)
-        self.size += len(data)
-        return len(data) if self.out is None else self.out.write(data)
 
 
 def retag_with_directory(
@@ -189,34 +123,32 @@ def retag_with_directory(
         record.expected(metadata_info.orig_filename)
         if verify:
             record.check(metadata_info)
-        new_stem = f"{w.data_dir.rpartition('-')[0]}-{new_name.version}"
-        renames = {w.dist_info: f"{new_stem}.dist-info", w.data_dir: f"{new_stem}.data"}
-        new_metadata = _rewrite_version(w, metadata, str(new_name.version))
+        new_metadata = metadata_with_version(w, metadata, str(new_name.version))
         rewritten = {metadata_info.orig_filename: new_metadata}
         if repair_tags:
             wheel_info = w.member("WHEEL")
             record.expected(wheel_info.orig_filename)
             if verify:
                 record.check(wheel_info)
-            rewritten[wheel_info.orig_filename] = _rewrite_tags(w.read_small(wheel_info), new_name)
+            rewritten[wheel_info.orig_filename] = wheel_with_tags(w.read_small(wheel_info), new_name)
         wheel_info = w.member("WHEEL")
         wheel = rewritten.get(wheel_info.orig_filename) or w.read_small(wheel_info)
-        replaced = {**rewritten, f"{w.dist_info}/RECORD": _new_record(w, record.rows, renames, rewritten)}
+        rewrite = bind(w, record, RewritePlan(str(new_name.version), rewritten))
         size = src.stat().st_size
         inspector = Inspector.for_wheel(record) if verify else None
         output = atomic_output(dest) if write else contextlib.nullcontext(None)
         with output as out, progress.task(f"retag {src.name}", total=size) as bar:
-            hashing = _Hashing(out, digest)
+            hashing = Hashing(out, digest)
             writer = zipwriter.RawZipWriter(hashing)  # type: ignore[arg-type]  # it only writes
             if verify and jobs_for(jobs) > 1:
                 with Pipeline(jobs_for(jobs), "record") as pipeline:
                     checks = Checks(record, pipeline)
                     try:
-                        _write(record, writer, renames, replaced, checks, bar, inspector)
+                        write_rewrite(rewrite, record, writer, checks, bar, inspector)
                     finally:
                         pipeline.drain()  # an earlier member's failure is the one to report
             else:
-                _write(record, writer, renames, replaced, verify, bar, inspector)
+                write_rewrite(rewrite, record, writer, verify, bar, inspector)
             facts, unread = None, None
             if inspector is not None:
                 try:
@@ -232,59 +164,6 @@ def retag_with_directory(
         hashing.size,
         (new_metadata, wheel),
     )
-
-
-def _write(
-    record: Record,
-    writer: zipwriter.RawZipWriter,
-    renames: dict[str, str],
-    replaced: dict[str, bytes],
-    verify: bool | Checks,
-    bar: progress.Task,
-    inspector: Inspector | None = None,
-) -> None:
-    """Every member of the wheel in order, renamed; ``replaced`` ones rewritten, the rest copied raw.
-
-    ``verify``: check RECORD on the way (``True``: in this thread; a :class:`Checks`: on its threads);
-    ``inspector``: native members are checked by it instead, which inspects the same plain bytes.
-    """
-    w = record.w
-    for info in w.infos:
-        member = info.orig_filename
-        new_member = _rename(member, renames)
-        if inspector is not None and member in inspector.names and member not in replaced:
-            record.expected(member)  # a missing row raises in member order
-            if isinstance(verify, Checks):
-                verify.submit(functools.partial(inspector, info))
-            else:
-                inspector(info)
-            writer.add_raw(info, progress.counted(w.raw(info), bar), name=new_member)
-        elif member in replaced:
-            writer.add_bytes(info, replaced[member], name=new_member)
-            bar.advance(info.compress_size)
-        elif member.startswith(f"{w.dist_info}/") and member.rpartition("/")[2] in SIGNATURES:
-            log.warning("%s: dropping %s, which signs the old RECORD", w.path, member)
-        elif unrecorded(member, w.dist_info):
-            writer.add_raw(info, progress.counted(w.raw(info), bar), name=new_member)
-        elif verify and small(info):
-            raw = w.raw_whole(info)  # one pread, no generator: 70,000 small members add up
-            if isinstance(verify, Checks):
-                verify.add(info, raw)  # the same bytes are checked and copied
-            else:
-                record.check_small(info, raw)
-            writer.add_raw(info, [raw], name=new_member)
-            bar.advance(info.compress_size)
-        elif isinstance(verify, Checks):
-            verify.add(info)
-            writer.add_raw(info, progress.counted(w.raw(info), bar), name=new_member)
-        elif verify:
-            writer.add_raw(info, progress.counted(record.checked_raw(info), bar), name=new_member)
-        else:
-            record.expected(member)
-            writer.add_raw(info, progress.counted(w.raw(info), bar), name=new_member)
-    if isinstance(verify, Checks):
-        verify.flush()
-    writer.close()
 
 
 def _already(src: Path, out_dir: Path, verify: bool, jobs: int | None) -> Path:

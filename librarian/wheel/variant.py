@@ -12,15 +12,24 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from librarian import progress
 from librarian.coords import version_of
 from librarian.errors import BadInput
 from librarian.safeio import atomic_output
+from librarian.variant_format import VARIANT_JSON
 from librarian.wheel import zipwriter
-from librarian.wheel.record import Record, digest_field, unrecorded
-from librarian.wheel.relabel import _Hashing, _new_record, _rename, _rewrite_version
+from librarian.wheel.record import Record, digest_field
+from librarian.wheel.rewrite import (
+    Hashing,
+    RewritePlan,
+    bind,
+    is_signature,
+    metadata_with_version,
+    renamed,
+    renames_for,
+    write_rewrite,
+)
 from librarian.wheel.wheelfile import SIGNATURES, OpenWheel, open_wheel, parse_filename
-
-VARIANT_JSON = "variant.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,56 +41,62 @@ class Written:
     size: int
 
 
-def _renames(dist_info: str, data_dir: str, public: str) -> dict[str, str]:
-    stem = f"{data_dir.rpartition('-')[0]}-{public}"
-    return {dist_info: f"{stem}.dist-info", data_dir: f"{stem}.data"}
+def _checked_metadata(w: OpenWheel) -> bytes:
+    """METADATA, its Version checked against the filename; a variant wheel refused as a source."""
+    metadata, headers = w.headers("METADATA")
+    if version_of(headers.get("Version", [""])[0]) != parse_filename(w.path).version:
+        raise w.bad(f"{w.dist_info}/METADATA: Version {headers.get('Version')} does not match the filename")
+    if any(i.orig_filename == f"{w.dist_info}/{VARIANT_JSON}" for i in w.infos):
+        raise w.bad(f"already a variant wheel ({w.dist_info}/{VARIANT_JSON})")
+    return metadata
+
+
+def _plan(w: OpenWheel, public: str) -> RewritePlan:
+    metadata = _checked_metadata(w)
+    return RewritePlan(
+        public, {w.member("METADATA").orig_filename: metadata_with_version(w, metadata, public)}
+    )
+
+
+def build_digest(src: Path) -> str:
+    """The hex digest of what the variant of ``src`` holds besides its ``variant.json``: each member's RECORD
+    hash under its renamed path and the rewritten METADATA. The same build filed under several labels (a
+    torch-free wheel under two torch lines) has one digest; two builds of a release have two."""
+    public = str(parse_filename(src).version.public)
+    with open_wheel(src) as w:
+        plan = _plan(w, public)
+        renames = renames_for(w, public)
+        skip = {f"{w.dist_info}/RECORD", *plan.replaced}
+        rows = sorted(
+            f"{renamed(path, renames)},{row.digest}"
+            for path, row in Record(w).rows.items()
+            if path not in skip and not is_signature(w, path)
+        )
+    h = hashlib.sha256()
+    for line in rows:
+        h.update(line.encode() + b"\n")
+    for data in plan.replaced.values():
+        h.update(hashlib.sha256(data).digest())
+    return h.hexdigest()
 
 
 def write_variant(src: Path, out_dir: Path, filename: str, variant_json: bytes) -> Written:
-    """Write the variant of ``src`` as ``out_dir/filename``; ``src`` is untouched."""
-    name = parse_filename(src)
-    public = str(name.version.public)
+    """Write the variant of ``src`` as ``out_dir/filename``: one plan of the raw rewriter (the public
+    version, METADATA's Version, ``variant.json`` added); ``src`` is untouched."""
+    public = str(parse_filename(src).version.public)
     dest = out_dir / filename
     out_dir.mkdir(parents=True, exist_ok=True)
     with open_wheel(src) as w:
-        metadata, headers = w.headers("METADATA")
-        if version_of(headers.get("Version", [""])[0]) != name.version:
-            raise w.bad(
-                f"{w.dist_info}/METADATA: Version {headers.get('Version')} does not match the filename"
-            )
-        if any(i.orig_filename == f"{w.dist_info}/{VARIANT_JSON}" for i in w.infos):
-            raise w.bad(f"already a variant wheel ({w.dist_info}/{VARIANT_JSON})")
+        plan = _plan(w, public)
         record = Record(w)
-        renames = _renames(w.dist_info, w.data_dir, public)
-        metadata_info = w.member("METADATA")
-        new_metadata = _rewrite_version(w, metadata, public)
-        rewritten = {metadata_info.orig_filename: new_metadata}
-        record_text = _new_record(w, record.rows, renames, rewritten)
-        new_dist_info = renames[w.dist_info]
-        added = f"{new_dist_info}/{VARIANT_JSON}"
-        row = f"{added},{digest_field(hashlib.sha256(variant_json))},{len(variant_json)}\n".encode()
-        record_member = f"{w.dist_info}/RECORD"
-        with atomic_output(dest) as out:
-            hashing = _Hashing(out)
+        rewrite = bind(w, record, RewritePlan(plan.version, plan.replaced, {VARIANT_JSON: variant_json}))
+        with (
+            atomic_output(dest) as out,
+            progress.task(f"variant {filename}", total=src.stat().st_size) as bar,
+        ):
+            hashing = Hashing(out)
             writer = zipwriter.RawZipWriter(hashing)  # type: ignore[arg-type]  # it only writes
-            for info in w.infos:
-                member = info.orig_filename
-                new_member = _rename(member, renames)
-                if member == record_member:
-                    extra = zipfile.ZipInfo(added, date_time=metadata_info.date_time)
-                    extra.compress_type = zipfile.ZIP_DEFLATED
-                    extra.external_attr = 0o644 << 16
-                    writer.add_bytes(extra, variant_json)
-                    writer.add_bytes(info, record_text + row, name=new_member)
-                elif member in rewritten:
-                    writer.add_bytes(info, rewritten[member], name=new_member)
-                elif member.startswith(f"{w.dist_info}/") and member.rpartition("/")[2] in SIGNATURES:
-                    continue  # it signs the old RECORD
-                else:
-                    if not unrecorded(member, w.dist_info):
-                        record.expected(member)
-                    writer.add_raw(info, w.raw(info), name=new_member)
-            writer.close()
+            write_rewrite(rewrite, record, writer, False, bar)
     assert hashing.digest is not None
     return Written(dest, hashing.digest.hexdigest(), hashing.size)
 
@@ -95,7 +110,7 @@ def _data_problems(
     problems = []
     for info in s.infos:
         member = info.orig_filename
-        new = _rename(member, renames)
+        new = renamed(member, renames)
         row = rows.get(member)
         if member in changed or new not in present or row is None or not row.digest.startswith("sha256="):
             continue
@@ -123,7 +138,7 @@ def variant_problems(source: Path, variant: Path, variant_json: bytes) -> list[s
     public = str(name.version.public)
     try:
         with open_wheel(source) as s, zipfile.ZipFile(variant) as v:
-            renames = _renames(s.dist_info, s.data_dir, public)
+            renames = renames_for(s, public)
             theirs = {i.filename: i for i in v.infolist()}
             changed = {f"{s.dist_info}/METADATA", f"{s.dist_info}/RECORD"}
             expected = set()
@@ -131,7 +146,7 @@ def variant_problems(source: Path, variant: Path, variant_json: bytes) -> list[s
                 member = info.orig_filename
                 if member.startswith(f"{s.dist_info}/") and member.rpartition("/")[2] in SIGNATURES:
                     continue
-                new = _rename(member, renames)
+                new = renamed(member, renames)
                 expected.add(new)
                 other = theirs.get(new)
                 if other is None:
