@@ -396,14 +396,17 @@ def test_fan_in_carries_variants_to_the_one_commit(
     a = so_wheel(tmp_path / "a", sos["sm_86"], version="1.0", tags=TAGS)
     b = so_wheel(tmp_path / "b", sos["sm_90"], version="1.0", tags=TAGS)
     assert (
-        run("publish", str(a), *LINE, "--variants", "--create", *repo).code == 0
+        run("publish", str(b), *LINE, "--variants", "--create", *repo).code == 0
     )  # the repo, with a first wheel
-    staged = run("publish", str(b), *LINE, "--variants", "--stage", "--manifest", "m.json", *repo)
+    # the sm_86 build, filed under sm86 and sm89: two staged entries, one variant wheel
+    staged = run("publish", str(a), *LINE, "--variants", "--stage", "--manifest", "m.json", *repo)
     assert staged.code == 0, staged.err
     merged = run("reindex", "--manifest", "m.json", *repo)
     assert merged.code == 0, merged.err
     doc = json.loads(loophub.files("team/wheels")["variants/kern-1.0-variants.json"])
     assert sorted(VariantLabel.parse(label).gpus for label in doc["variants"]) == ["sm86", "sm90"]
+    files = loophub.files("team/wheels")
+    assert len([p for p in files if p.startswith("variant-wheels/kern/")]) == 2
     assert run("verify", "--deep", *repo).code == 0
 
 

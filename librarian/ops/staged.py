@@ -105,10 +105,12 @@ def plan_manifests(
         merged.append(entry)
     uploads = tuple(Upload(e.path, None, e.sha256, e.size) for e in merged)
     # A variant wheel was staged with its wheel (publish --variants --stage --manifest): committed beside it.
-    uploads += tuple(
-        Upload(p, None, e.variant.sha256, e.variant.size)
-        for e in merged
-        if e.variant is not None and (p := e.variant_path) is not None
+    uploads += tuple(  # one per build: its cells name one variant path
+        {
+            p: Upload(p, None, e.variant.sha256, e.variant.size)
+            for e in merged
+            if e.variant is not None and (p := e.variant_path) is not None
+        }.values()
     )
     uploads += tuple(
         Upload(
