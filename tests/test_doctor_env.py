@@ -91,7 +91,11 @@ def test_doctor_env_names_each_package_that_will_not_run_and_why(
     assert not any("puremod" in line for line in lines)
     assert any("edited/_C.so:" in line and "RECORD says" in line and "(edited?)" in line for line in lines)
     assert any("escaper 1.0: not judged: ../../../evil.so: outside site-packages" in line for line in lines)
-    assert any("handmade 1.0: not judged: no RECORD" in line for line in lines)
+    # no RECORD: its files found through its package folder, said so, and judged
+    assert "  handmade 1.0: runs" in lines
+    assert (
+        "      no RECORD (installed by conda or by hand): its files found through its package folder" in lines
+    )
     clean = run("doctor", "--env", "--python", str(python), "--sm", "90", *MACHINE, "--json")
     doc = json.loads(clean.out)
     by_name = {d["name"]: d for d in doc["distributions"]}
@@ -141,3 +145,43 @@ def test_pull_fix_replaces_what_will_not_run_with_the_stored_build_that_does(
     assert "other80 1.0: will NOT run" in after and "kern80" not in after
     doctor = run("doctor", "--env", *machine)
     assert "  kern80 1.0+cu130torch2.9: runs" in doctor.out.splitlines()
+
+
+def test_a_distribution_without_record_is_found_through_top_level_txt(
+    run: Run, venv: tuple[Path, Path], sos: dict[str, Path]
+) -> None:
+    """Issue 44: a conda-installed package has no RECORD; its top_level.txt names what it installed (here a
+    folder and a single-file extension module), and those files are judged; one with nothing found says so."""
+    python, site = venv
+    install(site, "condapkg", {"cpkg/_C.so": sos["sm_80"].read_bytes(), "_cpkg_ext.so": sos["sm_90"].read_bytes()},
+            record=False)  # fmt: skip
+    (site / "condapkg-1.0.dist-info" / "top_level.txt").write_text("cpkg\n_cpkg_ext\n")
+    install(site, "emptyconda", {"emptyconda.py": b""}, record=False)
+    (site / "cpkg" / "link.so").symlink_to("/etc/passwd")  # not followed
+    result = run("doctor", "--env", "--python", str(python), "--sm", "90", *MACHINE, "-v")
+    assert result.code == 0, result.out + result.err  # runs partly: the sm_90 module runs, cpkg/_C.so not
+    lines = result.out.splitlines()
+    assert "  condapkg 1.0: runs, partly (cpkg/_C.so cannot run on this GPU)" in lines, result.out
+    assert "      no RECORD (installed by conda or by hand): its files found through top_level.txt" in lines
+    assert "sm_80, sm_90" in result.out and "link.so" not in result.out  # both modules read; the link not
+    assert any(
+        "emptyconda 1.0: not judged: no RECORD" in line and "no native files found" in line for line in lines
+    )
+
+
+def test_a_second_copy_of_a_cuda_library_beside_the_nvidia_one_is_named(
+    run: Run, venv: tuple[Path, Path], sos: dict[str, Path]
+) -> None:
+    """Issue 44: a package shipping its own libcublas beside nvidia-cublas's: one line on that package."""
+    from tests.cuda_fixtures import elf_bytes
+
+    python, site = venv
+    lib = elf_bytes(soname="libcublas.so.13")
+    install(site, "nvidia-cublas", {"nvidia/cu13/lib/libcublas.so.13": lib})
+    install(site, "bundler", {"bundler/_C.so": sos["sm_90"].read_bytes(), "bundler/lib/libcublas.so.12": lib})
+    result = run("doctor", "--env", "--python", str(python), "--sm", "90", *MACHINE)
+    assert (
+        "      bundler/lib/libcublas.so.12: a second copy of cublas beside nvidia-cublas's "
+        "nvidia/cu13/lib/libcublas.so.13 (one process loads one; which depends on the load order)"
+    ) in result.out.splitlines(), result.out
+    assert "nvidia-cublas 1.0: runs" in result.out and result.out.count("a second copy") == 1

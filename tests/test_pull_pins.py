@@ -38,3 +38,31 @@ def test_ls_of_a_package_the_store_does_not_hold_says_so(run: Run) -> None:
         result.err == "librarian: error: nosuchpkg: not in wheelhouse ('librarian ls' lists what it holds)\n"
     )
     assert run("ls", "tinykern").code == 0
+
+
+def test_a_package_whose_wheels_link_no_torch_is_pulled_into_a_venv_without_torch(
+    run: Run, tmp_path: Path
+) -> None:
+    """Issue 44 item 3: ``pull tinykern`` for a target without torch demanded ``--torch`` (and said "no torch
+    installed here" of the target as if of this machine). A wheel that links torch still needs a line: the
+    miss names the target and the flag."""
+    import subprocess
+    import sys
+
+    from tests.builders import make_wheel, torch_extension_so
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    assert run("publish", *map(str, SAMPLES), "--torch", "2.9", "--cuda", "13.0").code == 0
+    ext = make_wheel(tmp_path / "t", "withtorch", "1.0", "cp311-cp311-linux_x86_64",
+                     {"withtorch/_C.so": torch_extension_so()})  # fmt: skip
+    assert run("publish", str(ext), "--torch", "2.9", "--cuda", "13.0", "--sm", "89", "--trust-sm").code == 0
+    got = run("pull", "tinykern", "--python", python, "--sm", "89", "-o", "out")
+    assert got.code == 0, got.err
+    assert (tmp_path / "out" / "tinykern-0.1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl").is_file()
+    missed = run("pull", "withtorch", "--python", python, "--sm", "89", "-o", "out2")
+    assert missed.code == 1, missed.err
+    assert "withtorch: no wheel in wheelhouse for sm89, no torch, cp311" in missed.err
+    assert "it links torch" in missed.err and "pass --torch" in missed.err, missed.err
+    assert python in missed.err or "target" in missed.err, missed.err

@@ -93,7 +93,7 @@ def machine_request(matrix: Matrix, spec: str, wants: Wants, package: str) -> Bu
         )
     glibc = machine.glibc.value  # the machine it is for: its own glibc is the floor that matters
     request = request_from_flags(
-        matrix, spec, format_version(wants.torch), format_version(wants.cuda), f"{version[0]}.{version[1]}",
+        matrix, spec, format_version(wants.torch_line()), format_version(wants.cuda), f"{version[0]}.{version[1]}",
         platform.value, [str(wants.sm.number)], glibc=format_version(glibc) if glibc else None,
     )  # fmt: skip
     return request.expecting(package)

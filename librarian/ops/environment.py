@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import logging
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,13 @@ log = logging.getLogger(__name__)
 
 _NATIVE = re.compile(r"\.(so|pyd|dll|dylib)$|\.so\.\d[\d.]*$")
 MAX_RECORD = 64 << 20  # bytes of RECORD read per distribution (torch's is ~2 MB)
+MAX_WALK = 50_000  # files looked at per distribution found without a RECORD
+# The CUDA libraries the nvidia-* wheels ship, by their base name (Linux sonames, Windows DLLs).
+_CUDA_LIBRARY = re.compile(
+    r"^(?:lib)?(cudart|cublasLt|cublas|cudnn[a-z_]*|cufftw?|curand|cusolverMg|cusolver|cusparseLt|cusparse|"
+    r"nccl|nvrtc-builtins|nvrtc|nvJitLink|cupti|nvToolsExt|nvjpeg|npp[a-z]*|cufile)"
+    r"(?:\.so(?:\.\d+)*|64_\d+(?:_\d+)?\.dll)$"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,21 +86,19 @@ def read_installed(sites: Sequence[Path]) -> list[Installed]:
     found: dict[str, Installed] = {}
     for site in sites:
         for info in sorted(site.glob("*.dist-info")):
-            name, _, version = info.name.removesuffix(".dist-info").partition("-")
+            name, _, version = info.name.removesuffix(".dist-info").rpartition("-")  # no "-" in a version
             key = canonicalize_name(name)
             if key in found or not info.is_dir():
                 continue
             found[key] = _read_one(site, info, name, version)
-    return sorted(found.values(), key=lambda d: canonicalize_name(d.name))
+    return second_copies(sorted(found.values(), key=lambda d: canonicalize_name(d.name)))
 
 
 def _read_one(site: Path, info: Path, name: str, version: str) -> Installed:
     tag = _first_tag(info / "WHEEL")
     record = info / "RECORD"
     if not record.is_file():
-        return Installed(
-            name, version, tag, site, (), ("no RECORD (installed by conda or by hand): not judged",)
-        )
+        return _without_record(site, info, name, version, tag)
     try:
         with record.open("rb") as f:
             text = f.read(MAX_RECORD + 1).decode("utf-8", "replace")
@@ -125,6 +131,85 @@ def _read_one(site: Path, info: Path, name: str, version: str) -> Installed:
             problems.append(f"{member}: {path.stat().st_size} bytes, RECORD says {size} (edited?)")
         native.append(member)
     return Installed(name, version, tag, site, tuple(native), tuple(problems))
+
+
+def _tops(info: Path, name: str) -> tuple[list[str], str]:
+    """The top-level names a distribution installed, and where they were learnt: its ``top_level.txt``, else
+    its own name as a package folder (``my-pkg`` -> ``my_pkg``)."""
+    try:
+        listed = (info / "top_level.txt").read_text(encoding="utf-8", errors="replace").splitlines()[:1000]
+    except OSError:
+        listed = []
+    tops = [
+        t.strip()
+        for t in listed
+        if t.strip() and "/" not in t and "\\" not in t and t.strip() not in (".", "..")
+    ]
+    if tops:
+        return tops, "top_level.txt"
+    return list(
+        dict.fromkeys((name, name.replace("-", "_"), name.lower().replace("-", "_")))
+    ), "its package folder"
+
+
+def _without_record(site: Path, info: Path, name: str, version: str, tag: str) -> Installed:
+    """A distribution with no RECORD (conda, or by hand): its native files found under the top-level names
+    it declares (``top_level.txt``) or its own name, said so; symlinks are not followed, the walk bounded."""
+    tops, source = _tops(info, name)
+    root = os.path.realpath(site)
+    native: list[str] = []
+    seen = 0
+    for top in tops:
+        folder = site / top
+        walked: Iterator[tuple[str, list[str], list[str]]] = (
+            os.walk(folder) if folder.is_dir() and not folder.is_symlink() else iter(())
+        )
+        modules = [p.name for p in site.glob(f"{top}.*") if p.is_file()]  # _foo.cpython-311-....so
+        single: tuple[str, list[str], list[str]] = (str(site), [], modules)
+        for dirpath, _, files in itertools.chain([single], walked):  # lazily: the bound stops the walk
+            for file in files:
+                seen += 1
+                if seen > MAX_WALK:
+                    return Installed(name, version, tag, site, (), (
+                        f"no RECORD, and over {MAX_WALK} files under {', '.join(tops)}: not judged",))  # fmt: skip
+                full = os.path.join(dirpath, file)
+                if not _NATIVE.search(file) or os.path.islink(full) or input_problem(Path(full)):
+                    continue
+                if os.path.commonpath([root, os.path.realpath(full)]) == root:
+                    native.append(os.path.relpath(full, site).replace(os.sep, "/"))
+    if not native:
+        return Installed(name, version, tag, site, (), (
+            f"no RECORD (installed by conda or by hand), and no native files found through {source}: not judged",))  # fmt: skip
+    note = f"no RECORD (installed by conda or by hand): its files found through {source}"
+    return Installed(name, version, tag, site, tuple(sorted(set(native))), (note,))
+
+
+def second_copies(dists: Sequence[Installed]) -> list[Installed]:
+    """Pure: ``dists`` with a problem line on each package that ships its own copy of a CUDA library an
+    ``nvidia-*`` distribution also ships (two copies in one process: which one loads depends on the order)."""
+    shipped: dict[str, tuple[str, str]] = {}  # library base -> (nvidia dist, its file)
+    for d in dists:
+        if canonicalize_name(d.name).startswith("nvidia-"):
+            for member in d.native:
+                if m := _CUDA_LIBRARY.match(member.rpartition("/")[2]):
+                    shipped.setdefault(m[1], (d.name, member))
+    out = []
+    for d in dists:
+        copies: dict[str, list[str]] = {}
+        if not canonicalize_name(d.name).startswith("nvidia-"):
+            for member in d.native:
+                if (m := _CUDA_LIBRARY.match(member.rpartition("/")[2])) and m[1] in shipped:
+                    copies.setdefault(m[1], []).append(member)
+        extra = []
+        for base, members in copies.items():
+            owner, theirs = shipped[base]
+            more = f" (and {len(members) - 1} more)" if len(members) > 1 else ""
+            extra.append(
+                f"{members[0]}{more}: a second copy of {base} beside {owner}'s {theirs} (one process loads "
+                "one; which depends on the load order)"
+            )
+        out.append(replace(d, problems=(*d.problems, *extra)) if extra else d)
+    return out
 
 
 def _first_tag(wheel: Path) -> str:

@@ -29,26 +29,38 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Wants:
-    """The machine a pull resolves for: its GPU and torch line must be known; the rest is judged as found."""
+    """The machine a pull resolves for: its GPU must be known; its torch line where it has one (a package whose
+    stored wheels link no torch is pulled without); the rest is judged as found."""
 
     machine: Machine
     sm: GpuArch
-    torch: MajorMinor
+    torch: MajorMinor | None  # None: no torch there (only wheels that link no torch can be taken)
     cuda: MajorMinor | None  # torch's CUDA line, if known
     tags: tuple[Tag, ...]  # most preferred first, as packaging.tags.sys_tags() orders them
 
     @classmethod
     def of(cls, machine: Machine) -> Wants:
-        """What ``machine`` wants; BadInput naming the flag when its GPU or torch is unknown."""
+        """What ``machine`` wants; BadInput naming the flag when its GPU is unknown."""
         gpu_found = machine.gpu
         if gpu_found is None:
             why = machine.gpus.reason or f"no GPU {machine.selected} here; pass --gpu or --sm"
             raise BadInput(f"--sm: {why}")
         torch_info = machine.torch.value
-        if torch_info is None:
-            raise BadInput("--torch: no torch installed here; pass --torch (e.g. --torch 2.8)")
-        cuda = machine.cuda.value or torch_info.cuda
-        return cls(machine, gpu_found.arch, torch_info.minor, cuda, tuple(machine.python_tags.value or ()))
+        cuda = machine.cuda.value or (torch_info.cuda if torch_info else None)
+        minor = torch_info.minor if torch_info else None
+        return cls(machine, gpu_found.arch, minor, cuda, tuple(machine.python_tags.value or ()))
+
+    @property
+    def no_torch(self) -> str:
+        """Why there is no torch line (``no torch in /venv/bin/python``), naming the target where there is one."""
+        where = self.machine.interpreter.value
+        return f"no torch in {where}" if where else "no torch installed here"
+
+    def torch_line(self) -> MajorMinor:
+        """The torch line, for what needs one (a build); BadInput naming ``--torch`` where there is none."""
+        if self.torch is None:
+            raise BadInput(f"--torch: {self.no_torch}; pass --torch (e.g. --torch 2.9)")
+        return self.torch
 
     @property
     def driver(self) -> MajorMinor | None:
@@ -59,7 +71,8 @@ class Wants:
         """``sm89, torch 2.9, cu128, cp312``."""
         cuda = f", cu{format_cuda(self.cuda)}" if self.cuda else ""
         python = self.tags[0].interpreter if self.tags else "?"
-        return f"sm{self.sm.sm}, torch {format_version(self.torch)}{cuda}, {python}"
+        torch = f"torch {format_version(self.torch)}" if self.torch else "no torch"
+        return f"sm{self.sm.sm}, {torch}{cuda}, {python}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +178,10 @@ def judge_candidate(entry: IndexEntry, wants: Wants) -> Candidate:
         else ""
     )
     blockers = [_blocker(v, entry, wants) for v in judgement.failures if not (vouched and v is gpu)]
+    torch_verdict = judgement.verdict(Demand.TORCH)
+    if wants.torch is None and torch_verdict.ok is None:  # it links torch; there is none to load it
+        needs = torch_verdict.wheel_needs.split(";")[0]
+        blockers.append(f"it links torch ({needs}), and there is {wants.no_torch}; pass --torch")
     misses: list[str] = []
     serving = judgement.serving
     if serving is not None and gpu.ok and not serving.native and not vouched:
@@ -177,7 +194,7 @@ def _blocker(v: Verdict, entry: IndexEntry, wants: Wants) -> str:
     label = entry.cell.label
     if v.demand is Demand.GPU:
         return f"its code does not run on sm_{wants.sm.sm}: {v.reason}"
-    if v.demand is Demand.TORCH and entry.name.label is not None and label.torch != wants.torch:
+    if v.demand is Demand.TORCH and entry.name.label is not None and wants.torch and label.torch != wants.torch:
         return f"another torch line: {format_version(label.torch)}, not {format_version(wants.torch)}"
     driver = v.cause is Cause.DRIVER_TOO_OLD  # the driver refuses its runtime: no CUDA line would help
     if v.demand is Demand.CUDA and wants.cuda is not None and label.cuda != wants.cuda and not driver:
