@@ -17,6 +17,7 @@ from typing import TypeVar, final
 
 T = TypeVar("T")
 R = TypeVar("R")
+M = TypeVar("M")
 
 
 AHEAD = 16  # items queued per thread behind the oldest unfinished one
@@ -95,6 +96,33 @@ def largest_first(
             raise outcome
         results.append(outcome)
     return results
+
+
+def processes_largest_first(
+    work: Callable[[T], R],
+    items: Sequence[T],
+    sizes: Sequence[int],
+    jobs: int,
+    meanwhile: Callable[[], M] | None = None,
+) -> tuple[list[R], M | None]:
+    """``work`` over ``items`` on ``jobs`` forked processes, the biggest started first, results in order:
+    for pure-Python reading of many files (``doctor --env``: a CUDA torch's 112 libraries), which threads
+    cannot overlap under the GIL. ``work`` and its results must pickle; where ``fork`` is not offered (macOS,
+    Windows) or ``jobs <= 1``, it runs in this process. ``meanwhile`` runs in this thread once every worker
+    is forked (never a thread alive across a fork), while they work; its result comes back beside theirs."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if jobs <= 1 or len(items) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        results = [work(item) for item in items]
+        return results, (meanwhile() if meanwhile is not None else None)
+    order = sorted(range(len(items)), key=lambda k: -sizes[k])
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=context) as pool:
+        futures = [pool.submit(work, items[k]) for k in order]  # with fork, every worker starts at the first
+        side = meanwhile() if meanwhile is not None else None
+        done = {k: f.result() for k, f in zip(order, futures, strict=True)}
+    return [done[k] for k in range(len(items))], side
 
 
 @final

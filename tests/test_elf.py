@@ -204,3 +204,22 @@ def test_version_definitions_agree_with_pyelftools() -> None:
         ours = list(version_definitions(f))
     assert ours == theirs and any(n.startswith("GLIBCXX_3.4.") for n in ours)
     assert version_definitions(elf_bytes()) == ()  # no .gnu.version_d: defines none
+
+
+def test_dynamic_symbols_decodes_only_the_names_asked_for() -> None:
+    """doctor --env reads libtorch's symbol tables: of its exports only ``PyInit_`` names, of its imports
+    only C++ ones, are decoded (the rest are skipped by their first bytes)."""
+    from librarian.wheel.elf import dynamic_symbols
+    from tests.cuda_fixtures import elf_bytes
+
+    data = elf_bytes(
+        symbols={"PyInit__C": True, "exported_fn": True, "_ZN3c104warnEv": False, "malloc": False}
+    )
+    assert dynamic_symbols(data) == (
+        frozenset({"PyInit__C", "exported_fn"}),
+        frozenset({"_ZN3c104warnEv", "malloc"}),
+    )
+    assert dynamic_symbols(data, exports="PyInit_", imports=("_Z",)) == (
+        frozenset({"PyInit__C"}),
+        frozenset({"_ZN3c104warnEv"}),
+    )

@@ -324,3 +324,47 @@ def test_valid_blob_at() -> None:
     assert valid_blob_at(src, 8, src.size) is not None
     assert valid_blob_at(src, 8, src.size - 8) is None  # does not fit the region
     assert valid_blob_at(src, 0, src.size) is None
+
+
+def test_sampled_toolkits_read_three_blobs_of_a_kind_and_every_blob_where_they_disagree() -> None:
+    """doctor --env (issue 44): alike blobs of one library (the same cubin ABIs and archs) take the toolkit
+    that their first, middle and last name where those agree; where they do not, each blob is read."""
+    from librarian.wheel import fatbin
+
+    def blob(n: int, arch: int = 90) -> tuple[fatbin.EntryHeader, ...]:
+        return (fatbin.EntryHeader(n * 0x1000, fatbin.KIND_ELF, 0x40, 0x100, 0, 8, 1, arch, 0, 0x200),)
+
+    blobs = [blob(n) for n in range(10)] + [blob(10, arch=80)]
+    asked: list[int] = []
+
+    def read(src: object, b: tuple[fatbin.EntryHeader, ...]) -> tuple[int, int]:
+        asked.append(b[0].offset // 0x1000)
+        return (13, 2) if b[0].offset // 0x1000 == 7 else (13, 0)
+
+    src = fatbin.Source(b"")
+    assert fatbin._toolkits(src, blobs, read) == [read(src, b) for b in blobs]  # outside: each blob
+    asked.clear()
+    with fatbin.sampled_toolkits():
+        said = fatbin._toolkits(src, blobs[:7], read)  # blobs 0..6 all say 13.0: three asked
+    assert said == [(13, 0)] * 7 and sorted(asked) == [0, 3, 6]
+    asked.clear()
+    with fatbin.sampled_toolkits():
+        said = fatbin._toolkits(src, blobs, read)  # the sm90 kind's samples are 0, 5 and 9: they agree
+    assert said[7] == (13, 0) and sorted(asked) == [0, 5, 9, 10]  # blob 7's 13.2 is not seen: the bound
+    blobs[9] = blob(7)  # now a sample says 13.2: every sm90 blob is read
+    asked.clear()
+    with fatbin.sampled_toolkits():
+        said = fatbin._toolkits(src, blobs, read)
+    assert said[9] == (13, 2) and said[0] == (13, 0) and len(asked) == 3 + 10 + 1
+
+
+def test_sampled_toolkits_agree_with_reading_every_blob_on_the_nvcc_fixtures(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    from librarian.wheel import inspect_path, sampled_toolkits
+    from tests.cuda_fixtures import real_sos
+
+    for path in real_sos(tmp_path_factory).values():
+        full = inspect_path(path)
+        with sampled_toolkits():
+            assert inspect_path(path) == full, path.name

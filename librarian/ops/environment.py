@@ -26,8 +26,10 @@ from librarian.errors import LibrarianError
 from librarian.facts import BinaryFacts, WheelFacts
 from librarian.machine import Machine
 from librarian.ops.doctor import DoctorReport, diagnose, doctor_json, render_doctor
+from librarian.pool import default_jobs, processes_largest_first
+from librarian.probe.torch import with_torch_exports
 from librarian.safeio import input_problem
-from librarian.wheel import inspect_path
+from librarian.wheel import inspect_path, sampled_toolkits
 
 log = logging.getLogger(__name__)
 
@@ -222,26 +224,56 @@ def _first_tag(wheel: Path) -> str:
     return "py3-none-any"
 
 
-def judge_environment(dists: Sequence[Installed], machine: Machine) -> list[Judged]:
-    """Each distribution with native files judged against ``machine`` (those without: left out)."""
+def judge_environment(dists: Sequence[Installed], machine: Machine, jobs: int | None = None) -> list[Judged]:
+    """Each distribution with native files judged against ``machine`` (those without: left out); the files
+    are read on ``jobs`` processes (default: the cores, at most 8), the biggest first."""
+    members = [(d.site, m) for d in dists for m in d.native]
+    sizes = [_size(site / m) for site, m in members]
+    workers = min(jobs or default_jobs(), 8)
+    # torch's exports (what an extension's torch symbols are checked against) are read by this process while
+    # the others read the files.
+    found, exported = processes_largest_first(
+        _read_member, members, sizes, workers, lambda: with_torch_exports(machine)
+    )
+    read = dict(zip(members, found, strict=True))
+    machine = exported or machine
     judged = []
     for dist in dists:
         if not dist.native:
             if dist.problems:
                 judged.append(Judged(dist, None, "; ".join(dist.problems)))
             continue
+        found = [read[(dist.site, m)] for m in dist.native]
+        if unread := next((r for r in found if isinstance(r, str)), None):
+            judged.append(Judged(dist, None, unread))
+            continue
+        binaries = tuple(b for facts in found if not isinstance(facts, str) for b in facts.binaries)
         try:
-            binaries = tuple(b for member in dist.native for b in _read_member(dist.site, member).binaries)
-            facts = WheelFacts(dist.filename, binaries)
-            judged.append(Judged(dist, diagnose(facts, machine)))
+            report = diagnose(WheelFacts(dist.filename, binaries), machine)
         except LibrarianError as e:
             judged.append(Judged(dist, None, str(e)))
+            continue
+        machine = report.machine  # torch's exports, once read for one package, serve the rest
+        judged.append(Judged(dist, report))
     return judged
 
 
-def _read_member(site: Path, member: str) -> WheelFacts:
-    facts = inspect_path(site / member)
-    # Named by its path inside the environment, as a wheel's member is named.
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_member(item: tuple[Path, str]) -> WheelFacts | str:
+    """One installed file's facts, named by its path inside the environment (as a wheel's member is named),
+    or why it cannot be read (one line)."""
+    site, member = item
+    try:
+        with sampled_toolkits():  # headers, not a cubin per blob: a CUDA torch has 30,000 blobs
+            facts = inspect_path(site / member)
+    except LibrarianError as e:
+        return str(e)
     return WheelFacts(facts.filename, tuple(_renamed(b, member) for b in facts.binaries))
 
 

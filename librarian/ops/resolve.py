@@ -194,7 +194,12 @@ def _blocker(v: Verdict, entry: IndexEntry, wants: Wants) -> str:
     label = entry.cell.label
     if v.demand is Demand.GPU:
         return f"its code does not run on sm_{wants.sm.sm}: {v.reason}"
-    if v.demand is Demand.TORCH and entry.name.label is not None and wants.torch and label.torch != wants.torch:
+    if (
+        v.demand is Demand.TORCH
+        and entry.name.label is not None
+        and wants.torch
+        and label.torch != wants.torch
+    ):
         return f"another torch line: {format_version(label.torch)}, not {format_version(wants.torch)}"
     driver = v.cause is Cause.DRIVER_TOO_OLD  # the driver refuses its runtime: no CUDA line would help
     if v.demand is Demand.CUDA and wants.cuda is not None and label.cuda != wants.cuda and not driver:

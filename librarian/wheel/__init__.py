@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time they are loaded o
     from librarian.wheel.binaries import inspect_path, inspect_wheel
     from librarian.wheel.deep import DeepRead
     from librarian.wheel.elf import dynamic_symbols, glibc_symbols, version_definitions
+    from librarian.wheel.fatbin import sampled_toolkits
     from librarian.wheel.opened import OpenedWheel
     from librarian.wheel.relabel import Rewritten, retag
     from librarian.wheel.variant import build_digest, variant_problems, write_variant
@@ -37,6 +38,7 @@ _FACE = {
     "variant_problems": "variant",
     "dynamic_symbols": "elf",
     "glibc_symbols": "elf",
+    "sampled_toolkits": "fatbin",
     "version_definitions": "elf",
 }
 
@@ -53,6 +55,7 @@ __all__ = [
     "metadata_problems",
     "retag",
     "said_of",
+    "sampled_toolkits",
     "variant_problems",
     "version_definitions",
     "write_variant",

@@ -101,7 +101,9 @@ def _inspect_elf(fileobj: BinaryIO, path: str, cpu: str | None) -> BinaryFacts:
             entries += scan_fatbins(fileobj, sec.offset, sec.size, section=sec.name)
     if not elf.sections:  # no section headers (sstrip): the magic scan is all there is
         entries += scan_fatbins(fileobj, section=WHOLE_FILE)
-    defined, undefined = elfmod.dynamic_symbols(fileobj, elf)  # its headers not read a second time
+    # its headers not read a second time; of its exports only a PyInit_ is looked for, of its imports
+    # only C++ names (_TORCH_SYMBOL's)
+    defined, undefined = elfmod.dynamic_symbols(fileobj, elf, exports="PyInit_", imports=("_Z",))
     return replace(
         _device_facts(path, fmt, cpu, entries),
         glibc=elfmod.glibc_floor(elf),

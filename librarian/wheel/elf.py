@@ -363,9 +363,17 @@ def version_definitions(f: BinaryIO | bytes) -> tuple[str, ...]:
     return tuple(names)
 
 
-def dynamic_symbols(f: BinaryIO | bytes, elf: ElfFile | None = None) -> tuple[frozenset[str], frozenset[str]]:
+def dynamic_symbols(
+    f: BinaryIO | bytes,
+    elf: ElfFile | None = None,
+    *,
+    exports: str | None = None,
+    imports: tuple[str, ...] | None = None,
+) -> tuple[frozenset[str], frozenset[str]]:
     """The dynamic symbols of an ELF file: (defined and exported, undefined); ``elf``: its headers, where
-    :func:`read_elf` has read them already (not read again)."""
+    :func:`read_elf` has read them already (not read again). ``exports``: only the exported names that
+    start with it (``PyInit_``) are decoded, not libtorch's hundreds of thousands; ``imports``: likewise,
+    only the imported names that start with one of them."""
     src = Source(f)
     if elf is None:
         elf = _read(src)
@@ -377,15 +385,20 @@ def dynamic_symbols(f: BinaryIO | bytes, elf: ElfFile | None = None) -> tuple[fr
     e = "<" if elf.little_endian else ">"
     fmt = e + ("IIIBBH" if elf.bits == 32 else "IBBHQQ")
     step = struct.calcsize(fmt)
+    prefix = exports.encode() if exports is not None else b""
+    wanted = tuple(p.encode() for p in imports) if imports is not None else (b"",)
     defined: set[str] = set()
     undefined: set[str] = set()
-    for i in range(1, len(raw) // step):  # entry 0 is the reserved null symbol
-        row = struct.unpack_from(fmt, raw, i * step)
+    size = len(raw) - len(raw) % step
+    for row in struct.iter_unpack(fmt, memoryview(raw)[step:size]):  # entry 0 is the reserved null symbol
         name_off, info, shndx = (row[0], row[3], row[5]) if elf.bits == 32 else (row[0], row[1], row[3])
-        name = _string(strtab, name_off, "symbol name")
-        if not name or info >> 4 == 0:  # local symbols are not part of the dynamic interface
+        if not name_off or info >> 4 == 0:  # local symbols are not part of the dynamic interface
             continue
-        (undefined if shndx == 0 else defined).add(name)
+        if not strtab.startswith(prefix if shndx != 0 else wanted, name_off):
+            continue
+        name = _string(strtab, name_off, "symbol name")
+        if name:
+            (undefined if shndx == 0 else defined).add(name)
     return frozenset(defined), frozenset(undefined)
 
 

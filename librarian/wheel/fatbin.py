@@ -13,10 +13,13 @@ sections are scanned for the magic (section 6). Cubins and PTX themselves are re
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import struct
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -101,9 +104,52 @@ def read_fatbin(
     out: list[FatbinEntry] = []
     blobs = walk_blobs(src, offset, size, section)
     kernels = _kernels(src, blobs)
-    for blob in blobs:
-        out += _blob_entries(blob, blob_toolkit(src, blob), relocatable, section, kernels)
+    for blob, toolkit in zip(blobs, _toolkits(src, blobs, blob_toolkit), strict=True):
+        out += _blob_entries(blob, toolkit, relocatable, section, kernels)
     return tuple(out)
+
+
+_SAMPLED: ContextVar[bool] = ContextVar("librarian_fatbin_sampled_toolkits", default=False)
+
+
+@contextlib.contextmanager
+def sampled_toolkits() -> Iterator[None]:
+    """Within it, the blobs of one library that are alike (the same cubin ELF ABIs and archs) take the toolkit
+    three of them name (the first, middle and last) where those three agree, instead of one inflated cubin
+    per blob: ``doctor --env`` reads a CUDA torch's 30,000 blobs by their headers. Where the three differ,
+    every blob of the kind is read, as outside it."""
+    token = _SAMPLED.set(True)
+    try:
+        yield
+    finally:
+        _SAMPLED.reset(token)
+
+
+def _toolkits(
+    src: Source,
+    blobs: Sequence[tuple[EntryHeader, ...]],
+    read: Callable[[Source, tuple[EntryHeader, ...]], MajorMinor | None],
+) -> list[MajorMinor | None]:
+    """The toolkit of each blob: each read (``read``), or within :func:`sampled_toolkits`, by kind."""
+    if not _SAMPLED.get():
+        return [read(src, b) for b in blobs]
+    kinds: dict[tuple[tuple[int, int, int], ...], list[int]] = defaultdict(list)
+    for i, blob in enumerate(blobs):
+        kinds[tuple(sorted({(h.major, h.minor, h.arch) for h in blob if h.kind == KIND_ELF}))].append(i)
+    out: list[MajorMinor | None] = [None] * len(blobs)
+    for kind, members in kinds.items():
+        if not kind:  # no cubin: nothing to name the toolkit from (PTX says its own ISA)
+            continue
+        picks = sorted({members[0], members[len(members) // 2], members[-1]})
+        said = {read(src, blobs[i]) for i in picks}
+        if len(said) == 1:
+            (toolkit,) = said
+            for i in members:
+                out[i] = toolkit
+        else:
+            for i in members:
+                out[i] = read(src, blobs[i])
+    return out
 
 
 def _kernels(src: Source, blobs: list[tuple[EntryHeader, ...]]) -> dict[int, bool]:
@@ -142,12 +188,16 @@ def scan_fatbins(
     if offset < 0 or size < 0 or offset + size > src.size:
         raise BadBinary(f"{section} at {offset:#x} + {size:#x} runs past the end of the file ({src.size:#x})")
     out: list[FatbinEntry] = []
-    for blob in scan_blobs(src, offset, size):
+
+    def toolkit_of(src: Source, blob: tuple[EntryHeader, ...]) -> MajorMinor | None:
         try:
-            toolkit = blob_toolkit(src, blob)
+            return blob_toolkit(src, blob)
         except BadBinary as e:  # found by a scan, not declared: an odd payload costs its toolkit only
             log.warning("%s: fatbin blob at %#x: %s", section or "scan", blob[0].offset, e)
-            toolkit = None
+            return None
+
+    blobs = list(scan_blobs(src, offset, size))  # bounded: MAX_ENTRIES headers at most
+    for blob, toolkit in zip(blobs, _toolkits(src, blobs, toolkit_of), strict=True):
         out += _blob_entries(blob, toolkit, False, section)
     return tuple(out)
 
@@ -193,8 +243,9 @@ def scan_blobs(src: Source, offset: int, size: int) -> Iterator[tuple[EntryHeade
         # The next chunk overlaps this one by 3 bytes: a magic across the seam is found there, once.
         resume = end if pos + len(chunk) >= end else pos + len(chunk) - 3
         hit = chunk.find(needle)
+        window = _Window(src, pos, chunk)  # headers inside the chunk are sliced from it, not read again
         while hit >= 0:
-            blob = valid_blob_at(src, pos + hit, end)
+            blob = valid_blob_at(window, pos + hit, end)
             if blob is None:
                 hit = chunk.find(needle, hit + 1)
                 continue
@@ -208,6 +259,20 @@ def scan_blobs(src: Source, offset: int, size: int) -> Iterator[tuple[EntryHeade
                 break
             hit = chunk.find(needle, blob_end - pos)
         pos = resume
+
+
+class _Window(Source):
+    """A source whose bytes in ``[base, base + len(chunk))`` are at hand: read from ``chunk``, the rest from
+    ``src`` (a scan's blob headers sit in the chunk it searched: 24,000 of them in libcufft)."""
+
+    def __init__(self, src: Source, base: int, chunk: bytes) -> None:
+        self._src, self._base, self._chunk, self.size = src, base, chunk, src.size
+
+    def read(self, offset: int, length: int, what: str) -> bytes:
+        start = offset - self._base
+        if start >= 0 and start + length <= len(self._chunk) and length >= 0:
+            return self._chunk[start : start + length]
+        return self._src.read(offset, length, what)
 
 
 def valid_blob_at(src: Source, pos: int, end: int) -> tuple[EntryHeader, ...] | None:
