@@ -14,6 +14,7 @@ sections are scanned for the magic (section 6). Cubins and PTX themselves are re
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 import struct
@@ -85,7 +86,13 @@ class EntryHeader:
     def gpu_arch(self) -> GpuArch:
         """``sm_90a``, ``compute_120f``, ``lto_90``: the suffix lives only in the flags."""
         suffix = "a" if self.flags & FLAG_ARCH_SPECIFIC else "f" if self.flags & FLAG_FAMILY_SPECIFIC else ""
-        return GpuArch.from_number(self.arch, suffix, _KINDS.get(self.kind, ArchKind.SASS))
+        return _arch(self.arch, suffix, _KINDS.get(self.kind, ArchKind.SASS))
+
+
+@functools.lru_cache(maxsize=1024)
+def _arch(number: int, suffix: str, kind: ArchKind) -> GpuArch:
+    # A library has tens of thousands of entries over a dozen archs: each value made once, then shared.
+    return GpuArch.from_number(number, suffix, kind)
 
 
 def read_fatbin(
