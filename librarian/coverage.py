@@ -25,6 +25,7 @@ class Coverage:
     files: int | None = (
         None  # the store's files the index accounts for (wheels, index, pages); None: not counted
     )
+    serving: str = ""  # ls --torch: which torch line the table is cut to, and how the wheels serve it
 
 
 def coverage(index: Index, location: str) -> Coverage:
@@ -98,6 +99,8 @@ def render_coverage(cov: Coverage, width: int = 160) -> str:
             "per distinct build, its members the build's own bytes (one extra copy of each build in a folder; "
             "on the Hub one more LFS object each, which Xet's chunk dedup stores mostly once: see the README)"
         )
+    if cov.serving:
+        lines.append(cov.serving)
     return "\n".join(lines)
 
 

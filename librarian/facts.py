@@ -74,6 +74,10 @@ class BinaryFacts:
     # Whether ``torch_symbols`` is what the bytes import (False: facts from an index written before the
     # index kept them; a member that links torch then counts as bound to its exact torch line).
     torch_symbols_read: bool = True
+    # The stable C shim functions it imports (``aoti_torch_*``, ``torch_*``), which set a stable-ABI build's
+    # torch floor (``shim_symbols_read`` False: facts from an index written before they were kept).
+    shim_symbols: tuple[str, ...] = ()
+    shim_symbols_read: bool = True
     # Sections outside .nv_fatbin / __nv_relfatbin whose fatbin blobs were found by a magic scan and
     # counted as executable (libcufft's ".ldata": it loads them with cuModuleLoadData), or "(whole file)"
     # for an ELF file without section headers.
@@ -226,6 +230,9 @@ def facts_to_json(facts: WheelFacts) -> dict[str, object]:
                 # The symbol that binds a member to one torch line, if any (the first: one is proof enough,
                 # and xformers imports thousands): what the torch demand reads back from the index.
                 **({"torch_symbols": list(b.torch_symbols[:1])} if b.links_torch or b.torch_symbols else {}),
+                # Every shim function a member that links torch imports: a stable-ABI build's floor is the
+                # newest among them, by a table that may be refreshed after the wheel was filed.
+                **({"shim_symbols": list(b.shim_symbols)} if b.links_torch else {}),
             }
             for b in facts.binaries
         ],
@@ -258,6 +265,8 @@ def facts_from_json(filename: str, data: Mapping[str, Any]) -> WheelFacts:
                 torch_symbols=tuple(str(x) for x in b.get("torch_symbols", ())),
                 # Written for every member that links torch since schema 2: absent there, it was not kept.
                 torch_symbols_read="torch_symbols" in b or not _links_torch(b.get("needed", ())),
+                shim_symbols=tuple(str(x) for x in b.get("shim_symbols", ())),
+                shim_symbols_read="shim_symbols" in b or not _links_torch(b.get("needed", ())),
             )
         )
     return WheelFacts(filename, tuple(binaries))

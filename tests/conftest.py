@@ -45,6 +45,8 @@ def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("LIBRARIAN_REPO", raising=False)
     monkeypatch.delenv("LIBRARIAN_DEBUG", raising=False)
+    # the packaged stable-ABI table, whatever the user's override on this machine says
+    monkeypatch.setenv("LIBRARIAN_STABLE_ABI", str(tmp_path / "no-stable-abi-override.toml"))
 
     def invoke(*argv: str) -> Result:
         capsys.readouterr()

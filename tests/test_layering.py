@@ -35,10 +35,11 @@ ARROWS: dict[str, frozenset[str]] = {
         "gpus": "compat coords errors platforms",
         "layout": "compat coords errors",
         "presets": "compat errors",
+        "stable_abi": "compat coords errors safeio",
         "machine": "coords errors gpus platforms",
         "index": "coords errors facts jsonfile layout platforms variant_format",
         # the judgement, and what the store's files say
-        "demands": "coords facts gpus machine platforms",
+        "demands": "coords facts gpus machine platforms stable_abi",
         "pending": "errors index jsonfile",
         "manifest": "errors index",
         "coverage": "index platforms",
@@ -53,11 +54,11 @@ ARROWS: dict[str, frozenset[str]] = {
         "stores": "catalogue errors generated index layout progress redact safeio",
         # use cases
         "ops": "catalogue compat coords coverage demands errors facts gpus index layout machine manifest pending "
-        "platforms pool probe progress pytorch redact safeio stores variant_format variants wheel",
+        "platforms pool probe progress pytorch redact safeio stable_abi stores variant_format variants wheel",
         # people: the terminal and the command line
         "terminal": "progress",
         "cli": "api config coords coverage errors gpus layout machine ops platforms presets probe progress "
-        "pytorch redact safeio stores terminal",  # api: librarian.__version__
+        "pytorch redact safeio stable_abi stores terminal",  # api: librarian.__version__
         "__main__": "cli",
         "api": "coords facts machine gpus wheel probe demands stores config ops errors",
     }.items()

@@ -27,7 +27,7 @@ from tests.macho_builders import CPU_ARM64, CPU_X86_64, thin, universal
 C10 = "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs"
 TORCH = ("@rpath/libtorch_cpu.dylib", "@rpath/libc10.dylib")
 EXACT = thin(CPU_ARM64, TORCH, (C10, "PyObject_GetAttr"), ("PyInit__C",))
-STABLE = thin(CPU_X86_64, TORCH, ("aoti_torch_empty_strided", "torch_call_dispatcher"))
+STABLE = thin(CPU_X86_64, TORCH, ("aoti_torch_empty_strided", "aoti_torch_get_device_type"))
 UNIVERSAL = universal((CPU_X86_64, STABLE), (CPU_ARM64, EXACT))
 
 

@@ -17,7 +17,11 @@ from tests.conftest import Run
 from tests.cuda_fixtures import SHT_PROGBITS, cubin_bytes, elf_bytes, fatbin_blob, fatbin_entry
 
 C10 = "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs"
-SHIM = {"aoti_torch_empty_strided": False, "aoti_torch_get_data_ptr": False, "torch_call_dispatcher": False}
+SHIM = {
+    "aoti_torch_empty_strided": False,
+    "aoti_torch_get_data_ptr": False,
+    "aoti_torch_get_device_type": False,
+}
 KINDS = {
     "stablek": (("libtorch.so", "libc10.so"), SHIM),
     "exactk": (("libtorch.so", "libc10.so"), {C10: False, "aoti_torch_empty_strided": False}),
@@ -70,7 +74,10 @@ def test_the_three_kinds_are_told_apart(run: Run, tmp_path: Path) -> None:
 def test_later_torch_lines_get_stable_and_torch_free_wheels_never_exact_ones(
     run: Run, store: Path, torch: str
 ) -> None:
-    for name, why in (("stablek", "stable ABI since 2.9"), ("freek", "the wheel does not link torch")):
+    for name, why in (
+        ("stablek", "stable ABI, needs torch >= 2.9"),
+        ("freek", "the wheel does not link torch"),
+    ):
         pulled = run("pull", name, "--torch", torch, *HERE, "-o", "out")
         assert pulled.code == 0, pulled
         assert f"{name}/sm89/torch2.9-cu128/" in pulled.out and "(built for torch 2.9, cu128)" in pulled.err
@@ -119,7 +126,7 @@ def test_gc_keeps_what_serves_a_kept_line_and_the_pages_list_it(
     assert plan.code == 0
     assert "remove  exactk/sm89/torch2.9-cu128/exactk-1.0+cu128torch2.9" in plan.out
     assert (
-        "keep  stablek/sm89/torch2.9-cu128/stablek-1.0+cu128torch2.9-cp312-cp312-linux_x86_64.whl  (serves torch 2.10: stable ABI since 2.9"
+        "keep  stablek/sm89/torch2.9-cu128/stablek-1.0+cu128torch2.9-cp312-cp312-linux_x86_64.whl  (serves torch 2.10: stable ABI, needs torch >= 2.9"
         in plan.out
     )
     assert (

@@ -72,6 +72,31 @@ def matrix(
     ui.emit_json(matrix_json(combos)) if as_json else ui.out(render_table(combos))
 
 
+def _refresh_shims(source: str, as_json: bool) -> None:
+    """``matrix refresh --shims FILE``: the stable-ABI table from PyTorch's list."""
+    import datetime
+    from pathlib import Path
+
+    from librarian.coords import format_version
+    from librarian.safeio import NotRegular, read_regular
+    from librarian.stable_abi import refresh_from
+
+    try:
+        text = read_regular(Path(source), 4 << 20).decode("utf-8")
+    except (OSError, NotRegular, UnicodeDecodeError) as e:
+        raise BadInput(f"--shims {source}: cannot read ({getattr(e, 'strerror', None) or e})") from e
+    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    path, table = refresh_from(text, source, read=today)
+    if as_json:
+        ui.emit_json({"schema": 1, "path": str(path), "functions": len(table.since),
+                      "through": format_version(table.through), "source": table.source})  # fmt: skip
+        return
+    ui.out(
+        f"read {len(table.since)} shim function(s) through torch {format_version(table.through)} from {source}; "
+        f"wrote {path}"
+    )
+
+
 @matrix_app.command("refresh")
 def matrix_refresh(
     source: Annotated[
@@ -81,12 +106,24 @@ def matrix_refresh(
             help="An index page: URL or file (PEP 503 HTML or PEP 691 JSON). Default: PyTorch's index, every CUDA line.",
         ),
     ] = None,
+    shims: Annotated[
+        str | None,
+        typer.Option(
+            "--shims",
+            metavar="FILE",
+            help="Instead: a copy of PyTorch's torch/csrc/stable/c/shim_function_versions.txt, the torch line "
+            "each stable shim function came in: the table stable-ABI floors are read by (your user override).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Record what PyTorch's wheel index serves, in your user override file (not the installed package).
 
     Example: librarian matrix refresh
     """
+    if shims is not None:
+        _refresh_shims(shims, as_json)
+        return
     result = refresh(source)
     if as_json:
         ui.emit_json(

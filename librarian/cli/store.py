@@ -11,6 +11,7 @@ from librarian.cli import ui
 from librarian.cli.options import JobsOpt, JsonOpt, RepoOpt, store_and_layout
 from librarian.coverage import render_coverage, render_coverage_html
 from librarian.errors import BadInput
+from librarian.machine import parse_major_minor
 from librarian.ops.gc import gc as prune
 from librarian.ops.gc import policy_from_flags
 from librarian.ops.ls import coverage_json, ls
@@ -49,14 +50,24 @@ def ls_command(
     html_file: Annotated[
         Path | None, typer.Option("--html", help="Also write the table as a web page to FILE.")
     ] = None,
+    torch: Annotated[
+        str | None,
+        typer.Option(
+            "--torch",
+            metavar="LINE",
+            help="Only the wheels whose bytes run with torch LINE, e.g. 2.16: stable-ABI builds from their floor "
+            "on and torch-free ones whatever line they were filed for, exact ones on their own line.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """What is stored: a coverage table of packages x torch/CUDA combos x GPU archs; '-' marks a hole.
 
     Example: librarian ls --repo hf://datasets/me/wheels
     """
+    line = parse_major_minor(torch, "--torch") if torch is not None else None
     store, layout = store_and_layout(repo)
-    cov = ls(store, layout, packages or ())
+    cov = ls(store, layout, packages or (), line)
     if html_file is not None:
         try:
             atomic_write(html_file, render_coverage_html(cov).encode("utf-8"))

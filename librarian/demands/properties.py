@@ -149,8 +149,8 @@ def properties(wheel: Wheel, torch_lines: Sequence[MajorMinor] = ()) -> Properti
     binding = torch.needs(view.loaded)
     if binding.binding is torch.Binding.EXACT and binding.minor is not None:
         values.append((ABI_DEPENDENCY, "torch", (format_version(binding.minor),)))
-    elif binding.binding is torch.Binding.STABLE and binding.minor is not None:
-        floor = binding.minor
+    elif binding.binding is torch.Binding.STABLE and binding.first_line is not None:
+        floor = binding.first_line
         lines = sorted({t for t in torch_lines if t[0] == floor[0] and t >= floor} | {floor})
         values.append((ABI_DEPENDENCY, "torch", tuple(format_version(t) for t in lines)))
     unknown_torch = binding.links and binding.minor is None

@@ -4,9 +4,11 @@ PyTorch has no stable C++ ABI: an extension that imports a mangled C++ torch sym
 ``_ZN2at...``, ``_ZN5torch...``) built against torch 2.8 fails to load under 2.9 with ``undefined symbol``:
 it is bound to its **exact** line. One that links libtorch but imports only its C shim (``aoti_torch_*``,
 ``torch_*``: built with ``torch/csrc/stable`` and ``TORCH_TARGET_VERSION``) runs on its line and every later
-one of the same major: **stable ABI**. One that links no torch at all runs with **any** torch. The rule is
-"no mangled torch symbol", not a list of allowed prefixes. The torch line a wheel was built against comes
-from its label.
+one of the same major: **stable ABI**, from its **floor**: the newest torch line among the shim functions it
+imports (:mod:`librarian.stable_abi`'s table; a build made with 2.10 that imports only 2.9 functions runs on
+2.9), never above its build line. One that links no torch at all runs with **any** torch. The rule is "no
+mangled torch symbol", not a list of allowed prefixes. The torch line a wheel was built against comes from
+its label.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from librarian.coords import MajorMinor, format_version
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
 from librarian.facts import BinaryFacts
 from librarian.machine import Machine
+from librarian.stable_abi import Floor, stable_floor
 
 UNDEFINED_TORCH_SYMBOL = "undefined symbol: _ZN3c10..."
 UNDEFINED_SHIM_SYMBOL = "undefined symbol: aoti_torch_... (a C shim function newer than this torch)"
@@ -42,6 +45,12 @@ class TorchNeed:
     cxx11abi: bool | None = None
     symbols: tuple[str, ...] = ()
     libraries: tuple[str, ...] = ()  # the torch libraries its members link (libc10.so, torch_cpu.dll)
+    floor: Floor | None = None  # a stable-ABI build's oldest torch line, from its shim imports
+
+    @property
+    def first_line(self) -> MajorMinor | None:
+        """The oldest torch line it runs on: a stable build's floor, else its own line."""
+        return self.floor.line if self.floor is not None else self.minor
 
     @property
     def links(self) -> bool:
@@ -51,10 +60,10 @@ class TorchNeed:
     @property
     def line(self) -> str:
         """``torch 2.8``, ``torch 2.9+ (stable ABI)``, or ``torch (minor unknown)``: the line it needs."""
+        if self.binding is Binding.STABLE and self.first_line is not None:
+            return f"torch {format_version(self.first_line)}+ (stable ABI)"
         if self.minor is None:
             return "torch (minor unknown)" + (" (stable ABI)" if self.binding is Binding.STABLE else "")
-        if self.binding is Binding.STABLE:
-            return f"torch {format_version(self.minor)}+ (stable ABI)"
         return f"torch {format_version(self.minor)}"
 
     @property
@@ -64,7 +73,7 @@ class TorchNeed:
             return "does not link torch"
         binds = f"imports {self.symbol}" if self.symbol else ""
         if self.binding is Binding.STABLE:
-            binds = "imports only its C shim"
+            binds = "imports only its C shim" + (f": {self.floor.why}" if self.floor is not None else "")
         links = f"links {' '.join(self.libraries)}" if self.libraries else ""
         return "; ".join(p for p in (self.line, binds, links) if p)
 
@@ -72,10 +81,11 @@ class TorchNeed:
         """Whether a wheel bound so runs with torch ``line`` (``None``: its own line is not known)."""
         if self.binding is Binding.NONE:
             return True
+        if self.binding is Binding.STABLE:
+            first = self.first_line
+            return None if first is None else line[0] == first[0] and line >= first
         if self.minor is None:
             return None
-        if self.binding is Binding.STABLE:
-            return line[0] == self.minor[0] and line >= self.minor
         return line == self.minor
 
     def why(self) -> str:
@@ -83,6 +93,8 @@ class TorchNeed:
         if self.binding is Binding.NONE:
             return "does not link torch"
         if self.binding is Binding.STABLE:
+            if self.floor is not None:
+                return f"stable ABI, needs torch >= {format_version(self.floor.line)}: {self.floor.why}"
             since = format_version(self.minor) if self.minor else "its build"
             return f"stable ABI since {since} (links libtorch, imports only its C shim)"
         return (
@@ -112,7 +124,19 @@ def needs(wheel: Wheel) -> TorchNeed:
     binding, symbol = binding_of(binaries)
     symbols = tuple(dict.fromkeys(s for b in binaries for s in b.torch_symbols))
     libraries = tuple(sorted({lib for b in binaries for lib in b.torch_libraries}))
-    return TorchNeed(minor, binding, symbol, cxx11, symbols, libraries)
+    floor = _floor(binaries, minor) if binding is Binding.STABLE else None
+    return TorchNeed(minor, binding, symbol, cxx11, symbols, libraries, floor)
+
+
+def _floor(binaries: Iterable[BinaryFacts], minor: MajorMinor | None) -> Floor | None:
+    """A stable build's floor from its members' shim imports; its build line where they were not kept."""
+    linking = [b for b in binaries if b.links_torch]
+    if not all(b.shim_symbols_read for b in linking):
+        if minor is None:
+            return None
+        why = f"its shim imports were not recorded (reindex --refresh reads them): its build line, {format_version(minor)}"
+        return Floor(minor, why, from_bytes=False)
+    return stable_floor((s for b in linking for s in b.shim_symbols), minor)
 
 
 def check(need: TorchNeed, machine: Machine) -> Verdict:
@@ -170,7 +194,8 @@ def _stable(need: TorchNeed, line: MajorMinor, has: str) -> Verdict:
         )
     if serves:
         return Verdict(Demand.TORCH, True, need.text, has, need.why(), exact=need.minor == line)
-    assert need.minor is not None
-    later = "a later major" if line[0] != need.minor[0] else "an older torch"
-    why = f"{need.why()}: {later} than {format_version(need.minor)} lacks the shim functions it calls"
+    first = need.first_line
+    assert first is not None
+    later = "a later major" if line[0] != first[0] else "an older torch"
+    why = f"{need.why()}: {later} than {format_version(first)} lacks the shim functions it calls"
     return Verdict(Demand.TORCH, False, need.text, has, why, UNDEFINED_SHIM_SYMBOL)

@@ -10,8 +10,9 @@ from dataclasses import replace
 from typing import Any
 
 from librarian.catalogue import catalogue_paths
-from librarian.coords import package_key
+from librarian.coords import MajorMinor, format_version, package_key
 from librarian.coverage import Coverage, coverage
+from librarian.demands import Wheel, serves_line
 from librarian.errors import NotFound
 from librarian.index import Index
 from librarian.layout import Layout
@@ -52,6 +53,8 @@ def coverage_json(cov: Coverage) -> dict[str, Any]:
         "wheels": [wheels[p] for p in sorted(wheels)],
         "facts": facts,
     }
+    if cov.serving:
+        data["serving"] = cov.serving
     if cov.files is not None:
         data["files"] = {
             "count": cov.files,
@@ -68,13 +71,37 @@ def store_files(index: Index) -> int:
     return len(index.entries) + len(variants) + len(catalogue_paths(index))
 
 
-def ls(store: Store, default_layout: Layout, packages: Sequence[str] = ()) -> Coverage:
-    """The coverage of ``packages`` (all when empty)."""
+def serving(index: Index, line: MajorMinor) -> tuple[Index, dict[str, int]]:
+    """Pure: the index less the wheels whose bytes do not run with torch ``line`` (a stable-ABI build from its
+    floor on, a torch-free one always, an exact one on its own line), and how many serve it by each way."""
+    kinds = {"its own line": 0, "stable ABI": 0, "no torch": 0}
+    gone = []
+    for e in index.entries:
+        wheel = Wheel(e.name, e.facts, e.requires_python_spec, e.cell.sm)
+        why = serves_line(wheel, line)
+        if why is None:
+            gone.append(e.path)
+        else:
+            kinds["stable ABI" if "stable ABI" in why else "no torch" if why else "its own line"] += 1
+    return index.with_entries(removed=gone), kinds
+
+
+def ls(
+    store: Store, default_layout: Layout, packages: Sequence[str] = (), torch: MajorMinor | None = None
+) -> Coverage:
+    """The coverage of ``packages`` (all when empty); with ``torch``, of the wheels that serve that line."""
     keys = [package_key(p) for p in packages] or None
     index = read_index(store, default_layout, keys)
     held = set(index.packages())  # entries and bad entries alike: one whose entries fail checks is held
     if keys is not None and (absent := [p for p, k in zip(packages, keys, strict=True) if k not in held]):
         raise NotFound(f"{', '.join(absent)}: not in {store.location} ('librarian ls' lists what it holds)")
+    if torch is not None:
+        index, kinds = serving(index, torch)
+        said = ", ".join(f"{n} by {k}" for k, n in kinds.items() if n)
+        note = f"{sum(kinds.values())} stored wheel(s) run with torch {format_version(torch)}" + (
+            f" ({said}): cells show the line each was filed for" if said else ""
+        )
+        return replace(coverage(index, store.location), serving=note)
     cov = coverage(index, store.location)
     if keys is not None:
         return cov  # only some shards were read: the whole store's count is unknown

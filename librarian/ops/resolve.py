@@ -200,7 +200,8 @@ def _blocker(v: Verdict, entry: IndexEntry, wants: Wants) -> str:
         and wants.torch
         and label.torch != wants.torch
     ):
-        return f"another torch line: {format_version(label.torch)}, not {format_version(wants.torch)}"
+        line = f"another torch line: {format_version(label.torch)}, not {format_version(wants.torch)}"
+        return f"{line} ({v.reason})" if "stable ABI" in v.reason else line  # the import that sets its floor
     driver = v.cause is Cause.DRIVER_TOO_OLD  # the driver refuses its runtime: no CUDA line would help
     if v.demand is Demand.CUDA and wants.cuda is not None and label.cuda != wants.cuda and not driver:
         return f"another CUDA line: cu{format_cuda(label.cuda)}, not cu{format_cuda(wants.cuda)}"

@@ -52,6 +52,8 @@ _INSPECTED = re.compile(
 # vtable/typeinfo prefix (TV, TI, TS) and cv-qualifiers (K, V, r).
 _TORCH_SYMBOL = re.compile(r"_Z(?:T[VIS])?N?[KVr]*(?:3c10|2at|5torch|6caffe2)")
 # MSVC mangles a name's namespaces innermost first, the outermost just before "@@": ?fn@detail@c10@@...
+# torch's stable C shim (torch/csrc/stable, the AOTI shim): plain C names, imported by stable-ABI builds
+_SHIM_PREFIXES = ("aoti_torch_", "torch_")
 _MSVC_TORCH_SYMBOL = re.compile(r"^\?.*?@(?:c10|at|torch|caffe2)@@")
 
 
@@ -102,8 +104,10 @@ def _inspect_elf(fileobj: BinaryIO, path: str, cpu: str | None) -> BinaryFacts:
     if not elf.sections:  # no section headers (sstrip): the magic scan is all there is
         entries += scan_fatbins(fileobj, section=WHOLE_FILE)
     # its headers not read a second time; of its exports only a PyInit_ is looked for, of its imports
-    # only C++ names (_TORCH_SYMBOL's)
-    defined, undefined = elfmod.dynamic_symbols(fileobj, elf, exports="PyInit_", imports=("_Z",))
+    # only C++ names (_TORCH_SYMBOL's) and the stable shim's
+    defined, undefined = elfmod.dynamic_symbols(
+        fileobj, elf, exports="PyInit_", imports=("_Z", *_SHIM_PREFIXES)
+    )
     return replace(
         _device_facts(path, fmt, cpu, entries),
         glibc=elfmod.glibc_floor(elf),
@@ -113,6 +117,7 @@ def _inspect_elf(fileobj: BinaryIO, path: str, cpu: str | None) -> BinaryFacts:
         soname=elf.soname,
         rpath=elf.rpath + elf.runpath,
         torch_symbols=tuple(sorted(s for s in undefined if _TORCH_SYMBOL.match(s))),
+        shim_symbols=tuple(sorted(s for s in undefined if s.startswith(_SHIM_PREFIXES))),
         embedded=tuple(dict.fromkeys(e.section for e in entries if e.section not in FATBIN_SECTIONS)),
         extension=any(s.startswith("PyInit_") for s in defined),
     )
@@ -139,6 +144,7 @@ def _inspect_pe(fileobj: BinaryIO, path: str, cpu: str | None) -> BinaryFacts:
         _device_facts(path, BinaryFormat.PE, pe.cpu or cpu, entries),
         needed=pe.dlls,
         torch_symbols=tuple(sorted(s for s in pe.imported if _MSVC_TORCH_SYMBOL.search(s))),
+        shim_symbols=tuple(sorted(s for s in pe.imported if s.startswith(_SHIM_PREFIXES))),
         embedded=tuple(dict.fromkeys(e.section for e in entries if e.section not in named)),
     )
 
@@ -148,8 +154,14 @@ def _inspect_macho(fileobj: BinaryIO, path: str, cpu: str | None) -> BinaryFacts
     loads and the mangled torch symbols among what it imports."""
     macho = machomod.read_macho(fileobj)
     symbols = tuple(sorted(s for s in macho.imported if _TORCH_SYMBOL.match(s)))
+    shims = tuple(sorted(s for s in macho.imported if s.startswith(_SHIM_PREFIXES)))
     return BinaryFacts(
-        path=path, format=BinaryFormat.MACHO, cpu=cpu, needed=macho.dylibs, torch_symbols=symbols
+        path=path,
+        format=BinaryFormat.MACHO,
+        cpu=cpu,
+        needed=macho.dylibs,
+        torch_symbols=symbols,
+        shim_symbols=shims,
     )
 
 
