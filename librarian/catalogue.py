@@ -57,7 +57,9 @@ def page_entries(index: Index) -> dict[str, list[IndexEntry]]:
             page = f"{PAGES_DIR}/sm{entry.cell.sm.sm}-{Label(cuda_line, torch_line).combo}.html"
             if release in native[page]:
                 continue  # the build for that very combo is there
-            wheel = wheel or Wheel(entry.name, entry.facts, filed_for=entry.cell.sm)
+            wheel = wheel or Wheel(
+                entry.name, entry.facts, filed_for=entry.cell.sm, requires_torch=entry.requires_torch_spec
+            )
             if torch_line != own[0]:
                 if entry.sha256 not in exact:
                     exact[entry.sha256] = bound_to_its_torch_line(wheel)

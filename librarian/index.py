@@ -127,6 +127,7 @@ class IndexEntry:
         str, ...
     ] = ()  # the publish flags that accepted a check on it (``--allow-glibc-mismatch``)
     variant: VariantRef | None = None  # its wheel-variant copy filed beside it, where the store makes them
+    requires_torch: str | None = None  # METADATA's Requires-Dist on torch: pull and the pip pages honour it
 
     @property
     def variant_path(self) -> str | None:
@@ -177,12 +178,19 @@ class IndexEntry:
             data["overrides"] = list(self.overrides)
         if self.variant is not None:
             data["variant"] = self.variant.to_json()
+        if self.requires_torch:
+            data["requires_torch"] = self.requires_torch
         return data
 
     @property
     def requires_python_spec(self) -> SpecifierSet | None:
         """Requires-Python as a specifier set (checked when the entry was made or read)."""
         return SpecifierSet(self.requires_python) if self.requires_python else None
+
+    @property
+    def requires_torch_spec(self) -> SpecifierSet | None:
+        """Its Requires-Dist on torch as a specifier set (checked when the entry was made or read)."""
+        return SpecifierSet(self.requires_torch) if self.requires_torch else None
 
     @classmethod
     def from_json(cls, data: Any, source: str) -> IndexEntry:
@@ -226,6 +234,9 @@ class IndexEntry:
             if not isinstance(overrides, list) or not all(_is_flag(o) for o in overrides):
                 raise ValueError("'overrides' is not a list of flags")
             variant = data.get("variant")
+            requires_torch = data.get("requires_torch")
+            if requires_torch is not None and not isinstance(requires_torch, str):
+                raise TypeError("'requires_torch' is not a string")
             entry = cls(
                 path,
                 sha,
@@ -239,9 +250,11 @@ class IndexEntry:
                 metadata_sha or None,
                 tuple(overrides),
                 VariantRef.from_json(variant) if variant is not None else None,
+                requires_torch or None,
             )
             entry.name  # noqa: B018 - the filename must parse
             entry.requires_python_spec  # noqa: B018 - and Requires-Python, if any
+            entry.requires_torch_spec  # noqa: B018 - and the torch requirement, if any
         except (KeyError, TypeError, ValueError, AttributeError, RecursionError, InvalidSpecifier) as e:
             raise StoreError(f"{where} ({short(e)})") from e
         return entry
@@ -373,8 +386,10 @@ def _schema_of(entry: Any) -> int:
     facts = entry.get("facts")
     binaries = facts.get("binaries") if isinstance(facts, dict) else None
     rows = binaries if isinstance(binaries, list) else []
-    new = "overrides" in entry or any(
-        isinstance(b, dict) and any(k in b for k in _SCHEMA_2_BINARY_FIELDS) for b in rows
+    new = (
+        "overrides" in entry
+        or "requires_torch" in entry
+        or any(isinstance(b, dict) and any(k in b for k in _SCHEMA_2_BINARY_FIELDS) for b in rows)
     )
     return 2 if new else 1
 

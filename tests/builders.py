@@ -27,6 +27,7 @@ def make_wheel(
     record_override: dict[str, str] | None = None,
     compression: int = zipfile.ZIP_DEFLATED,
     requires_python: str | None = None,
+    requires_dist: tuple[str, ...] = (),
 ) -> Path:
     """Write a valid wheel ``{name}-{version}-{tags}.whl`` into ``directory`` and return its path.
 
@@ -42,6 +43,7 @@ def make_wheel(
     py, abi, plat = tags.split("-")
     purelib = "true" if plat == "any" else "false"
     requires = f"Requires-Python: {requires_python}\n" if requires_python else ""
+    requires += "".join(f"Requires-Dist: {r}\n" for r in requires_dist)
     files[f"{dist_info}/METADATA"] = (
         f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: test wheel\n{requires}\n".encode()
     )

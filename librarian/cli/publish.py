@@ -36,7 +36,10 @@ from librarian.ops.reindex import reindex_json, render_reindex
 from librarian.ops.staged import ManifestOptions, reindex_manifests
 
 app = typer.Typer(rich_markup_mode=None)
-EVERY_ALLOW = "--relabel --trust-sm --allow-glibc-mismatch --allow-cuda-mismatch --allow-platform-mismatch"
+EVERY_ALLOW = (
+    "--relabel --trust-sm --allow-glibc-mismatch --allow-cuda-mismatch --allow-torch-mismatch "
+    "--allow-platform-mismatch"
+)
 
 
 @app.command()
@@ -78,6 +81,13 @@ def publish(
             help="Accept a platform tag naming another CPU or OS than the binaries.",
         ),
     ] = False,
+    allow_torch_mismatch: Annotated[
+        bool,
+        typer.Option(
+            "--allow-torch-mismatch",
+            help="Accept a label whose torch line the wheel's own Requires-Dist on torch excludes.",
+        ),
+    ] = False,
     force: OldForceOpt = False,
     allow_unknown_combo: AllowUnknownComboOpt = False,
     create: Annotated[
@@ -115,6 +125,7 @@ def publish(
     if force:
         deprecated_force("publish", EVERY_ALLOW)
         relabel = trust_sm = allow_glibc_mismatch = allow_cuda_mismatch = allow_platform_mismatch = True
+        allow_torch_mismatch = True
     if manifest is not None and not stage:  # before the store is opened or a target interpreter probed
         raise BadInput("--manifest: goes with --stage (publish --stage --manifest FILE)")
     store, layout = store_and_layout(repo, create=create, publishing=True)
@@ -129,6 +140,7 @@ def publish(
         allow_glibc_mismatch=allow_glibc_mismatch,
         allow_cuda_mismatch=allow_cuda_mismatch,
         allow_platform_mismatch=allow_platform_mismatch,
+        allow_torch_mismatch=allow_torch_mismatch,
         allow_unknown_combo=allow_unknown_combo,
         refuse_macos=refuse_macos,
         variants=variants_wanted(variants),

@@ -71,6 +71,7 @@ class Wheel:
     requires_python: SpecifierSet | None = None
     filed_for: GpuArch | None = None
     said: Said | None = None
+    requires_torch: SpecifierSet | None = None  # METADATA's Requires-Dist on torch: a claim, and a demand
 
 
 class Cause(enum.Enum):

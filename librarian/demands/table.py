@@ -40,6 +40,7 @@ class Claimed(enum.Enum):
     PLATFORM = "platform"  # a platform tag naming another CPU or OS than the binaries
     GLIBC = "glibc"  # a manylinux tag older than the glibc the binaries need
     CUDA = "cuda"  # a label's CUDA line the device code or libcudart contradicts
+    TORCH = "torch"  # a label's torch line the wheel's own Requires-Dist on torch excludes
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,17 @@ def _gpu_check(need: gpu.GpuNeed, machine: Machine) -> Verdict:
 
 DEMANDS: tuple[Row, ...] = (
     Row(Demand.GPU, Sees.NVIDIA, gpu.needs, _gpu_check),
-    Row(Demand.TORCH, Sees.LOADED, torch.needs, torch.check),
+    Row(
+        Demand.TORCH,
+        Sees.LOADED,
+        torch.needs,
+        torch.check,
+        torch.claims,
+        Claimed.TORCH,
+        "--allow-torch-mismatch",
+        claims_sees=Sees.WHEEL,
+        claims_need_label=True,
+    ),
     Row(
         Demand.CUDA,
         Sees.NVIDIA,

@@ -17,6 +17,9 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
 from librarian.coords import MajorMinor, format_version
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
 from librarian.facts import BinaryFacts
@@ -46,6 +49,9 @@ class TorchNeed:
     symbols: tuple[str, ...] = ()
     libraries: tuple[str, ...] = ()  # the torch libraries its members link (libc10.so, torch_cpu.dll)
     floor: Floor | None = None  # a stable-ABI build's oldest torch line, from its shim imports
+    requirement: SpecifierSet | None = (
+        None  # its METADATA's Requires-Dist on torch (pip never sees it: --no-deps)
+    )
 
     @property
     def first_line(self) -> MajorMinor | None:
@@ -125,7 +131,26 @@ def needs(wheel: Wheel) -> TorchNeed:
     symbols = tuple(dict.fromkeys(s for b in binaries for s in b.torch_symbols))
     libraries = tuple(sorted({lib for b in binaries for lib in b.torch_libraries}))
     floor = _floor(binaries, minor) if binding is Binding.STABLE else None
-    return TorchNeed(minor, binding, symbol, cxx11, symbols, libraries, floor)
+    return TorchNeed(minor, binding, symbol, cxx11, symbols, libraries, floor, wheel.requires_torch)
+
+
+def line_admitted(requirement: SpecifierSet, line: MajorMinor) -> bool:
+    """Whether some release of torch ``line`` (2.10.0, 2.10.1, ...) meets ``requirement``."""
+    return any(
+        requirement.contains(Version(f"{line[0]}.{line[1]}.{patch}"), prereleases=True) for patch in range(20)
+    )
+
+
+def claims(wheel: Wheel) -> list[str]:
+    """Where the label's torch line is one the wheel's own Requires-Dist on torch excludes."""
+    claim = wheel.name.label_claim
+    if claim is None or claim.torch is None or wheel.requires_torch is None:
+        return []
+    if line_admitted(wheel.requires_torch, claim.torch):
+        return []
+    return [
+        f"label says torch {format_version(claim.torch)}, its METADATA requires torch{wheel.requires_torch}"
+    ]
 
 
 def _floor(binaries: Iterable[BinaryFacts], minor: MajorMinor | None) -> Floor | None:
@@ -143,6 +168,13 @@ def check(need: TorchNeed, machine: Machine) -> Verdict:
     """Judge the torch demand against the installed (or flagged) torch."""
     torch = machine.torch.value
     has = f"torch {format_version(torch.minor)}" if torch else "no torch"
+    if (
+        need.requirement is not None
+        and torch is not None
+        and not _meets(need.requirement, torch.version, torch.minor)
+    ):
+        why = f"its METADATA requires torch{need.requirement} (pip never checks it: installs are --no-deps)"
+        return Verdict(Demand.TORCH, False, f"{need.text}; requires torch{need.requirement}", has, why)
     if need.binding is Binding.NONE:
         same = need.minor is None or torch is None or need.minor == torch.minor
         return Verdict(Demand.TORCH, True, need.text, has, "the wheel does not link torch", exact=same)
@@ -180,6 +212,17 @@ def check(need: TorchNeed, machine: Machine) -> Verdict:
             "the wheel's label names no torch version; retag it with --torch",
         )
     return Verdict(Demand.TORCH, True, need.text, has, need.why() if need.symbol else "")
+
+
+def _meets(requirement: SpecifierSet, version: str, line: MajorMinor) -> bool:
+    """Whether the torch ``version`` (``2.9.1+cu128``; a line alone, ``2.9``, for plan's machines) meets it."""
+    try:
+        exact = Version(version)
+    except ValueError:
+        return line_admitted(requirement, line)
+    if exact.release[2:] or version.count(".") >= 2:
+        return requirement.contains(Version(exact.public), prereleases=True)
+    return line_admitted(requirement, line)
 
 
 def _stable(need: TorchNeed, line: MajorMinor, has: str) -> Verdict:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.specifiers import SpecifierSet
+
 from librarian.coords import WheelName, format_dotted, format_version
 from librarian.demands import Judgement, Runs, Verdict, Wheel, judge
 from librarian.errors import Refused
@@ -48,18 +50,21 @@ class DoctorReport:
         return self.judgement.failures
 
 
-def diagnose(facts: WheelFacts, machine: Machine) -> DoctorReport:
-    """Judge already-read facts; reads the installed torch's exports only if the wheel needs torch symbols."""
+def diagnose(facts: WheelFacts, machine: Machine, requires_torch: str | None = None) -> DoctorReport:
+    """Judge already-read facts (and the wheel's Requires-Dist on torch, where read); reads the installed
+    torch's exports only if the wheel needs torch symbols."""
     if any(b.torch_symbols for b in facts.binaries):
         machine = with_torch_exports(machine)
     name = WheelName.parse(facts.filename)
-    return DoctorReport(name, facts, machine, judge(Wheel(name, facts), machine))
+    spec = SpecifierSet(requires_torch) if requires_torch else None
+    return DoctorReport(name, facts, machine, judge(Wheel(name, facts, requires_torch=spec), machine))
 
 
 def doctor(wheel: Path, machine: Machine) -> DoctorReport:
     """Read ``wheel``'s facts from its bytes and judge them against ``machine`` (facts in hand: :func:`diagnose`)."""
     # A crafted zip is refused in one line before zipfile-based readers see it; its directory is read once.
-    return diagnose(OpenedWheel.archive(wheel).facts(), machine)
+    opened = OpenedWheel.archive(wheel)
+    return diagnose(opened.facts(), machine, opened.info().requires_torch)
 
 
 _MARKS = {True: "ok", False: "FAIL", None: "?"}

@@ -29,7 +29,7 @@ from librarian.ops.doctor import DoctorReport, diagnose, doctor_json, render_doc
 from librarian.pool import default_jobs, processes_largest_first
 from librarian.probe.torch import with_torch_exports
 from librarian.safeio import input_problem
-from librarian.wheel import inspect_path, sampled_toolkits
+from librarian.wheel import inspect_path, sampled_toolkits, torch_requirement
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,7 @@ class Installed:
     site: Path
     native: tuple[str, ...]  # paths relative to ``site``
     problems: tuple[str, ...] = ()  # its RECORD against the files: edited, half-installed, escaping
+    requires_torch: str | None = None  # its METADATA's Requires-Dist on torch
 
     @property
     def filename(self) -> str:
@@ -92,7 +93,7 @@ def read_installed(sites: Sequence[Path]) -> list[Installed]:
             key = canonicalize_name(name)
             if key in found or not info.is_dir():
                 continue
-            found[key] = _read_one(site, info, name, version)
+            found[key] = replace(_read_one(site, info, name, version), requires_torch=_requires_torch(info))
     return second_copies(sorted(found.values(), key=lambda d: canonicalize_name(d.name)))
 
 
@@ -214,6 +215,19 @@ def second_copies(dists: Sequence[Installed]) -> list[Installed]:
     return out
 
 
+def _requires_torch(info: Path) -> str | None:
+    """The installed METADATA's Requires-Dist on torch (its headers only, bounded)."""
+    from email.parser import BytesHeaderParser
+
+    try:
+        with (info / "METADATA").open("rb") as f:
+            head = f.read(1 << 20).split(b"\n\n", 1)[0]
+    except OSError:
+        return None
+    headers = BytesHeaderParser().parsebytes(head)
+    return torch_requirement([str(v) for v in headers.get_all("Requires-Dist") or ()])
+
+
 def _first_tag(wheel: Path) -> str:
     try:
         for line in wheel.read_text(encoding="utf-8", errors="replace").splitlines()[:50]:
@@ -249,7 +263,7 @@ def judge_environment(dists: Sequence[Installed], machine: Machine, jobs: int | 
             continue
         binaries = tuple(b for facts in found if not isinstance(facts, str) for b in facts.binaries)
         try:
-            report = diagnose(WheelFacts(dist.filename, binaries), machine)
+            report = diagnose(WheelFacts(dist.filename, binaries), machine, dist.requires_torch)
         except LibrarianError as e:
             judged.append(Judged(dist, None, str(e)))
             continue

@@ -210,7 +210,7 @@ def _serving(
             newest[built_for] = release
     for e in stale:
         name = names[e.path]
-        wheel = Wheel(name, e.facts, filed_for=e.cell.sm)
+        wheel = Wheel(name, e.facts, filed_for=e.cell.sm, requires_torch=e.requires_torch_spec)
         release = Version(name.version.public)
         for line in live:  # newest first
             there = newest.get((*_slot(e, name), line))

@@ -127,7 +127,14 @@ def cell_wants(cell: Cell, glibc: MajorMinor) -> Wants:
 
 def _bound(entry: IndexEntry) -> bool:
     """Whether the entry's bytes bind it to exactly its own torch line (then no other line can take it)."""
-    return bound_to_its_torch_line(Wheel(entry.name, entry.facts, entry.requires_python_spec, entry.cell.sm))
+    wheel = Wheel(
+        entry.name,
+        entry.facts,
+        entry.requires_python_spec,
+        entry.cell.sm,
+        requires_torch=entry.requires_torch_spec,
+    )
+    return bound_to_its_torch_line(wheel)
 
 
 def holdings(

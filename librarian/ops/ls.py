@@ -77,7 +77,9 @@ def serving(index: Index, line: MajorMinor) -> tuple[Index, dict[str, int]]:
     kinds = {"its own line": 0, "stable ABI": 0, "no torch": 0}
     gone = []
     for e in index.entries:
-        wheel = Wheel(e.name, e.facts, e.requires_python_spec, e.cell.sm)
+        wheel = Wheel(
+            e.name, e.facts, e.requires_python_spec, e.cell.sm, requires_torch=e.requires_torch_spec
+        )
         why = serves_line(wheel, line)
         if why is None:
             gone.append(e.path)

@@ -48,6 +48,9 @@ class PreparedWheel:
     metadata_sha256: str = ""
     metadata_size: int | None = None  # its METADATA's length (None: not known, read from the file)
     overrides: tuple[str, ...] = ()  # the flags whose checks this wheel needed overridden (kept in its entry)
+    requires_torch: str | None = (
+        None  # METADATA's Requires-Dist on torch (">=2.10"): pull and doctor count it
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,7 @@ class PublishOptions:
     trust_sm: bool = False  # file under --sm GPUs the binaries have no code for
     allow_glibc_mismatch: bool = False  # a manylinux tag older than the glibc the binaries need
     allow_cuda_mismatch: bool = False  # a label's CUDA line the device code or libcudart contradicts
+    allow_torch_mismatch: bool = False  # a label's torch line the wheel's own Requires-Dist on torch excludes
     allow_platform_mismatch: bool = False  # a platform tag naming another CPU or OS than the binaries
     allow_unknown_combo: bool = False
     refuse_macos: bool = False  # a macOS wheel among the inputs is an error, not skipped with a warning
@@ -282,7 +286,7 @@ def prepare_one(
     )
     staged = staged_file.path
     staged_name = WheelName.parse(staged.name)
-    wheel = Wheel(staged_name, facts, said=said_of(info))
+    wheel = Wheel(staged_name, facts, said=said_of(info), requires_torch=_torch_spec(info, path))
     overrides = check_claims(wheel, options, path.name)
     sms, trusted = gpu_cells(wheel, options.sms, options.trust_sm, path.name)
     if repair:  # said once the checks pass: a refused wheel is rewritten nowhere
@@ -332,7 +336,13 @@ def prepare_one(
         hashlib.sha256(info.metadata).hexdigest(),
         len(info.metadata),
         overrides,
+        info.requires_torch,
     )
+
+
+def _torch_spec(info: WheelInfo, path: Path) -> SpecifierSet | None:
+    """METADATA's Requires-Dist on torch as a specifier set (already parsed by packaging: valid)."""
+    return SpecifierSet(info.requires_torch) if info.requires_torch else None
 
 
 def _read_or_relabel(

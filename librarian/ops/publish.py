@@ -186,6 +186,7 @@ def plan_publish(
                 wheel.requires_python,
                 wheel.metadata_sha256 or None,
                 wheel.overrides,
+                requires_torch=wheel.requires_torch,
             )
             if variant_of is not None:
                 ref = _variant_for(wheel, entry, variant_of, filed, [*index.entries, *entries])

@@ -164,7 +164,13 @@ def _tag_rank(entry: IndexEntry, tags: tuple[Tag, ...]) -> int:
 
 def judge_candidate(entry: IndexEntry, wants: Wants) -> Candidate:
     """Pure: one stored wheel's judgement on the machine, every demand, and the ways it misses."""
-    wheel = Wheel(entry.name, entry.facts, entry.requires_python_spec, entry.cell.sm)
+    wheel = Wheel(
+        entry.name,
+        entry.facts,
+        entry.requires_python_spec,
+        entry.cell.sm,
+        requires_torch=entry.requires_torch_spec,
+    )
     judgement = judge(wheel, wants.machine)
     gpu = judgement.verdict(Demand.GPU)
     # A cell filed with --trust-sm is the publisher's word for this GPU, which its bytes do not show: one

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time they are loaded o
     from librarian.wheel.opened import OpenedWheel
     from librarian.wheel.relabel import Rewritten, retag
     from librarian.wheel.variant import build_digest, variant_problems, write_variant
-    from librarian.wheel.wheelfile import WheelInfo, metadata_problems, said_of
+    from librarian.wheel.wheelfile import WheelInfo, metadata_problems, said_of, torch_requirement
 
 _FACE = {
     "OpenedWheel": "opened",
@@ -33,6 +33,7 @@ _FACE = {
     "retag": "relabel",
     "said_of": "wheelfile",
     "metadata_problems": "wheelfile",
+    "torch_requirement": "wheelfile",
     "write_variant": "variant",
     "build_digest": "variant",
     "variant_problems": "variant",
@@ -56,6 +57,7 @@ __all__ = [
     "retag",
     "said_of",
     "sampled_toolkits",
+    "torch_requirement",
     "variant_problems",
     "version_definitions",
     "write_variant",

@@ -62,6 +62,7 @@ class WheelInfo:
     members: tuple[Member, ...]
     requires_python: str | None = None  # METADATA's Requires-Python, as written
     metadata: bytes = b""  # METADATA's bytes: served beside the wheel as ``<wheel>.metadata`` (PEP 658)
+    requires_torch: str | None = None  # the specifier of its unconditional Requires-Dist on torch (">=2.10")
 
     @property
     def name(self) -> str:
@@ -321,7 +322,26 @@ def _info(
         members,
         requires[0].strip() if requires else None,
         meta_bytes,
+        torch_requirement(meta.get("Requires-Dist", [])),
     )
+
+
+def torch_requirement(requires_dist: list[str]) -> str | None:
+    """The specifier of a wheel's ``Requires-Dist: torch ...`` that holds whatever extras are asked (no
+    ``extra ==`` marker); ``None`` where there is none, or none that pins a version."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for line in requires_dist:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) != "torch" or not str(req.specifier):
+            continue
+        if req.marker is not None and "extra" in str(req.marker):
+            continue
+        return str(req.specifier)
+    return None
 
 
 def metadata_problems(path: Path, name: WheelName | None = None) -> list[str]:
