@@ -19,6 +19,7 @@ import re
 import tempfile
 import threading
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -241,8 +242,78 @@ def _device_facts(
 
 
 def inspected(info: zipfile.ZipInfo) -> bool:
-    """Whether a wheel member is one inspection reads (a native binary or device code, not a folder)."""
+    """Whether a wheel member is one inspection reads by its name (a native binary or device code, not a
+    folder); :func:`native_members` adds those its first bytes show to be binaries."""
     return _INSPECTED.search(info.filename) is not None and not info.is_dir()
+
+
+# Members whose name says they are data or source: never sniffed. Anything else (no extension, or one not
+# here) has its first bytes read: vllm's ``vllm/vllm-rs`` is a 64 MB ELF executable with no extension.
+_DATA = re.compile(
+    r"\.(?:py[icdw]?|pyx|pxd|pxi|txt|md|rst|json|jsonl|toml|ya?ml|cfg|ini|conf|h|hh|hpp|hxx|cuh|cu|c|cc|cpp|cxx|"
+    r"inl|inc|html?|css|js|ts|map|png|jpe?g|gif|svg|ico|webp|bmp|csv|tsv|typed|pem|crt|key|jinja2?|j2|tmpl|"
+    r"lock|sh|bash|zsh|fish|bat|cmd|ps1|xml|proto|pkl|pickle|npz|npy|whl|zip|tar|gz|tgz|bz2|xz|zst|lz4|7z|pt|"
+    r"pth|ckpt|bin|safetensors|onnx|gguf|wav|mp3|flac|ogg|mp4|ttf|otf|woff2?|eot|mo|po|pot|jar|class|go|rs|"
+    r"lua|sql|ipynb|tex|bib|cmake|mk|in|am|m4|ll|s|asm|license|licence|cff|desc|dat|db|sqlite|h5|hdf5|parquet|"
+    r"arrow|feather|msgpack|tflite|mlmodel|plist|rc|def|exp|lib|a|o|obj|pdb|spec|tpl|j|yaml)$",
+    re.IGNORECASE,
+)
+_MAGICS = (
+    elfmod.ELF_MAGIC,
+    b"MZ",  # PE
+    b"\xfe\xed\xfa\xce", b"\xce\xfa\xed\xfe", b"\xfe\xed\xfa\xcf", b"\xcf\xfa\xed\xfe",  # Mach-O
+    b"\xca\xfe\xba\xbe",  # Mach-O universal
+)  # fmt: skip
+MAX_SNIFFED = 20_000  # members whose first bytes are read, per wheel
+_SNIFF_READ = 512  # compressed bytes read of each: enough to inflate its first four
+
+
+def _sniffable(info: zipfile.ZipInfo) -> bool:
+    name = info.filename
+    top, _, leaf = name.rpartition("/")
+    return (
+        not info.is_dir()
+        and info.file_size >= 64  # no binary header is smaller
+        and ".dist-info" not in top.split("/", 1)[0]
+        and _INSPECTED.search(name) is None
+        and _DATA.search(leaf) is None
+        and info.compress_type in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+    )
+
+
+def _head(f: BinaryIO, info: zipfile.ZipInfo, offset: int) -> bytes:
+    """The first four plain bytes of a member (bounded: at most :data:`_SNIFF_READ` compressed bytes read)."""
+    size = min(info.compress_size, _SNIFF_READ)
+    try:
+        raw = (
+            zipraw.read_at(f.fileno(), offset, size) if hasattr(os, "pread") else _read_span(f, offset, size)
+        )
+    except (OSError, zipraw.ZipError):
+        return b""
+    if info.compress_type == zipfile.ZIP_STORED:
+        return raw[:4]
+    try:
+        return zlib.decompressobj(-zlib.MAX_WBITS).decompress(raw, 4)
+    except zlib.error:
+        return b""
+
+
+def native_members(
+    f: BinaryIO, infos: Sequence[zipfile.ZipInfo], offsets: dict[str, int]
+) -> list[zipfile.ZipInfo]:
+    """The members inspection reads, in member order: those named as native binaries or device code, and
+    those whose first bytes are an ELF, PE or Mach-O header (an executable, a library without an extension);
+    at most :data:`MAX_SNIFFED` others are sniffed."""
+    out = []
+    sniffed = 0
+    for info in infos:
+        if inspected(info):
+            out.append(info)
+        elif _sniffable(info) and info.orig_filename in offsets and sniffed < MAX_SNIFFED:
+            sniffed += 1
+            if _head(f, info, offsets[info.orig_filename]).startswith(_MAGICS):
+                out.append(info)
+    return out
 
 
 def inspect_wheel(
@@ -264,19 +335,22 @@ def inspect_wheel(
         raise BadWheel(f"{path.name}: not a readable zip ({e})") from e
     with f:
         if directory is not None:
-            infos = [i for i in directory.infos if inspected(i)]
+            infos = native_members(f, directory.infos, directory.offsets)
             refuse_bombs(infos, path.name)
             return inspect_members(f, infos, directory.offsets, path.name, jobs=jobs)
         try:
             with zipfile.ZipFile(f) as zf:
-                infos = [i for i in zf.infolist() if inspected(i)]
+                every = zf.infolist()
         except (zipfile.BadZipFile, OSError) as e:
             raise BadWheel(f"{path.name}: not a readable zip ({e})") from e
-        refuse_bombs(infos, path.name)  # names and sizes are checked before a byte is read
+        named = [i for i in every if inspected(i)]
+        refuse_bombs(named, path.name)  # names and sizes are checked before a byte is read
         try:
-            offsets = zipraw.data_offsets(f, infos)
+            offsets = zipraw.data_offsets(f, [i for i in every if inspected(i) or _sniffable(i)])
         except (OSError, zipraw.ZipError) as e:
             raise BadWheel(f"{path.name}: not a readable zip ({e})") from e
+        infos = native_members(f, every, offsets)
+        refuse_bombs(infos, path.name)
         return inspect_members(f, infos, offsets, path.name, jobs=jobs)
 
 

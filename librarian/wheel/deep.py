@@ -19,7 +19,7 @@ from librarian.coords import WheelName
 from librarian.errors import BadWheel, LibrarianError
 from librarian.facts import BinaryFacts, WheelFacts
 from librarian.wheel import zipraw
-from librarian.wheel.binaries import collected, first_bomb, inspect_member, inspect_members, inspected
+from librarian.wheel.binaries import collected, first_bomb, inspect_member, inspect_members, native_members
 from librarian.wheel.record import Record, check_all
 from librarian.wheel.wheelfile import (
     OpenWheel,
@@ -80,7 +80,7 @@ def read_deep(
         except zipraw.ZipError as e:  # METADATA or WHEEL does not inflate: as open_wheel would say it
             unreadable = BadWheel(f"{path}: {e}")
         problems = tuple(metadata_problems_of(info)) if info is not None else ()
-        natives = [i for i in w.infos if inspected(i)]
+        natives = native_members(w.f, w.infos, w.offsets)
         liar, facts, failure = _binaries(w, natives, first_bomb(natives, path.name), record, jobs)
         return DeepRead(path, info, unreadable, problems, liar, facts, failure)
 
@@ -135,7 +135,7 @@ class Inspector:
     @classmethod
     def for_wheel(cls, rec: Record) -> Inspector | None:
         """The inspector of ``rec``'s wheel, or ``None`` where a member is a bomb (not to be inflated whole)."""
-        natives = [i for i in rec.w.infos if inspected(i)]
+        natives = native_members(rec.w.f, rec.w.infos, rec.w.offsets)
         return None if first_bomb(natives, rec.w.path.name) is not None else cls(rec, natives)
 
     def __call__(self, info: zipfile.ZipInfo) -> None:
