@@ -315,7 +315,7 @@ def test_a_windows_wheel_is_judged_in_windows_words(run: Run, tmp_path: Path) ->
     runs = run("doctor", str(wheel), *machine, "--cuda", "12.8", "--json")
     cuda = {v["demand"]: v for v in json.loads(runs.out)["wheels"][0]["verdicts"]}["cuda"]
     assert "cudart64_12.dll" in cuda["wheel_needs"] and "libcudart" not in json.dumps(cuda), cuda
-    refused = run("doctor", str(wheel), *machine, "--cuda", "13.0", "--json")
+    refused = run("doctor", str(wheel), *machine, "--cuda", "13.0", "--driver", "13.0", "--json")
     assert refused.code == 1
     cuda = {v["demand"]: v for v in json.loads(refused.out)["wheels"][0]["verdicts"]}["cuda"]
     assert cuda["reason"] == "links cudart64_12.dll, torch ships the CUDA 13 runtime", cuda

@@ -58,6 +58,8 @@ def test_flags_given_beside_a_preset_win(run: Run) -> None:
             "2.9",
             "--cuda",
             "13.0",
+            "--driver",
+            "13.0",
             "--python",
             "3.10",
             "--json",
@@ -137,15 +139,22 @@ def test_a_glibc_below_what_the_platform_tag_promises_is_no_machine(run: Run) ->
 
 def test_a_refusal_a_presets_driver_causes_names_driver(run: Run) -> None:
     """Issue 45, item 7: jetson-orin's preset driver is CUDA 12.6, so every CUDA 13 wheel failed on it with
-    no hint that --driver overrides the preset."""
+    no hint that --driver overrides the preset; and a CUDA 13 torch beside it is no machine at all."""
     wheel = str(next((Path(__file__).resolve().parent.parent / "samples" / "dist").glob("*cp311*.whl")))
-    preset = run("doctor", wheel, "--preset", "jetson-orin", "--torch", "2.9", "--cuda", "13.0", "--json")
+    preset = run("doctor", wheel, "--preset", "jetson-orin", "--torch", "2.9", "--json")
     (cuda,) = [v for v in json.loads(preset.out)["wheels"][0]["verdicts"] if v["demand"] == "cuda"]
     assert (
         cuda["ok"] is False
         and "(--preset jetson-orin's driver; --driver 13.0 overrides it)" in cuda["reason"]
     )
-    own = run("doctor", wheel, "--preset", "jetson-orin", "--torch", "2.9", "--cuda", "13.0", "--driver", "12.6",
-              "--json")  # fmt: skip
+    own = run("doctor", wheel, "--preset", "jetson-orin", "--torch", "2.9", "--driver", "12.6", "--json")
     (cuda,) = [v for v in json.loads(own.out)["wheels"][0]["verdicts"] if v["demand"] == "cuda"]
     assert cuda["ok"] is False and "overrides it" not in cuda["reason"]  # the user's own word: no hint
+    impossible = run("doctor", wheel, "--preset", "jetson-orin", "--torch", "2.9", "--cuda", "13.0")
+    assert impossible.code == 2 and impossible.err.count("\n") == 1
+    assert (
+        "no such machine: a torch built for CUDA 13.0 needs a CUDA 13 driver, and --preset jetson-orin's driver, "
+        "CUDA 12.6 is older; pass --driver 13.0 or newer, or --cuda 12.x" in impossible.err
+    )
+    flagged = run("doctor", wheel, "--sm", "89", "--torch", "2.9", "--cuda", "13.0", "--driver", "12.8")
+    assert flagged.code == 2 and "--driver 12.8 is older" in flagged.err

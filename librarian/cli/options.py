@@ -11,7 +11,7 @@ from typing import Annotated, TypeVar
 import typer
 
 from librarian.config import load_layout, load_settings
-from librarian.coords import Label, parse_cuda, parse_torch
+from librarian.coords import Label, MajorMinor, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput
 from librarian.gpus import find_gpu
 from librarian.layout import Layout
@@ -214,7 +214,26 @@ def machine_of(
         machine = replace(machine, driver_cuda=replace(machine.driver_cuda, source=f"--preset {preset}"))
     if (cannot := machine.impossible()) is not None:  # judged, it would be called native where nothing runs
         raise BadInput(f"no such machine: {cannot}; {_describe_instead(machine)}")
+    if cuda is not None and driver is not None:  # both said (flags or a preset), not found here
+        _runtime_above_driver(parse_major_minor(cuda, "--cuda"), parse_major_minor(driver, "--driver"),
+                              preset if own_driver is None else None)  # fmt: skip
     return machine
+
+
+def _runtime_above_driver(cuda: MajorMinor, driver: MajorMinor, preset: str | None) -> None:
+    """BadInput for a described torch whose CUDA runtime no driver of that machine runs: a CUDA 13 torch
+    beside a CUDA 12.8 driver cannot initialise CUDA at all (minor-version compatibility spans one major)."""
+    if cuda[0] <= driver[0]:
+        return
+    said = (
+        f"--preset {preset}'s driver, CUDA {format_version(driver)}"
+        if preset
+        else f"--driver {format_version(driver)}"
+    )
+    raise BadInput(
+        f"no such machine: a torch built for CUDA {format_version(cuda)} needs a CUDA {cuda[0]} driver, and "
+        f"{said} is older; pass --driver {cuda[0]}.0 or newer, or --cuda {driver[0]}.x"
+    )
 
 
 def _describe_instead(machine: Machine) -> str:
