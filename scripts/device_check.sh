@@ -5,7 +5,8 @@
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_17_x86_64 -d .whl uv==0.13.9 tomli_w huggingface_hub==2.4.0 httpx2 httpcore2 \
 #     truststore idna hf-xet typer click pydantic pydantic_core typing-inspection annotated-types annotated-doc
-# (.whl ignored by .git/info/exclude), copy this file to .whl/check.sh, and run it there with carry [".whl"].
+# (.whl ignored by .git/info/exclude), copy this file to .whl/check.sh, build the verdict configurations
+# (.venv/bin/python scripts/gpu_verdicts.py build), and run it there with carry [".whl", "build/gpu_verdicts"].
 set -u
 exec > >(tee $OUT/log) 2>&1
 cd "$(dirname "$0")/.."
@@ -17,6 +18,8 @@ python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda, 
 RT=$(python3 -c "import nvidia, pathlib; print(next(p.parent for p in pathlib.Path(nvidia.__path__[0]).rglob('libcudart.so.13*')))" 2>/dev/null)
 echo "libcudart.so.13 in: $RT"; export LD_LIBRARY_PATH=$RT
 echo "== doctor --machine"; $L doctor --machine
+echo "== doctor --env of this machine's own torch environment"; time $L doctor --env --python "$(command -v python3)"
+echo "== doctor's verdict beside the real launch, per kind of device code"; python3 scripts/gpu_verdicts.py run
 echo "== publish the samples with --variants"; $L publish samples/dist/*.whl --torch 2.11 --cuda 13.0 --variants --repo /tmp/store | tail -2
 python3 - <<'PY'
 from pathlib import Path
