@@ -1,7 +1,7 @@
 """Print tests/README.md: each library module and the test files that pin it.
 
 A test file pins a module when it imports it; a command module (``librarian.cli.X``, ``librarian.ops.X``) is
-also pinned by the test files that run ``librarian X`` end to end. Run from the checkout:
+also pinned by the test files that run its commands end to end (``librarian.cli.store``: verify, ls, gc). Run from the checkout:
 
     python scripts/tests_by_module.py > tests/README.md
 """
@@ -9,9 +9,14 @@ also pinned by the test files that run ``librarian X`` end to end. Run from the 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from librarian.cli.app import Commands  # the command -> module table the app itself uses
+
 HEAD = """# The tests, by the module they pin
 
 Each library module and the test files that import it, or, for a command's modules, run the command end to
@@ -35,8 +40,11 @@ def main() -> None:
         imported = re.compile(
             rf"(?:from|import)\s+{re.escape(dotted)}\b|from\s+{re.escape(parent)}\s+import\s+[^\n]*\b{leaf}\b"
         )
+        # a command module is pinned by the runs of each command it defines (cli.store: verify, ls, gc)
+        commands = [c for c, m in Commands.modules.items() if m == dotted] or [leaf]
+        words = "|".join(re.escape(c) for c in commands)
         ran = (
-            re.compile(rf"""run\(\s*\*?\(?\s*["']{leaf}["']""")
+            re.compile(rf"""run\(\s*\*?\(?\s*["'](?:{words})["']""")
             if parent in ("librarian.cli", "librarian.ops")
             else None
         )

@@ -45,6 +45,10 @@ def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("LIBRARIAN_REPO", raising=False)
     monkeypatch.delenv("LIBRARIAN_DEBUG", raising=False)
+    # an activated venv (the usual way to run pytest) is not the target a test means: tests that mean one
+    # set VIRTUAL_ENV themselves
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
     # the packaged stable-ABI table, whatever the user's override on this machine says
     monkeypatch.setenv("LIBRARIAN_STABLE_ABI", str(tmp_path / "no-stable-abi-override.toml"))
 

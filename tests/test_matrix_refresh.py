@@ -203,3 +203,13 @@ def test_refresh_offline_exits_3_in_one_line(
         assert result.err.startswith("librarian: error: ") and result.err.count("\n") == 1
         assert "cannot be reached" in result.err
     assert not override.exists()
+
+
+def test_a_page_nested_100000_levels_deep_is_one_line(run: Run, tmp_path: Path, override: Path) -> None:
+    """Issue 46 item 2: a RecursionError traceback, where the TOML override and reindex --manifest give one
+    line."""
+    page = tmp_path / "nested.json"
+    page.write_text('{"a":' * 100_000 + "{}" + "}" * 100_000)
+    result = run("matrix", "refresh", "--from", str(page))
+    assert result.code == 2 and result.err.count("\n") == 1 and "Traceback" not in result.err
+    assert result.err == f"librarian: error: {page}: not a PEP 691 project page (nested too deeply to read)\n"

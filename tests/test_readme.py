@@ -134,3 +134,15 @@ def test_the_python_examples_run(monkeypatch: pytest.MonkeyPatch, capsys: pytest
         exec(compile(block, "README.md", "exec"), {})  # noqa: S102 - the README's own example
     out = capsys.readouterr().out
     assert out.startswith("runs its own sm_90 SASS\n") and "GPU arch" in out
+
+
+def test_every_command_has_its_section_in_the_readme() -> None:
+    """Issue 46 item 8: each command of the app (``librarian --help``) has a ``### name`` section under the
+    README's ``## Commands``; ``reindex`` had none."""
+    from librarian.cli.app import Commands
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    commands_part = readme.split("\n## Commands\n", 1)[1].split("\n## ", 1)[0]
+    sections = {line[4:].strip() for line in commands_part.splitlines() if line.startswith("### ")}
+    names = set(Commands.modules)
+    assert names and not names - sections, sorted(names - sections)

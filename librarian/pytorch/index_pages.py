@@ -96,6 +96,8 @@ def parse_json_page(text: str, origin: str = "index page") -> tuple[str, ...]:
         data = json.loads(text)
         files = data["files"]
         return tuple(str(f["filename"]) for f in files)
+    except RecursionError as e:  # a page nested past the parser's depth: hostile, or broken
+        raise BadInput(f"{origin}: not a PEP 691 project page (nested too deeply to read)") from e
     except (ValueError, KeyError, TypeError) as e:
         raise BadInput(f"{origin}: not a PEP 691 project page ({e.__class__.__name__}: {e})") from e
 
