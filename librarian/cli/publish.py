@@ -88,6 +88,13 @@ def publish(
             help="Accept a label whose torch line the wheel's own Requires-Dist on torch excludes.",
         ),
     ] = False,
+    skip_refused: Annotated[
+        bool,
+        typer.Option(
+            "--skip-refused",
+            help="File the wheels that pass and name the refused ones (exit 1); without it a refusal files nothing.",
+        ),
+    ] = False,
     force: OldForceOpt = False,
     allow_unknown_combo: AllowUnknownComboOpt = False,
     create: Annotated[
@@ -142,6 +149,7 @@ def publish(
         allow_platform_mismatch=allow_platform_mismatch,
         allow_torch_mismatch=allow_torch_mismatch,
         allow_unknown_combo=allow_unknown_combo,
+        skip_refused=skip_refused,
         refuse_macos=refuse_macos,
         variants=variants_wanted(variants),
         layout=layout,
@@ -154,6 +162,8 @@ def publish(
         ui.result(
             plan.render(store.location, dry_run=dry_run, stage=stage, manifest=manifest), len(plan.filings)
         )
+    if plan.skipped:  # --skip-refused: the rest was filed; what was not is a finding
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -69,6 +70,7 @@ class PublishOptions:
     allow_unknown_combo: bool = False
     refuse_macos: bool = False  # a macOS wheel among the inputs is an error, not skipped with a warning
     variants: bool = False  # file a wheel-variant copy beside each wheel (PEP 825), for uv
+    skip_refused: bool = False  # a batch files the wheels that pass, naming the rest (exit 1)
     layout: Layout | None = None
     jobs: int | None = None  # threads reading each wheel's members (None: the cores available)
     now: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
@@ -228,21 +230,50 @@ def _for_macos(name: WheelName) -> bool:
     return all(t.platform.startswith("macosx_") for t in name.tags)
 
 
+class Refusals(Refused):
+    """Wheels of one batch refused: each named with its flag, every one found in the one run."""
+
+    def __init__(self, refusals: Sequence[LibrarianError], total: int) -> None:
+        self.refusals = tuple(refusals)
+        flags = sorted(
+            {f for r in refusals for f in re.findall(r"--allow-[a-z-]+|--trust-sm|--relabel", str(r))}
+        )
+        said = f" ({' '.join(flags)} accept some)" if flags else ""
+        super().__init__(
+            f"{len(refusals)} of {total} wheel(s) refused, nothing filed{said}; --skip-refused files the rest"
+        )
+
+    def details(self) -> list[str]:
+        """One line per refused wheel (the CLI prints them after the error line)."""
+        return [f"  {r}" for r in self.refusals]
+
+
 def prepare(
     paths: Sequence[Path], options: PublishOptions, staging: Path, *, write: bool = True
-) -> list[PreparedWheel]:
+) -> tuple[list[PreparedWheel], tuple[LibrarianError, ...]]:
     """Read, label, verify and inspect each wheel; labelled copies go to ``staging`` (``write`` ``False``:
-    measured, not written: a dry run writes nothing the size of a wheel)."""
+    measured, not written: a dry run writes nothing the size of a wheel). Every wheel is checked, so that one
+    run names every refusal: with one, it is raised as it is; with several, :class:`Refusals` lists them;
+    with ``options.skip_refused``, they come back beside the wheels that passed."""
     prepared = []
+    refused: list[LibrarianError] = []
     matrix = None if options.allow_unknown_combo else load_matrix()  # read once, not per wheel
     warned: set[str] = set()
     with progress.overall("publish", len(paths)) as bar:
         for path in paths:
-            one = prepare_one(path, options, staging, write=write, matrix=matrix, warned=warned)
+            try:
+                one = prepare_one(path, options, staging, write=write, matrix=matrix, warned=warned)
+            except (Refused, BadInput) as e:  # a wheel's own problem: the next one is checked all the same
+                refused.append(e)
+                one = None
             if one is not None:
                 prepared.append(one)
             bar.advance()
-    return prepared
+    if refused and not options.skip_refused:
+        if len(refused) == 1:
+            raise refused[0]
+        raise Refusals(refused, len(paths))
+    return prepared, tuple(refused)
 
 
 def prepare_one(

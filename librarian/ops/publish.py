@@ -57,6 +57,7 @@ class PublishPlan:
     filings: tuple[Filing, ...]
     changes: Changes
     commit: str = ""  # the commit's web URL, where the store makes commits (the Hub)
+    skipped: tuple[str, ...] = ()  # --skip-refused: each refused wheel and why
 
     @property
     def added(self) -> tuple[Filing, ...]:
@@ -76,6 +77,7 @@ class PublishPlan:
                 {"path": f.path, "action": f.action, "source": str(f.wheel.source), "sha256": f.wheel.sha256}
                 for f in self.filings
             ],
+            "skipped": list(self.skipped),
             "variants": sorted(
                 {p for e in self.changes.index.entries if (p := e.variant_path) in self.uploaded}
             ),
@@ -94,6 +96,7 @@ class PublishPlan:
             "skip": "unchanged",
         }
         lines = [f"{verb[f.action]:>13}  {f.path}" for f in self.filings]
+        lines += [f"{'skipped':>13}  {why}" for why in self.skipped]
         variants = list(
             dict.fromkeys(
                 e.variant_path for e in self.changes.index.entries if e.variant_path in self.uploaded
@@ -315,10 +318,11 @@ def publish(
             raise BadInput(f"{path}: {problem}")
     assert options.layout is not None
     with tempfile.TemporaryDirectory(prefix="librarian-publish-") as tmp:
-        wheels = prepare(paths, options, Path(tmp), write=not dry_run)
-        return file_prepared(
+        wheels, refused = prepare(paths, options, Path(tmp), write=not dry_run)
+        plan = file_prepared(
             store, wheels, options, Path(tmp), dry_run=dry_run, stage=stage, manifest=manifest
         )
+        return replace(plan, skipped=tuple(str(e) for e in refused))
 
 
 def file_prepared(
