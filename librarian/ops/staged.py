@@ -11,6 +11,7 @@ On a local store staging writes the wheels at their paths, and reindex checks th
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -27,10 +28,11 @@ from librarian.manifest import (
     metadata_bytes,
     parse_manifest,
 )
-from librarian.ops.placement import Problem
+from librarian.ops.placement import Problem, check_placement
 from librarian.ops.prepare import check_combo
 from librarian.ops.reindex import ReindexReport
 from librarian.pytorch.matrix import load_matrix
+from librarian.safeio import input_problem
 from librarian.stores.base import Blob, Changes, Store, Upload, UploadStorage, missing_at_paths, read_index
 
 log = logging.getLogger(__name__)
@@ -58,18 +60,43 @@ def expand_manifests(paths: Sequence[Path]) -> list[Path]:
     return files
 
 
+def same_store(a: str, b: str) -> bool:
+    """Whether two store locations name one store: a local folder by its resolved path (``mf/base`` and its
+    absolute path alike), anything else as written."""
+    if a == b:
+        return True
+    if "://" in a or "://" in b:
+        return False
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def staged_problem(layout: Layout, entry: IndexEntry) -> str | None:
+    """Pure: why a staged entry cannot be merged as it is (verify's own checks of an entry against its path:
+    the cell it records is the cell its path is filed under, the layout's and the filename's), or ``None``."""
+    if problems := check_placement(layout, entry.path):
+        return problems[0]
+    parsed = layout.parse_path(entry.path)
+    assert parsed is not None  # check_placement said it parses
+    cell, _ = parsed
+    if entry.cell != cell:
+        return f"records cell {entry.cell.package} sm{entry.cell.sm.sm} {entry.cell.label}, but its path is {cell.package} sm{cell.sm.sm} {cell.label}"
+    return None
+
+
 def read_manifests(paths: Sequence[Path], store: Store) -> tuple[tuple[IndexEntry, ...], dict[str, str], int]:
     """Every entry of the manifests at ``paths`` (a folder: every ``*.json`` under it), each checked to be for
     ``store``; the METADATA texts they carry, by sha256; and how many manifests were read."""
     loaded: list[tuple[str, Manifest]] = []
     for path in expand_manifests(paths):
+        if problem := input_problem(path):  # a FIFO would block the read: refused by what it is
+            raise BadInput(f"{path}: {problem}")
         try:
             with open(path, "rb") as f:  # never more than the limit (plus one byte to know it is over)
                 text = f.read(MAX_MANIFEST_BYTES + 1)
         except OSError as e:
             raise BadInput(f"{path}: cannot read the manifest ({e.strerror or e})") from e
         manifest = parse_manifest(text, str(path))
-        if manifest.repo != store.location:
+        if not same_store(manifest.repo, store.location):
             raise BadInput(f"{path}: staged for {manifest.repo}, not {store.location}")
         loaded.append((str(path), manifest))
     return merge_manifests(loaded), merge_metadata([m for _, m in loaded]), len(loaded)
@@ -87,6 +114,9 @@ def plan_manifests(
     ``metadata`` (sha256 -> a file of it) gives the PEP 658 files to commit beside the wheels; an entry
     whose METADATA is not there loses its ``metadata_sha256`` rather than name a file that is not stored.
     """
+    for entry in entries:
+        if (why := staged_problem(index.layout, entry)) is not None:
+            raise BadInput(f"{entry.path}: staged entry {why}; nothing merged")
     files = metadata or {}
     entries = [
         e if e.metadata_sha256 in files or not e.metadata_sha256 else replace(e, metadata_sha256=None)
