@@ -217,11 +217,18 @@ def _pull_examples(index: Index, repo_id: str, most: int = 40) -> str:
 
 
 def render_card_block(
-    index: Index, repo_id: str, endpoint: str = "https://huggingface.co", install: str | None = None
+    index: Index,
+    repo_id: str,
+    endpoint: str = "https://huggingface.co",
+    install: str | None = None,
+    revision: str | None = None,
+    held: frozenset[str] = frozenset(),
 ) -> str:
     """librarian's part of the dataset card, markers included: how to install, and the coverage table.
 
-    ``endpoint`` must carry no credentials (the caller strips them): the card is public.
+    ``endpoint`` must carry no credentials (the caller strips them): the card is public. ``revision``: the
+    commit the card is written on top of, and ``held``, the wheels it holds: the hash-pinned example names a
+    wheel there, at that commit (as ``pull --requirements`` pins its lines), never ``main``, which moves.
     """
     table = render_coverage(coverage(index, f"hf://datasets/{repo_id}"))
     example = min(index.entries, key=_commonness) if index.entries else None
@@ -240,7 +247,14 @@ def render_card_block(
         else "it is not on PyPI under that name; the publisher's `[tool.librarian] install` setting puts its install line here"
     )
     examples = _pull_examples(index, repo_id)
-    pinned = f"{package} @ {endpoint}/datasets/{repo_id}/resolve/main/{quote(path)} --hash=sha256:{sha}"
+    at = [e for e in index.entries if e.path in held]
+    if revision and at:
+        fixed = min(at, key=_commonness)
+        name = fixed.name.distribution.replace("_", "-")
+        url = f"{endpoint}/datasets/{repo_id}/resolve/{revision}/{quote(fixed.path)}"
+        pinned = f"{name} @ {url} --hash=sha256:{fixed.sha256}"
+    else:  # the first commit: nothing to pin to yet but the line's shape
+        pinned = f"{package} @ {endpoint}/datasets/{repo_id}/resolve/COMMIT/{quote(path)} --hash=sha256:{sha}"
     variants = _variants_section(index, repo_id, endpoint)
     return f"""{BEGIN}
 ## Install

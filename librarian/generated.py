@@ -13,6 +13,7 @@ removes those the new index no longer renders.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
@@ -31,6 +32,8 @@ class CardSource:
     endpoint: str = "https://huggingface.co"
     license: str | None = None
     install: str | None = None  # the one line that installs librarian ([tool.librarian] install)
+    revision: str | None = None  # the commit the change is made on: the card's pinned example names it
+    held: frozenset[str] = frozenset()  # the wheel paths that commit holds (what a pin to it can name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +88,33 @@ def render_card(index: Index, card: CardSource) -> bytes | None:
     if not index.entries:
         return None
     text = card.current.decode("utf-8", errors="replace") if card.current is not None else None
-    block = render_card_block(index, card.repo_id, card.endpoint, card.install)
-    merged = merge_card(text, block, card.repo_id, card.license).encode()
-    return None if merged == card.current else merged
+    kept = _pinned_before(text, index) if text is not None else None
+    # The pin stays as it is while its wheel does; a card that needs no other change is not rewritten to add
+    # one; one rewritten anyway pins to the commit it is written on.
+    for revision, held in (
+        [kept] if kept is not None else [(None, frozenset[str]()), (card.revision, card.held)]
+    ):
+        block = render_card_block(index, card.repo_id, card.endpoint, card.install, revision, held)
+        merged = merge_card(text, block, card.repo_id, card.license).encode()
+        if merged == card.current:
+            return None
+    return merged
+
+
+_PINNED = re.compile(r"@ \S+/resolve/([0-9a-f]{40})/(\S+) --hash=sha256:([0-9a-f]{64})")
+
+
+def _pinned_before(text: str, index: Index) -> tuple[str, frozenset[str]] | None:
+    """The commit and path of the card's hash-pinned example, where that wheel is still in the index with
+    those bytes (a commit pinned once stays the card's pin: a change that changes nothing rewrites no card)."""
+    from urllib.parse import unquote
+
+    m = _PINNED.search(text)
+    if m is None:
+        return None
+    path = unquote(m[2])
+    entry = index.by_path().get(path)
+    return (m[1], frozenset({path})) if entry is not None and entry.sha256 == m[3] else None
 
 
 def root_is_stale(index: Index, held: bytes | None) -> bool:

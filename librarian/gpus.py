@@ -113,6 +113,12 @@ def parse_real_sm(text: str, flag: str = "--sm") -> GpuArch:
     """A ``--sm`` value that names a GPU that exists: ``89``, ``sm_89``, ``8.9``; not ``86a`` or ``88``."""
     arch = GpuArch.parse(text)
     real = ", ".join(g.arch.sm for g in known_gpus())
+    if arch.suffix and (arch.major < 9 or find_gpu(arch.capability) is None):
+        plain = GpuArch(arch.major, arch.minor).sm
+        raise BadInput(
+            f"{flag} {text}: there is no sm_{arch.sm} (arch- and family-specific code exists from sm_90a on); "
+            f"name the GPU: {plain}"
+        )
     if arch.kind is not ArchKind.SASS or arch.suffix:
         plain = GpuArch(arch.major, arch.minor).sm
         raise BadInput(

@@ -65,7 +65,12 @@ def test_ptx_alone_files_no_cell(run: Run, sos: dict[str, Path], tmp_path: Path)
 
 
 @pytest.mark.parametrize(
-    ("sm", "says"), [("86a", "name the GPU"), ("88", "no GPU of compute capability 8.8")]
+    ("sm", "says"),
+    [
+        ("86a", "there is no sm_86a"),
+        ("90a", "name the GPU, not a kind of code"),
+        ("88", "no GPU of compute capability 8.8"),
+    ],
 )
 @pytest.mark.parametrize("command", ["publish", "pull", "doctor"])
 def test_sm_takes_only_gpus_that_exist(

@@ -255,7 +255,11 @@ def test_parse_real_sm(text: str, sm: str) -> None:
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("86a", "name the GPU"),
+        (
+            "86a",
+            "there is no sm_86a .arch- and family-specific code exists from sm_90a on.; name the GPU: 86",
+        ),
+        ("89a", "there is no sm_89a"),
         ("90a", "filed under 90"),
         ("88", "no GPU of compute capability 8.8"),
         ("compute_80", "name the GPU"),

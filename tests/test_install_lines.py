@@ -80,3 +80,31 @@ def test_every_install_line_of_the_card_installs_the_stores_release_not_the_publ
         )  # a variant has the public version
     control = run_line(lines[0].replace(" --no-index", ""), tmp_path / "control", index, tmp_path)
     assert control == "9.9"  # without --no-index the public index wins: the test can fail
+
+
+def test_the_cards_hash_pinned_example_names_a_commit_not_main(
+    run: Run, loophub: LoopHub, tmp_path: Path
+) -> None:
+    """Issue 46 item 4: the card's requirements example was pinned to ``resolve/main``, which moves; it names
+    a commit that holds the wheel, as ``pull --requirements`` pins its lines, and a change that changes
+    nothing leaves the card as it is."""
+    import hashlib
+    import urllib.request
+
+    repo = ("--repo", "hf://datasets/team/pins")
+    samples = sorted((Path(__file__).resolve().parent.parent / "samples" / "dist").glob("*.whl"))
+    assert run("publish", str(samples[0]), "--torch", "2.9", "--cuda", "13.0", "--create", *repo).code == 0
+    first = loophub.head("team/pins")
+    assert run("publish", str(samples[1]), "--torch", "2.9", "--cuda", "13.0", *repo).code == 0
+    card = loophub.files("team/pins")["README.md"].decode()
+    m = re.search(r"@ (\S+/resolve/([0-9a-f]{40})/\S+) --hash=sha256:([0-9a-f]{64})", card)
+    assert m is not None and "resolve/main/" not in m[0], card
+    assert m[2] == first  # the commit the second change was made on, which holds the example wheel
+    with urllib.request.urlopen(m[1]) as response:  # the loopback Hub: the pinned URL serves those bytes
+        assert hashlib.sha256(response.read()).hexdigest() == m[3]
+    commits = loophub.commits_made("team/pins")
+    assert run("publish", str(samples[1]), "--torch", "2.9", "--cuda", "13.0", *repo).code == 0
+    assert (
+        loophub.commits_made("team/pins") == commits
+        and loophub.files("team/pins")["README.md"].decode() == card
+    )

@@ -158,3 +158,11 @@ def test_a_refusal_a_presets_driver_causes_names_driver(run: Run) -> None:
     )
     flagged = run("doctor", wheel, "--sm", "89", "--torch", "2.9", "--cuda", "13.0", "--driver", "12.8")
     assert flagged.code == 2 and "--driver 12.8 is older" in flagged.err
+
+
+def test_one_word_per_os_for_the_wheel_and_the_machine(run: Run) -> None:
+    """Issue 46 item 4: the OS row said ``linux (elf)`` of the wheel and ``win32 (pe)`` of the machine."""
+    wheel = str(next((Path(__file__).resolve().parent.parent / "samples" / "dist").glob("*cp311*.whl")))
+    result = run("doctor", wheel, "--preset", "windows-rtx4090", "--torch", "2.9", "--cuda", "12.8", "--json")
+    (os_row,) = [v for v in json.loads(result.out)["wheels"][0]["verdicts"] if v["demand"] == "os"]
+    assert os_row["wheel_needs"] == "linux (elf)" and os_row["machine_has"] == "windows (pe)", os_row

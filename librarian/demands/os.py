@@ -69,8 +69,10 @@ def check(need: OsNeed, machine: Machine) -> Verdict:
     text = need.text
     if machine.os.value is None:
         return unknown(Demand.OS, text, machine.os.reason)
-    native = os_format(machine.os.value) or BinaryFormat.ELF  # other unixes load ELF
-    has = f"{machine.os.value} ({native.value})"
+    known = os_format(machine.os.value)
+    native = known or BinaryFormat.ELF  # other unixes load ELF
+    # One word per OS, the wheel's and the machine's alike: "windows (pe)", never "win32 (pe)" beside it.
+    has = _words(native).name if known is not None else f"{machine.os.value} ({native.value})"
     wrong = [(path, f) for path, f in need.members if f is not native]
     if not wrong:
         return Verdict(Demand.OS, True, text, has)

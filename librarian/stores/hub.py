@@ -237,7 +237,7 @@ class HubStore(HubReader):
         adds = [add_operation(u) for u in sorted(changes.uploads, key=lambda u: u.path)]
         uploaded = {u.path for u in changes.uploads}
         deletes = [CommitOperationDelete(path_in_repo=p) for p in changes.deletes if p not in uploaded]
-        generated = self._generated(old, changes)
+        generated = self._generated(old, changes, parent)
         catalogue: list[Any] = [
             CommitOperationAdd(path_in_repo=p, path_or_fileobj=d) for p, d in generated.writes
         ]
@@ -268,7 +268,7 @@ class HubStore(HubReader):
             self._sha = None  # the next read asks for the head again
             log.info("%s: could not read the head after committing (%s)", self.location, e)
 
-    def _generated(self, old: Index, changes: Changes) -> Generated:
+    def _generated(self, old: Index, changes: Changes, parent: str | None = None) -> Generated:
         """The generated files (index, shards, pages, card) that change."""
         # reindex's repair: compare with what the tree holds, not with what the old index renders.
         tree = generated_in_tree(self, changes.index, changes.deletes) if changes.rebuild else None
@@ -280,6 +280,8 @@ class HubStore(HubReader):
                 public_endpoint(self.api.endpoint),
                 self.license,
                 self.install,
+                parent,
+                frozenset(e.path for e in old.entries if e.path not in changes.deletes),
             )
         return plan_generated(old, changes.index, tree=tree, card=card)
 
