@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -226,3 +227,37 @@ def test_the_rate_limit_bound_is_a_setting(
     repo.rate_limit("repo_info", times=1, retry_after=None, ratelimit='"api";r=0;t=3')
     result = run("publish", *map(str, wheels(tmp_path / "d", 1)), *FLAGS)
     assert result.code == 3 and "retry in 3 s" in result.err
+
+
+def test_a_refused_connection_is_tried_once_more_not_backed_off_for_seconds() -> None:
+    """Issue 46 item 4: a refused connection on loopback was retried with four backoffs (9 s) before the
+    cached index was used; a refusal is an answer: one retry. A time-out still gets every retry."""
+    import socket
+
+    import httpx2
+
+    from librarian.stores.hub_http import NetPolicy, refused, retrying
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    calls: list[float] = []
+
+    def connect() -> None:
+        calls.append(time.monotonic())
+        httpx2.get(f"http://127.0.0.1:{port}/", timeout=2)
+
+    policy = NetPolicy(retries=4, backoff=0.5)
+    with pytest.raises(httpx2.ConnectError) as caught:
+        retrying("test", connect, policy)
+    assert refused(caught.value) and len(calls) == 2 and calls[-1] - calls[0] < 2.0
+
+    timeouts: list[int] = []
+
+    def slow() -> None:
+        timeouts.append(1)
+        raise httpx2.ReadTimeout("slow")
+
+    with pytest.raises(httpx2.ReadTimeout):
+        retrying("test", slow, NetPolicy(retries=3, backoff=0.0))
+    assert len(timeouts) == 4

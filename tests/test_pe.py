@@ -161,7 +161,7 @@ def test_a_fatbin_in_nv_rel_is_relocatable_code(run: Run, tmp_path: Path, flags:
 @pytest.mark.parametrize(
     ("torch", "binding"),
     [(None, "does not link torch"), (["aoti_torch_empty_strided", "aoti_torch_get_device_type"], "stable ABI"),
-     ([MSVC_C10, "aoti_torch_empty_strided"], f"imports {MSVC_C10}")],
+     ([MSVC_C10, "aoti_torch_empty_strided"], f"imports {MSVC_C10[:59]}…")],
 )  # fmt: skip
 def test_the_torch_binding_of_a_dll(run: Run, tmp_path: Path, torch: list[str] | None, binding: str) -> None:
     whl = make_wheel(

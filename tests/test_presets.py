@@ -166,3 +166,22 @@ def test_one_word_per_os_for_the_wheel_and_the_machine(run: Run) -> None:
     result = run("doctor", wheel, "--preset", "windows-rtx4090", "--torch", "2.9", "--cuda", "12.8", "--json")
     (os_row,) = [v for v in json.loads(result.out)["wheels"][0]["verdicts"] if v["demand"] == "os"]
     assert os_row["wheel_needs"] == "linux (elf)" and os_row["machine_has"] == "windows (pe)", os_row
+
+
+def test_the_torch_row_says_its_symbol_once_and_short(run: Run, tmp_path: Path) -> None:
+    """Issue 46 item 4: the torch row repeated a 140-character mangled symbol in what the wheel needs, what
+    the machine has and why, past 250 characters; the symbol is said once, cut to 60, the full one in the
+    predicted error."""
+    from tests.builders import make_wheel
+    from tests.cuda_fixtures import elf_bytes
+
+    long = "_ZN3c106detail14torchCheckFailEPKcS2_jRKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
+    so = elf_bytes(needed=("libc10.so",), symbols={long: False})
+    wheel = make_wheel(
+        tmp_path / "w", "ext", "1.0+cu128torch2.8", "cp311-cp311-linux_x86_64", {"ext/_C.so": so}
+    )
+    result = run("doctor", str(wheel), "--sm", "89", "--torch", "2.9", "--python", "3.11", "--platform",
+                 "linux_x86_64")  # fmt: skip
+    row = next(line for line in result.out.splitlines() if line.strip().startswith("torch "))
+    assert row.count("_ZN3c10") == 1 and len(row) < 200, row
+    assert f"undefined symbol: {long}" in result.out  # the whole symbol where the loader would say it

@@ -77,7 +77,9 @@ class TorchNeed:
         """The one description: the line, what binds it there, and what it links (``does not link torch``)."""
         if self.binding is Binding.NONE:
             return "does not link torch"
-        binds = f"imports {self.symbol}" if self.symbol else ""
+        binds = f"imports {short_symbol(self.symbol)}" if self.symbol else ""
+        if self.symbol and len(self.symbols) > 1:
+            binds += f" (+{len(self.symbols) - 1} more)"
         if self.binding is Binding.STABLE:
             binds = "imports only its C shim" + (f": {self.floor.why}" if self.floor is not None else "")
         links = f"links {' '.join(self.libraries)}" if self.libraries else ""
@@ -106,6 +108,12 @@ class TorchNeed:
         return (
             f"imports {self.symbol}" if self.symbol else "links torch (its symbols were not recorded: exact)"
         )
+
+
+def short_symbol(symbol: str, width: int = 60) -> str:
+    """A mangled symbol cut to ``width`` characters for a table row (the full one is in ``--json`` and the
+    predicted error)."""
+    return symbol if len(symbol) <= width else symbol[: width - 1] + "…"
 
 
 def binding_of(binaries: Iterable[BinaryFacts]) -> tuple[Binding, str | None]:
@@ -184,7 +192,8 @@ def check(need: TorchNeed, machine: Machine) -> Verdict:
         return _stable(need, torch.minor, has)
     first = f"undefined symbol: {need.symbols[0]}" if need.symbols else UNDEFINED_TORCH_SYMBOL
     if need.minor is not None and need.minor != torch.minor:
-        why = f"torch's C++ ABI changes between minor versions ({need.why()})"
+        # The symbol is said once, in what the wheel needs (and the error it predicts), not again here.
+        why = "torch's C++ ABI changes between minor versions" + ("" if need.symbol else f" ({need.why()})")
         return Verdict(Demand.TORCH, False, need.text, has, why, first)
     if need.cxx11abi is not None and torch.cxx11abi is not None and need.cxx11abi != torch.cxx11abi:
         reason = f"built with cxx11abi={need.cxx11abi}, torch uses cxx11abi={torch.cxx11abi}"

@@ -171,6 +171,18 @@ def retryable(error: BaseException) -> bool:
     return isinstance(error, (httpx2.TransportError, ConnectionError, TimeoutError))
 
 
+def refused(error: BaseException) -> bool:
+    """Whether a network error is a refused connection (``ECONNREFUSED``), down its chain of causes."""
+    seen: BaseException | None = error
+    for _ in range(10):
+        if seen is None:
+            return False
+        if isinstance(seen, ConnectionRefusedError) or "Connection refused" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def retry_after(error: BaseException) -> float | None:
     """The server's ``Retry-After`` in seconds, when it sent one."""
     response = getattr(error, "response", None)
@@ -254,7 +266,10 @@ def retrying(what: str, call: Callable[[], T], policy: NetPolicy) -> T:
                 continue
             attempt += 1
             wait = max(policy.wait(attempt), retry_after(e) or 0.0)
-            if attempt > policy.retries or time.monotonic() - start + wait > policy.budget:
+            # A refused connection is an answer (nothing listens there), not a slow network: one retry only
+            # (a loopback Hub once took 9 s of backoffs to say so, and then the cached index was used).
+            retries = 1 if refused(e) else policy.retries
+            if attempt > retries or time.monotonic() - start + wait > policy.budget:
                 raise
             log.info(
                 "%s: %s; trying again in %.1f s (%d of %d)", what, describe(e), wait, attempt, policy.retries
