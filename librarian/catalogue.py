@@ -18,7 +18,6 @@ from urllib.parse import quote
 
 from librarian.coords import Label, MajorMinor, format_version
 from librarian.coverage import coverage, render_coverage
-from librarian.demands import Wheel, bound_to_its_torch_line, serves_line
 from librarian.index import ROOT, Index, IndexEntry, render_index, shard_path
 from librarian.variant_format import VARIANTS_DIR
 from librarian.variants import page_path as variants_page_path
@@ -36,6 +35,9 @@ def page_entries(index: Index) -> dict[str, list[IndexEntry]]:
     """Each page's wheels: those filed for its (sm, torch, CUDA) combo, and those of the same GPU filed for
     another combo whose bytes serve it too (no torch linked, torch's stable ABI, an older CUDA minor, a
     build per CUDA line), as pull would take them. Pages exist only for the combos the store files."""
+    # The judgement, loaded here: a command that reads an index without rendering pages (ls, pull) never loads it.
+    from librarian.demands import Wheel, bound_to_its_torch_line, serves_line
+
     groups: dict[str, list[IndexEntry]] = defaultdict(list)
     combos: dict[str, set[tuple[MajorMinor, MajorMinor]]] = defaultdict(set)
     for entry in index.entries:

@@ -33,6 +33,27 @@ class Commands(LazyGroup):
         "plan": "librarian.cli.matrix",
         "build": "librarian.cli.build",
     }
+    # What --help lists, without importing a command module: each docstring's first line (a test holds them).
+    summaries: ClassVar[dict[str, str]] = {
+        "retag": "Rewrite wheels with the label +cuXYZtorchA.B (filename, METADATA, .dist-info, RECORD).",
+        "inspect": "The seven demands of each wheel, read from its bytes (GPU archs, torch, CUDA, Python, CPU, OS, "
+        "glibc).",
+        "doctor": "Will it run here? Each of the seven demands against this machine (flags override detection). "
+        "Exit 1 if not.",
+        "publish": "Label, check and file wheels into the store, in one atomic change with the index (or --stage "
+        "them).",
+        "reindex": "Fan-in: merge every staged entry (publish --stage) into the index, in one commit. Exit 1 if any "
+        "was dropped.",
+        "verify": "Check every stored wheel against its path, label, metadata and the index. Exit 1 on any problem.",
+        "ls": "What is stored: a coverage table of packages x torch/CUDA combos x GPU archs; '-' marks a hole.",
+        "pull": "Fetch the exact wheel for this machine (newest version), sha256-checked.",
+        "gc": "Prune stale torch lines and superseded versions; prints the plan, acts only with --yes.",
+        "matrix": "The (torch, CUDA, Python, platform) combos PyTorch shipped; 'matrix refresh' reads PyTorch's "
+        "index.",
+        "plan": "The build jobs whose wheels the store does not hold yet: one per (package, torch, CUDA, Python, "
+        "platform).",
+        "build": "Compile SPEC for one combo and exactly the cells asked, check it by its bytes, and file it.",
+    }
 
 
 app = typer.Typer(

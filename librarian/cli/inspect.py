@@ -25,9 +25,7 @@ from librarian.cli.options import (
 )
 from librarian.errors import BadInput
 from librarian.machine import Machine
-from librarian.ops.doctor import checkup
 from librarian.ops.inputs import expand_paths
-from librarian.ops.inspect import inspect_file, inspection_json, render_inspection
 
 app = typer.Typer(rich_markup_mode=None)
 
@@ -50,6 +48,8 @@ def inspect(
 
     Example: librarian inspect dist/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl
     """
+    from librarian.ops.inspect import inspect_file, inspection_json, render_inspection
+
     items = [inspect_file(f, jobs=jobs) for f in expand_paths(files, (".whl",))]
     if as_json:
         ui.emit_json({"schema": 1, "files": [inspection_json(i) for i in items]})
@@ -99,6 +99,8 @@ def doctor(
     if env:
         doctor_env(described, as_json)
         return
+    from librarian.ops.doctor import checkup  # here: --machine and --env never load the wheel readers
+
     found = checkup(paths, described, show_machine=machine)
     ui.emit_json(found.to_json()) if as_json else ui.out(found.render())
     if found.fails:

@@ -14,6 +14,8 @@ import importlib
 from typing import ClassVar
 
 import typer
+from typer import _click  # typer's own click, as TyperGroup's methods take it
+from typer._click.utils import make_default_short_help
 from typer.core import TyperCommand, TyperGroup
 from typer.main import get_group
 
@@ -35,10 +37,28 @@ class LazyGroup(TyperGroup):
     """Commands by name, each imported from the module ``modules`` names for it on first look-up."""
 
     modules: ClassVar[dict[str, str]] = {}  # command name -> module; the order is the order help lists
+    summaries: ClassVar[dict[str, str]] = {}  # command name -> its docstring's first line (help lists them)
 
     def list_commands(self, ctx: object) -> list[str]:
         """Every command's name, without importing any."""
         return list(self.modules)
+
+    def format_commands(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        """``--help``'s list of commands from :attr:`summaries`, importing none of them (a command without
+        one is loaded for its help, as click does); ``tests/test_startup.py`` holds them to the docstrings."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            text = self.summaries.get(name)
+            short = (
+                make_default_short_help(text, limit) if text else self._load(name).get_short_help_str(limit)
+            )
+            rows.append((name, short))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: object, cmd_name: str) -> Command | None:
         """The command, its module imported now; ``None`` for an unknown name."""

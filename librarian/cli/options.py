@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
@@ -21,8 +21,9 @@ from librarian.platforms import parse_platform, platform_for
 from librarian.presets import find_preset, presets
 from librarian.probe import detect_machine
 from librarian.probe.target import find_target, is_version
-from librarian.stores import HubCard, open_store
-from librarian.stores.base import Store
+
+if TYPE_CHECKING:
+    from librarian.stores.base import Store
 
 log = logging.getLogger("librarian")
 T = TypeVar("T")
@@ -105,6 +106,8 @@ def store_and_layout(
 ) -> tuple[Store, Layout]:
     """The store ``--repo`` (else the environment, else the project's settings) names, and its layout."""
     settings = load_settings(repo)
+    from librarian.stores import HubCard, open_store  # here: a command that opens no store never loads them
+
     card = HubCard(license=settings.license, install=settings.install)
     store = open_store(settings.repo, create=create, publishing=publishing, card=card)
     return store, load_layout(settings.layout)

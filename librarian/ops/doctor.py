@@ -15,7 +15,6 @@ from librarian.errors import Refused
 from librarian.facts import WheelFacts
 from librarian.machine import Machine, Probed, format_glibcxx
 from librarian.probe.torch import with_torch_exports
-from librarian.wheel import OpenedWheel
 
 SCHEMA = 1
 
@@ -63,6 +62,8 @@ def diagnose(facts: WheelFacts, machine: Machine, requires_torch: str | None = N
 def doctor(wheel: Path, machine: Machine) -> DoctorReport:
     """Read ``wheel``'s facts from its bytes and judge them against ``machine`` (facts in hand: :func:`diagnose`)."""
     # A crafted zip is refused in one line before zipfile-based readers see it; its directory is read once.
+    from librarian.wheel import OpenedWheel  # the readers: doctor --machine never loads them
+
     opened = OpenedWheel.archive(wheel)
     return diagnose(opened.facts(), machine, opened.info().requires_torch)
 

@@ -12,7 +12,6 @@ from typing import Any
 from librarian.catalogue import catalogue_paths
 from librarian.coords import MajorMinor, format_version, package_key
 from librarian.coverage import Coverage, coverage
-from librarian.demands import Wheel, serves_line
 from librarian.errors import NotFound
 from librarian.index import Index
 from librarian.layout import Layout
@@ -74,6 +73,8 @@ def store_files(index: Index) -> int:
 def serving(index: Index, line: MajorMinor) -> tuple[Index, dict[str, int]]:
     """Pure: the index less the wheels whose bytes do not run with torch ``line`` (a stable-ABI build from its
     floor on, a torch-free one always, an exact one on its own line), and how many serve it by each way."""
+    from librarian.demands import Wheel, serves_line  # the judgement: only ls --torch loads it
+
     kinds = {"its own line": 0, "stable ABI": 0, "no torch": 0}
     gone = []
     for e in index.entries:
