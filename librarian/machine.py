@@ -8,7 +8,7 @@ it is unknown and which flag supplies it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -74,7 +74,7 @@ class TorchInfo:
     cxx11abi: bool | None = None
     lib_dir: Path | None = None  # where libtorch*.so / libc10.so live; None when not installed here
     # Defined dynamic symbols of libtorch*/libc10, read on demand (large); None until read.
-    exports: frozenset[str] | None = field(default=None, compare=False, repr=False)
+    exports: Container[str] | None = field(default=None, compare=False, repr=False)  # name in exports
 
     @property
     def minor(self) -> MajorMinor:

@@ -223,3 +223,27 @@ def test_dynamic_symbols_decodes_only_the_names_asked_for() -> None:
         frozenset({"PyInit__C"}),
         frozenset({"_ZN3c104warnEv"}),
     )
+
+
+def test_exports_are_asked_through_the_gnu_hash_table_as_the_loader_asks() -> None:
+    """torch's exports are looked up by name in each library's ``.gnu.hash`` (never decoded whole): every
+    name the symbol table exports is found, and no imported or made-up name is."""
+    import glob
+    import random
+
+    from librarian.wheel.elf import Exports, dynamic_symbols
+
+    libc = next(
+        (p for p in sorted(glob.glob("/lib/x86_64-linux-gnu/libc.so.6") + glob.glob("/lib64/libc.so.6"))),
+        None,
+    )
+    if libc is None:
+        pytest.skip("no libc.so.6 at the usual paths to read a real .gnu.hash from")
+    with open(libc, "rb") as f:
+        table = Exports(f)
+    with open(libc, "rb") as f:
+        defined, undefined = dynamic_symbols(f)
+    names = random.Random(1).sample(sorted(defined), min(500, len(defined)))
+    assert all(n in table for n in names)
+    assert not any(n + "_nope" in table for n in names)
+    assert not any(n in table for n in undefined if n not in defined)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import re
+from collections.abc import Container
 from dataclasses import replace
 from pathlib import Path
 
@@ -95,15 +96,28 @@ def detect_torch(path: list[str] | None = None) -> TorchInfo | None:
     return read_torch(dist)[0] if dist is not None else None
 
 
-def read_torch_exports(lib_dir: Path) -> frozenset[str]:
-    """Every symbol that ``libtorch*.so`` and ``libc10*.so`` in ``lib_dir`` export."""
-    exports: set[str] = set()
+def read_torch_exports(lib_dir: Path) -> TorchExports:
+    """What ``libtorch*.so`` and ``libc10*.so`` in ``lib_dir`` export, asked by name (their hash tables)."""
+    from librarian.wheel import Exports  # the reader: only a check of torch symbols loads it
+
+    tables = []
     for lib in sorted((*lib_dir.glob("libc10*.so*"), *lib_dir.glob("libtorch*.so*"))):
         try:
-            exports |= _defined_symbols(lib)
+            with lib.open("rb") as f:
+                tables.append(Exports(f))
         except Exception as e:  # noqa: BLE001 - a library we cannot read just exports nothing we know of
             log.debug("%s: cannot read symbols: %s", lib, e)
-    return frozenset(exports)
+    return TorchExports(tuple(tables))
+
+
+class TorchExports:
+    """torch's exported symbols, asked one at a time: ``name in exports``."""
+
+    def __init__(self, tables: tuple[Container[str], ...]) -> None:
+        self.tables = tables
+
+    def __contains__(self, name: object) -> bool:
+        return any(name in t for t in self.tables)
 
 
 def with_torch_exports(machine: Machine) -> Machine:

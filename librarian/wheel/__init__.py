@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the names, for type checkers; at run time they are loaded on first use
     from librarian.wheel.binaries import inspect_path, inspect_wheel
     from librarian.wheel.deep import DeepRead
-    from librarian.wheel.elf import dynamic_symbols, glibc_symbols, version_definitions
+    from librarian.wheel.elf import Exports, dynamic_symbols, glibc_symbols, version_definitions
     from librarian.wheel.fatbin import sampled_toolkits
     from librarian.wheel.opened import OpenedWheel
     from librarian.wheel.relabel import Rewritten, retag
@@ -38,6 +38,7 @@ _FACE = {
     "build_digest": "variant",
     "variant_problems": "variant",
     "dynamic_symbols": "elf",
+    "Exports": "elf",
     "glibc_symbols": "elf",
     "sampled_toolkits": "fatbin",
     "version_definitions": "elf",
@@ -45,6 +46,7 @@ _FACE = {
 
 __all__ = [
     "DeepRead",
+    "Exports",
     "OpenedWheel",
     "Rewritten",
     "WheelInfo",

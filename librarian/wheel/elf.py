@@ -24,6 +24,7 @@ SHT_PROGBITS = 1
 SHT_NOBITS = 8
 SHF_ALLOC, SHF_EXECINSTR = 0x2, 0x4
 SHT_DYNSYM = 11
+SHT_GNU_HASH = 0x6FFFFFF6
 SHT_DYNAMIC = 6
 SHT_GNU_VERNEED = 0x6FFFFFFE
 SHT_GNU_VERDEF = 0x6FFFFFFD
@@ -400,6 +401,80 @@ def dynamic_symbols(
         if name:
             (undefined if shndx == 0 else defined).add(name)
     return frozenset(defined), frozenset(undefined)
+
+
+def gnu_hash(name: bytes) -> int:
+    """The ``.gnu.hash`` hash of a symbol name (dl_new_hash: h = h * 33 + c, from 5381, 32 bits)."""
+    h = 5381
+    for c in name:
+        h = (h * 33 + c) & 0xFFFFFFFF
+    return h
+
+
+class Exports:
+    """The symbols an ELF library exports, asked one at a time through its ``.gnu.hash`` table (as the dynamic
+    loader asks), never decoded whole: libtorch_cpu exports 400,000 names. A library without the table is
+    read whole instead. ``name in exports``: whether it defines and exports ``name``."""
+
+    def __init__(self, f: BinaryIO | bytes) -> None:
+        src = Source(f)
+        elf = _read(src)
+        self._whole: frozenset[str] | None = None
+        dynsym = next((s for s in elf.sections if s.type == SHT_DYNSYM), None)
+        table = next((s for s in elf.sections if s.type == SHT_GNU_HASH), None)
+        if dynsym is None or not 0 < dynsym.link < len(elf.sections):
+            self._whole = frozenset()
+            return
+        if table is None or elf.bits != 64:
+            self._whole = _defined(f, elf)
+            return
+        self._e = "<" if elf.little_endian else ">"
+        self._strtab = section_bytes(src, elf.sections[dynsym.link], ".dynstr")
+        self._dynsym = section_bytes(src, dynsym, ".dynsym")
+        raw = section_bytes(src, table, ".gnu.hash")
+        if len(raw) < 16:
+            raise BadBinary(".gnu.hash is cut short")
+        self._nbuckets, self._symoffset, bloom_size, self._shift = struct.unpack_from(
+            self._e + "IIII", raw, 0
+        )
+        self._bloom = raw[16 : 16 + 8 * bloom_size]
+        start = 16 + 8 * bloom_size
+        self._buckets = raw[start : start + 4 * self._nbuckets]
+        self._chains = raw[start + 4 * self._nbuckets :]
+        self._nbloom = bloom_size
+        if self._nbuckets == 0 or bloom_size == 0 or len(self._buckets) != 4 * self._nbuckets:
+            raise BadBinary(".gnu.hash has no buckets")
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        if self._whole is not None:
+            return name in self._whole
+        key = name.encode()
+        h = gnu_hash(key)
+        word = struct.unpack_from(self._e + "Q", self._bloom, 8 * ((h // 64) % self._nbloom))[0]
+        if not (word >> (h % 64)) & 1 or not (word >> ((h >> self._shift) % 64)) & 1:
+            return False
+        index = struct.unpack_from(self._e + "I", self._buckets, 4 * (h % self._nbuckets))[0]
+        if index < self._symoffset:
+            return False
+        while True:
+            at = 4 * (index - self._symoffset)
+            if at + 4 > len(self._chains) or 24 * (index + 1) > len(self._dynsym):
+                return False
+            chained = struct.unpack_from(self._e + "I", self._chains, at)[0]
+            if (chained | 1) == (h | 1):
+                name_off, info, _other, shndx = struct.unpack_from(self._e + "IBBH", self._dynsym, 24 * index)
+                end = self._strtab.find(b"\0", name_off)
+                if shndx != 0 and info >> 4 != 0 and self._strtab[name_off:end] == key:
+                    return True
+            if chained & 1:
+                return False
+            index += 1
+
+
+def _defined(f: BinaryIO | bytes, elf: ElfFile) -> frozenset[str]:
+    return dynamic_symbols(f, elf)[0]
 
 
 def glibc_symbols(f: BinaryIO | bytes, version: str) -> frozenset[str]:
