@@ -134,11 +134,6 @@ class WheelFacts:
     binaries: tuple[BinaryFacts, ...] = field(default=())
 
     @property
-    def device_binaries(self) -> tuple[BinaryFacts, ...]:
-        """The members that carry GPU code (which of them load is the GPU demand's business)."""
-        return tuple(b for b in self.binaries if b.has_device_code)
-
-    @property
     def archs(self) -> tuple[GpuArch, ...]:
         """Every SASS and PTX arch any member carries, sorted: what the wheel offers, before any judging."""
         return tuple(sorted({a for b in self.binaries for a in (*b.sass, *b.ptx)}, key=arch_order))

@@ -113,11 +113,9 @@ def test_free_threaded_and_python_filter(matrix: Matrix) -> None:
     assert cp315 and {c.status for c in cp315} == {Status.EXPERIMENTAL}
 
 
-def test_newest_torch(matrix: Matrix) -> None:
+def test_torch_versions_newest_first(matrix: Matrix) -> None:
     every = sorted({t.version for t in matrix.doc.torch}, reverse=True)
-    assert matrix.newest_torch(3) == tuple(every[:3])
-    with pytest.raises(BadInput):
-        matrix.newest_torch(0)
+    assert matrix.torch_versions()[:3] == tuple(every[:3])
 
 
 def test_arch_list(matrix: Matrix) -> None:
@@ -312,7 +310,7 @@ def test_platform_from_wheel_tag(tag: str, platform: Platform | None) -> None:
 
 def test_empty_document() -> None:
     assert parse_matrix("schema = 1", "m") == MatrixDoc()
-    assert Matrix(MatrixDoc()).newest_torch(2) == ()
+    assert Matrix(MatrixDoc()).torch_versions() == ()
 
 
 def test_the_aarch64_arch_lists_follow_pytorchs_build_script() -> None:

@@ -232,12 +232,6 @@ class Matrix:
         """Every torch minor in the matrix, newest first."""
         return tuple(sorted({c.torch for c in self.all_combos}, reverse=True))
 
-    def newest_torch(self, n: int) -> tuple[MajorMinor, ...]:
-        """The ``n`` newest torch minors, newest first (what ``gc --keep-torch N`` keeps)."""
-        if n < 1:
-            raise BadInput(f"{n}: the number of torch minors to keep must be 1 or more")
-        return self.torch_versions()[:n]
-
     def is_partial(self, torch: MajorMinor) -> bool:
         """Whether this torch line's CUDA lines are known only in part: a release row read from a source that
         lists only some (PyPI), and no ``matrix refresh`` has read PyTorch's index for it since."""
