@@ -99,6 +99,20 @@ def _rules() -> _Rules:
     return _parse_rules(text, "librarian/data/platforms.toml")
 
 
+# PyTorch's names of the platforms it builds CUDA wheels for, as the wheel tags that say the same machine
+# (no glibc promised): --platform takes either vocabulary everywhere.
+PYTORCH_NAMES = {
+    "linux-x86_64": "linux_x86_64",
+    "linux-aarch64": "linux_aarch64",
+    "windows-amd64": "win_amd64",
+}
+
+
+def wheel_tag_of(text: str) -> str:
+    """``--platform``'s value as a wheel tag: a tag as given, PyTorch's ``linux-x86_64`` as ``linux_x86_64``."""
+    return PYTORCH_NAMES.get(text.strip().lower(), text.strip())
+
+
 @functools.lru_cache(maxsize=512)
 def parse_platform(tag: str) -> PlatformTag:
     """``manylinux_2_28_aarch64`` -> aarch64, linux (ELF), glibc 2.28; ``win_amd64`` -> x86_64, win32 (PE);

@@ -72,7 +72,10 @@ def build(
     ] = None,
     platform: Annotated[
         str,
-        typer.Option("--platform", help="linux-x86_64, linux-aarch64 or windows-amd64: this host's own."),
+        typer.Option(
+            "--platform",
+            help="This host's own: PyTorch's name (linux-x86_64, linux-aarch64, windows-amd64) or a wheel tag of it.",
+        ),
     ] = "linux-x86_64",
     sm: Annotated[
         list[str] | None,

@@ -37,7 +37,11 @@ def matrix(
         ListOpt, typer.Option("--python", help="Python version(s), e.g. 3.12 (repeatable).")
     ] = None,
     platform: Annotated[
-        ListOpt, typer.Option("--platform", help="Platform(s), e.g. linux-x86_64 (repeatable).")
+        ListOpt,
+        typer.Option(
+            "--platform",
+            help="Platform(s): PyTorch's name (linux-x86_64) or a wheel tag (manylinux_2_28_x86_64) (repeatable).",
+        ),
     ] = None,
     newest: Annotated[int | None, typer.Option("--newest", help="Only the newest N torch lines.")] = None,
     stable_only: Annotated[
@@ -178,7 +182,10 @@ def plan(
     ] = None,
     platform: Annotated[
         ListOpt,
-        typer.Option("--platform", help="linux-x86_64 (default), linux-aarch64, windows-amd64 (repeatable)."),
+        typer.Option(
+            "--platform",
+            help="linux-x86_64 (default), linux-aarch64, windows-amd64, or a wheel tag of one (repeatable).",
+        ),
     ] = None,
     stable_only: Annotated[bool, typer.Option("--stable-only", help="Only stable CUDA lines.")] = False,
     glibc: Annotated[

@@ -17,7 +17,7 @@ from librarian.gpus import find_gpu
 from librarian.layout import Layout
 from librarian.machine import Machine, Probed, parse_major_minor, parse_python
 from librarian.ops.labels import label_from_flags
-from librarian.platforms import parse_platform, platform_for
+from librarian.platforms import parse_platform, platform_for, wheel_tag_of
 from librarian.presets import find_preset, presets
 from librarian.probe import detect_machine
 from librarian.probe.target import find_target, is_version
@@ -66,7 +66,12 @@ PythonOpt = Annotated[
     ),
 ]
 PlatformOpt = Annotated[
-    str | None, typer.Option("--platform", help="Platform tag, e.g. manylinux_2_28_x86_64.")
+    str | None,
+    typer.Option(
+        "--platform",
+        help="A wheel tag (manylinux_2_28_x86_64, win_amd64) or PyTorch's name (linux-x86_64, linux-aarch64, "
+        "windows-amd64).",
+    ),
 ]
 GpuOpt = Annotated[
     int | None, typer.Option("--gpu", help="Which GPU to judge when there are several (default 0).")
@@ -190,6 +195,7 @@ def machine_of(
         )
         cuda, glibc = cuda or named.get("cuda"), glibc or named.get("glibc")
         python = python or named.get("python")
+    platform = wheel_tag_of(platform) if platform is not None else None  # either vocabulary, one machine
     contradiction(platform, glibc)
     # --python is a version (resolve for it) or a path (act for that interpreter): uv's convention.
     version = python if python is not None and is_version(python) else None

@@ -12,7 +12,7 @@ from typing import Any
 # Options by their long name (or short, where they have none): the word help shows after them.
 OPTION_WORDS = {
     "--sm": "89", "--torch": "2.9", "--cuda": "12.8", "--driver": "12.8", "--glibc": "2.31",
-    "--python": "3.12|PATH", "--platform": "TAG", "--repo": "DIR|URL", "--out": "DIR", "-o": "DIR",
+    "--python": "3.12|PATH", "--platform": "PLATFORM", "--repo": "DIR|URL", "--out": "DIR", "-o": "DIR",
     "--requirements": "FILE", "--manifest": "FILE", "--gpu": "N", "--jobs": "N", "-j": "N", "--preset": "NAME",
     "--cpu": "x86_64|aarch64", "--os": "linux|windows|macos", "--label": "cu128torch2.9", "--keep-torch": "N",
     "--keep-torch-from": "store|matrix", "--drop-torch": "2.4", "--keep-versions": "K", "--older-than": "DAYS",

@@ -37,12 +37,6 @@ from librarian.safeio import atomic_path
 from librarian.stores.base import Store
 from librarian.wheel import glibc_symbols
 
-# The machine's (OS, CPU) as torch's CUDA builds name their platforms.
-_PLATFORMS = {
-    ("linux", "x86_64"): Platform.LINUX_X86_64,
-    ("linux", "aarch64"): Platform.LINUX_AARCH64,
-    ("win32", "x86_64"): Platform.WINDOWS_AMD64,
-}
 _ANY_GLIBC: MajorMinor = (2, 99)  # tags are judged apart from the floor, which the cells' check holds
 
 
@@ -85,7 +79,7 @@ def machine_request(matrix: Matrix, spec: str, wants: Wants, package: str) -> Bu
     if not version or len(version) < 2:
         raise BadInput("pull --build: the target interpreter's version is unknown; pass --python 3.12")
     where = (str(machine.os.value), str(machine.cpu.value))
-    platform = _PLATFORMS.get(where)
+    platform = Platform.of_machine(*where)
     if platform is None:
         raise BadInput(
             f"pull --build: torch ships no CUDA build for {where[0] or 'an unknown OS'} on "

@@ -182,10 +182,9 @@ def request_from_flags(
     """``--torch 2.9 --cuda 12.8 --python 3.12 --platform linux-x86_64 --sm 80 --sm 89``, checked; ``glibc``:
     the floor of the plan it serves (``--glibc``, default torch's 2.28)."""
     try:
-        plat = Platform(platform)
+        plat = Platform.parse(platform)
     except ValueError as e:
-        known = ", ".join(p.value for p in Platform)
-        raise BadInput(f"--platform {platform}: not a platform torch builds for ({known})") from e
+        raise BadInput(str(e)) from e
     combo = find_combo(matrix, parse_torch(torch), parse_cuda(cuda), CPython.parse(python), plat)
     floor = parse_major_minor(glibc, "glibc") if glibc else DEFAULT_GLIBC
     return BuildRequest(spec, combo, check_cells(combo, (parse_real_sm(s) for s in sms)), ptx, floor)

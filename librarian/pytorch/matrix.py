@@ -153,9 +153,9 @@ class Selection:
         if newest is not None and newest < 1:
             raise BadInput(f"{newest}: --newest must be 1 or more")
         try:
-            platforms = frozenset(Platform(p.strip().lower()) for p in platform)
+            platforms = frozenset(Platform.parse(p) for p in platform)
         except ValueError as e:
-            raise BadInput(f"{e}; platforms are {', '.join(p.value for p in Platform)}") from e
+            raise BadInput(str(e)) from e
         return cls(
             frozenset(map(parse_torch, torch)),
             frozenset(map(parse_cuda, cuda)),

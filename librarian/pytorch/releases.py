@@ -68,6 +68,32 @@ class Platform(enum.Enum):
         return f"{image}:cuda{format_version(cuda)}" if image else ""
 
     @classmethod
+    def parse(cls, text: str) -> Platform:
+        """``--platform``'s one vocabulary: PyTorch's name (``linux-x86_64``) or a wheel tag of it
+        (``manylinux_2_28_x86_64``, ``linux_aarch64``, ``win_amd64``); ValueError naming both forms."""
+        value = text.strip().lower()
+        try:
+            return cls(value)
+        except ValueError:
+            found = cls.from_wheel_tag(value)
+        if found is None:
+            known = ", ".join(p.value for p in cls)
+            raise ValueError(
+                f"--platform {text}: not a platform torch builds CUDA wheels for ({known}, or a wheel tag of one: "
+                "manylinux_2_28_x86_64, win_amd64)"
+            )
+        return found
+
+    @classmethod
+    def of_machine(cls, os: str | None, cpu: str | None) -> Platform | None:
+        """The platform of a machine's OS (``sys.platform``'s name) and CPU, where torch builds CUDA wheels for it."""
+        return {
+            ("linux", "x86_64"): cls.LINUX_X86_64,
+            ("linux", "aarch64"): cls.LINUX_AARCH64,
+            ("win32", "x86_64"): cls.WINDOWS_AMD64,
+        }.get((str(os), str(cpu)))
+
+    @classmethod
     def from_wheel_tag(cls, tag: str) -> Platform | None:
         """``manylinux_2_28_x86_64``/``linux_x86_64`` -> linux-x86_64; ``None`` for other platforms."""
         if tag == "win_amd64":
