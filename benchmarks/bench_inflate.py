@@ -58,7 +58,7 @@ elif what == "startup-cli":
     import librarian.cli, librarian.ops.inspect
 elif what == "inspect":
     from pathlib import Path
-    from librarian.wheel.binaries import inspect_wheel
+    from librarian.wheel.members import inspect_wheel
     inspect_wheel(Path(wheel))
 elif what == "cli":
     import contextlib, io

@@ -41,7 +41,7 @@ if sys.argv[1] == "inflate":
                         pass
     summary = "inflated"
 else:
-    from librarian.wheel.binaries import inspect_wheel
+    from librarian.wheel.members import inspect_wheel
     facts = inspect_wheel(Path(sys.argv[2]))
     summary = [str(a) for b in facts.binaries for a in b.sass]
 print(json.dumps({{"seconds": time.perf_counter() - start, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,

@@ -87,7 +87,7 @@ def child(op: str, args: list[str]) -> None:
             for info in zf.infolist():
                 zf.read(info)
     elif op == "inspect":
-        from librarian.wheel.binaries import inspect_wheel
+        from librarian.wheel.members import inspect_wheel
 
         inspect_wheel(Path(args[0]), **({"jobs": jobs} if jobs and _takes_jobs(inspect_wheel) else {}))
     elif op == "retag":

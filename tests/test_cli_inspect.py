@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from librarian.wheel.binaries import inspect_path
 from librarian.wheel.elf import read_elf
+from librarian.wheel.members import inspect_path
 from tests.builders import make_wheel
 from tests.conftest import Result, Run
 from tests.cuda_fixtures import fixtures_toolkit, pe_bytes, real_sos

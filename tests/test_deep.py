@@ -12,8 +12,8 @@ import pytest
 
 from librarian.errors import BadBinary, BadWheel
 from librarian.wheel import zipraw
-from librarian.wheel.binaries import inspect_wheel
 from librarian.wheel.deep import read_deep
+from librarian.wheel.members import inspect_wheel
 from librarian.wheel.record import verify_record
 from tests.builders import make_wheel, record_hash
 from tests.cuda_fixtures import cubin_bytes, elf_bytes, fatbin_blob, fatbin_entry, so_with_fatbin
@@ -58,7 +58,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
 def test_each_member_is_inflated_once_and_the_facts_are_inspects(
     tmp_path: Path, counted: collections.Counter[str], monkeypatch: pytest.MonkeyPatch, jobs: int
 ) -> None:
-    monkeypatch.setattr("librarian.wheel.binaries.SMALL_MEMBER", 64 << 10)  # _big.so is spooled to a file
+    monkeypatch.setattr("librarian.wheel.members.SMALL_MEMBER", 64 << 10)  # _big.so is spooled to a file
     wheel = make_wheel(tmp_path, files=_files(), tags=TAGS)
     read = read_deep(wheel, jobs=jobs)
     assert (read.problems, read.liar, read.failure, read.unreadable) == ((), None, None, None)

@@ -11,7 +11,7 @@ import pytest
 
 from librarian.errors import BadInput, BadWheel
 from librarian.wheel import inflate
-from librarian.wheel.binaries import inspect_wheel
+from librarian.wheel.members import inspect_wheel
 from tests.builders import make_wheel
 
 SAMPLE = (

@@ -15,8 +15,9 @@ from librarian.coords import GpuArch, WheelName
 from librarian.demands import Wheel, claims
 from librarian.errors import BadBinary, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_from_json, facts_to_json
-from librarian.wheel import binaries as inspection
-from librarian.wheel.binaries import inspect_binary, inspect_path, inspect_wheel, is_device_code, is_native
+from librarian.wheel import members as inspection
+from librarian.wheel.binaries import inspect_binary, is_device_code, is_native
+from librarian.wheel.members import inspect_path, inspect_wheel
 from tests.builders import make_wheel
 from tests.conftest import Run
 from tests.cuda_fixtures import (

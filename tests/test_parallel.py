@@ -132,19 +132,19 @@ def test_small_members_are_inspected_on_one_thread_unless_asked(
 ) -> None:
     """Small members cost Python work, which threads only fight over (16,000 cubins of 2 KB: 1.66 s on one
     thread, 2.21 s on two): one thread by default; ``-j`` still says how many."""
-    from librarian.wheel import binaries
+    from librarian.wheel import members
 
     rng = random.Random(size)
     files = {f"pkg/k{i}.so": rng.randbytes(size) for i in range(count)}  # random: they do not compress
     wheel = make_wheel(tmp_path, "pkg", "0.1.0", "cp311-cp311-linux_x86_64", files)
-    monkeypatch.setattr(binaries, "jobs_for", lambda jobs: jobs or 2)  # a 2-core machine, whatever this is
+    monkeypatch.setattr(members, "jobs_for", lambda jobs: jobs or 2)  # a 2-core machine, whatever this is
     used: list[int] = []
-    real = binaries.largest_first
+    real = members.largest_first
 
     def spy(work, items, sizes, workers, what):  # type: ignore[no-untyped-def]
         used.append(workers)
         return real(work, items, sizes, workers, what)
 
-    monkeypatch.setattr(binaries, "largest_first", spy)
-    facts = binaries.inspect_wheel(wheel, jobs=jobs)  # random bytes: no binary format, read all the same
+    monkeypatch.setattr(members, "largest_first", spy)
+    facts = members.inspect_wheel(wheel, jobs=jobs)  # random bytes: no binary format, read all the same
     assert len(facts.binaries) == count and used == [threads]

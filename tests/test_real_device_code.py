@@ -22,9 +22,10 @@ import pytest
 
 from librarian.coords import GpuArch
 from librarian.facts import BinaryFormat, FatbinEntry, WheelFacts
-from librarian.wheel.binaries import FATBIN_SECTIONS, _holds_data, inspect_wheel
+from librarian.wheel.binaries import FATBIN_SECTIONS, _holds_data
 from librarian.wheel.elf import read_elf
 from librarian.wheel.fatbin import read_fatbin, scan_fatbins
+from librarian.wheel.members import inspect_wheel
 from tests.test_fatbin import cuobjdump  # noqa: F401  (a fixture, used by name)
 from tests.test_real_wheels import _download
 

@@ -12,7 +12,7 @@ import pytest
 from macholib.mach_o import LC_LOAD_DYLIB
 from macholib.MachO import MachO
 
-from librarian.wheel.binaries import inspect_wheel
+from librarian.wheel.members import inspect_wheel
 from tests.conftest import Run
 from tests.test_real_wheels import _download
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from librarian.wheel.binaries import inspect_wheel
+from librarian.wheel.members import inspect_wheel
 from tests.test_fatbin import _cuobjdump_list, cuobjdump  # noqa: F401  (a fixture, used by name)
 
 pytestmark = pytest.mark.network

@@ -12,8 +12,8 @@ from pathlib import Path
 import pefile
 import pytest
 
-from librarian.wheel.binaries import inspect_wheel
 from librarian.wheel.fatbin import read_fatbin, scan_fatbins
+from librarian.wheel.members import inspect_wheel
 from tests.conftest import Run
 from tests.test_real_wheels import _download
 

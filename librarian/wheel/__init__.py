@@ -14,10 +14,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names, for type checkers; at run time they are loaded on first use
-    from librarian.wheel.binaries import inspect_path, inspect_wheel
     from librarian.wheel.deep import DeepRead
     from librarian.wheel.elf import Exports, dynamic_symbols, glibc_symbols, version_definitions
     from librarian.wheel.fatbin import sampled_toolkits
+    from librarian.wheel.members import inspect_path, inspect_wheel
     from librarian.wheel.opened import OpenedWheel
     from librarian.wheel.relabel import Rewritten, retag
     from librarian.wheel.variant import build_digest, variant_problems, write_variant
@@ -28,8 +28,8 @@ _FACE = {
     "DeepRead": "deep",
     "Rewritten": "relabel",
     "WheelInfo": "wheelfile",
-    "inspect_path": "binaries",
-    "inspect_wheel": "binaries",
+    "inspect_path": "members",
+    "inspect_wheel": "members",
     "retag": "relabel",
     "said_of": "wheelfile",
     "metadata_problems": "wheelfile",

@@ -1,7 +1,7 @@
 """A deep read of a wheel in one pass: METADATA and WHEEL, RECORD's hashes and the binaries' demands.
 
 Each member is inflated once: a native or device-code member's plain bytes are hashed for RECORD as they
-are inflated and go, in memory or spooled to a temporary file (:func:`librarian.wheel.binaries.collected`),
+are inflated and go, in memory or spooled to a temporary file (:func:`librarian.wheel.members.collected`),
 to the ELF and fatbin readers. What is found is kept apart, so a caller reports it in the order the
 separate checks would: the wheel unreadable, then the first member RECORD lies about, then metadata
 problems, then the first member inspection fails on.
@@ -19,7 +19,7 @@ from librarian.coords import WheelName
 from librarian.errors import BadWheel, LibrarianError
 from librarian.facts import BinaryFacts, WheelFacts
 from librarian.wheel import zipraw
-from librarian.wheel.binaries import collected, first_bomb, inspect_member, inspect_members, native_members
+from librarian.wheel.members import collected, first_bomb, inspect_member, inspect_members, native_members
 from librarian.wheel.record import Record, check_all
 from librarian.wheel.wheelfile import (
     OpenWheel,

@@ -14,8 +14,8 @@ from typing import Any
 from librarian.coords import Label, WheelName
 from librarian.facts import WheelFacts
 from librarian.wheel import zipraw
-from librarian.wheel.binaries import inspect_wheel
 from librarian.wheel.deep import DeepRead, read_deep
+from librarian.wheel.members import inspect_wheel
 from librarian.wheel.relabel import Rewritten, retag_with_directory
 from librarian.wheel.wheelfile import (
     WheelInfo,

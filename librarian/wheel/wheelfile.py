@@ -383,7 +383,7 @@ def check_archive(path: Path) -> zipraw.Directory:
 
     For readers built on :mod:`zipfile` alone (inspect, doctor): run first, it turns a crafted archive
     into one line, which names the file as those readers do (``wheel.whl: ...``). Returns the members
-    and data offsets it read, for the reader to take (:func:`~librarian.wheel.binaries.inspect_wheel`).
+    and data offsets it read, for the reader to take (:func:`~librarian.wheel.members.inspect_wheel`).
     """
     label = path.name
     try:
