@@ -18,7 +18,8 @@ from urllib.parse import quote
 
 from librarian.coords import Label, MajorMinor, format_version
 from librarian.coverage import coverage, render_coverage
-from librarian.index import ROOT, Index, IndexEntry, render_index, shard_path
+from librarian.index import Index, IndexEntry, shard_path
+from librarian.index_files import ROOT, render_index
 from librarian.variant_format import VARIANTS_DIR
 from librarian.variants import page_path as variants_page_path
 from librarian.variants import render_variants

@@ -18,7 +18,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from librarian.catalogue import CARD, is_generated, merge_card, render_card_block, render_catalogue
-from librarian.index import ROOT, Index, render_index
+from librarian.index import Index
+from librarian.index_files import ROOT, render_index
 from librarian.pending import parse_pending_path
 
 

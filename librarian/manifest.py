@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from librarian.errors import BadInput, StoreError
-from librarian.index import READABLE_SCHEMAS, SCHEMA, IndexEntry
+from librarian.index import IndexEntry
+from librarian.index_files import READABLE_SCHEMAS, SCHEMA
 
 KIND = "librarian-stage-manifest"
 

@@ -7,7 +7,8 @@ shard path, ``index/<package>.json``, is a folder).
 from __future__ import annotations
 
 from librarian.errors import StoreError
-from librarian.index import SCHEMA, SHARD_DIR, IndexEntry, load_json
+from librarian.index import SHARD_DIR, IndexEntry
+from librarian.index_files import SCHEMA, load_json
 from librarian.jsonfile import dump_json
 
 PENDING_DIR = f"{SHARD_DIR}/pending"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from librarian.catalogue import BEGIN, CARD, END, render_catalogue
 from librarian.config import load_layout
 from librarian.generated import CardSource, Generated, plan_generated, rebuilds, render_card, root_is_stale
-from librarian.index import ROOT, Index
+from librarian.index import Index
+from librarian.index_files import ROOT
 from tests.test_index import entry
 
 REPO = "team/wheels"

@@ -11,7 +11,8 @@ from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label
 from librarian.errors import StoreError
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
-from librarian.index import Index, IndexEntry, parse_root, parse_shard, render_index
+from librarian.index import Index, IndexEntry
+from librarian.index_files import parse_root, parse_shard, render_index
 
 
 def entry(

@@ -38,22 +38,23 @@ ARROWS: dict[str, frozenset[str]] = {
         "stable_abi": "compat coords errors safeio",
         "machine": "coords errors gpus platforms",
         "index": "coords errors facts jsonfile layout platforms variant_format",
+        "index_files": "errors index jsonfile layout",
         # the judgement, and what the store's files say
         "demands": "coords facts gpus machine platforms stable_abi",
-        "pending": "errors index jsonfile",
-        "manifest": "errors index",
+        "pending": "errors index index_files jsonfile",
+        "manifest": "errors index index_files",
         "coverage": "index platforms",
         "config": "compat errors layout safeio",
         "variants": "coords index variant_format",
-        "catalogue": "coords coverage demands index variant_format variants",
-        "generated": "catalogue index pending",
+        "catalogue": "coords coverage demands index index_files variant_format variants",
+        "generated": "catalogue index index_files pending",
         "pytorch": "compat coords errors gpus safeio",
         # the outside worlds: wheels' bytes, this machine, stores
         "wheel": "coords demands errors facts pool progress safeio variant_format",
         "probe": "coords errors machine platforms wheel",
-        "stores": "catalogue errors generated index layout progress redact safeio",
+        "stores": "catalogue errors generated index index_files layout progress redact safeio",
         # use cases
-        "ops": "catalogue compat coords coverage demands errors facts gpus index layout machine manifest pending "
+        "ops": "catalogue compat coords coverage demands errors facts gpus index index_files layout machine manifest pending "
         "platforms pool probe progress pytorch redact safeio stable_abi stores variant_format variants wheel",
         # people: the terminal and the command line
         "terminal": "progress",

@@ -23,7 +23,8 @@ from librarian.catalogue import CARD, render_catalogue
 from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label
 from librarian.errors import BadInput, Refused, StoreError
-from librarian.index import ROOT, Index, IndexEntry
+from librarian.index import Index, IndexEntry
+from librarian.index_files import ROOT
 from librarian.machine import Machine
 from librarian.ops.gc import GcPolicy, gc
 from librarian.ops.publish import PublishOptions, publish

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 
 from librarian.catalogue import is_generated
-from librarian.index import ROOT, Index, IndexEntry
+from librarian.index import Index, IndexEntry
+from librarian.index_files import ROOT
 from librarian.layout import Layout
 from librarian.ops.placement import check_placement
 from librarian.stores.base import Store, StoredFile, read_index, sha256_stored

@@ -19,7 +19,8 @@ from typing import BinaryIO, Generic, Protocol, TypeVar, runtime_checkable
 from librarian.catalogue import catalogue_paths
 from librarian.errors import StoreError
 from librarian.generated import rebuilds
-from librarian.index import ROOT, BadEntry, Index, IndexEntry, parse_root, parse_shard
+from librarian.index import BadEntry, Index, IndexEntry
+from librarian.index_files import ROOT, parse_root, parse_shard
 from librarian.layout import Layout
 from librarian.safeio import sha256_stream
 

@@ -31,7 +31,7 @@ from huggingface_hub.utils.tqdm import disable_progress_bars
 
 from librarian import progress
 from librarian.errors import StoreError
-from librarian.index import MAX_INDEX_BYTES
+from librarian.index_files import MAX_INDEX_BYTES
 from librarian.layout import check_store_path
 from librarian.redact import register_secret
 from librarian.safeio import atomic_path, open_regular

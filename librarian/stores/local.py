@@ -31,7 +31,8 @@ from typing import BinaryIO
 from librarian.catalogue import catalogue_paths
 from librarian.errors import LayoutError, StoreError
 from librarian.generated import Generated, plan_generated, root_is_stale
-from librarian.index import MAX_INDEX_BYTES, ROOT, Index, IndexEntry, metadata_path
+from librarian.index import Index, IndexEntry, metadata_path
+from librarian.index_files import MAX_INDEX_BYTES, ROOT
 from librarian.layout import Layout, check_store_path
 from librarian.safeio import (
     TMP_PREFIX,
