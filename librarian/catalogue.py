@@ -14,12 +14,16 @@ import html
 import posixpath
 import re
 from collections import defaultdict
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from librarian.coords import Label, MajorMinor, format_version
 from librarian.coverage import coverage, render_coverage
 from librarian.index import Index, IndexEntry, shard_path
 from librarian.index_files import ROOT, render_index
+
+if TYPE_CHECKING:
+    from librarian.demands import Wheel
 from librarian.variant_format import VARIANTS_DIR
 from librarian.variants import page_path as variants_page_path
 from librarian.variants import render_variants
@@ -37,7 +41,7 @@ def page_entries(index: Index) -> dict[str, list[IndexEntry]]:
     another combo whose bytes serve it too (no torch linked, torch's stable ABI, an older CUDA minor, a
     build per CUDA line), as pull would take them. Pages exist only for the combos the store files."""
     # The judgement, loaded here: a command that reads an index without rendering pages (ls, pull) never loads it.
-    from librarian.demands import Wheel, bound_to_its_torch_line, serves_line
+    from librarian.demands import bound_to_its_torch_line, serves_line
 
     groups: dict[str, list[IndexEntry]] = defaultdict(list)
     combos: dict[str, set[tuple[MajorMinor, MajorMinor]]] = defaultdict(set)
@@ -60,9 +64,7 @@ def page_entries(index: Index) -> dict[str, list[IndexEntry]]:
             page = f"{PAGES_DIR}/sm{entry.cell.sm.sm}-{Label(cuda_line, torch_line).combo}.html"
             if release in native[page]:
                 continue  # the build for that very combo is there
-            wheel = wheel or Wheel(
-                entry.name, entry.facts, filed_for=entry.cell.sm, requires_torch=entry.requires_torch_spec
-            )
+            wheel = wheel or wheel_of(entry)
             if torch_line != own[0]:
                 if entry.sha256 not in exact:
                     exact[entry.sha256] = bound_to_its_torch_line(wheel)
@@ -169,6 +171,19 @@ def catalogue_paths(index: Index) -> frozenset[str]:
         | {ROOT}
         | simple
         | variants
+    )
+
+
+def wheel_of(entry: IndexEntry) -> Wheel:
+    """What the demands read of a stored wheel: its name, facts, Requires-Python, cell and torch requirement."""
+    from librarian.demands import Wheel
+
+    return Wheel(
+        entry.name,
+        entry.facts,
+        entry.requires_python_spec,
+        entry.cell.sm,
+        requires_torch=entry.requires_torch_spec,
     )
 
 

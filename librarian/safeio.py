@@ -14,7 +14,7 @@ import os
 import secrets
 import shutil
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -25,6 +25,17 @@ _BINARY = getattr(os, "O_BINARY", 0)
 
 class NotRegular(OSError):
     """The path is not a regular file (a FIFO, device, socket, folder or, with ``follow=False``, a link)."""
+
+
+def user_config_file(name: str, variable: str, environ: Mapping[str, str] | None = None) -> Path:
+    """A user's override file: ``$variable`` where set, else ``$XDG_CONFIG_HOME/librarian/<name>`` (the XDG
+    spec says a relative or empty ``XDG_CONFIG_HOME`` is to be ignored: then ``~/.config``)."""
+    env = os.environ if environ is None else environ
+    if env.get(variable):
+        return Path(env[variable])
+    xdg = env.get("XDG_CONFIG_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
+    return base / "librarian" / name
 
 
 def input_problem(path: Path) -> str | None:

@@ -14,7 +14,6 @@ unlisted import leaves the floor at the build's own line, and says so.
 from __future__ import annotations
 
 import functools
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pathlib import Path
 from librarian.compat import tomllib
 from librarian.coords import MajorMinor, format_version
 from librarian.errors import BadInput
+from librarian.safeio import user_config_file
 
 _LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*TORCH_VERSION_(\d+)_(\d+)_(\d+)\s*$")
 MAX_OVERRIDE_BYTES = 4 << 20
@@ -108,12 +108,7 @@ def parse_table(text: str, where: str) -> ShimTable:
 
 def override_path(environ: Mapping[str, str] | None = None) -> Path:
     """The user's table: ``$LIBRARIAN_STABLE_ABI``, else ``$XDG_CONFIG_HOME/librarian/stable_abi.toml``."""
-    env = os.environ if environ is None else environ
-    if env.get("LIBRARIAN_STABLE_ABI"):
-        return Path(env["LIBRARIAN_STABLE_ABI"])
-    xdg = env.get("XDG_CONFIG_HOME", "")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
-    return base / "librarian" / "stable_abi.toml"
+    return user_config_file("stable_abi.toml", "LIBRARIAN_STABLE_ABI", environ)
 
 
 @functools.lru_cache(maxsize=4)

@@ -18,9 +18,9 @@ from typing import Any
 
 from packaging.version import Version
 
-from librarian.catalogue import catalogue_paths
+from librarian.catalogue import catalogue_paths, wheel_of
 from librarian.coords import MajorMinor, WheelName, format_version, parse_torch
-from librarian.demands import Wheel, serves_line
+from librarian.demands import serves_line
 from librarian.errors import BadInput, Refused, StoreError
 from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
@@ -210,7 +210,7 @@ def _serving(
             newest[built_for] = release
     for e in stale:
         name = names[e.path]
-        wheel = Wheel(name, e.facts, filed_for=e.cell.sm, requires_torch=e.requires_torch_spec)
+        wheel = wheel_of(e)
         release = Version(name.version.public)
         for line in live:  # newest first
             there = newest.get((*_slot(e, name), line))

@@ -17,8 +17,9 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from librarian.catalogue import wheel_of
 from librarian.coords import GpuArch, MajorMinor, format_version, package_key
-from librarian.demands import Wheel, bound_to_its_torch_line
+from librarian.demands import bound_to_its_torch_line
 from librarian.errors import BadInput
 from librarian.index import Index, IndexEntry
 from librarian.machine import Gpu, Machine, Probed, TorchInfo
@@ -127,13 +128,7 @@ def cell_wants(cell: Cell, glibc: MajorMinor) -> Wants:
 
 def _bound(entry: IndexEntry) -> bool:
     """Whether the entry's bytes bind it to exactly its own torch line (then no other line can take it)."""
-    wheel = Wheel(
-        entry.name,
-        entry.facts,
-        entry.requires_python_spec,
-        entry.cell.sm,
-        requires_torch=entry.requires_torch_spec,
-    )
+    wheel = wheel_of(entry)
     return bound_to_its_torch_line(wheel)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from librarian.catalogue import catalogue_paths
+from librarian.catalogue import catalogue_paths, wheel_of
 from librarian.coords import MajorMinor, format_version, package_key
 from librarian.coverage import Coverage, coverage
 from librarian.errors import NotFound
@@ -73,14 +73,12 @@ def store_files(index: Index) -> int:
 def serving(index: Index, line: MajorMinor) -> tuple[Index, dict[str, int]]:
     """Pure: the index less the wheels whose bytes do not run with torch ``line`` (a stable-ABI build from its
     floor on, a torch-free one always, an exact one on its own line), and how many serve it by each way."""
-    from librarian.demands import Wheel, serves_line  # the judgement: only ls --torch loads it
+    from librarian.demands import serves_line  # the judgement: only ls --torch loads it
 
     kinds = {"its own line": 0, "stable ABI": 0, "no torch": 0}
     gone = []
     for e in index.entries:
-        wheel = Wheel(
-            e.name, e.facts, e.requires_python_spec, e.cell.sm, requires_torch=e.requires_torch_spec
-        )
+        wheel = wheel_of(e)
         why = serves_line(wheel, line)
         if why is None:
             gone.append(e.path)

@@ -18,8 +18,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 from packaging.version import Version
 
+from librarian.catalogue import wheel_of
 from librarian.coords import GpuArch, MajorMinor, format_cuda, format_version, package_key
-from librarian.demands import Cause, Demand, GpuMatch, Judgement, Verdict, Wheel, judge
+from librarian.demands import Cause, Demand, GpuMatch, Judgement, Verdict, judge
 from librarian.errors import BadInput
 from librarian.index import IndexEntry
 from librarian.machine import Machine
@@ -164,13 +165,7 @@ def _tag_rank(entry: IndexEntry, tags: tuple[Tag, ...]) -> int:
 
 def judge_candidate(entry: IndexEntry, wants: Wants) -> Candidate:
     """Pure: one stored wheel's judgement on the machine, every demand, and the ways it misses."""
-    wheel = Wheel(
-        entry.name,
-        entry.facts,
-        entry.requires_python_spec,
-        entry.cell.sm,
-        requires_torch=entry.requires_torch_spec,
-    )
+    wheel = wheel_of(entry)
     judgement = judge(wheel, wants.machine)
     gpu = judgement.verdict(Demand.GPU)
     # A cell filed with --trust-sm is the publisher's word for this GPU, which its bytes do not show: one

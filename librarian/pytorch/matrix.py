@@ -8,7 +8,6 @@ Everything here is pure except the small :func:`load_matrix` section at the end;
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -33,7 +32,7 @@ from librarian.pytorch.releases import (
     merge_matrix,
     parse_matrix,
 )
-from librarian.safeio import read_regular
+from librarian.safeio import read_regular, user_config_file
 
 TORCH_INDEX = "https://download.pytorch.org/whl"  # PyTorch's wheel index: one folder per CUDA line
 
@@ -371,13 +370,7 @@ def render_table(combos: Iterable[Combo]) -> str:
 
 def override_path(environ: Mapping[str, str] | None = None) -> Path:
     """The user's matrix override: ``$LIBRARIAN_MATRIX``, else ``$XDG_CONFIG_HOME/librarian/matrix.toml``."""
-    env = os.environ if environ is None else environ
-    if env.get("LIBRARIAN_MATRIX"):
-        return Path(env["LIBRARIAN_MATRIX"])
-    # The XDG spec says a relative or empty XDG_CONFIG_HOME is to be ignored.
-    xdg = env.get("XDG_CONFIG_HOME", "")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".config"
-    return base / "librarian" / "matrix.toml"
+    return user_config_file("matrix.toml", "LIBRARIAN_MATRIX", environ)
 
 
 def packaged_matrix() -> MatrixDoc:
