@@ -100,7 +100,9 @@ def test_the_cards_hash_pinned_example_names_a_commit_not_main(
     m = re.search(r"@ (\S+/resolve/([0-9a-f]{40})/\S+) --hash=sha256:([0-9a-f]{64})", card)
     assert m is not None and "resolve/main/" not in m[0], card
     assert m[2] == first  # the commit the second change was made on, which holds the example wheel
-    with urllib.request.urlopen(m[1]) as response:  # the loopback Hub: the pinned URL serves those bytes
+    with urllib.request.urlopen(
+        m[1], timeout=60
+    ) as response:  # the loopback Hub: the pinned URL serves those bytes
         assert hashlib.sha256(response.read()).hexdigest() == m[3]
     commits = loophub.commits_made("team/pins")
     assert run("publish", str(samples[1]), "--torch", "2.9", "--cuda", "13.0", *repo).code == 0

@@ -71,7 +71,7 @@ def test_doctor_env_names_what_will_not_run_and_pull_fix_replaces_it(
     subprocess.run([*pip, *PYPI], check=True, timeout=1800)
     kern80 = make_wheel(tmp_path / "k80", "kern80", "1.0", TAGS, {"kern80/_C.so": sos["sm_80"].read_bytes()})
     oldline = make_wheel(tmp_path / "old", "oldline", "1.0", TAGS, {"oldline/_C.so": torch_extension_so()})
-    subprocess.run([*pip, str(kern80), str(oldline)], check=True)
+    subprocess.run([*pip, str(kern80), str(oldline)], check=True, timeout=600)
 
     machine = ("--python", python, "--sm", "90", "--driver", "13.0")
     judged = run("doctor", "--env", *machine)

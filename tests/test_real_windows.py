@@ -119,11 +119,12 @@ DEMANDS = ("gpu", "torch", "cuda", "python", "cpu", "os", "glibc")
         # the same Windows wheel asked of a Linux machine: another OS and no tag that fits
         ("bitsandbytes", ("--sm", "89", "--torch", "2.9", "--cuda", "12.8", "--python", "3.12", "--platform",
                           "manylinux_2_35_x86_64", "--driver", "12.8"), (OK, OK, OK, NO, OK, NO, OK)),
-        # xformers (stable ABI, unlabelled: its torch line unknown) on a Windows RTX 4090
+        # xformers (stable ABI, floor 2.10 by its shim imports; its METADATA requires torch>=2.10) on a Windows
+        # RTX 4090 with torch 2.9: the requirement rules it out (issue 45 item 6)
         ("xformers", ("--sm", "89", "--torch", "2.9", "--cuda", "12.8", "--python", "3.12", "--platform", "win_amd64",
-                      "--driver", "12.8"), (OK, UNKNOWN, OK, OK, OK, OK, OK)),
+                      "--driver", "12.8"), (OK, NO, OK, OK, OK, OK, OK)),
         # and on a GH200 (Arm Linux) by its preset: another CPU and OS, no tag
-        ("xformers", ("--preset", "gh200", "--torch", "2.9", "--cuda", "12.8"), (OK, UNKNOWN, OK, NO, NO, NO, OK)),
+        ("xformers", ("--preset", "gh200", "--torch", "2.9", "--cuda", "12.8"), (OK, NO, OK, NO, NO, NO, OK)),
         # the CUDA 12 libraries and toolkits that link no torch, on a Windows RTX 4090 with torch 2.9 + CUDA 12.8
         *((name, ("--preset", "windows-rtx4090", "--torch", "2.9", "--cuda", "12.8", "--driver", "12.9"),
            (OK, OK, OK, OK, OK, OK, OK)) for name in ("cupy", "cufft", "curand", "nvjpeg")),
