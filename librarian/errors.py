@@ -41,7 +41,12 @@ class NotFound(LibrarianError, LookupError):
 
 
 class Refused(LibrarianError):
-    """librarian will not do this without an explicit override (``--force``, ``--replace``)."""
+    """librarian will not do this without an explicit override (``--force``, ``--replace``); ``flags``: the
+    overrides that would accept it, where it names some."""
+
+    def __init__(self, message: str, flags: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.flags = flags
 
 
 class Unreachable(StoreError):

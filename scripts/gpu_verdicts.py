@@ -155,7 +155,12 @@ def _verdict(wheel: Path, sm: str | None) -> tuple[str, str]:
     if sm:
         cmd += ["--sm", sm]
     done = subprocess.run(
-        cmd, capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(ROOT)}
+        cmd,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
     )
     try:
         report = json.loads(done.stdout)["wheels"][0]

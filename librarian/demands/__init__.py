@@ -21,14 +21,17 @@ from librarian.demands.judgement import (
     judge,
     judge_cell,
     serves_line,
+    torch_binding,
 )
 from librarian.demands.os import no_cuda
 from librarian.demands.properties import Properties, properties
 from librarian.demands.table import DEMANDS, Row, Sees, demands
+from librarian.demands.torch import Binding
 
 __all__ = [
     "DEMANDS",
     "OTHER_CUDA_LINE",
+    "Binding",
     "Cause",
     "CellFit",
     "Claim",
@@ -55,4 +58,5 @@ __all__ = [
     "said_claims",
     "serves_line",
     "some",
+    "torch_binding",
 ]

@@ -82,6 +82,8 @@ class Cause(enum.Enum):
     OTHER_PLATFORM = "other_platform"  # no platform tag the machine accepts
     REQUIRES_PYTHON = "requires_python"  # METADATA's Requires-Python excludes the interpreter
     DRIVER_TOO_OLD = "driver_too_old"  # the driver cannot run the CUDA runtime the process loads
+    BELOW_STABLE_FLOOR = "below_stable_floor"  # a stable-ABI build on a torch line older than its floor
+    TORCH_REQUIREMENT = "torch_requirement"  # its own Requires-Dist on torch excludes the installed torch
 
 
 # Why a member does not load: the machine's CUDA line picks another of its alternatives.

@@ -157,8 +157,13 @@ def serves_line(wheel: Wheel, torch_line: MajorMinor, cuda_line: MajorMinor | No
     return "; ".join(v.reason for v in verdicts if not v.exact and v.reason)
 
 
+def torch_binding(wheel: Wheel) -> torch.Binding:
+    """How the wheel's bytes (the members its label's CUDA line loads) bind it to torch lines."""
+    view = seen(wheel, gpu.needs(wheel).label_cuda)
+    return torch.needs(view.loaded).binding
+
+
 def bound_to_its_torch_line(wheel: Wheel) -> bool:
     """Whether the wheel's bytes bind it to exactly its torch line (a mangled C++ torch symbol, or an
     index entry from before symbols were kept): a quick test before :func:`serves_line` on other lines."""
-    view = seen(wheel, gpu.needs(wheel).label_cuda)
-    return torch.needs(view.loaded).binding is torch.Binding.EXACT
+    return torch_binding(wheel) is torch.Binding.EXACT

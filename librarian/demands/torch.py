@@ -21,7 +21,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from librarian.coords import MajorMinor, format_version
-from librarian.demands.base import Demand, Verdict, Wheel, unknown
+from librarian.demands.base import Cause, Demand, Verdict, Wheel, unknown
 from librarian.facts import BinaryFacts
 from librarian.machine import Machine
 from librarian.stable_abi import Floor, stable_floor
@@ -182,7 +182,8 @@ def check(need: TorchNeed, machine: Machine) -> Verdict:
         and not _meets(need.requirement, torch.version, torch.minor)
     ):
         why = f"its METADATA requires torch{need.requirement} (pip never checks it: installs are --no-deps)"
-        return Verdict(Demand.TORCH, False, f"{need.text}; requires torch{need.requirement}", has, why)
+        needs = f"{need.text}; requires torch{need.requirement}"
+        return Verdict(Demand.TORCH, False, needs, has, why, cause=Cause.TORCH_REQUIREMENT)
     if need.binding is Binding.NONE:
         same = need.minor is None or torch is None or need.minor == torch.minor
         return Verdict(Demand.TORCH, True, need.text, has, "the wheel does not link torch", exact=same)
@@ -250,4 +251,6 @@ def _stable(need: TorchNeed, line: MajorMinor, has: str) -> Verdict:
     assert first is not None
     later = "a later major" if line[0] != first[0] else "an older torch"
     why = f"{need.why()}: {later} than {format_version(first)} lacks the shim functions it calls"
-    return Verdict(Demand.TORCH, False, need.text, has, why, UNDEFINED_SHIM_SYMBOL)
+    return Verdict(
+        Demand.TORCH, False, need.text, has, why, UNDEFINED_SHIM_SYMBOL, cause=Cause.BELOW_STABLE_FLOOR
+    )

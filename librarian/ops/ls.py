@@ -73,7 +73,11 @@ def store_files(index: Index) -> int:
 def serving(index: Index, line: MajorMinor) -> tuple[Index, dict[str, int]]:
     """Pure: the index less the wheels whose bytes do not run with torch ``line`` (a stable-ABI build from its
     floor on, a torch-free one always, an exact one on its own line), and how many serve it by each way."""
-    from librarian.demands import serves_line  # the judgement: only ls --torch loads it
+    from librarian.demands import (
+        Binding,
+        serves_line,
+        torch_binding,
+    )  # the judgement: only ls --torch loads it
 
     kinds = {"its own line": 0, "stable ABI": 0, "no torch": 0}
     gone = []
@@ -83,7 +87,17 @@ def serving(index: Index, line: MajorMinor) -> tuple[Index, dict[str, int]]:
         if why is None:
             gone.append(e.path)
         else:
-            kinds["stable ABI" if "stable ABI" in why else "no torch" if why else "its own line"] += 1
+            binding = torch_binding(wheel)
+            stable, free = binding is Binding.STABLE, binding is Binding.NONE
+            kinds[
+                "its own line"
+                if not why
+                else "stable ABI"
+                if stable
+                else "no torch"
+                if free
+                else "its own line"
+            ] += 1
     return index.with_entries(removed=gone), kinds
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -185,7 +184,8 @@ def check_claims(wheel: Wheel, options: PublishOptions, source: str) -> tuple[st
     if refused:
         flags = " ".join(dict.fromkeys(flag for _, flag in refused))
         what = "; ".join(text for text, _ in refused)
-        raise Refused(f"{source}: {what}; pass {flags} to publish it anyway")
+        named = tuple(dict.fromkeys(flag for _, flag in refused))
+        raise Refused(f"{source}: {what}; pass {flags} to publish it anyway", named)
     return tuple(dict.fromkeys(used))
 
 
@@ -235,9 +235,7 @@ class Refusals(Refused):
 
     def __init__(self, refusals: Sequence[LibrarianError], total: int) -> None:
         self.refusals = tuple(refusals)
-        flags = sorted(
-            {f for r in refusals for f in re.findall(r"--allow-[a-z-]+|--trust-sm|--relabel", str(r))}
-        )
+        flags = sorted({f for r in refusals if isinstance(r, Refused) for f in r.flags})
         said = f" ({' '.join(flags)} accept some)" if flags else ""
         super().__init__(
             f"{len(refusals)} of {total} wheel(s) refused, nothing filed{said}; --skip-refused files the rest"

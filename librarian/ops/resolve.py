@@ -202,7 +202,8 @@ def _blocker(v: Verdict, entry: IndexEntry, wants: Wants) -> str:
         and label.torch != wants.torch
     ):
         line = f"another torch line: {format_version(label.torch)}, not {format_version(wants.torch)}"
-        return f"{line} ({v.reason})" if "stable ABI" in v.reason else line  # the import that sets its floor
+        # a stable build refused below its floor: the import that sets the floor is the news
+        return f"{line} ({v.reason})" if v.cause is Cause.BELOW_STABLE_FLOOR else line
     driver = v.cause is Cause.DRIVER_TOO_OLD  # the driver refuses its runtime: no CUDA line would help
     if v.demand is Demand.CUDA and wants.cuda is not None and label.cuda != wants.cuda and not driver:
         return f"another CUDA line: cu{format_cuda(label.cuda)}, not cu{format_cuda(wants.cuda)}"

@@ -48,7 +48,11 @@ def properties_of(
 def label_of(source: Path, values: PropertyValues) -> VariantLabel:
     """The label of the variant of ``source`` with ``values``: its GPU span and a digest of its members and
     properties (what makes it this build, never the cell it is filed in)."""
-    h = hashlib.sha256(build_digest(source).encode())
+    return _label(build_digest(source), values)
+
+
+def _label(digest: str, values: PropertyValues) -> VariantLabel:
+    h = hashlib.sha256(digest.encode())
     h.update(json.dumps([[ns, f, sorted(v)] for ns, f, v in sorted(values)]).encode())
     sm = next((v for ns, f, v in values if (ns, f) == ("nvidia", "sm_arch")), ())
     return VariantLabel.of(sm, h.hexdigest())
@@ -71,10 +75,14 @@ def make_variant(
         return why
     for reason in props.left_out:
         log.info("%s: variant leaves out %s", name, reason)
-    label = label_of(source, props.values)
-    filename = variant_filename(name, label)
-    written = write_variant(source, out_dir / package, filename, variant_json(label, props.values))
-    return MadeVariant(written.path, VariantRef(filename, written.sha256, written.size, props.values))
+
+    def named(digest: str) -> tuple[str, bytes]:
+        label = _label(digest, props.values)
+        return variant_filename(name, label), variant_json(label, props.values)
+
+    written = write_variant(source, out_dir / package, named)  # the wheel opened once for both
+    ref = VariantRef(written.path.name, written.sha256, written.size, props.values)
+    return MadeVariant(written.path, ref)
 
 
 def check_variant(

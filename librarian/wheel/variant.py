@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,20 +59,14 @@ def _plan(w: OpenWheel, public: str) -> RewritePlan:
     )
 
 
-def build_digest(src: Path) -> str:
-    """The hex digest of what the variant of ``src`` holds besides its ``variant.json``: each member's RECORD
-    hash under its renamed path and the rewritten METADATA. The same build filed under several labels (a
-    torch-free wheel under two torch lines) has one digest; two builds of a release have two."""
-    public = str(parse_filename(src).version.public)
-    with open_wheel(src) as w:
-        plan = _plan(w, public)
-        renames = renames_for(w, public)
-        skip = {f"{w.dist_info}/RECORD", *plan.replaced}
-        rows = sorted(
-            f"{renamed(path, renames)},{row.digest}"
-            for path, row in Record(w).rows.items()
-            if path not in skip and not is_signature(w, path)
-        )
+def _digest(w: OpenWheel, plan: RewritePlan, record: Record) -> str:
+    renames = renames_for(w, plan.version)
+    skip = {f"{w.dist_info}/RECORD", *plan.replaced}
+    rows = sorted(
+        f"{renamed(path, renames)},{row.digest}"
+        for path, row in record.rows.items()
+        if path not in skip and not is_signature(w, path)
+    )
     h = hashlib.sha256()
     for line in rows:
         h.update(line.encode() + b"\n")
@@ -80,15 +75,25 @@ def build_digest(src: Path) -> str:
     return h.hexdigest()
 
 
-def write_variant(src: Path, out_dir: Path, filename: str, variant_json: bytes) -> Written:
-    """Write the variant of ``src`` as ``out_dir/filename``: one plan of the raw rewriter (the public
-    version, METADATA's Version, ``variant.json`` added); ``src`` is untouched."""
+def build_digest(src: Path) -> str:
+    """The hex digest of what the variant of ``src`` holds besides its ``variant.json``: each member's RECORD
+    hash under its renamed path and the rewritten METADATA. The same build filed under several labels (a
+    torch-free wheel under two torch lines) has one digest; two builds of a release have two."""
+    with open_wheel(src) as w:
+        return _digest(w, _plan(w, str(parse_filename(src).version.public)), Record(w))
+
+
+def write_variant(src: Path, out_dir: Path, named: Callable[[str], tuple[str, bytes]]) -> Written:
+    """Write the variant of ``src`` into ``out_dir``: one plan of the raw rewriter (the public version,
+    METADATA's Version, ``variant.json`` added); ``named`` gives its filename and ``variant.json`` from the
+    build's digest (:func:`build_digest`, worked out on the same open). ``src`` is untouched."""
     public = str(parse_filename(src).version.public)
-    dest = out_dir / filename
     out_dir.mkdir(parents=True, exist_ok=True)
     with open_wheel(src) as w:
         plan = _plan(w, public)
         record = Record(w)
+        filename, variant_json = named(_digest(w, plan, record))
+        dest = out_dir / filename
         rewrite = bind(w, record, RewritePlan(plan.version, plan.replaced, {VARIANT_JSON: variant_json}))
         with (
             atomic_output(dest) as out,
