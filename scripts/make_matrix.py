@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from librarian.coords import parse_cuda, parse_torch
+from librarian.pytorch.matrix_file import dump_matrix
 from librarian.pytorch.releases import (
     ArchRow,
     CPython,
@@ -37,7 +38,6 @@ from librarian.pytorch.releases import (
     Platform,
     Status,
     TorchRow,
-    dump_matrix,
 )
 
 OUT = Path(__file__).resolve().parent.parent / "librarian" / "data" / "matrix.toml"

@@ -147,3 +147,15 @@ def test_the_judgement_check_fails_on_a_bypass(tmp_path: Path) -> None:
         "librarian/ops/sneaky.py:1: imports librarian.demands.gpu (not in its __all__)",
         "librarian/ops/sneaky.py:2: imports librarian.demands.glibc (use librarian.demands' public names)",
     ]
+
+
+MAX_MODULE_LINES = 400  # a module that fits in a head (issue 46): split along a responsibility it has
+
+
+def test_no_module_is_over_400_lines() -> None:
+    over = {
+        str(p.relative_to(ROOT)): n
+        for p in sorted((ROOT / "librarian").rglob("*.py"))
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not over, f"modules over {MAX_MODULE_LINES} lines: {over}"

@@ -14,7 +14,8 @@ from elftools.elf.gnuversions import GNUVerNeedSection
 from librarian.errors import BadBinary
 from librarian.facts import BinaryFormat
 from librarian.wheel.binaries import identify
-from librarian.wheel.elf import dynamic_symbols, glibc_floor, read_elf, version_floor
+from librarian.wheel.elf import glibc_floor, read_elf, version_floor
+from librarian.wheel.elf_symbols import dynamic_symbols
 from tests.cuda_fixtures import cubin_bytes, elf_bytes, pe_bytes, real_sos
 
 GLIBC_NEEDS = {
@@ -187,7 +188,7 @@ def test_version_definitions_agree_with_pyelftools() -> None:
     from elftools.elf.gnuversions import GNUVerDefSection
 
     from librarian.probe.libc import find_libstdcxx
-    from librarian.wheel.elf import version_definitions
+    from librarian.wheel.elf_symbols import version_definitions
 
     lib = find_libstdcxx()
     if lib is None:
@@ -209,7 +210,7 @@ def test_version_definitions_agree_with_pyelftools() -> None:
 def test_dynamic_symbols_decodes_only_the_names_asked_for() -> None:
     """doctor --env reads libtorch's symbol tables: of its exports only ``PyInit_`` names, of its imports
     only C++ ones, are decoded (the rest are skipped by their first bytes)."""
-    from librarian.wheel.elf import dynamic_symbols
+    from librarian.wheel.elf_symbols import dynamic_symbols
     from tests.cuda_fixtures import elf_bytes
 
     data = elf_bytes(
@@ -231,7 +232,7 @@ def test_exports_are_asked_through_the_gnu_hash_table_as_the_loader_asks() -> No
     import glob
     import random
 
-    from librarian.wheel.elf import Exports, dynamic_symbols
+    from librarian.wheel.elf_symbols import Exports, dynamic_symbols
 
     libc = next(
         (p for p in sorted(glob.glob("/lib/x86_64-linux-gnu/libc.so.6") + glob.glob("/lib64/libc.so.6"))),

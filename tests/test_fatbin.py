@@ -16,7 +16,7 @@ import zstandard
 from librarian.coords import GpuArch
 from librarian.errors import BadBinary
 from librarian.facts import FatbinEntry
-from librarian.wheel import fatbin
+from librarian.wheel import fatbin, fatbin_walk
 from librarian.wheel.elf import Source, read_elf
 from librarian.wheel.fatbin import (
     blob_toolkit,
@@ -25,9 +25,8 @@ from librarian.wheel.fatbin import (
     ptx_toolkit,
     read_fatbin,
     scan_fatbins,
-    valid_blob_at,
-    walk_blobs,
 )
+from librarian.wheel.fatbin_walk import EntryHeader, valid_blob_at, walk_blobs
 from tests.cuda_fixtures import (
     COMPRESS_MODES,
     cubin_bytes,
@@ -308,7 +307,7 @@ def test_scan_reads_in_chunks_across_seams(monkeypatch: pytest.MonkeyPatch) -> N
     whole = scan_fatbins(data)
     assert len(whole) == 600
     for chunk in (5, 64, 1000):
-        monkeypatch.setattr(fatbin, "SCAN_CHUNK", chunk)
+        monkeypatch.setattr(fatbin_walk, "SCAN_CHUNK", chunk)
         assert scan_fatbins(data) == whole
         assert scan_fatbins(bytes(8) + data, 8) == whole
 
@@ -329,15 +328,14 @@ def test_valid_blob_at() -> None:
 def test_sampled_toolkits_read_three_blobs_of_a_kind_and_every_blob_where_they_disagree() -> None:
     """doctor --env (issue 44): alike blobs of one library (the same cubin ABIs and archs) take the toolkit
     that their first, middle and last name where those agree; where they do not, each blob is read."""
-    from librarian.wheel import fatbin
 
-    def blob(n: int, arch: int = 90) -> tuple[fatbin.EntryHeader, ...]:
-        return (fatbin.EntryHeader(n * 0x1000, fatbin.KIND_ELF, 0x40, 0x100, 0, 8, 1, arch, 0, 0x200),)
+    def blob(n: int, arch: int = 90) -> tuple[EntryHeader, ...]:
+        return (EntryHeader(n * 0x1000, fatbin_walk.KIND_ELF, 0x40, 0x100, 0, 8, 1, arch, 0, 0x200),)
 
     blobs = [blob(n) for n in range(10)] + [blob(10, arch=80)]
     asked: list[int] = []
 
-    def read(src: object, b: tuple[fatbin.EntryHeader, ...]) -> tuple[int, int]:
+    def read(src: object, b: tuple[EntryHeader, ...]) -> tuple[int, int]:
         asked.append(b[0].offset // 0x1000)
         return (13, 2) if b[0].offset // 0x1000 == 7 else (13, 0)
 

@@ -23,15 +23,13 @@ from librarian.pytorch.matrix import (
     Selection,
     Status,
     dump_matrix,
-    github_matrix,
     load_matrix,
-    matrix_json,
     merge_matrix,
     override_path,
     packaged_matrix,
     parse_matrix,
-    render_table,
 )
+from librarian.pytorch.matrix_render import github_matrix, matrix_json, render_table
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -191,8 +189,31 @@ def test_render_table(matrix: Matrix) -> None:
     text = render_table(matrix.combos(torch="2.8"))
     lines = text.splitlines()
     assert lines[0].split() == ["TORCH", "CUDA", "LABEL", "STATUS", "ABI", "PYTHON", "PLATFORMS"]
-    assert len(lines) == 4 and "cu129torch2.8" in text
+    assert len(lines) in (4, 5) and "cu129torch2.8" in text
     assert render_table(()) == "no combos match\n"
+
+
+def test_inferred_fields_are_marked_in_the_table_and_the_json() -> None:
+    """A row's ``uncertain`` fields are inference, not read from a source: the table marks them, --json
+    lists them; a row without any says nothing of it."""
+
+    def doc(uncertain: str) -> Matrix:
+        return Matrix(
+            parse_matrix(
+                'schema = 1\n[[torch]]\nversion = "2.8"\n[[torch.cuda]]\nline = "12.8"\nstatus = "stable"\n'
+                'abi = "cxx11"\npython = ["cp312"]\nplatforms = ["linux-x86_64"]\nsource = "s"\n'
+                f"date = 2026-10-01\n{uncertain}",
+                "m.toml",
+            )
+        )
+
+    sure, guessed = doc(""), doc('uncertain = ["platforms", "date"]\n')
+    assert "*" not in render_table(sure.combos()) and "inferred" not in render_table(sure.combos())
+    lines = render_table(guessed.combos()).splitlines()
+    assert lines[1].split()[-1] == "linux-x86_64*" and lines[1].split()[4] == "cxx11"
+    assert lines[-1].startswith("* inferred, not read from a source")
+    assert matrix_json(guessed.combos())["combos"][0]["inferred"] == ["platforms", "date"]
+    assert matrix_json(sure.combos())["combos"][0]["inferred"] == []
 
 
 # --- the file format ----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 from librarian.errors import StoreError
 from librarian.probe.libc import detect_glibc
 from librarian.probe.nvidia import NO_CUDA_ON_MACOS, detect_gpus
-from librarian.stores import local
+from librarian.stores import local_lock
 from tests.test_probe import GPUS, FakeNvml
 
 
@@ -57,7 +57,7 @@ def test_the_windows_lock_waits_until_it_has_the_file(
     monkeypatch.setitem(sys.modules, "msvcrt", types.SimpleNamespace(locking=locking, LK_LOCK=1))
     fd = os.open(tmp_path / ".lock", os.O_RDWR | os.O_CREAT)
     try:
-        local._lock_exclusively(fd, "win32")
+        local_lock.lock_exclusively(fd, "win32")
         assert calls == [(fd, 1, 1)] * 3
         monkeypatch.setitem(
             sys.modules,
@@ -68,6 +68,6 @@ def test_the_windows_lock_waits_until_it_has_the_file(
             ),
         )
         with pytest.raises(StoreError, match="cannot lock the store"):
-            local._lock_exclusively(fd, "win32")
+            local_lock.lock_exclusively(fd, "win32")
     finally:
         os.close(fd)

@@ -17,15 +17,8 @@ from librarian.errors import BadInput
 from librarian.gpus import compiled_by, find_gpu, known_gpus
 from librarian.index import Index, IndexEntry
 from librarian.ops.plan import Spec, make_plan
-from librarian.pytorch.matrix import (
-    GITHUB_MAX_JOBS,
-    Matrix,
-    Platform,
-    Selection,
-    github_matrices,
-    github_matrix,
-    load_matrix,
-)
+from librarian.pytorch.matrix import Matrix, Platform, Selection, load_matrix
+from librarian.pytorch.matrix_render import GITHUB_MAX_JOBS, github_matrices, github_matrix
 from tests.conftest import Run
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "dist"

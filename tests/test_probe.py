@@ -381,7 +381,7 @@ def abi_libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_torch_symbols_pass_against_the_matching_libc10_and_name_the_missing_one(
     abi_libs: dict[str, Path],
 ) -> None:
-    from librarian.wheel.elf import dynamic_symbols
+    from librarian.wheel.elf_symbols import dynamic_symbols
 
     with abi_libs["ext"].open("rb") as f:
         undefined = dynamic_symbols(f)[1]

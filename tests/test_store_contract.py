@@ -26,7 +26,8 @@ from librarian.errors import BadInput, Refused, StoreError
 from librarian.index import Index, IndexEntry
 from librarian.index_files import ROOT
 from librarian.machine import Machine
-from librarian.ops.gc import GcPolicy, gc
+from librarian.ops.gc import gc
+from librarian.ops.gc_policy import GcPolicy
 from librarian.ops.publish import PublishOptions, publish
 from librarian.ops.pull import Wants, pull
 from librarian.ops.verify import verify

@@ -13,7 +13,8 @@ from librarian.cli.options import JsonOpt, RepoOpt, store_and_layout
 from librarian.errors import BadInput
 from librarian.gpus import parse_real_sm
 from librarian.machine import parse_major_minor
-from librarian.pytorch.matrix import Selection, github_matrix, load_matrix, matrix_json, render_table
+from librarian.pytorch.matrix import Selection, load_matrix
+from librarian.pytorch.matrix_render import github_matrix, matrix_json, render_table
 from librarian.pytorch.refresh import refresh
 
 app = typer.Typer(rich_markup_mode=None)

@@ -129,7 +129,7 @@ def gc(
     if yes and dry_run:
         raise BadInput("gc: --yes and --dry-run: choose one")
     from librarian.ops.gc import gc as prune  # here: ls and verify never load gc
-    from librarian.ops.gc import policy_from_flags
+    from librarian.ops.gc_policy import policy_from_flags
 
     policy = policy_from_flags(
         keep_torch,

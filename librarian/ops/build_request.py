@@ -29,7 +29,8 @@ from librarian.errors import BadInput
 from librarian.gpus import find_gpu, parse_real_sm
 from librarian.machine import parse_major_minor
 from librarian.probe.toolchain import Nvcc
-from librarian.pytorch.matrix import Combo, CPython, Matrix, Platform, combo_job
+from librarian.pytorch.matrix import Combo, CPython, Matrix, Platform
+from librarian.pytorch.matrix_render import combo_job
 
 # Memory one compile job of a large extension takes at its peak: flash-attn's and natten's nvcc jobs reach
 # 3-4 GiB each (flash-attn's README asks for MAX_JOBS=4 under 96 GB), so ninja's default of one job per core

@@ -12,97 +12,23 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 from packaging.version import Version
 
 from librarian.catalogue import catalogue_paths, wheel_of
-from librarian.coords import MajorMinor, WheelName, format_version, parse_torch
+from librarian.coords import MajorMinor, WheelName, format_version
 from librarian.demands import serves_line
-from librarian.errors import BadInput, Refused, StoreError
+from librarian.errors import Refused, StoreError
 from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
-from librarian.pytorch.matrix import load_matrix
+from librarian.ops.gc_policy import GcPolicy
+from librarian.ops.gc_report import GcReport, Removal
 from librarian.stores.base import Applied, Blob, Changes, Store, UploadStorage, read_index
 from librarian.variants import foreign_variants
 
 log = logging.getLogger(__name__)
-
-DEFAULT_PURGE_GRACE = 24 * 3600.0
-
-
-@dataclass(frozen=True, slots=True)
-class GcPolicy:
-    """Which wheels to drop; all rules combine."""
-
-    keep_torch: int | None = None  # keep the newest N torch minors present in the store (or in `lines`)
-    drop_torch: tuple[MajorMinor, ...] = ()
-    keep_versions: int | None = None  # per (cell, python, platform)
-    older_than_days: int | None = None
-    now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
-    lines: tuple[MajorMinor, ...] | None = None  # the torch lines to count the newest N from (the matrix's)
-    # --purge spares LFS objects pushed within this many seconds: wheels `publish --stage` uploaded for a
-    # reindex yet to come are referenced by no commit until then.
-    purge_grace: float = DEFAULT_PURGE_GRACE
-
-    @property
-    def empty(self) -> bool:
-        """Whether no rule is set (gc then removes nothing)."""
-        return (
-            self.keep_torch is None
-            and not self.drop_torch
-            and self.keep_versions is None
-            and self.older_than_days is None
-        )
-
-
-def policy_from_flags(
-    keep_torch: int | None,
-    keep_torch_from: str,
-    drop_torch: Sequence[str],
-    keep_versions: int | None,
-    older_than_days: int | None,
-    *,
-    purge: bool = False,
-    purge_grace_hours: float | None = None,
-) -> GcPolicy:
-    """The policy gc's flags ask for (``--keep-torch`` counted over the store's or the matrix's torch lines).
-
-    Refuses a ``keep_torch_from`` other than ``store`` or ``matrix``, and a policy that would prune nothing.
-    """
-    if keep_torch_from not in ("store", "matrix"):
-        raise BadInput(f"--keep-torch-from {keep_torch_from}: expected 'store' or 'matrix'")
-    lines = load_matrix().torch_versions() if keep_torch_from == "matrix" else None
-    if purge_grace_hours is not None and (not purge or purge_grace_hours < 0):
-        raise BadInput(
-            f"--purge-grace {purge_grace_hours:g}: "
-            + ("goes with --purge" if not purge else "must be 0 or more")
-        )
-    grace = DEFAULT_PURGE_GRACE if purge_grace_hours is None else purge_grace_hours * 3600.0
-    policy = GcPolicy(
-        keep_torch,
-        tuple(parse_torch(t) for t in drop_torch),
-        keep_versions,
-        older_than_days,
-        lines=lines,
-        purge_grace=grace,
-    )
-    if policy.empty and not purge:  # --purge alone frees what earlier gcs left in the history
-        raise BadInput(
-            "gc: say what to prune: --keep-torch N, --drop-torch X.Y, --keep-versions K, --older-than DAYS "
-            "or --purge"
-        )
-    return policy
-
-
-@dataclass(frozen=True, slots=True)
-class Removal:
-    """A wheel the plan removes, and why."""
-
-    entry: IndexEntry
-    reason: str
 
 
 def _group(entry: IndexEntry, name: WheelName) -> tuple[str, str, MajorMinor, MajorMinor, str, str]:
@@ -223,78 +149,6 @@ def _serving(
                 found[e.path] = f"serves torch {format_version(line)}: {asked[key]}"
                 break
     return found
-
-
-@dataclass(frozen=True, slots=True)
-class GcReport:
-    """What gc planned or did: the removals, the space they free, the blobs purged, the commit made."""
-
-    removals: tuple[Removal, ...]
-    freed: int  # bytes of stored content no remaining wheel shares: each blob counted once
-    emptied: tuple[str, ...] = ()  # packages the plan removes every wheel of
-    purge: tuple[Blob, ...] = ()  # blobs deleted for good (--purge, the Hub)
-    commit: str = ""  # the commit's URL, where the store makes commits
-    acted: bool = False
-    files: int = 0  # files the removals take out of the store: wheels, and pages and shards left empty
-    kept: tuple[tuple[str, str], ...] = ()  # wheels of a stale torch line kept: their bytes serve a kept line
-    young: int = 0  # blobs --purge spared: nothing references them, but they are younger than the grace
-    grace: float = 0.0  # that grace, in seconds
-
-    def to_json(self, location: str) -> dict[str, Any]:
-        """The plan (or what was done) for ``--json``."""
-        return {
-            "schema": 1,
-            "repo": location,
-            "acted": self.acted,
-            "freed": self.freed,
-            "files_freed": self.files,
-            "commit": self.commit or None,
-            "emptied": list(self.emptied),
-            "remove": [
-                {"path": r.entry.path, "reason": r.reason, "size": r.entry.size} for r in self.removals
-            ],
-            "kept": [{"path": path, "reason": why} for path, why in self.kept],
-            "purge": [{"sha256": b.sha256, "size": b.size, "name": b.name} for b in self.purge],
-            "young": self.young,
-        }
-
-    def render(self, location: str, *, purge_asked: bool = False) -> str:
-        """Each removal with its reason, what is purged, and the totals; said as a plan until it is acted on."""
-        acted = self.acted
-        lines = [f"{'removed' if acted else 'remove'}  {r.entry.path}  ({r.reason})" for r in self.removals]
-        lines += [f"{'kept' if acted else 'keep'}  {path}  ({why})" for path, why in self.kept]
-        lines += [
-            f"{'purged' if acted else 'purge'}  LFS object {b.sha256[:12]} ({say_size(b.size)}, {b.name})"
-            for b in self.purge
-        ]
-        purged = say_size(sum(b.size for b in self.purge))
-        files = f"; {self.files} file(s) in all, pages and shards included" if self.removals else ""
-        size = (
-            f"{len(self.removals)} wheel file(s), {say_size(self.freed)} of stored content, from {location}"
-        )
-        if self.young:
-            hours = f"{self.grace / 3600:g} h"
-            lines.append(
-                f"{self.young} unreferenced LFS object(s) younger than {hours} kept (a staged upload may be "
-                "waiting for its reindex); --purge-grace 0 removes them"
-            )
-        if acted:
-            gone = f"; {len(self.purge)} LFS object(s), {purged}, deleted for good" if self.purge else ""
-            lines.append(f"removed {size}{gone}{files}")
-            if self.commit:
-                lines.append(f"commit {self.commit}")
-            if self.removals and not purge_asked and self.commit:
-                lines.append(
-                    "the Hub keeps removed files in the repo's history; 'gc --purge' frees that storage"
-                )
-            return "\n".join(lines)
-        if self.emptied:
-            lines.append(
-                f"warning: this plan removes every wheel of {', '.join(self.emptied)}; --yes needs --allow-empty"
-            )
-        will = f"; {len(self.purge)} LFS object(s), {purged}, would be deleted for good" if self.purge else ""
-        lines.append(f"plan: remove {size}{will}{files}; nothing changed (pass --yes to act)")
-        return "\n".join(lines)
 
 
 def freed_bytes(index: Index, removals: Sequence[Removal]) -> int:
@@ -419,16 +273,6 @@ def _young(store: Store, removals: Sequence[Removal], grace: float, purged: Sequ
     if not grace or not isinstance(store, UploadStorage):
         return 0
     return len(_purgeable(store, removals, 0.0)) - len(purged)
-
-
-def say_size(n: int) -> str:
-    """``512 bytes``, ``3.2 KB``, ``4.5 MB``, ``1.2 GB``: small removals are not "0.0 MB"."""
-    if n < 1000:
-        return f"{n} bytes"
-    for unit, scale in (("KB", 1e3), ("MB", 1e6), ("GB", 1e9)):
-        if n < scale * 1000 or unit == "GB":
-            return f"{n / scale:.1f} {unit}"
-    raise AssertionError("unreachable")
 
 
 def _purgeable(store: Store, removals: Sequence[Removal], grace: float) -> tuple[Blob, ...]:

@@ -25,7 +25,8 @@ from librarian.layout import Layout
 from librarian.ops.build_request import DEFAULT_GLIBC, BuildRequest
 from librarian.ops.holdings import Cell, Held, NearMiss, Spec, accepted_tags, holdings
 from librarian.ops.tree import read_index_or_tree
-from librarian.pytorch.matrix import Combo, Matrix, Selection, github_matrices
+from librarian.pytorch.matrix import Combo, Matrix, Selection
+from librarian.pytorch.matrix_render import github_matrices
 from librarian.stores.base import Store, read_index
 from librarian.stores.hub_errors import NoRepo
 

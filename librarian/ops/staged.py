@@ -29,7 +29,7 @@ from librarian.manifest import (
     parse_manifest,
 )
 from librarian.ops.placement import Problem, check_placement
-from librarian.ops.prepare import check_combo
+from librarian.ops.publish_checks import check_combo
 from librarian.ops.reindex import ReindexReport
 from librarian.pytorch.matrix import load_matrix
 from librarian.safeio import input_problem

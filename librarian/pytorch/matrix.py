@@ -12,13 +12,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from librarian.coords import Label, MajorMinor, format_cuda, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput
 from librarian.gpus import compiled_by
+from librarian.pytorch.matrix_file import SCHEMA, dump_matrix, parse_matrix
 from librarian.pytorch.releases import (
-    SCHEMA,
     ArchRow,
     CPython,
     CudaRow,
@@ -28,16 +27,13 @@ from librarian.pytorch.releases import (
     ServedRow,
     Status,
     TorchRow,
-    dump_matrix,
     merge_matrix,
-    parse_matrix,
 )
 from librarian.safeio import read_regular, user_config_file
 
 TORCH_INDEX = "https://download.pytorch.org/whl"  # PyTorch's wheel index: one folder per CUDA line
 
 __all__ = [
-    "GITHUB_MAX_JOBS",
     "SCHEMA",
     "TORCH_INDEX",
     "ArchRow",
@@ -52,19 +48,14 @@ __all__ = [
     "ServedRow",
     "Status",
     "TorchRow",
-    "combo_job",
     "derived_arch_list",
     "dump_matrix",
-    "github_matrices",
-    "github_matrix",
     "load_matrix",
-    "matrix_json",
     "merge_matrix",
     "override_path",
     "packaged_matrix",
     "parse_matrix",
     "read_override",
-    "render_table",
 ]
 
 
@@ -78,6 +69,9 @@ class Combo:
     platform: Platform
     status: Status
     abi: CxxAbi | None  # None: served only, and no release row says the ABI
+    # The release row's fields that are inference, not read from a source (its ``uncertain``): ``abi``,
+    # ``python``, ``platforms``, ``date``; a combo the index served says its Python and platform itself.
+    inferred: tuple[str, ...] = ()
 
     @property
     def label(self) -> Label:
@@ -110,7 +104,7 @@ def _combos(doc: MatrixDoc) -> tuple[Combo, ...]:
                 else c.status
             )
             for plat in c.platforms:
-                combo = Combo(torch, cuda, py, plat, status, c.abi)
+                combo = Combo(torch, cuda, py, plat, status, c.abi, c.uncertain)
                 cells[combo.key] = combo
     for s in doc.served:
         row = rows.get((s.torch, s.cuda))
@@ -122,6 +116,7 @@ def _combos(doc: MatrixDoc) -> tuple[Combo, ...]:
                 s.platform,
                 row.status if row else Status.SERVED,
                 row.abi if row else None,
+                tuple(f for f in row.uncertain if f == "abi") if row else (),
             )
             cells.setdefault(combo.key, combo)  # a release row already says more than the index
     return tuple(sorted(cells.values(), key=lambda c: c.key))
@@ -273,95 +268,6 @@ def derived_arch_list(cuda: MajorMinor, platform: Platform) -> ArchRow:
     arch_list = ";".join(format_version(g.capability) for g in gpus)
     return ArchRow(
         cuda, platform, arch_list, "derived from librarian/data/gpus.toml: no source gives torch's own list"
-    )
-
-
-GITHUB_MAX_JOBS = 256  # GitHub Actions' limit on the jobs one matrix generates
-
-
-def github_matrices(include: list[dict[str, Any]], split: bool = False) -> dict[str, Any]:
-    """``include`` jobs as one Actions ``strategy.matrix``; past 256 jobs, ``{"matrices": [...]}`` of at most
-    256 each when ``split``, else BadInput naming the count and the ways to narrow it."""
-    if not include:
-        raise BadInput("no build jobs: nothing matches the selection")
-    if len(include) <= GITHUB_MAX_JOBS:
-        return {"include": include}
-    if not split:
-        raise BadInput(
-            f"{len(include)} jobs: past GitHub Actions' limit of {GITHUB_MAX_JOBS} jobs per matrix; "
-            "narrow the selection (--newest, --python, --platform, --cuda) or pass --split"
-        )
-    parts = [include[i : i + GITHUB_MAX_JOBS] for i in range(0, len(include), GITHUB_MAX_JOBS)]
-    return {"matrices": [{"include": p} for p in parts]}
-
-
-def combo_job(matrix: Matrix, c: Combo) -> dict[str, Any]:
-    """One build job of a combo, as Actions matrix entries spell it; its arch list is never empty."""
-    arch = matrix.build_arch_list(c.cuda, c.platform, c.torch)
-    return {
-        "torch": format_version(c.torch),
-        "cuda": format_version(c.cuda),
-        "python": c.python.version,
-        "python-tag": str(c.python),
-        "platform": c.platform.value,
-        "runs-on": c.platform.runs_on,
-        "container": c.platform.container(c.cuda),
-        "label": str(c.label),
-        "status": c.status.value,
-        "TORCH_CUDA_ARCH_LIST": arch.arch_list,
-        "arch-source": arch.source,
-        "torch-install": c.torch_install,
-    }
-
-
-def github_matrix(matrix: Matrix, sel: Selection, *, split: bool = False) -> dict[str, Any]:
-    """A GitHub Actions ``strategy.matrix``: one ``include`` job per selected (torch, CUDA, Python, platform)."""
-    return github_matrices([combo_job(matrix, c) for c in matrix.select(sel)], split)
-
-
-def matrix_json(combos: Iterable[Combo]) -> dict[str, Any]:
-    """The ``--json`` document: ``{"schema": 1, "combos": [...]}``."""
-    return {
-        "schema": 1,
-        "combos": [
-            {
-                "torch": format_version(c.torch),
-                "cuda": format_version(c.cuda),
-                "label": str(c.label),
-                "python": str(c.python),
-                "platform": c.platform.value,
-                "status": c.status.value,
-                "abi": c.abi.value if c.abi else None,
-            }
-            for c in combos
-        ],
-    }
-
-
-def render_table(combos: Iterable[Combo]) -> str:
-    """A text table, one line per (torch, CUDA) with its Pythons and platforms."""
-    groups: dict[tuple[MajorMinor, MajorMinor], list[Combo]] = {}
-    for c in combos:
-        groups.setdefault((c.torch, c.cuda), []).append(c)
-    rows = [("TORCH", "CUDA", "LABEL", "STATUS", "ABI", "PYTHON", "PLATFORMS")]
-    for (torch, cuda), cs in sorted(groups.items()):
-        pys = sorted({c.python for c in cs}, key=lambda p: p.key)
-        rows.append(
-            (
-                format_version(torch),
-                format_version(cuda),
-                f"cu{format_cuda(cuda)}torch{format_version(torch)}",
-                min((c.status for c in cs), key=lambda s: s.rank).value,
-                ",".join(sorted({c.abi.value if c.abi else "?" for c in cs})),
-                " ".join(map(str, pys)),
-                " ".join(sorted({c.platform.value for c in cs})),
-            )
-        )
-    if len(rows) == 1:
-        return "no combos match\n"
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() + "\n" for r in rows
     )
 
 

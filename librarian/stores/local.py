@@ -16,20 +16,17 @@ one is refused before anything is written.
 from __future__ import annotations
 
 import contextlib
-import errno
-import json
 import logging
 import os
 import shutil
 import stat
-import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
 
 from librarian.catalogue import catalogue_paths
-from librarian.errors import LayoutError, StoreError
+from librarian.errors import StoreError
 from librarian.generated import Generated, plan_generated, root_is_stale
 from librarian.index import Index, IndexEntry, metadata_path
 from librarian.index_files import MAX_INDEX_BYTES, ROOT
@@ -37,7 +34,6 @@ from librarian.layout import Layout, check_store_path
 from librarian.safeio import (
     TMP_PREFIX,
     atomic_output,
-    atomic_path,
     atomic_write,
     kind,
     open_regular,
@@ -56,62 +52,10 @@ from librarian.stores.base import (
     nothing_to_do,
     read_index,
 )
+from librarian.stores.local_journal import JOURNAL_NAME, Journal, parse_journal
+from librarian.stores.local_lock import LOCK_NAME, link_atomic, locked
 
 log = logging.getLogger(__name__)
-
-LOCK_NAME = ".librarian.lock"
-JOURNAL_NAME = ".librarian-journal.json"
-
-
-def _link_atomic(existing: Path, target: Path) -> bool:
-    """Hard-link ``existing`` at ``target`` (temp name, then rename); False where links are not possible."""
-    try:
-        with atomic_path(target) as tmp:
-            os.link(existing, tmp)
-    except OSError:
-        return False
-    return True
-
-
-@contextlib.contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    root.mkdir(parents=True, exist_ok=True)
-    lock = root / LOCK_NAME
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    except OSError as e:
-        raise StoreError(f"{lock}: cannot open the lock ({e.strerror}; a symbolic link is refused)") from e
-    with os.fdopen(fd, "r+b") as handle:
-        _lock_exclusively(handle.fileno(), sys.platform)
-        yield
-
-
-def _lock_exclusively(fd: int, platform: str) -> None:
-    """Hold the lock file exclusively until it is closed: ``flock`` on Linux and macOS, ``msvcrt.locking``
-    (its first byte) on Windows, where ``LK_LOCK`` gives up after ten tries a second apart: tried again."""
-    if platform != "win32":
-        import fcntl  # POSIX only: imported where it exists (not a layering dodge)
-
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return
-    import msvcrt  # Windows only
-
-    os.lseek(fd, 0, os.SEEK_SET)
-    while True:
-        try:
-            msvcrt.locking(fd, msvcrt.LK_LOCK, 1)  # type: ignore[attr-defined]
-            return
-        except OSError as e:
-            if getattr(e, "errno", None) not in (errno.EDEADLK, errno.EACCES):
-                raise StoreError(f"cannot lock the store ({e.strerror or e})") from e
-
-
-def _changed_entries(old: Index, new: Index) -> tuple[list[IndexEntry], list[str]]:
-    """Pure: the entries ``new`` adds or changes, and the paths it no longer lists."""
-    before = old.by_path()
-    after = new.by_path()
-    added = [e for p, e in after.items() if (b := before.get(p)) is None or b != e]
-    return added, sorted(set(before) - set(after))
 
 
 class LocalStore:
@@ -263,7 +207,7 @@ class LocalStore:
     def update(self, plan: Planner[R], default_layout: Layout) -> Applied[R]:
         """Plan under the lock and apply: journal, wheels, catalogue with the root last, removals, journal gone."""
         self._exists()
-        with _locked(self.root):
+        with locked(self.root):
             self._recover(default_layout)  # leaves the generated files rebuilt for the index it finishes
             self._sweep_temp_files(self.root, deep=False)  # a kill while writing the journal leaves one here
             old = read_index(self, default_layout)
@@ -278,10 +222,11 @@ class LocalStore:
 
     def stage(self, uploads: Sequence[Upload], files: Mapping[str, bytes], message: str) -> str:
         """Write wheels, then the small files that describe them (pending entries); the index is not touched."""
-        with _locked(self.root):
+        with locked(self.root):
             for path in [*(u.path for u in uploads), *files]:
                 self._resolve(path)
-            self._write_journal([], [], [])  # no index change; marks temp files to sweep if killed
+            # No index change: the journal marks temp files to sweep if killed.
+            atomic_write(self.root / JOURNAL_NAME, Journal((), (), ()).to_bytes())
             self._write_uploads(uploads, {})
             for path, data in sorted(files.items()):
                 atomic_write(self._resolve(path), data)
@@ -298,27 +243,17 @@ class LocalStore:
                 by_sha.setdefault(upload.sha256, target)
                 continue
             existing = by_sha.get(upload.sha256)
-            if existing is None or existing == target or not _link_atomic(existing, target):
+            if existing is None or existing == target or not link_atomic(existing, target):
                 atomic_write(target, source=upload.source)
             by_sha.setdefault(upload.sha256, target)
-
-    def _write_journal(
-        self, added: Iterable[IndexEntry], unlisted: Iterable[str], deletes: Iterable[str]
-    ) -> None:
-        data = {
-            "schema": 1,
-            "add": [e.to_json() for e in added],
-            "unlist": sorted(unlisted),
-            "delete": sorted(deletes),
-        }
-        atomic_write(self.root / JOURNAL_NAME, json.dumps(data, sort_keys=True).encode())
 
     def _apply(self, old: Index, changes: Changes, *, rebuild: bool = False) -> None:
         # Every path is checked for links before the first byte is written: a refusal changes nothing.
         for path in [*(u.path for u in changes.uploads), *changes.deletes]:
             self._resolve(path)
-        added, unlisted = _changed_entries(old, changes.index)
-        self._write_journal(added, unlisted, changes.deletes)
+        atomic_write(
+            self.root / JOURNAL_NAME, Journal.of_change(old, changes.index, changes.deletes).to_bytes()
+        )
         by_sha: dict[str, Path] = {}
         for entry in changes.index.entries:
             target = self.root / entry.path
@@ -367,55 +302,33 @@ class LocalStore:
             return
         except OSError as e:
             raise StoreError(f"{journal}: cannot read ({e.strerror or e})") from e
-        added, unlisted, deletes = self._parse_journal(raw, journal)
+        change = parse_journal(raw, journal)
         old = read_index(self, default_layout)
         # A wheel whose PEP 658 file the kill left unwritten is kept, served without it (pip reads the
         # wheel then): the file is optional, the wheel is not.
         present = [
             e if self._holds_metadata(e) else replace(e, metadata_sha256=None)
-            for e in added
+            for e in change.added
             if self._holds(e)
         ]
-        new = old.with_entries(added=present, removed=unlisted)
+        new = old.with_entries(added=present, removed=change.unlisted)
         self._write_catalogue(old, new, rebuild=True)
-        self._delete(deletes)
+        self._delete(change.deletes)
         self._sweep_temp_files()
         journal.unlink(missing_ok=True)
         log.warning(
             "%s: finished a change that was interrupted (%d entries kept, %d removed)",
             self.root,
             len(present),
-            len(unlisted),
+            len(change.unlisted),
         )
-
-    @staticmethod
-    def _parse_journal(raw: bytes, journal: Path) -> tuple[list[IndexEntry], list[str], list[str]]:
-        way_out = "nothing was done; 'librarian reindex' drops it and rebuilds the index from the files"
-        try:
-            data = json.loads(raw)
-            added = [IndexEntry.from_json(e, str(journal)) for e in data["add"]]
-            unlisted = [str(p) for p in data["unlist"]]
-            deletes = [str(p) for p in data["delete"]]
-        except (ValueError, KeyError, TypeError, RecursionError, StoreError) as e:
-            raise StoreError(
-                f"{journal}: unreadable journal of an interrupted change ({e}); {way_out}"
-            ) from e
-        for key, paths in (("add", [e.path for e in added]), ("unlist", unlisted), ("delete", deletes)):
-            for path in paths:
-                try:
-                    check_store_path(path)
-                except LayoutError as e:  # followed, it would write or delete outside the store
-                    raise StoreError(
-                        f"{journal}: its {key!r} entry {path[:200]!r} is outside the store; {way_out}"
-                    ) from e
-        return added, unlisted, deletes
 
     def drop_unfollowable_journal(self) -> str | None:
         """Remove a journal that cannot be followed (see :class:`~librarian.stores.base.Journals`)."""
         journal = self.root / JOURNAL_NAME
         if not self._exists():
             return None
-        with _locked(self.root):
+        with locked(self.root):
             try:
                 raw = read_regular(journal, MAX_INDEX_BYTES, follow=False)
             except FileNotFoundError:
@@ -424,7 +337,7 @@ class LocalStore:
                 why = f"cannot read ({e.strerror or e})"
             else:
                 try:
-                    self._parse_journal(raw, journal)
+                    parse_journal(raw, journal)
                     return None  # it can be followed: the next change finishes it
                 except StoreError as e:
                     why = str(e).removeprefix(f"{journal}: ").split(";")[0]

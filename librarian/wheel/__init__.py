@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names, for type checkers; at run time they are loaded on first use
     from librarian.wheel.deep import DeepRead
-    from librarian.wheel.elf import Exports, dynamic_symbols, glibc_symbols, version_definitions
+    from librarian.wheel.elf_symbols import Exports, dynamic_symbols, glibc_symbols, version_definitions
     from librarian.wheel.fatbin import sampled_toolkits
     from librarian.wheel.members import inspect_path, inspect_wheel
+    from librarian.wheel.metadata_checks import metadata_problems
     from librarian.wheel.opened import OpenedWheel
     from librarian.wheel.relabel import Rewritten, retag
     from librarian.wheel.variant import build_digest, variant_problems, write_variant
-    from librarian.wheel.wheelfile import WheelInfo, metadata_problems, said_of, torch_requirement
+    from librarian.wheel.wheelfile import WheelInfo, said_of, torch_requirement
 
 _FACE = {
     "OpenedWheel": "opened",
@@ -32,16 +33,16 @@ _FACE = {
     "inspect_wheel": "members",
     "retag": "relabel",
     "said_of": "wheelfile",
-    "metadata_problems": "wheelfile",
+    "metadata_problems": "metadata_checks",
     "torch_requirement": "wheelfile",
     "write_variant": "variant",
     "build_digest": "variant",
     "variant_problems": "variant",
-    "dynamic_symbols": "elf",
-    "Exports": "elf",
-    "glibc_symbols": "elf",
+    "dynamic_symbols": "elf_symbols",
+    "Exports": "elf_symbols",
+    "glibc_symbols": "elf_symbols",
     "sampled_toolkits": "fatbin",
-    "version_definitions": "elf",
+    "version_definitions": "elf_symbols",
 }
 
 __all__ = [

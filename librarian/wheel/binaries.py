@@ -18,6 +18,7 @@ from librarian.facts import BinaryFacts, BinaryFormat, FatbinEntry
 from librarian.wheel import elf as elfmod
 from librarian.wheel import macho as machomod
 from librarian.wheel import pe as pemod
+from librarian.wheel.elf_symbols import dynamic_symbols
 from librarian.wheel.fatbin import read_device_code, read_fatbin, scan_fatbins
 
 log = logging.getLogger(__name__)
@@ -88,9 +89,7 @@ def _inspect_elf(fileobj: BinaryIO, path: str, cpu: str | None) -> BinaryFacts:
         entries += scan_fatbins(fileobj, section=WHOLE_FILE)
     # its headers not read a second time; of its exports only a PyInit_ is looked for, of its imports
     # only C++ names (_TORCH_SYMBOL's) and the stable shim's
-    defined, undefined = elfmod.dynamic_symbols(
-        fileobj, elf, exports="PyInit_", imports=("_Z", *_SHIM_PREFIXES)
-    )
+    defined, undefined = dynamic_symbols(fileobj, elf, exports="PyInit_", imports=("_Z", *_SHIM_PREFIXES))
     return replace(
         _device_facts(path, fmt, cpu, entries),
         glibc=elfmod.glibc_floor(elf),

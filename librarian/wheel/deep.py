@@ -20,14 +20,13 @@ from librarian.errors import BadWheel, LibrarianError
 from librarian.facts import BinaryFacts, WheelFacts
 from librarian.wheel import zipraw
 from librarian.wheel.members import collected, first_bomb, inspect_member, inspect_members, native_members
+from librarian.wheel.metadata_checks import metadata_problems_of, refuse_unpublishable
 from librarian.wheel.record import Record, check_all
 from librarian.wheel.wheelfile import (
     OpenWheel,
     WheelInfo,
     info_of,
-    metadata_problems_of,
     open_wheel,
-    refuse_unpublishable,
 )
 
 

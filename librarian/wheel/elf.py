@@ -1,4 +1,5 @@
-"""A pure ELF reader: headers, sections, segments, ``.dynamic``, version needs and dynamic symbols.
+"""A pure ELF reader: headers, sections, segments, ``.dynamic`` and version needs (the dynamic symbols are
+:mod:`librarian.wheel.elf_symbols`).
 
 Takes bytes or an open, seekable binary file and never reads more than the tables it needs, so a
 1 GB ``.so`` costs a few small reads. Every offset and size is checked against the file before it is
@@ -133,16 +134,16 @@ def sniff(src: Source, head: bytes) -> str | None | bool:
     """The CPU of an ELF file (``None``: a machine it does not name), or ``False``: no ELF file."""
     if head[:4] != ELF_MAGIC:
         return False
-    return _read(src).cpu
+    return read_headers(src).cpu
 
 
 def read_elf(data: BinaryIO | bytes) -> ElfFile:
     """Read the headers, ``.dynamic`` and version needs of an ELF file."""
     src = Source(data)
-    return _read(src)
+    return read_headers(src)
 
 
-def _read(src: Source) -> ElfFile:
+def read_headers(src: Source) -> ElfFile:
     ident = src.read(0, 16, "ELF identification")
     if ident[:4] != ELF_MAGIC:
         raise BadBinary("not an ELF file")
@@ -198,7 +199,9 @@ def _sections(
         names = src.read(raw[strndx][4], raw[strndx][5], "section name table")
     out = []
     for name, typ, flg, addr, off, size, link, info, _align, ent in raw:
-        out.append(Section(_string(names, name, "section name"), typ, flg, addr, off, size, link, info, ent))
+        out.append(
+            Section(string_at(names, name, "section name"), typ, flg, addr, off, size, link, info, ent)
+        )
     return tuple(out)
 
 
@@ -212,7 +215,7 @@ def _segments(src: Source, bits: int, e: str, phoff: int, entsize: int, num: int
     return tuple(Segment(t, off, va, fsz) for t, _f, off, va, _pa, fsz, _msz, _al in rows)
 
 
-def _string(table: bytes, offset: int, what: str) -> str:
+def string_at(table: bytes, offset: int, what: str) -> str:
     if offset == 0:
         return ""
     end = table.find(b"\0", offset)
@@ -259,7 +262,7 @@ def _with_dynamic(src: Source, elf: ElfFile) -> ElfFile:
     strtab = _dynamic_strings(src, elf, dyn_sec, tags)
 
     def strings(which: int) -> list[str]:
-        return [_string(strtab, v, "dynamic string") for t, v in tags if t == which]
+        return [string_at(strtab, v, "dynamic string") for t, v in tags if t == which]
 
     rpath = [p for s in strings(DT_RPATH) for p in s.split(":") if p]
     runpath = [p for s in strings(DT_RUNPATH) for p in s.split(":") if p]
@@ -301,10 +304,10 @@ def _version_needs(
         start = _vaddr_to_offset(elf, addr)
         raw = src.read(start, min(src.size - start, MAX_TABLE, count * 16 + 16 * 64), ".gnu.version_r")
     e = "<" if elf.little_endian else ">"
-    return tuple((lib, tuple(n for n, _ in names)) for lib, names in _verneed_walk(raw, count, e, strtab))
+    return tuple((lib, tuple(n for n, _ in names)) for lib, names in verneed_walk(raw, count, e, strtab))
 
 
-def _verneed_walk(raw: bytes, count: int, e: str, strtab: bytes) -> list[tuple[str, list[tuple[str, int]]]]:
+def verneed_walk(raw: bytes, count: int, e: str, strtab: bytes) -> list[tuple[str, list[tuple[str, int]]]]:
     """``.gnu.version_r``: each library and its (version name, version index) pairs; BadBinary on a lie."""
     out: list[tuple[str, list[tuple[str, int]]]] = []
     pos, guard = 0, len(raw) // 16 + 1
@@ -317,202 +320,15 @@ def _verneed_walk(raw: bytes, count: int, e: str, strtab: bytes) -> list[tuple[s
             if apos + 16 > len(raw):
                 raise BadBinary(".gnu.version_r aux entry runs past its section")
             _h, _f, other, name, anext = struct.unpack_from(e + "IHHII", raw, apos)
-            names.append((_string(strtab, name, "version name"), other))
+            names.append((string_at(strtab, name, "version name"), other))
             if anext == 0:
                 break
             apos += anext
-        out.append((_string(strtab, file_off, "version file"), names))
+        out.append((string_at(strtab, file_off, "version file"), names))
         if nxt == 0:
             break
         pos += nxt
     return out
-
-
-def version_definitions(f: BinaryIO | bytes) -> tuple[str, ...]:
-    """The symbol versions a shared library defines (``.gnu.version_d``): ``GLIBCXX_3.4.30``, ``CXXABI_1.3``, ...
-
-    What a machine's libstdc++ offers is the highest ``GLIBCXX_`` it defines.
-    """
-    src = Source(f)
-    elf = _read(src)
-    sec = next((s for s in elf.sections if s.type == SHT_GNU_VERDEF), None)
-    if sec is None:
-        return ()
-    if not 0 <= sec.link < len(elf.sections):
-        raise BadBinary(f".gnu.version_d links to section {sec.link}, which does not exist")
-    raw = section_bytes(src, sec, ".gnu.version_d")
-    strtab = section_bytes(src, elf.sections[sec.link], "version strings")
-    e = "<" if elf.little_endian else ">"
-    names: list[str] = []
-    pos, guard = 0, len(raw) // 20 + 1
-    for _ in range(min(sec.info or guard, guard)):
-        if pos + 20 > len(raw):
-            raise BadBinary(".gnu.version_d entry runs past its section")
-        _v, _flags, _ndx, cnt, _hash, aux, nxt = struct.unpack_from(e + "HHHHIII", raw, pos)
-        apos = pos + aux
-        for _ in range(min(cnt, guard)):
-            if apos + 8 > len(raw):
-                raise BadBinary(".gnu.version_d aux entry runs past its section")
-            name, anext = struct.unpack_from(e + "II", raw, apos)
-            names.append(_string(strtab, name, "version name"))
-            if anext == 0:
-                break
-            apos += anext
-        if nxt == 0:
-            break
-        pos += nxt
-    return tuple(names)
-
-
-def dynamic_symbols(
-    f: BinaryIO | bytes,
-    elf: ElfFile | None = None,
-    *,
-    exports: str | None = None,
-    imports: tuple[str, ...] | None = None,
-) -> tuple[frozenset[str], frozenset[str]]:
-    """The dynamic symbols of an ELF file: (defined and exported, undefined); ``elf``: its headers, where
-    :func:`read_elf` has read them already (not read again). ``exports``: only the exported names that
-    start with it (``PyInit_``) are decoded, not libtorch's hundreds of thousands; ``imports``: likewise,
-    only the imported names that start with one of them."""
-    src = Source(f)
-    if elf is None:
-        elf = _read(src)
-    sec = next((s for s in elf.sections if s.type == SHT_DYNSYM), None)
-    if sec is None or not 0 < sec.link < len(elf.sections):
-        return frozenset(), frozenset()
-    strtab = section_bytes(src, elf.sections[sec.link], ".dynstr")
-    raw = section_bytes(src, sec, ".dynsym")
-    e = "<" if elf.little_endian else ">"
-    fmt = e + ("IIIBBH" if elf.bits == 32 else "IBBHQQ")
-    step = struct.calcsize(fmt)
-    prefix = exports.encode() if exports is not None else b""
-    wanted = tuple(p.encode() for p in imports) if imports is not None else (b"",)
-    defined: set[str] = set()
-    undefined: set[str] = set()
-    size = len(raw) - len(raw) % step
-    for row in struct.iter_unpack(fmt, memoryview(raw)[step:size]):  # entry 0 is the reserved null symbol
-        name_off, info, shndx = (row[0], row[3], row[5]) if elf.bits == 32 else (row[0], row[1], row[3])
-        if not name_off or info >> 4 == 0:  # local symbols are not part of the dynamic interface
-            continue
-        if not strtab.startswith(prefix if shndx != 0 else wanted, name_off):
-            continue
-        name = _string(strtab, name_off, "symbol name")
-        if name:
-            (undefined if shndx == 0 else defined).add(name)
-    return frozenset(defined), frozenset(undefined)
-
-
-def gnu_hash(name: bytes) -> int:
-    """The ``.gnu.hash`` hash of a symbol name (dl_new_hash: h = h * 33 + c, from 5381, 32 bits)."""
-    h = 5381
-    for c in name:
-        h = (h * 33 + c) & 0xFFFFFFFF
-    return h
-
-
-class Exports:
-    """The symbols an ELF library exports, asked one at a time through its ``.gnu.hash`` table (as the dynamic
-    loader asks), never decoded whole: libtorch_cpu exports 400,000 names. A library without the table is
-    read whole instead. ``name in exports``: whether it defines and exports ``name``."""
-
-    def __init__(self, f: BinaryIO | bytes) -> None:
-        src = Source(f)
-        elf = _read(src)
-        self._whole: frozenset[str] | None = None
-        dynsym = next((s for s in elf.sections if s.type == SHT_DYNSYM), None)
-        table = next((s for s in elf.sections if s.type == SHT_GNU_HASH), None)
-        if dynsym is None or not 0 < dynsym.link < len(elf.sections):
-            self._whole = frozenset()
-            return
-        if table is None or elf.bits != 64:
-            self._whole = _defined(f, elf)
-            return
-        self._e = "<" if elf.little_endian else ">"
-        self._strtab = section_bytes(src, elf.sections[dynsym.link], ".dynstr")
-        self._dynsym = section_bytes(src, dynsym, ".dynsym")
-        raw = section_bytes(src, table, ".gnu.hash")
-        if len(raw) < 16:
-            raise BadBinary(".gnu.hash is cut short")
-        self._nbuckets, self._symoffset, bloom_size, self._shift = struct.unpack_from(
-            self._e + "IIII", raw, 0
-        )
-        self._bloom = raw[16 : 16 + 8 * bloom_size]
-        start = 16 + 8 * bloom_size
-        self._buckets = raw[start : start + 4 * self._nbuckets]
-        self._chains = raw[start + 4 * self._nbuckets :]
-        self._nbloom = bloom_size
-        if self._nbuckets == 0 or bloom_size == 0 or len(self._buckets) != 4 * self._nbuckets:
-            raise BadBinary(".gnu.hash has no buckets")
-
-    def __contains__(self, name: object) -> bool:
-        if not isinstance(name, str):
-            return False
-        if self._whole is not None:
-            return name in self._whole
-        key = name.encode()
-        h = gnu_hash(key)
-        word = struct.unpack_from(self._e + "Q", self._bloom, 8 * ((h // 64) % self._nbloom))[0]
-        if not (word >> (h % 64)) & 1 or not (word >> ((h >> self._shift) % 64)) & 1:
-            return False
-        index = struct.unpack_from(self._e + "I", self._buckets, 4 * (h % self._nbuckets))[0]
-        if index < self._symoffset:
-            return False
-        while True:
-            at = 4 * (index - self._symoffset)
-            if at + 4 > len(self._chains) or 24 * (index + 1) > len(self._dynsym):
-                return False
-            chained = struct.unpack_from(self._e + "I", self._chains, at)[0]
-            if (chained | 1) == (h | 1):
-                name_off, info, _other, shndx = struct.unpack_from(self._e + "IBBH", self._dynsym, 24 * index)
-                end = self._strtab.find(b"\0", name_off)
-                if shndx != 0 and info >> 4 != 0 and self._strtab[name_off:end] == key:
-                    return True
-            if chained & 1:
-                return False
-            index += 1
-
-
-def _defined(f: BinaryIO | bytes, elf: ElfFile) -> frozenset[str]:
-    return dynamic_symbols(f, elf)[0]
-
-
-def glibc_symbols(f: BinaryIO | bytes, version: str) -> frozenset[str]:
-    """The undefined dynamic symbols the file imports at ``version`` (``GLIBC_2.32``): what raises its floor.
-
-    ``.gnu.version`` gives each dynamic symbol a version index; ``.gnu.version_r``'s aux entries give each
-    index its name (``vna_other``)."""
-    src = Source(f)
-    elf = _read(src)
-    need = next((s for s in elf.sections if s.type == SHT_GNU_VERNEED), None)
-    versym = next((s for s in elf.sections if s.type == SHT_GNU_VERSYM), None)
-    dynsym = next((s for s in elf.sections if s.type == SHT_DYNSYM), None)
-    if need is None or versym is None or dynsym is None or not 0 < need.link < len(elf.sections):
-        return frozenset()
-    if not 0 < dynsym.link < len(elf.sections):
-        return frozenset()
-    e = "<" if elf.little_endian else ">"
-    raw, names = (
-        section_bytes(src, need, ".gnu.version_r"),
-        section_bytes(src, elf.sections[need.link], "strings"),
-    )
-    entries = _verneed_walk(raw, need.info or len(raw) // 16 + 1, e, names)
-    wanted = {index for _, pairs in entries for name, index in pairs if name == version}
-    if not wanted:
-        return frozenset()
-    indexes = section_bytes(src, versym, ".gnu.version")
-    strtab = section_bytes(src, elf.sections[dynsym.link], ".dynstr")
-    table = section_bytes(src, dynsym, ".dynsym")
-    fmt = e + ("IIIBBH" if elf.bits == 32 else "IBBHQQ")
-    step = struct.calcsize(fmt)
-    found: set[str] = set()
-    for i in range(1, min(len(table) // step, len(indexes) // 2)):
-        (index,) = struct.unpack_from(e + "H", indexes, i * 2)
-        row = struct.unpack_from(fmt, table, i * step)
-        shndx = row[5] if elf.bits == 32 else row[3]
-        if index & 0x7FFF in wanted and shndx == 0:
-            found.add(_string(strtab, row[0], "symbol name"))
-    return frozenset(found)
 
 
 def version_floor(elf: ElfFile, prefix: str) -> tuple[int, ...] | None:

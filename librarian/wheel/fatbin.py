@@ -3,7 +3,7 @@ elsewhere, loose ``.fatbin`` files, and their entries.
 
 The layout is NVIDIA's fatbinary container as nvcc 12 and 13 write it (a blob header, then entry headers
 each followed by its payload; the checked-in nvcc builds under ``tests/data/cuda`` show every case). The reader
-walks the section, never the ``.nvFatBinSegment`` wrappers (libnvjpeg has a blob no wrapper names), and
+walks the section (:mod:`librarian.wheel.fatbin_walk`), never the ``.nvFatBinSegment`` wrappers (libnvjpeg has a blob no wrapper names), and
 reads only entry headers, seeking past payloads, so a 1 GB section costs a few thousand small reads. To
 name the toolkit it inflates the smallest cubin of each blob, bounded by a size cap and checked against
 the size the entry declares, so a compression bomb raises instead of filling memory. Other data
@@ -14,85 +14,41 @@ sections are scanned for the magic (section 6). Cubins and PTX themselves are re
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import logging
 import struct
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import BinaryIO
 
-from librarian.coords import ArchKind, GpuArch, MajorMinor, is_sm_number
+from librarian.coords import MajorMinor
 from librarian.errors import BadBinary
 from librarian.facts import FatbinEntry
 from librarian.wheel.cubin import PTX_HEAD, cubin_holds_code, cubin_toolkit, ptx_toolkit, read_cubin, read_ptx
 from librarian.wheel.elf import ELF_MAGIC, Source
+from librarian.wheel.fatbin_walk import (
+    CHUNK,
+    FATBIN_MAGIC,
+    FLAG_DEBUG,
+    KIND_ELF,
+    KIND_LTO,
+    KIND_PTX,
+    KINDS,
+    KNOWN_FLAGS,
+    EntryHeader,
+    scan_blobs,
+    walk_blobs,
+)
 
 log = logging.getLogger(__name__)
 
-FATBIN_MAGIC = 0xBA55ED50
-KIND_PTX, KIND_ELF, KIND_OLD_CUBIN, KIND_LTO = 1, 2, 4, 8
-FLAG_DEBUG, FLAG_LZ4, FLAG_ZSTD = 0x2, 0x2000, 0x8000
-FLAG_ARCH_SPECIFIC, FLAG_FAMILY_SPECIFIC = 0x100000, 0x200000
-# Every bit seen on 1113 real entries (reference, "Flags"); anything else is logged as unknown.
-KNOWN_FLAGS = 0x1 | 0x2 | 0x10 | FLAG_LZ4 | FLAG_ZSTD | 0x10000 | 0x100000 | 0x200000 | 0x1000000
-ENTRY_HEADER = struct.Struct("<HHIQIIHHIIIQQQ")  # 0x40 bytes, reference section 3
-MAX_ENTRY_HEADER = 0x1000  # headers seen are 0x40..0x80; options strings are short
-MAX_ENTRIES = 1 << 20  # loop guard over a whole section
 MAX_INFLATE = 256 << 20  # the most we inflate for one cubin; the smallest of a blob is far below
 MAX_RATIO = 4096  # a declared ratio above this is a compression bomb, not a cubin
-_CHUNK = 1 << 16
-SCAN_CHUNK = 4 << 20  # magic search: a 300 MB section is read in ~75 pieces
 # Cubins are read for kernels only where a member's whole device code is this small: a stub without
 # kernels is a few KB (libcufftw's is 872 bytes), while a library with kernels is far bigger, so no real
 # library pays for the check.
 STUB_PROBE = 64 << 10
-
-_KINDS = {
-    KIND_PTX: ArchKind.PTX,
-    KIND_ELF: ArchKind.SASS,
-    KIND_OLD_CUBIN: ArchKind.SASS,
-    KIND_LTO: ArchKind.LTO,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class EntryHeader:
-    """The fixed 0x40-byte head of one fatbin entry, with where it sits in the file."""
-
-    offset: int
-    kind: int
-    header_size: int
-    payload_size: int
-    compressed_size: int
-    minor: int
-    major: int
-    arch: int
-    flags: int
-    uncompressed_size: int
-
-    @property
-    def compression(self) -> str:
-        """``none``, ``lz4``, ``zstd`` or ``unknown`` (a compressed stream in a format we do not know)."""
-        if self.flags & FLAG_ZSTD:
-            return "zstd"
-        if self.flags & FLAG_LZ4:
-            return "lz4"
-        return "unknown" if self.compressed_size else "none"
-
-    @property
-    def gpu_arch(self) -> GpuArch:
-        """``sm_90a``, ``compute_120f``, ``lto_90``: the suffix lives only in the flags."""
-        suffix = "a" if self.flags & FLAG_ARCH_SPECIFIC else "f" if self.flags & FLAG_FAMILY_SPECIFIC else ""
-        return _arch(self.arch, suffix, _KINDS.get(self.kind, ArchKind.SASS))
-
-
-@functools.lru_cache(maxsize=1024)
-def _arch(number: int, suffix: str, kind: ArchKind) -> GpuArch:
-    # A library has tens of thousands of entries over a dozen archs: each value made once, then shared.
-    return GpuArch.from_number(number, suffix, kind)
 
 
 def read_fatbin(
@@ -218,7 +174,7 @@ def _blob_entries(
 ) -> list[FatbinEntry]:
     out = []
     for h in blob:
-        if h.kind not in _KINDS:
+        if h.kind not in KINDS:
             log.warning("%s: entry at %#x has unknown kind %d; skipped", section, h.offset, h.kind)
             continue
         if h.flags & ~KNOWN_FLAGS:
@@ -242,68 +198,6 @@ def _blob_entries(
     return out
 
 
-def scan_blobs(src: Source, offset: int, size: int) -> Iterator[tuple[EntryHeader, ...]]:
-    """The entries of each valid blob whose magic sits at an 8-aligned file offset in the region."""
-    needle, end, pos, count = struct.pack("<I", FATBIN_MAGIC), offset + size, offset, 0
-    while pos < end:
-        chunk = src.read(pos, min(SCAN_CHUNK, end - pos), "scanned section")
-        # The next chunk overlaps this one by 3 bytes: a magic across the seam is found there, once.
-        resume = end if pos + len(chunk) >= end else pos + len(chunk) - 3
-        hit = chunk.find(needle)
-        window = _Window(src, pos, chunk)  # headers inside the chunk are sliced from it, not read again
-        while hit >= 0:
-            blob = valid_blob_at(window, pos + hit, end)
-            if blob is None:
-                hit = chunk.find(needle, hit + 1)
-                continue
-            count += len(blob)
-            if count > MAX_ENTRIES:
-                raise BadBinary(f"more than {MAX_ENTRIES} fatbin entries found")
-            yield blob
-            blob_end = blob[-1].offset + blob[-1].header_size + blob[-1].payload_size
-            if blob_end >= pos + len(chunk) - 3:  # the blob runs past this chunk: read on after it
-                resume = max(resume, blob_end)
-                break
-            hit = chunk.find(needle, blob_end - pos)
-        pos = resume
-
-
-class _Window(Source):
-    """A source whose bytes in ``[base, base + len(chunk))`` are at hand: read from ``chunk``, the rest from
-    ``src`` (a scan's blob headers sit in the chunk it searched: 24,000 of them in libcufft)."""
-
-    def __init__(self, src: Source, base: int, chunk: bytes) -> None:
-        self._src, self._base, self._chunk, self.size = src, base, chunk, src.size
-
-    def read(self, offset: int, length: int, what: str) -> bytes:
-        start = offset - self._base
-        if start >= 0 and start + length <= len(self._chunk) and length >= 0:
-            return self._chunk[start : start + length]
-        return self._src.read(offset, length, what)
-
-
-def valid_blob_at(src: Source, pos: int, end: int) -> tuple[EntryHeader, ...] | None:
-    """The entries of the blob at ``pos`` if it passes the structural check of reference section 6.
-
-    8-aligned; version 1, header 16, ``fat_size`` a non-zero multiple of 8 inside ``end``; every entry of
-    a known kind with an 8-aligned header of 0x40..0x1000 bytes, the entries tiling the blob exactly.
-    """
-    if pos % 8 or end - pos < 16:
-        return None
-    magic, version, hsz, fat_size = struct.unpack("<IHHQ", src.read(pos, 16, "fatbin blob header"))
-    if magic != FATBIN_MAGIC or version != 1 or hsz != 16 or fat_size % 8:
-        return None
-    if not 0 < fat_size <= end - pos - 16:
-        return None
-    try:
-        entries = _entries(src, pos + 16, pos + 16 + fat_size, "scan")
-    except BadBinary:
-        return None
-    if any(h.kind not in _KINDS or h.header_size % 8 for h in entries):
-        return None
-    return entries
-
-
 def read_device_code(data: BinaryIO | bytes) -> tuple[FatbinEntry, ...]:
     """The entries of a loose ``.cubin``, ``.fatbin`` or ``.ptx`` file, told apart by its first bytes."""
     src = Source(data)
@@ -316,90 +210,6 @@ def read_device_code(data: BinaryIO | bytes) -> tuple[FatbinEntry, ...]:
     if b".version" not in head:
         raise BadBinary("neither a cubin (ELF), a fatbin nor PTX text")
     return (read_ptx(head, src.size),)
-
-
-def walk_blobs(src: Source, offset: int, size: int, section: str) -> list[tuple[EntryHeader, ...]]:
-    """The entry headers of each blob in the section, in order; blobs may be empty."""
-    end, pos = offset + size, offset
-    blobs: list[tuple[EntryHeader, ...]] = []
-    count = 0
-    while True:
-        pos = _skip_zeros(src, pos, end)
-        if pos >= end:
-            return blobs
-        if (pos - offset) % 8 or end - pos < 16 or _magic(src, pos) != FATBIN_MAGIC:
-            found = _resync(src, pos, end, offset)
-            if found is None:
-                raise BadBinary(f"{section}: bytes at {pos:#x} are no fatbin header, and none follows")
-            log.warning("%s: skipped %d bytes of garbage at %#x", section, found - pos, pos)
-            pos = found
-        _, _version, hsz, fat_size = struct.unpack("<IHHQ", src.read(pos, 16, f"{section} blob header"))
-        if not 16 <= hsz <= 0x100:
-            raise BadBinary(f"{section}: blob at {pos:#x} has header_size {hsz}")
-        blob_end = pos + hsz + fat_size
-        if blob_end > end:
-            raise BadBinary(f"{section}: blob at {pos:#x} has fat_size {fat_size:#x}, past the section end")
-        entries = _entries(src, pos + hsz, blob_end, section)
-        count += len(entries) + 1
-        if count > MAX_ENTRIES:
-            raise BadBinary(f"{section}: more than {MAX_ENTRIES} fatbin entries")
-        blobs.append(entries)
-        pos = blob_end
-
-
-def _magic(src: Source, pos: int) -> int:
-    value: int = struct.unpack("<I", src.read(pos, 4, "fatbin magic"))[0]
-    return value
-
-
-def _skip_zeros(src: Source, pos: int, end: int) -> int:
-    # Blobs may be separated (or the section ended) by zero padding: skip it a chunk at a time.
-    while pos < end:
-        chunk = src.read(pos, min(_CHUNK, end - pos), "fatbin section")
-        stripped = chunk.lstrip(b"\0")
-        if stripped:
-            return pos + len(chunk) - len(stripped)
-        pos += len(chunk)
-    return end
-
-
-def _resync(src: Source, pos: int, end: int, base: int) -> int | None:
-    # Non-zero garbage: find the next 8-aligned magic, as the reference's reader does.
-    needle = struct.pack("<I", FATBIN_MAGIC)
-    while pos < end:
-        chunk = src.read(pos, min(_CHUNK + 3, end - pos), "fatbin section")
-        hit = chunk.find(needle)
-        while hit >= 0:
-            if (pos + hit - base) % 8 == 0 and end - (pos + hit) >= 16:
-                return pos + hit
-            hit = chunk.find(needle, hit + 1)
-        pos += _CHUNK
-    return None
-
-
-def _entries(src: Source, pos: int, end: int, section: str) -> tuple[EntryHeader, ...]:
-    out = []
-    while pos < end:
-        if end - pos < ENTRY_HEADER.size:
-            raise BadBinary(f"{section}: entry at {pos:#x} is cut off by the end of its blob")
-        (kind, _u2, hsz, psize, csize, _opt, minor, major, arch, _name, _nlen, flags, _u30, usize) = (
-            ENTRY_HEADER.unpack(src.read(pos, ENTRY_HEADER.size, f"{section} entry header"))
-        )
-        if hsz < ENTRY_HEADER.size or hsz > MAX_ENTRY_HEADER:
-            raise BadBinary(f"{section}: entry at {pos:#x} has header_size {hsz:#x}")
-        if pos + hsz + psize > end:
-            raise BadBinary(f"{section}: entry at {pos:#x} has payload_size {psize:#x}, past its blob")
-        if csize > psize:
-            raise BadBinary(
-                f"{section}: entry at {pos:#x} has compressed_size {csize:#x} > payload {psize:#x}"
-            )
-        if kind in _KINDS and not is_sm_number(arch):
-            raise BadBinary(
-                f"{section}: entry at {pos:#x} names arch {arch}, which no compiler emits (a corrupt field)"
-            )
-        out.append(EntryHeader(pos, kind, hsz, psize, csize, minor, major, arch, flags, usize))
-        pos += hsz + psize  # hsz >= 0x40, so every step moves forward: no entry can loop
-    return tuple(out)
 
 
 def entry_payload(src: Source, h: EntryHeader, limit: int = MAX_INFLATE) -> bytes:
@@ -440,7 +250,7 @@ def _zstd(stream: bytes, size: int, where: str) -> bytes:
     try:
         with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(stream), read_across_frames=True) as r:
             while total <= size:
-                piece = r.read(min(_CHUNK * 16, size + 1 - total))
+                piece = r.read(min(CHUNK * 16, size + 1 - total))
                 if not piece:
                     break
                 parts.append(piece)

@@ -16,6 +16,7 @@ from librarian.facts import WheelFacts
 from librarian.wheel import zipraw
 from librarian.wheel.deep import DeepRead, read_deep
 from librarian.wheel.members import inspect_wheel
+from librarian.wheel.metadata_checks import refuse_unpublishable
 from librarian.wheel.relabel import Rewritten, retag_with_directory
 from librarian.wheel.wheelfile import (
     WheelInfo,
@@ -25,7 +26,6 @@ from librarian.wheel.wheelfile import (
     open_wheel,
     parse_filename,
     read_wheel_info,
-    refuse_unpublishable,
 )
 
 

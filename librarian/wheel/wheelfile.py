@@ -344,40 +344,6 @@ def torch_requirement(requires_dist: list[str]) -> str | None:
     return None
 
 
-def metadata_problems(path: Path, name: WheelName | None = None) -> list[str]:
-    """Each way METADATA, WHEEL and the ``.dist-info`` name contradict the filename (``name``, default
-    the file's own); a wheel that cannot be read at all (no WHEEL, say) raises BadWheel."""
-    return metadata_problems_of(read_wheel_info(path, name))
-
-
-def metadata_problems_of(info: WheelInfo) -> list[str]:
-    name = info.filename
-    problems = list(info.mismatches())
-    expected = f"{name.distribution}-{name.version}.dist-info"
-    if info.dist_info != expected:
-        problems.append(f"its .dist-info is {info.dist_info}, expected {expected}")
-    return problems
-
-
-def refuse_unpublishable(path: Path, info: WheelInfo) -> WheelInfo:
-    """Refuse (BadWheel) a wheel that ``verify`` would flag for its metadata; warn of symlink members.
-
-    Publish runs the very checks verify runs, so that nothing is stored that verify then rejects.
-    ``info`` is what was read from ``path``, returned.
-    """
-    problems = metadata_problems_of(info)
-    if problems:
-        raise BadWheel(f"{path}: {problems[0]}")
-    if links := [m.path for m in info.members if m.link]:
-        log.warning(
-            "%s: %d member(s) are symbolic links (%s); pip installs them as plain files",
-            path,
-            len(links),
-            links[0],
-        )
-    return info
-
-
 def check_archive(path: Path) -> zipraw.Directory:
     """Open ``path`` as a zip with every structural check (names, local headers, overlaps); BadWheel if not.
 
