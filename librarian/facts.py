@@ -37,11 +37,10 @@ class FatbinEntry:
     arch: GpuArch  # kind SASS for cubins, PTX for PTX, LTO for LTO-IR
     relocatable: bool  # from __nv_relfatbin (-rdc / -dlto), not registered at load time
     compression: str  # "none", "lz4", "zstd", "unknown"
-    # PTX entries: the PTX ISA version (9.0 for CUDA 13.0). A driver JIT-compiles only ISAs it knows, so
-    # the entry's toolkit is the first CUDA release of this ISA: the driver floor the GPU demand's PTX rule
-    # holds a machine to (runs_on: driver >= toolkit), NVIDIA's rule, read from the bytes.
-    ptx_isa: MajorMinor | None = None
-    toolkit: MajorMinor | None = None  # the CUDA toolkit that built it, where the bytes say it
+    # The CUDA toolkit that built it, where the bytes say it. A PTX entry's is the first CUDA release of its
+    # PTX ISA (9.0 for CUDA 13.0): a driver JIT-compiles only ISAs it knows, so it is the driver floor the
+    # GPU demand's PTX rule holds a machine to (runs_on: driver >= toolkit), NVIDIA's rule, from the bytes.
+    toolkit: MajorMinor | None = None
     debug: bool = False
     payload_size: int = 0
     uncompressed_size: int = 0

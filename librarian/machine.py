@@ -65,6 +65,14 @@ class Gpu:
         return f"GPU {self.index}: {self.name} ({self.arch})"
 
 
+def one_gpu(
+    capability: MajorMinor, source: str, *, index: int = 0, name: str = ""
+) -> Probed[tuple[Gpu, ...]]:
+    """What a machine with one GPU of ``capability`` offers (named ``sm89`` unless ``name``), said by
+    ``source``: a store cell, a variant's GPU, ``--sm``."""
+    return Probed.found((Gpu(index, name or f"sm{capability[0]}{capability[1]}", capability),), source)
+
+
 @dataclass(frozen=True, slots=True)
 class TorchInfo:
     """An installed (or assumed) torch: its version, CUDA line (``None``: CPU build), C++ ABI, lib dir."""
@@ -199,8 +207,7 @@ class Machine:
             m = replace(m, selected=gpu)
         if sm is not None:
             arch = parse_real_sm(sm)
-            fake = Gpu(m.selected, f"--sm {sm}", arch.capability)
-            m = replace(m, gpus=Probed.found((fake,), "--sm"))
+            m = replace(m, gpus=one_gpu(arch.capability, "--sm", index=m.selected, name=f"--sm {sm}"))
         if driver is not None:
             m = replace(m, driver_cuda=Probed.found(parse_cuda(driver), "--driver"))
         if cuda is not None:
@@ -273,3 +280,10 @@ def _override_tags(
         f for f, given in (("--python", python), ("--platform", platform), ("--glibc", glibc_given)) if given
     )
     return Probed.found(interpreter_tags(py, platforms), flags)
+
+
+def one_gpu_machine(capability: MajorMinor, source: str, cuda: MajorMinor | None = None) -> Machine:
+    """A machine known only by its one GPU (and ``cuda``, the CUDA line that picks among a wheel's builds):
+    what a store cell, a variant's GPU or a real GPU of the table is judged as."""
+    machine = Machine(gpus=one_gpu(capability, source))
+    return machine if cuda is None else replace(machine, cuda=Probed.found(cuda, source))

@@ -167,7 +167,7 @@ class Pipeline:
     def __enter__(self) -> Pipeline:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *_exc_info: object) -> None:
         for future in self._pending:
             future.cancel()
         self._pool.shutdown(wait=True)  # no thread still reads a file the caller is about to close

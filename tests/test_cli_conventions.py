@@ -308,3 +308,25 @@ def test_each_refusal_names_the_one_flag_that_overrides_it(run: Run, tmp_path: P
     relabel = run("publish", labelled, *LABEL, "--allow-platform-mismatch")
     assert relabel.code == 2 and "pass --relabel" in relabel.err
     assert run("publish", labelled, *LABEL, "--allow-platform-mismatch", "--relabel").code == 0
+
+
+def test_shared_flags_say_the_same_in_every_command() -> None:
+    """A flag that means one thing is declared once: ``--github`` and ``--split`` read the same in matrix
+    and plan, and pull's ``--sm`` (one GPU) is doctor's."""
+    import typer.main
+
+    from librarian.cli.app import app
+
+    group = typer.main.get_command(app)
+    ctx = group.make_context("librarian", ["--help"], resilient_parsing=True)
+
+    def helps(*path: str) -> dict[str, str]:
+        command = group
+        for name in path:
+            command = command.get_command(ctx, name)  # type: ignore[attr-defined]
+        return {o: p.help or "" for p in command.params for o in p.opts if o.startswith("--")}
+
+    matrix, plan = helps("matrix"), helps("plan")
+    for flag in ("--github", "--split"):
+        assert matrix[flag] == plan[flag], flag
+    assert helps("pull")["--sm"] == helps("doctor")["--sm"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shutil
 import subprocess
@@ -49,6 +50,24 @@ def test_mypy_strict_is_clean() -> None:
         [tool("mypy"), "--no-error-summary"], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_holds_a_demand_row_to_one_need(tmp_path: Path) -> None:
+    """The table's rows are typed by their need: a row whose ``check`` takes another demand's need is a type
+    error, and the same row with its own ``check`` is not."""
+    row = "from librarian.demands import Row, Sees, gpu, torch\nfrom librarian.demands.base import Demand\n"
+    (tmp_path / "good_row.py").write_text(row + "GOOD = Row(Demand.GPU, Sees.NVIDIA, gpu.needs, gpu.check)\n")
+    (tmp_path / "bad_row.py").write_text(row + "BAD = Row(Demand.GPU, Sees.NVIDIA, gpu.needs, torch.check)\n")
+
+    def mypy(name: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [tool("mypy"), "--strict", "--no-error-summary", "--cache-dir", str(tmp_path / "cache"), name],
+            cwd=tmp_path, capture_output=True, text=True, check=False, env={**os.environ, "MYPYPATH": str(ROOT)},
+        )  # fmt: skip
+
+    assert mypy("good_row.py").returncode == 0, mypy("good_row.py").stdout
+    bad = mypy("bad_row.py")
+    assert bad.returncode == 1 and "bad_row.py:3" in bad.stdout, bad.stdout + bad.stderr
 
 
 # --- one judgement: nothing outside librarian/demands decides a demand itself ---------------------------------

@@ -74,7 +74,6 @@ def test_archs_and_toolkit_per_fixture(cuda_sos: dict[str, Path], name: str) -> 
     nvcc = fixtures_toolkit()
     assert {e.toolkit for e in entries} == {nvcc}
     for e in entries:
-        assert e.ptx_isa == ((nvcc[0] - 4, nvcc[1]) if e.arch.kind.value == "compute" else None)
         assert not e.relocatable and e.debug is (name == "debug")
 
 
@@ -118,7 +117,6 @@ def test_cuda12_style_lz4_cubin_and_ptx() -> None:
         ("sm_90a", "lz4", (12, 8)),
         ("compute_90a", "lz4", (12, 8)),
     ]
-    assert entries[1].ptx_isa == (8, 7)
     assert entries[0].uncompressed_size == len(cubin)
 
 

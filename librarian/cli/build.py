@@ -29,33 +29,6 @@ from librarian.pytorch.matrix import load_matrix
 app = typer.Typer(rich_markup_mode=None)
 
 
-class BuildProgress:
-    """On a terminal, one line redrawn (elapsed time, the current compile step); elsewhere plain lines."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty() and not ui.state.quiet and not ui.state.json
-        self.drawn = False
-
-    def say(self, text: str) -> None:
-        self.clear()
-        ui.note(text)
-
-    def step(self, text: str) -> None:
-        if ui.state.quiet or ui.state.json:
-            return
-        if self.tty:
-            sys.stderr.write("\r\x1b[2K" + text[:150])
-            sys.stderr.flush()
-            self.drawn = True
-        else:
-            ui.err(f"  {text[:300]}")  # a compile step's whole command is in the log
-
-    def clear(self) -> None:
-        if self.drawn:
-            sys.stderr.write("\r\x1b[2K")
-            self.drawn = False
-
-
 @app.command()
 def build(
     spec: Annotated[
@@ -148,7 +121,7 @@ def build(
         to = Destination(out=out)
     settings = BuildSettings(installer=installer, torch_index=torch_index, keep=keep)
     options = PublishOptions(layout=layout, variants=load_settings(repo).variants)
-    progress = BuildProgress()
+    progress = ui.BuildProgress()
     try:
         done = build_and_file(request, settings, options, to, progress.say, progress.step, repair=repair)
     finally:

@@ -107,28 +107,11 @@ def doctor(
         raise typer.Exit(1)
 
 
-def environment_of(described: Machine) -> tuple[str, list[Path]]:
-    """The target interpreter and its site-packages; BadInput when it is no Python environment."""
-    from librarian.ops import environment
-    from librarian.probe.target import Target, probe_target
-
-    where = described.interpreter.value
-    if not where:
-        raise BadInput(
-            f"--env: {described.interpreter.reason or 'no target interpreter'}; pass --python PATH"
-        )
-    facts = probe_target(Target(Path(where), "the target interpreter"))
-    sites = environment.site_dirs(facts.path)
-    if not sites:
-        raise BadInput(f"--env: {where} has no site-packages: not a Python environment")
-    return where, sites
-
-
 def doctor_env(described: Machine, as_json: bool) -> None:
     """``doctor --env``: the target environment's packages with native code, each judged; exit 1 if one will not run."""
     from librarian.ops import environment
 
-    where, sites = environment_of(described)
+    where, sites = environment.target_environment(described)
     judged = environment.judge_environment(environment.read_installed(sites), described)
     label = f"{where} ({', '.join(str(s) for s in sites)})"
     if as_json:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from librarian.cli import ui
-from librarian.cli.options import JsonOpt, RepoOpt, store_and_layout
+from librarian.cli.options import GithubOpt, JsonOpt, RepoOpt, SplitOpt, store_and_layout
 from librarian.errors import BadInput
 from librarian.gpus import parse_real_sm
 from librarian.machine import parse_major_minor
@@ -48,18 +48,8 @@ def matrix(
     stable_only: Annotated[
         bool, typer.Option("--stable-only", help="Only stable CUDA lines (no experimental or served-only).")
     ] = False,
-    github: Annotated[
-        bool,
-        typer.Option(
-            "--github", help="Print a GitHub Actions strategy.matrix (JSON) of build jobs (at most 256)."
-        ),
-    ] = False,
-    split: Annotated[
-        bool,
-        typer.Option(
-            "--split", help='With --github: past 256 jobs, print {"matrices": [...]} of at most 256 each.'
-        ),
-    ] = False,
+    github: GithubOpt = False,
+    split: SplitOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """The combos PyTorch shipped, as a table, JSON, or a GitHub Actions build matrix.
@@ -196,15 +186,8 @@ def plan(
     ptx: Annotated[
         bool, typer.Option("--ptx", help="Add +PTX to each job's newest arch (JIT for GPUs newer than all).")
     ] = False,
-    github: Annotated[
-        bool, typer.Option("--github", help="Print the jobs as a GitHub Actions strategy.matrix (JSON).")
-    ] = False,
-    split: Annotated[
-        bool,
-        typer.Option(
-            "--split", help='With --github: past 256 jobs, print {"matrices": [...]} of at most 256 each.'
-        ),
-    ] = False,
+    github: GithubOpt = False,
+    split: SplitOpt = False,
     repo: RepoOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -58,6 +58,18 @@ OldForceOpt = Annotated[
     typer.Option("--force", hidden=True, help="Deprecated: see --relabel and the other --allow-* flags."),
 ]
 SmOpt = Annotated[str | None, typer.Option("--sm", help="GPU arch, e.g. 89 (default: the detected GPU).")]
+GithubOpt = Annotated[
+    bool,
+    typer.Option(
+        "--github", help="Print the build jobs as a GitHub Actions strategy.matrix (JSON; at most 256 jobs)."
+    ),
+]
+SplitOpt = Annotated[
+    bool,
+    typer.Option(
+        "--split", help='With --github: past 256 jobs, print {"matrices": [...]} of at most 256 each.'
+    ),
+]
 PythonOpt = Annotated[
     str | None,
     typer.Option(

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -26,23 +25,16 @@ from librarian.cli.options import (
     PythonOpt,
     RepairOpt,
     RepoOpt,
+    SmOpt,
     TorchIndexOpt,
     TorchOpt,
     check_installer,
     machine_of,
     store_and_layout,
 )
-from librarian.coords import package_key
 from librarian.errors import BadInput
-from librarian.machine import Machine
-from librarian.ops import installer
+from librarian.ops import installer, pull_build
 from librarian.ops import pull as pull_op
-
-if TYPE_CHECKING:
-    from librarian.layout import Layout
-    from librarian.ops.build import BuildSettings
-    from librarian.ops.build_request import BuildRequest
-    from librarian.stores.base import Store
 
 app = typer.Typer(rich_markup_mode=None)
 
@@ -56,7 +48,7 @@ def pull(
             show_default=False,
         ),
     ] = None,
-    sm: Annotated[str | None, typer.Option("--sm", help="GPU arch, e.g. 89 (default: detected GPU).")] = None,
+    sm: SmOpt = None,
     torch: TorchOpt = None,
     cuda: CudaOpt = None,
     python: PythonOpt = None,
@@ -175,40 +167,48 @@ def pull(
     )
     wants = pull_op.Wants.of(found)
     if fix:
+        from librarian.ops import fix as fix_op  # only --fix reads an environment's binaries
+
+        store, layout = store_and_layout(repo)
         with _wheels_folder(out, True) as out_dir:
-            fix_environment(found, wants, repo, out_dir, dry_run=dry_run, force=force)
+            clean = fix_op.fix_environment(
+                found, wants, store, layout, out_dir, ui.out, dry_run=dry_run, force=force
+            )
+        if not clean:
+            raise typer.Exit(1)
         return
     with _wheels_folder(out, install) as out_dir:
-        # --build: what would be built, and nvcc, checked before the store or any index is read.
-        requests = build_requests(packages, source, wants, repair) if build else {}
+        on_miss = None
+        if build:  # what would be built, and nvcc, checked before the store or any index is read
+            requests, warning = pull_build.build_requests(packages, source, wants, repair)
+            if warning:
+                ui.note(f"warning: {warning}")
+            from librarian.config import load_settings
+
+            variants = load_settings(None).variants
+            on_miss = pull_build.OnMiss(
+                requests, found, build_installer, torch_index, keep, publish, repair, variants
+            )
         store, layout = store_and_layout(repo)
-        try:
-            report = pull_op.pull(
-                store, layout, packages, wants, out_dir, compatible=compatible, requirements=requirements
-            )
-            built: list[Path] = []
-        except pull_op.NoMatch as miss:
-            if not build:
-                raise
-            settings = build_settings(found, requests, build_installer, torch_index, keep)
-            report, built = build_misses(
-                store, layout, packages, wants, out_dir, miss, requests, settings, publish, compatible, repair
-            )
+        report, built = pull_build.pull_or_build(
+            store,
+            layout,
+            packages,
+            wants,
+            out_dir,
+            compatible=compatible,
+            requirements=requirements,
+            on_miss=on_miss,
+            voice=ui.BuildProgress(),
+        )
         for note in report.notes:
             ui.note(note)
         if as_json:
             ui.emit_json({**report.to_json(), "built": [str(f) for f in built]})
         else:
             ui.out("\n".join(filter(None, [report.render(), *(f"built -> {f}" for f in built)])))
-        files = [*report.files, *built]
         if install:
-            # Imported here, not at the top: only --install reads the wheels' bytes, and a plain pull must not
-            # load the binary readers (tests/test_startup.py). Not a cycle: a start-up cost.
-            from librarian.ops.doctor import check_runs
-
-            check_runs(files, found, force=force)
-            # installer.install, by module: looked up now, so that tests can stand in for pip.
-            installer.install(files, found.interpreter.value or sys.executable)
+            installer.install_checked([*report.files, *built], found, force=force)
 
 
 @contextmanager
@@ -219,119 +219,3 @@ def _wheels_folder(out: Path | None, install: bool) -> Iterator[Path]:
             yield Path(tmp)
     else:
         yield out or Path(".")
-
-
-def build_requests(
-    packages: list[str], source: str | None, wants: pull_op.Wants, repair: bool
-) -> dict[str, BuildRequest]:
-    """What ``--build`` would build for each package, checked (host, nvcc, auditwheel) before anything is
-    downloaded or read."""
-    # Imported here: a plain pull loads neither the build nor the binary readers (tests/test_startup.py).
-    from librarian.ops import build_and_file
-    from librarian.pytorch.matrix import load_matrix
-
-    matrix = load_matrix()
-    pins = [pull_op.parse_pin(p) for p in packages]
-    requests = {
-        pin.key: build_and_file.machine_request(matrix, source or text, wants, pin.name)
-        for pin, text in zip(pins, packages, strict=True)
-    }
-    warning = build_and_file.check_before(next(iter(requests.values())), repair=repair)
-    if warning:
-        ui.note(f"warning: {warning}")
-    return requests
-
-
-def build_settings(
-    found: Machine, requests: dict[str, BuildRequest], installer: str, torch_index: str | None, keep: bool
-) -> BuildSettings:
-    """How ``pull --build`` builds: against the target's own torch where it is the combo's (no download)."""
-    from librarian.ops.build import BuildSettings, target_torch
-
-    target = found.interpreter.value
-    combo = next(iter(requests.values())).combo
-    torch_from = target_torch(Path(target), combo) if target else None
-    return BuildSettings(installer=installer, torch_index=torch_index, keep=keep, torch_from=torch_from)
-
-
-def build_misses(
-    store: Store,
-    layout: Layout,
-    packages: list[str],
-    wants: pull_op.Wants,
-    out: Path,
-    miss: pull_op.NoMatch,
-    requests: dict[str, BuildRequest],
-    settings: BuildSettings,
-    publish: bool,
-    compatible: bool,
-    repair: bool,
-) -> tuple[pull_op.PullReport, list[Path]]:
-    """Pull what the store has, build the rest for this machine (and file it with ``publish``)."""
-    from librarian.cli.build import BuildProgress  # only on a miss with --build: see build_requests
-    from librarian.config import load_settings
-    from librarian.ops.build_and_file import Destination, build_and_file
-    from librarian.ops.prepare import PublishOptions
-
-    missed = {package_key(r.package) for r in miss.misses}
-    ui.note(f"{miss}; building {', '.join(sorted(missed))} for this machine")
-    hits = [p for p in packages if pull_op.pin_key(p) not in missed]
-    report = (
-        pull_op.pull(store, layout, hits, wants, out, compatible=compatible)
-        if hits
-        else pull_op.PullReport(store.location, wants, (), ())
-    )
-    options = PublishOptions(layout=layout, variants=load_settings(None).variants)
-    to = Destination(store if publish else None, out=out)
-    progress = BuildProgress()
-    built = []
-    for key in sorted(missed):
-        try:
-            done = build_and_file(
-                requests[key], settings, options, to, progress.say, progress.step, repair=repair
-            )
-        finally:
-            progress.clear()
-        if done.published is not None:  # what publish says, a note per line (stdout is pull's own)
-            for line in done.published.render(
-                store.location, dry_run=False, stage=False, manifest=None
-            ).splitlines():
-                ui.note(line.strip())
-        assert done.wheel is not None
-        built.append(done.wheel)
-    return report, built
-
-
-def fix_environment(
-    found: Machine, wants: pull_op.Wants, repo: str | None, out: Path, *, dry_run: bool, force: bool
-) -> None:
-    """``pull --fix``: judge the target environment, replace what will not run, judge it again."""
-    from librarian.cli.inspect import environment_of
-    from librarian.ops import environment, fix
-    from librarian.ops.doctor import check_runs
-
-    where, sites = environment_of(found)
-    before = environment.judge_environment(environment.read_installed(sites), found)
-    ui.out("before:\n" + environment.render_environment(fix.failing(before), where))
-    store, layout = store_and_layout(repo)
-    plan = fix.plan_fix(store, layout, before, wants)
-    ui.out(plan.render(dry_run))
-    if dry_run or not plan.replacements:
-        if plan.unfixable and not dry_run:
-            raise typer.Exit(1)
-        return
-    files = fix.fetch_replacements(store, plan, out)
-    check_runs(files, found, force=force)  # nothing is installed whose judgement fails
-    installer.install(files, where)
-    after = environment.judge_environment(environment.read_installed(sites), found)
-    broken = fix.failing(after)
-    ui.out(
-        "after:\n"
-        + (
-            environment.render_environment(broken, where)
-            if broken
-            else f"{where}: every package with native code runs here"
-        )
-    )
-    if broken:
-        raise typer.Exit(1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -53,3 +54,30 @@ def err(text: str) -> None:
 def emit_json(data: JsonDoc) -> None:
     """One JSON document on stdout, keys sorted."""
     typer.echo(json.dumps(data, indent=2, sort_keys=True))
+
+
+class BuildProgress:
+    """On a terminal, one line redrawn (elapsed time, the current compile step); elsewhere plain lines."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty() and not state.quiet and not state.json
+        self.drawn = False
+
+    def say(self, text: str) -> None:
+        self.clear()
+        note(text)
+
+    def step(self, text: str) -> None:
+        if state.quiet or state.json:
+            return
+        if self.tty:
+            sys.stderr.write("\r\x1b[2K" + text[:150])
+            sys.stderr.flush()
+            self.drawn = True
+        else:
+            err(f"  {text[:300]}")  # a compile step's whole command is in the log
+
+    def clear(self) -> None:
+        if self.drawn:
+            sys.stderr.write("\r\x1b[2K")
+            self.drawn = False

@@ -155,7 +155,6 @@ def check(need: GpuNeed, machine: Machine) -> Verdict:
     return judge(need, machine)[0]
 
 
-@by_identity()  # the judgement asks it for the GPU row's verdict and again for what serves
 def judge(need: GpuNeed, machine: Machine) -> tuple[Verdict, Serving | None]:
     """The GPU verdict and what serves the GPU (``None``: no device code, GPU unknown, or it does not run)."""
     if need.code.empty:

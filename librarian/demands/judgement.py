@@ -19,7 +19,7 @@ from librarian.demands.gpu import GpuMatch, Serving
 from librarian.demands.members import seen
 from librarian.demands.table import demands
 from librarian.gpus import known_gpus
-from librarian.machine import Gpu, Machine, Probed, TorchInfo
+from librarian.machine import Machine, Probed, TorchInfo, one_gpu_machine
 
 
 class Runs(enum.Enum):
@@ -78,8 +78,11 @@ def judge(wheel: Wheel, machine: Machine) -> Judgement:
     """The one judgement of ``wheel`` on ``machine``: every demand of the table over the members that load
     there, and what serves the GPU."""
     view = seen(wheel, machine.cuda.value or gpu.needs(wheel).label_cuda)
-    verdicts = tuple(row.check(row.needs(row.sees.of(wheel, view)), machine) for row in demands())
-    _, serving = gpu.judge(gpu.needs(view.nvidia), machine)  # which arch serves: the GPU row's by-product
+    # The GPU is judged once: its verdict is the GPU row's, and it says which arch serves.
+    gpu_verdict, serving = gpu.judge(gpu.needs(view.nvidia), machine)
+    verdicts = tuple(
+        gpu_verdict if row.demand is Demand.GPU else row.verdict(wheel, view, machine) for row in demands()
+    )
     torch_need = torch.needs(view.loaded)
     return Judgement(
         verdicts, serving, view.loads, view.skipped, view.picked, view.undecided, torch_need.why()
@@ -88,12 +91,9 @@ def judge(wheel: Wheel, machine: Machine) -> Judgement:
 
 def cell_machine(cell: Cell) -> Machine:
     """The machine a store cell describes: its GPU, its torch line and that torch's CUDA line; the rest unknown."""
-    arch = cell.sm
-    gpus: Probed[tuple[Gpu, ...]] = Probed.found((Gpu(0, f"sm{arch.sm}", arch.capability),), "its cell")
     torch_info = TorchInfo(format_version(cell.label.torch), cell.label.cuda)
-    return Machine(
-        gpus=gpus, torch=Probed.found(torch_info, "its cell"), cuda=Probed.found(cell.label.cuda, "its cell")
-    )
+    machine = one_gpu_machine(cell.sm.capability, "its cell", cell.label.cuda)
+    return replace(machine, torch=Probed.found(torch_info, "its cell"))
 
 
 def judge_cell(wheel: Wheel, cell: Cell) -> Judgement:
@@ -127,11 +127,7 @@ def cells(wheel: Wheel, line: MajorMinor | None = None) -> tuple[CellFit, ...]:
         # No machine has this GPU beside these CPUs, or a driver for it that runs this CUDA line.
         if not real.ships_with(cpus) or (cuda_line is not None and not real.runs_cuda(cuda_line)):
             continue
-        gpus: Probed[tuple[Gpu, ...]] = Probed.found((Gpu(0, f"sm{real.arch.sm}", real.capability),), "cells")
-        machine = Machine(gpus=gpus)
-        if line is not None:
-            machine = replace(machine, cuda=Probed.found(line, "cells"))
-        verdict, serving = gpu.judge(need, machine)
+        verdict, serving = gpu.judge(need, one_gpu_machine(real.capability, "cells", line))
         if verdict.ok and serving is not None and serving.match is not GpuMatch.PTX:
             found.append(CellFit(real.arch, serving, verdict.partly))
     return tuple(found)

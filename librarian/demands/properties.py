@@ -28,7 +28,7 @@ from librarian.demands import gpu, torch
 from librarian.demands.base import Wheel
 from librarian.demands.members import seen
 from librarian.gpus import known_gpus
-from librarian.machine import Gpu, Machine, Probed
+from librarian.machine import one_gpu_machine
 
 NVIDIA = "nvidia"
 ABI_DEPENDENCY = "abi_dependency"
@@ -116,12 +116,7 @@ def _needs_jit(said: Sequence[str]) -> bool:
 
 
 def _runs(need: gpu.GpuNeed, capability: MajorMinor, line: MajorMinor | None) -> bool:
-    name = f"sm{capability[0]}{capability[1]}"
-    gpus: Probed[tuple[Gpu, ...]] = Probed.found((Gpu(0, name, capability),), "variant")
-    machine = Machine(gpus=gpus)
-    if line is not None:
-        machine = Machine(gpus=gpus, cuda=Probed.found(line, "variant"))
-    verdict, _ = gpu.judge(need, machine)
+    verdict, _ = gpu.judge(need, one_gpu_machine(capability, "variant", line))
     return verdict.ok is True and not verdict.partly  # uv shows no note: a member without code is a failure
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from librarian.demands import cpu, cuda, glibc, gpu, python, torch
 from librarian.demands import os as os_demand
@@ -43,27 +43,34 @@ class Claimed(enum.Enum):
     TORCH = "torch"  # a label's torch line the wheel's own Requires-Dist on torch excludes
 
 
+N = TypeVar(
+    "N"
+)  # what a demand needs of a machine (GpuNeed, TorchNeed, ...): its ``needs`` gives it, its ``check`` takes it
+
+
 @dataclass(frozen=True)
-class Row:
-    """One demand: how it is read, judged, and contradicted."""
+class Row(Generic[N]):
+    """One demand: how it is read, judged, and contradicted. Typed by its need, so that the type checker
+    holds each row's ``needs`` and ``check`` to the same need."""
 
     demand: Demand
     sees: Sees
-    needs: Callable[[Wheel], Any]
-    check: Callable[[Any, Machine], Verdict]
+    needs: Callable[[Wheel], N]
+    check: Callable[[N, Machine], Verdict]
     claims: Callable[[Wheel], list[str]] | None = None  # where the filename contradicts the bytes it sees
     claimed: Claimed | None = None
     override: str = ""  # the publish flag that accepts its claims
     claims_sees: Sees = Sees.NVIDIA  # what its claims read (as the label's CUDA line loads the wheel)
     claims_need_label: bool = False  # a claim about the label: none without one
 
+    def verdict(self, wheel: Wheel, view: Seen, machine: Machine) -> Verdict:
+        """This demand's verdict on ``machine``, over the members it sees of ``wheel`` (``view``: as the
+        machine's CUDA line loads it)."""
+        return self.check(self.needs(self.sees.of(wheel, view)), machine)
 
-def _gpu_check(need: gpu.GpuNeed, machine: Machine) -> Verdict:
-    return gpu.judge(need, machine)[0]
 
-
-DEMANDS: tuple[Row, ...] = (
-    Row(Demand.GPU, Sees.NVIDIA, gpu.needs, _gpu_check),
+DEMANDS: tuple[Row[Any], ...] = (
+    Row(Demand.GPU, Sees.NVIDIA, gpu.needs, gpu.check),
     Row(
         Demand.TORCH,
         Sees.LOADED,
@@ -117,7 +124,7 @@ DEMANDS: tuple[Row, ...] = (
 )
 
 
-def demands() -> tuple[Row, ...]:
+def demands() -> tuple[Row[Any], ...]:
     """The rows, in the order verdicts and tables list them (read at call time: a test may add one)."""
     return DEMANDS
 

@@ -82,19 +82,14 @@ class BuildSettings:
 
 @dataclass(frozen=True, slots=True)
 class Built:
-    """What a build made and how: the wheel, its log, the folder (kept or removed), the settings it ran with."""
+    """What a build made and how: the wheel, its log, the torch and arch list it was built with, and what
+    the build environment holds (a wheel of one of those is not the package asked)."""
 
     wheel: Path
     log: Path
-    folder: Path
-    environment: Path
-    nvcc: Nvcc
     torch: TorchInfo
     arch_list: str
-    max_jobs: str
-    environment_packages: frozenset[str] = field(
-        default_factory=frozenset
-    )  # what the build environment holds
+    environment_packages: frozenset[str] = field(default_factory=frozenset)
 
 
 def build_cache(environ: Mapping[str, str] | None = None) -> Path:
@@ -382,8 +377,7 @@ def _build(
             tail,
         )
     say(f"built {wheels[0].name} in {time.monotonic() - started:.0f} s")
-    return Built(wheels[0], log.path, folder, env.folder, nvcc, torch, request.arch_list, str(jobs),
-                 environment_packages(env))  # fmt: skip
+    return Built(wheels[0], log.path, torch, request.arch_list, environment_packages(env))
 
 
 def target_torch(python: Path, combo: Combo) -> Path | None:

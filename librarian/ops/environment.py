@@ -22,7 +22,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from librarian.errors import LibrarianError
+from librarian.errors import BadInput, LibrarianError
 from librarian.facts import BinaryFacts, WheelFacts
 from librarian.machine import Machine
 from librarian.ops.doctor import DoctorReport, diagnose, doctor_json, render_doctor
@@ -340,3 +340,17 @@ def environment_json(judged: Sequence[Judged], where: str) -> dict[str, Any]:
             for j in judged
         ],
     }
+
+
+def target_environment(machine: Machine) -> tuple[str, list[Path]]:
+    """The target interpreter of ``machine`` and its site-packages; BadInput when it is no Python environment."""
+    from librarian.probe.target import Target, probe_target
+
+    where = machine.interpreter.value
+    if not where:
+        raise BadInput(f"--env: {machine.interpreter.reason or 'no target interpreter'}; pass --python PATH")
+    facts = probe_target(Target(Path(where), "the target interpreter"))
+    sites = site_dirs(facts.path)
+    if not sites:
+        raise BadInput(f"--env: {where} has no site-packages: not a Python environment")
+    return where, sites

@@ -9,7 +9,7 @@ that would make it. Nothing is installed whose judgement fails (``pull --install
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +19,8 @@ from packaging.version import InvalidVersion, Version
 from librarian.coords import package_key
 from librarian.index import IndexEntry
 from librarian.layout import Layout
+from librarian.machine import Machine
+from librarian.ops import environment, installer
 from librarian.ops.environment import Judged
 from librarian.ops.pull import fetch_checked
 from librarian.ops.resolve import Pin, Wants, resolve, resolve_pin
@@ -104,3 +106,33 @@ def _public(version: str) -> str:
         return Version(version).public
     except InvalidVersion:
         return version
+
+
+def fix_environment(
+    machine: Machine,
+    wants: Wants,
+    store: Store,
+    layout: Layout,
+    out: Path,
+    show: Callable[[str], None],
+    *,
+    dry_run: bool,
+    force: bool,
+) -> bool:
+    """``pull --fix``: judge the target environment, replace what will not run with the stored wheels that
+    do (installed as pull installs, none whose judgement fails), judge it again; ``show`` is given each
+    part as it is known (before, the plan, after). Whether the environment is left with nothing to fix."""
+    where, sites = environment.target_environment(machine)
+    before = environment.judge_environment(environment.read_installed(sites), machine)
+    show("before:\n" + environment.render_environment(failing(before), where))
+    plan = plan_fix(store, layout, before, wants)
+    show(plan.render(dry_run))
+    if dry_run or not plan.replacements:
+        return dry_run or not plan.unfixable
+    installer.install_checked(fetch_replacements(store, plan, out), machine, force=force)
+    broken = failing(environment.judge_environment(environment.read_installed(sites), machine))
+    if broken:
+        show("after:\n" + environment.render_environment(broken, where))
+    else:
+        show(f"after:\n{where}: every package with native code runs here")
+    return not broken

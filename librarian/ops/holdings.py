@@ -22,7 +22,7 @@ from librarian.coords import GpuArch, MajorMinor, format_version, package_key
 from librarian.demands import bound_to_its_torch_line
 from librarian.errors import BadInput
 from librarian.index import Index, IndexEntry
-from librarian.machine import Gpu, Machine, Probed, TorchInfo
+from librarian.machine import Machine, Probed, TorchInfo, one_gpu
 from librarian.ops.resolve import Resolution, Wants, resolve
 from librarian.platforms import linux_platforms
 from librarian.pytorch.matrix import Combo, Platform
@@ -114,7 +114,7 @@ def cell_wants(cell: Cell, glibc: MajorMinor) -> Wants:
     tags = _tags(str(c.python), c.platform, glibc)
     linux = c.platform is not Platform.WINDOWS_AMD64
     machine = Machine(
-        gpus=Probed.found((Gpu(0, f"sm{cell.sm.sm}", cell.sm.capability),), "plan"),
+        gpus=one_gpu(cell.sm.capability, "plan"),
         torch=Probed.found(TorchInfo(f"{format_version(c.torch)}.0", c.cuda), "plan"),
         cuda=Probed.found(c.cuda, "plan"),
         python_tags=Probed.found(tags, "plan"),

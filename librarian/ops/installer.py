@@ -15,6 +15,7 @@ from pathlib import Path
 
 from librarian.errors import BadInput, LibrarianError
 from librarian.index import IndexEntry
+from librarian.machine import Machine
 from librarian.safeio import atomic_write
 
 log = logging.getLogger(__name__)
@@ -77,3 +78,14 @@ def _uv_beside_us() -> str | None:
     # `pip install uv` beside librarian (as its test extra does) puts uv next to our interpreter.
     found = Path(sys.executable).parent / "uv"
     return str(found) if found.exists() else None
+
+
+def install_checked(files: Sequence[Path], machine: Machine, *, force: bool) -> None:
+    """Install pulled wheels into ``machine``'s target interpreter (:func:`install`), none whose judgement
+    there fails unless ``force``: the judgement comes first, so a refusal installs nothing."""
+    # Imported here: only an install reads the wheels' bytes, and a plain pull must not load the binary
+    # readers (tests/test_startup.py). Not a cycle: a start-up cost.
+    from librarian.ops.doctor import check_runs
+
+    check_runs(files, machine, force=force)
+    install(files, machine.interpreter.value or sys.executable)  # looked up now: tests stand in for pip

@@ -343,7 +343,7 @@ def read_ptx(head: bytes, size: int | None = None) -> FatbinEntry:
         raise BadBinary(f".target sm_{int(target[1])} names no SM a compiler emits")
     arch = GpuArch.from_number(int(target[1]), target[2].decode(), ArchKind.PTX)
     size = len(head) if size is None else size
-    return FatbinEntry(arch, False, "none", isa, ptx_toolkit(isa), payload_size=size, uncompressed_size=size)
+    return FatbinEntry(arch, False, "none", ptx_toolkit(isa), payload_size=size, uncompressed_size=size)
 
 
 def ptx_toolkit(isa: MajorMinor) -> MajorMinor | None:

@@ -186,7 +186,6 @@ def _blob_entries(
                 h.gpu_arch,
                 relocatable,
                 h.compression,
-                isa,
                 tk,
                 bool(h.flags & FLAG_DEBUG),
                 h.payload_size,
