@@ -10,7 +10,6 @@ and on the Hub (``--find-links https://.../resolve/main/pages/...``).
 
 from __future__ import annotations
 
-import html
 import posixpath
 import re
 from collections import defaultdict
@@ -95,14 +94,14 @@ def _html(title: str, links: list[str]) -> bytes:
 
 def _link(e: IndexEntry, here: str) -> str:
     """One wheel's anchor, its href relative to the folder ``here``."""
-    href = html.escape(posixpath.relpath(e.path, here), quote=True)
+    href = _escape(posixpath.relpath(e.path, here), quote=True)
     # PEP 503: pip and uv skip a link whose data-requires-python excludes the interpreter.
     requires = (
-        f' data-requires-python="{html.escape(e.requires_python, quote=True)}"' if e.requires_python else ""
+        f' data-requires-python="{_escape(e.requires_python, quote=True)}"' if e.requires_python else ""
     )
     if e.metadata_sha256:  # PEP 658 (and PEP 714's newer name): resolvers read METADATA, not the wheel
         requires += f' data-dist-info-metadata="sha256={e.metadata_sha256}" data-core-metadata="sha256={e.metadata_sha256}"'
-    return f'<a href="{href}#sha256={e.sha256}"{requires}>{html.escape(e.filename)}</a><br>'
+    return f'<a href="{href}#sha256={e.sha256}"{requires}>{_escape(e.filename)}</a><br>'
 
 
 def simple_root(page: str) -> str:
@@ -133,7 +132,7 @@ def render_pages(index: Index) -> dict[str, bytes]:
     projects = _simple_projects(index)
     pages: dict[str, bytes] = {}
     for path, entries in sorted(groups.items()):
-        title = html.escape(posixpath.basename(path).removesuffix(".html"))
+        title = _escape(posixpath.basename(path).removesuffix(".html"))
         ordered = sorted(entries, key=lambda e: e.path)
         pages[path] = _html(title, [_link(e, PAGES_DIR) for e in ordered])
         root = simple_root(path)
@@ -145,7 +144,7 @@ def render_pages(index: Index) -> dict[str, bytes]:
             folder = f"{root}/{project_name(package)}"
             mine = [e for e in ordered if e.cell.package == package]
             pages[f"{folder}/index.html"] = _html(
-                html.escape(project_name(package)), [_link(e, folder) for e in mine]
+                _escape(project_name(package)), [_link(e, folder) for e in mine]
             )
     return pages
 
@@ -397,3 +396,10 @@ def merge_card(current: str | None, block: str, repo_id: str, license: str | Non
         body = body.rstrip("\n") + "\n\n" + block
     header = "\n".join(["---", *_front_matter(front, license), "---"])
     return f"{header}\n{body.lstrip(chr(10)).rstrip(chr(10))}\n"
+
+
+def _escape(text: str, quote: bool = True) -> str:
+    """``html.escape``, imported on first use: reading the index (pull, ls) renders no page."""
+    import html
+
+    return html.escape(text, quote)

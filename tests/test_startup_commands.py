@@ -35,7 +35,9 @@ NOT_IMPORTED = {
     ("--help",): ("librarian.stores", "librarian.ops", "librarian.demands", "librarian.cli.pull", *READERS),
     ("doctor", "--machine", "--sm", "89"): ("librarian.stores", "librarian.ops.verify", *READERS),
     ("pull", "tinykern", "--sm", "89", "--torch", "2.9", "-o", "out"): (
-        "librarian.ops.verify", "librarian.ops.reindex", "librarian.ops.gc", "librarian.ops.build", *READERS,
+        "librarian.ops.verify", "librarian.ops.reindex", "librarian.ops.gc", "librarian.ops.build",
+        "librarian.ops.build_and_file", "librarian.ops.fix", "librarian.ops.environment", "librarian.ops.doctor",
+        *READERS,
     ),
 }  # fmt: skip
 

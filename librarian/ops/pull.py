@@ -21,7 +21,6 @@ from librarian.ops.resolve import Resolution, Wants, parse_pin, pin_key, resolve
 from librarian.ops.tree import read_index_or_tree
 from librarian.safeio import atomic_path, sha256_file
 from librarian.stores.base import Store
-from librarian.wheel import metadata_problems
 
 __all__ = [
     "NoMatch",
@@ -46,6 +45,8 @@ def check_wheel_identity(path: Path, entry: IndexEntry) -> None:
     """
     problems = entry_problems(entry)
     try:
+        from librarian.wheel import metadata_problems  # only a fetched wheel's: start-up reads no METADATA
+
         problems = problems or metadata_problems(path, entry.name)
     except BadWheel as e:
         problems = [str(e).removeprefix(f"{path}: ")]

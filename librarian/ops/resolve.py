@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 from packaging.version import Version
@@ -348,8 +348,15 @@ class Pin:
     specifier: SpecifierSet
 
 
+_BARE_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")  # PEP 508's name, the usual pull
+
+
 def parse_pin(text: str) -> Pin:
     """``NAME`` or ``NAME<specifier>``; BadInput naming the text for anything else (a URL, extras, markers)."""
+    if _BARE_NAME.fullmatch(text):  # a bare name: no requirement parser (its grammar costs start-up)
+        return Pin(text, package_key(text), SpecifierSet())
+    from packaging.requirements import InvalidRequirement, Requirement
+
     try:
         req = Requirement(text)
     except InvalidRequirement as e:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import platform
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -78,7 +77,7 @@ def detect_machine(
         python=Probed.found(tuple(sys.version_info[:3]), "sys.version_info"),
         interpreter=Probed.found(sys.executable, target.how if target else "librarian's own interpreter"),
         glibc=_safely("glibc", detect_glibc),
-        cpu=_safely("CPU", lambda: Probed.found(canonical_cpu(platform.machine()), "platform.machine()")),
+        cpu=_safely("CPU", lambda: Probed.found(canonical_cpu(_machine()), "platform.machine()")),
         os=Probed.found(sys.platform, "sys.platform"),
     )
 
@@ -118,3 +117,12 @@ def _target_machine(hardware: Machine, target: Target, facts: TargetFacts) -> Ma
 def detect_target_torch(target: Target) -> TorchInfo | None:
     """The torch installed for ``target`` (read from its files, never imported); ``None`` if absent."""
     return detect_torch(None if target.own else list(probe_target(target).path))
+
+
+def _machine() -> str:
+    """``platform.machine()``, without importing :mod:`platform` where ``os.uname`` says it (its start-up)."""
+    if hasattr(os, "uname"):
+        return os.uname().machine
+    import platform  # Windows
+
+    return platform.machine()
