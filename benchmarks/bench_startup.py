@@ -63,7 +63,9 @@ def main() -> int:
             over = seconds - floor
             ok = over <= BUDGET
             failed += not ok
-            print(f"{name:<30} {seconds:6.3f} s  +{over:5.3f} s over the floor  {'ok' if ok else 'OVER'} (<= {BUDGET})")
+            print(
+                f"{name:<30} {seconds:6.3f} s  +{over:5.3f} s over the floor  {'ok' if ok else 'OVER'} (<= {BUDGET})"
+            )
         shutil.rmtree(work / "out", ignore_errors=True)
     return 1 if failed else 0
 

@@ -1,4 +1,5 @@
-"""Everything a store generates from its index: the index files and the per-combo pip pages. Pure.
+"""Everything a store generates from its index: the index files and the per-combo pip pages (the dataset
+card is :mod:`librarian.card`). Pure.
 
 A pip page lists the wheels that serve one (sm, torch, CUDA) group only: pip picks the highest version, and
 a page mixing combos would hand a cu130 wheel to a cu128 machine because ``+cu130`` sorts higher. A wheel
@@ -14,17 +15,14 @@ import posixpath
 import re
 from collections import defaultdict
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
-from librarian.coords import Label, MajorMinor, format_version
-from librarian.coverage import coverage, render_coverage
+from librarian.coords import Label, MajorMinor
 from librarian.index import Index, IndexEntry, shard_path
 from librarian.index_files import ROOT, render_index
 
 if TYPE_CHECKING:
     from librarian.demands import Wheel
 from librarian.variant_format import VARIANTS_DIR
-from librarian.variants import page_path as variants_page_path
 from librarian.variants import render_variants
 
 PAGES_DIR = "pages"
@@ -189,213 +187,6 @@ def wheel_of(entry: IndexEntry) -> Wheel:
 def is_generated(path: str) -> bool:
     """Whether a store path is one librarian generates (never a stored wheel)."""
     return path == "index.json" or path.startswith(("index/", f"{PAGES_DIR}/", f"{VARIANTS_DIR}/"))
-
-
-CARD = "README.md"
-BEGIN = "<!-- librarian:begin -->"
-END = "<!-- librarian:end -->"
-CARD_TAGS = ("wheels", "cuda", "pytorch", "librarian")
-_OLD_CARD_SIGN = "This card is rewritten by every `librarian publish` and `librarian gc`."
-
-
-# The GPUs most readers of a card have, first: an example for a Jetson Nano (sm50, the lowest number) is
-# one almost nobody can run as written. RTX 30/40 and L4, A100, H100, then the newest and the rest.
-_COMMON_GPUS = (89, 86, 80, 90, 120, 100, 75)
-
-
-def _commonness(e: IndexEntry) -> tuple[int, int]:
-    number = e.cell.sm.number
-    return (_COMMON_GPUS.index(number) if number in _COMMON_GPUS else len(_COMMON_GPUS), number)
-
-
-def _pull_examples(index: Index, repo_id: str, most: int = 40) -> str:
-    """One pull command per package and torch/CUDA combo present (its most common GPU), at most ``most``."""
-    firsts: dict[tuple[str, str], IndexEntry] = {}
-    for e in sorted(index.entries, key=lambda e: (e.cell.package, e.cell.label.combo, _commonness(e))):
-        firsts.setdefault((e.cell.package, e.cell.label.combo), e)
-    if not firsts:
-        return ""
-    lines = [
-        f"librarian pull {e.cell.package} --sm {e.cell.sm.sm} --torch {format_version(e.cell.label.torch)} "
-        f"--cuda {format_version(e.cell.label.cuda)} --repo hf://datasets/{repo_id}"
-        for e in firsts.values()
-    ]
-    more = (
-        f"\n# ... and {len(lines) - most} more: the table below has every package, combo and GPU"
-        if len(lines) > most
-        else ""
-    )
-    return (
-        "One command per package and torch/CUDA combo here (change `--sm` to your GPU):\n\n```bash\n"
-        + "\n".join(lines[:most])
-        + more
-        + "\n```\n"
-    )
-
-
-def render_card_block(
-    index: Index,
-    repo_id: str,
-    endpoint: str = "https://huggingface.co",
-    install: str | None = None,
-    revision: str | None = None,
-    held: frozenset[str] = frozenset(),
-) -> str:
-    """librarian's part of the dataset card, markers included: how to install, and the coverage table.
-
-    ``endpoint`` must carry no credentials (the caller strips them): the card is public. ``revision``: the
-    commit the card is written on top of, and ``held``, the wheels it holds: the hash-pinned example names a
-    wheel there, at that commit (as ``pull --requirements`` pins its lines), never ``main``, which moves.
-    """
-    table = render_coverage(coverage(index, f"hf://datasets/{repo_id}"))
-    example = min(index.entries, key=_commonness) if index.entries else None
-    package, page = "PACKAGE", "pages/sm89-torch2.9-cu128.html"
-    pull = "librarian pull PACKAGE --sm 89 --torch 2.9"
-    path, sha = "PATH_FROM_THE_INDEX", "SHA256_FROM_THE_INDEX"
-    if example is not None:
-        cell = example.cell
-        package, page, path = example.name.distribution.replace("_", "-"), page_path(example), example.path
-        sha = example.sha256
-        pull = f"librarian pull {cell.package} --sm {cell.sm.sm} --torch {format_version(cell.label.torch)} --cuda {format_version(cell.label.cuda)}"
-    find_links = f"{endpoint}/datasets/{repo_id}/resolve/main/{page}"
-    get = (
-        f"install it with `{install}`"
-        if install
-        else "it is not on PyPI under that name; the publisher's `[tool.librarian] install` setting puts its install line here"
-    )
-    examples = _pull_examples(index, repo_id)
-    at = [e for e in index.entries if e.path in held]
-    if revision and at:
-        fixed = min(at, key=_commonness)
-        name = fixed.name.distribution.replace("_", "-")
-        url = f"{endpoint}/datasets/{repo_id}/resolve/{revision}/{quote(fixed.path)}"
-        pinned = f"{name} @ {url} --hash=sha256:{fixed.sha256}"
-    else:  # the first commit: nothing to pin to yet but the line's shape
-        pinned = f"{package} @ {endpoint}/datasets/{repo_id}/resolve/COMMIT/{quote(path)} --hash=sha256:{sha}"
-    variants = _variants_section(index, repo_id, endpoint)
-    return f"""{BEGIN}
-## Install
-
-Wheels filed by librarian, one folder per GPU arch and torch/CUDA combo, with the layout
-`{index.layout.path}`. The local version label (`+cu128torch2.9`) carries the CUDA line and torch minor;
-the folder says which GPU the binaries serve. Install with `--no-deps` and a reinstall, so that your torch
-stays as it is.
-
-With nothing but pip or uv, from a hash-pinned line (any host serves it; pip refuses other bytes):
-
-```bash
-echo '{pinned}' > req.txt
-pip install --no-deps --force-reinstall -r req.txt      # or: uv pip install --no-deps --reinstall -r req.txt
-```
-
-`librarian pull {package} --sm 89 --torch 2.9 --requirements req.txt --repo hf://datasets/{repo_id}` writes
-that file for a machine, pinned to the commit it read; `index/<package>.json` lists every path and sha256.
-
-With pip or uv, one page per GPU and combo (no librarian needed):
-
-```bash
-pip install --no-deps --force-reinstall --no-index {package} --find-links {find_links}
-uv pip install --no-deps --reinstall --no-index {package} --find-links {find_links}
-```
-
-With librarian, which picks the wheel for this machine and checks its sha256 ({get}):
-
-```bash
-{pull} --repo hf://datasets/{repo_id} --install
-```
-
-{examples}
-{variants}
-One file, with huggingface_hub:
-
-```python
-from huggingface_hub import hf_hub_download
-path = hf_hub_download("{repo_id}", "{path}", repo_type="dataset")
-```
-
-## Coverage
-
-```
-{table}
-```
-
-`index.json` and `index/<package>.json` list every wheel with its sha256, tags and what its binaries need.
-librarian rewrites only this block, between its two markers; edit anything outside it.
-{END}
-"""
-
-
-def _variants_section(index: Index, repo_id: str, endpoint: str) -> str:
-    """Where the store keeps wheel variants: the uv line that picks the wheel for the GPU itself ("" where
-    it keeps none)."""
-    with_variant = [e for e in index.entries if e.variant is not None]
-    if not with_variant:
-        return ""
-    package = min(with_variant, key=_commonness).cell.package
-    page = f"{endpoint}/datasets/{repo_id}/resolve/main/{variants_page_path(package)}"
-    return f"""
-With uv's wheel variants (preview), which picks the build for this GPU and driver itself (no librarian
-needed; uv 0.13.9 installs no torch-bound variant: it has no `abi_dependency` provider yet):
-
-```bash
-uv pip install --preview-features wheel-variants --no-index {project_name(package)} --find-links {page}
-```
-"""
-
-
-def _set_key(lines: list[str], key: str, value: str) -> list[str]:
-    """``key: value`` in place of the key's line (and its indented continuation), or appended."""
-    at = next((i for i, line in enumerate(lines) if line.startswith(f"{key}:")), None)
-    if at is None:
-        return [*lines, f"{key}: {value}"]
-    end = at + 1
-    while end < len(lines) and lines[end].startswith((" ", "- ")):
-        end += 1
-    return [*lines[:at], f"{key}: {value}", *lines[end:]]
-
-
-def _front_matter(lines: list[str], license: str | None) -> list[str]:
-    """The card's front matter lines with ``viewer: false``, librarian's tags and the license set."""
-    out = _set_key(lines, "viewer", "false")
-    if license:
-        out = _set_key(out, "license", license)
-    if not any(line.startswith("tags:") for line in out):
-        out.append("tags:")
-    at = next(i for i, line in enumerate(out) if line.startswith("tags:"))
-    if out[at].strip() != "tags:":
-        return out  # an inline list: theirs, left alone
-    end = at + 1
-    while end < len(out) and out[end].startswith(("- ", "  -")):
-        end += 1
-    have = {line.strip().lstrip("-").strip() for line in out[at + 1 : end]}
-    return out[:end] + [f"- {tag}" for tag in CARD_TAGS if tag not in have] + out[end:]
-
-
-def merge_card(current: str | None, block: str, repo_id: str, license: str | None = None) -> str:
-    """The card with librarian's block replaced (or added), everything else as people wrote it.
-
-    A card without the markers written by an older librarian is replaced whole; any other card keeps
-    its text and gets the block at its end. The front matter always has ``viewer: false`` (the dataset
-    viewer cannot read wheels), librarian's tags, and ``license`` when one is configured.
-    """
-    text = current or ""
-    if _OLD_CARD_SIGN in text and BEGIN not in text:
-        text = ""
-    lines = text.splitlines()
-    front: list[str] = []
-    body = text
-    if lines and lines[0].strip() == "---" and "---" in (line.strip() for line in lines[1:]):
-        close = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
-        front, body = lines[1:close], "\n".join(lines[close + 1 :])
-    if not body.strip():
-        body = f"# {repo_id}: prebuilt CUDA / PyTorch extension wheels\n"
-    start, end = body.find(BEGIN), body.find(END)
-    if start >= 0 and end > start:
-        body = body[:start] + block.rstrip("\n") + body[end + len(END) :]
-    else:
-        body = body.rstrip("\n") + "\n\n" + block
-    header = "\n".join(["---", *_front_matter(front, license), "---"])
-    return f"{header}\n{body.lstrip(chr(10)).rstrip(chr(10))}\n"
 
 
 def _escape(text: str, quote: bool = True) -> str:

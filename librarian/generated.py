@@ -17,7 +17,8 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from librarian.catalogue import CARD, is_generated, merge_card, render_card_block, render_catalogue
+from librarian.card import CARD, merge_card, render_card_block
+from librarian.catalogue import is_generated, render_catalogue
 from librarian.index import Index
 from librarian.index_files import ROOT, render_index
 from librarian.pending import parse_pending_path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from librarian.catalogue import BEGIN, END, merge_card, render_card_block
+from librarian.card import BEGIN, END, merge_card, render_card_block
 from librarian.config import load_layout
 from librarian.errors import BadInput
 from librarian.index import Index

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -120,6 +121,7 @@ def test_one_cpu_vocabulary_on_both_sides(monkeypatch: pytest.MonkeyPatch) -> No
     pyd.write_bytes(pe_bytes(0xAA64))
     (member,) = inspect_path(pyd).binaries
     assert member.cpu == "aarch64"
+    monkeypatch.delattr(os, "uname")  # as on Windows, where the CPU is platform.machine()'s to say
     monkeypatch.setattr(platform, "machine", lambda: "ARM64")
     probed = detect_machine(loader=lambda *_a, **_k: (_ for _ in ()).throw(OSError("no library")))
     assert probed.cpu.value == "aarch64"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from librarian.catalogue import BEGIN, CARD, END, render_catalogue
+from librarian.card import BEGIN, CARD, END
+from librarian.catalogue import render_catalogue
 from librarian.config import load_layout
 from librarian.generated import CardSource, Generated, plan_generated, rebuilds, render_card, root_is_stale
 from librarian.index import Index

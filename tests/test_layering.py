@@ -28,6 +28,7 @@ ARROWS: dict[str, frozenset[str]] = {
         "safeio": "",
         "jsonfile": "errors",
         "variant_format": "",
+        "demangle": "",  # binutils' c++filt, run for what a person reads
         # pure values and the data they are read from
         "coords": "errors",
         "facts": "coords",
@@ -47,15 +48,16 @@ ARROWS: dict[str, frozenset[str]] = {
         "config": "compat errors layout safeio",
         "variants": "coords index variant_format",
         "catalogue": "coords coverage demands index index_files variant_format variants",
-        "generated": "catalogue index index_files pending",
+        "card": "catalogue coords coverage index variants",
+        "generated": "card catalogue index index_files pending",
         "pytorch": "compat coords errors gpus safeio",
         # the outside worlds: wheels' bytes, this machine, stores
         "wheel": "coords demands errors facts pool progress safeio variant_format",
         "probe": "coords errors machine platforms wheel",
-        "stores": "catalogue errors generated index index_files layout progress redact safeio",
+        "stores": "card catalogue errors generated index index_files layout progress redact safeio",
         # use cases
         "ops": "catalogue compat coords coverage demands errors facts gpus index index_files layout machine manifest pending "
-        "platforms pool probe progress pytorch redact safeio stable_abi stores variant_format variants wheel",
+        "platforms pool probe progress pytorch redact safeio stable_abi stores variant_format variants wheel demangle",
         # people: the terminal and the command line
         "terminal": "progress",
         "cli": "api config coords coverage errors gpus layout machine ops platforms presets probe progress "

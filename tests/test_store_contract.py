@@ -19,7 +19,8 @@ from urllib.parse import quote
 import pytest
 from huggingface_hub import HfApi
 
-from librarian.catalogue import CARD, render_catalogue
+from librarian.card import CARD
+from librarian.catalogue import render_catalogue
 from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label
 from librarian.errors import BadInput, Refused, StoreError

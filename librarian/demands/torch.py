@@ -77,7 +77,7 @@ class TorchNeed:
         """The one description: the line, what binds it there, and what it links (``does not link torch``)."""
         if self.binding is Binding.NONE:
             return "does not link torch"
-        binds = f"imports {short_symbol(self.symbol)}" if self.symbol else ""
+        binds = f"imports {self.symbol}" if self.symbol else ""  # whole: a renderer demangles and cuts it
         if self.symbol and len(self.symbols) > 1:
             binds += f" (+{len(self.symbols) - 1} more)"
         if self.binding is Binding.STABLE:
@@ -108,12 +108,6 @@ class TorchNeed:
         return (
             f"imports {self.symbol}" if self.symbol else "links torch (its symbols were not recorded: exact)"
         )
-
-
-def short_symbol(symbol: str, width: int = 60) -> str:
-    """A mangled symbol cut to ``width`` characters for a table row (the full one is in ``--json`` and the
-    predicted error)."""
-    return symbol if len(symbol) <= width else symbol[: width - 1] + "…"
 
 
 def binding_of(binaries: Iterable[BinaryFacts]) -> tuple[Binding, str | None]:

@@ -11,6 +11,7 @@ from packaging.specifiers import SpecifierSet
 
 from librarian.coords import WheelName, format_dotted, format_version
 from librarian.demands import Judgement, Runs, Verdict, Wheel, judge
+from librarian.demangle import readable
 from librarian.errors import Refused
 from librarian.facts import WheelFacts
 from librarian.machine import Machine, Probed, format_glibcxx
@@ -82,8 +83,10 @@ def render_doctor(report: DoctorReport) -> str:
     """A table, one row per demand, then the errors the failures predict."""
     verdict = {True: "runs here", False: "will NOT run here", None: "may run here (some parts unknown)"}
     rows: list[tuple[str, ...]] = [("demand", "", "wheel needs", "machine has", "why")]
-    for v in report.verdicts:
-        rows.append((v.demand.title, _MARKS[v.ok], v.wheel_needs, v.machine_has, v.reason))
+    # A C++ symbol is said as a person reads it (one c++filt run); the predicted error keeps the loader's words.
+    cells = readable(x for v in report.verdicts for x in (v.wheel_needs, v.machine_has, v.reason))
+    for i, v in enumerate(report.verdicts):
+        rows.append((v.demand.title, _MARKS[v.ok], *cells[3 * i : 3 * i + 3]))
     headline = verdict[report.runs]
     serving = report.judgement.serving
     if report.runs is not False and serving is not None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from librarian.demangle import readable
 from librarian.errors import BadInput, LibrarianError
 from librarian.facts import BinaryFacts, WheelFacts
 from librarian.machine import Machine
@@ -307,7 +308,8 @@ def render_environment(judged: Sequence[Judged], where: str, verbose: bool = Fal
             continue
         r = j.report
         if r.runs is False:
-            failing = "; ".join(f"{v.demand.title}: {v.reason or v.wheel_needs}" for v in r.failures)
+            said = readable(v.reason or v.wheel_needs for v in r.failures)  # C++ names demangled
+            failing = "; ".join(f"{v.demand.title}: {s}" for v, s in zip(r.failures, said, strict=True))
             lines.append(f"  {head}: will NOT run ({failing})")
             lines += [f"      at run time: {v.predicted_error}" for v in r.failures if v.predicted_error]
         elif r.partly:

@@ -21,6 +21,7 @@ from librarian.demands import (
     judge,
     some,
 )
+from librarian.demangle import readable
 from librarian.errors import BadInput, BadWheel
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts, facts_to_json
 from librarian.machine import Machine
@@ -154,6 +155,7 @@ def render_inspection(item: Inspection, verbose: bool = False) -> str:
     """A readable table of the seven demands; per member with ``verbose``."""
     lines = [str(item.path)]
     rows = demands(item)
+    rows = list(zip((k for k, _ in rows), readable(v for _, v in rows), strict=True))  # C++ names demangled
     width = max(len(k) for k, _ in rows)
     lines += [f"  {k.ljust(width)}  {v}" for k, v in rows]
     for path, why in item.judgement.skipped:

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
 from librarian import progress
-from librarian.catalogue import CARD
+from librarian.card import CARD
 from librarian.errors import BadInput, LibrarianError, StoreError, Unreachable
 from librarian.generated import CardSource, Generated, plan_generated
 from librarian.index import Index
