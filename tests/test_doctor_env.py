@@ -185,3 +185,32 @@ def test_a_second_copy_of_a_cuda_library_beside_the_nvidia_one_is_named(
         "nvidia/cu13/lib/libcublas.so.13 (one process loads one; which depends on the load order)"
     ) in result.out.splitlines(), result.out
     assert "nvidia-cublas 1.0: runs" in result.out and result.out.count("a second copy") == 1
+
+
+def test_torch_is_not_asked_for_its_own_symbols_but_an_extension_is(tmp_path: Path) -> None:
+    """torch's own libraries import what they export to one another (libtorch_cuda from libtorch_cpu: 7,288
+    symbols on PyPI's 2.14.1): it is judged as itself, not as an extension of the torch installed, while an
+    extension importing a symbol that torch does not export will not run."""
+    from librarian.machine import Machine, Probed, TorchInfo
+    from librarian.ops.environment import Installed, judge_environment
+    from tests.cuda_fixtures import elf_bytes
+
+    symbol = "_ZN2at6native9gone_awayEv"
+    so = elf_bytes(needed=("libc10.so",), symbols={symbol: False})
+    for name in ("torch", "ext"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "_C.so").write_bytes(so)
+    exports = frozenset({"_ZN3c106detail14torchCheckFailEv"})  # what the installed libc10 says it exports
+    machine = Machine(torch=Probed.found(TorchInfo("2.9.1", (13, 0), None, exports=exports), "test"))
+    tag = "cp311-cp311-linux_x86_64"
+    dists = [
+        Installed("torch", "2.9.1", tag, tmp_path, ("torch/_C.so",)),
+        Installed("ext", "1.0+cu130torch2.9", tag, tmp_path, ("ext/_C.so",)),
+    ]
+    torch_judged, ext_judged = judge_environment(dists, machine, jobs=1)
+    assert torch_judged.report is not None and ext_judged.report is not None
+    (own,) = [v for v in torch_judged.report.verdicts if v.demand.value == "torch"]
+    assert own.ok is True, own
+    assert ext_judged.report.runs is False
+    (failure,) = ext_judged.report.failures
+    assert failure.demand.value == "torch" and failure.predicted_error == f"undefined symbol: {symbol}"

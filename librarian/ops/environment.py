@@ -264,13 +264,32 @@ def judge_environment(dists: Sequence[Installed], machine: Machine, jobs: int | 
             continue
         binaries = tuple(b for facts in found if not isinstance(facts, str) for b in facts.binaries)
         try:
-            report = diagnose(WheelFacts(dist.filename, binaries), machine, dist.requires_torch)
+            # torch's own libraries import what they export to one another: it is not asked of itself.
+            on = _as_itself(machine) if canonicalize_name(dist.name) == "torch" else machine
+            report = diagnose(WheelFacts(dist.filename, binaries), on, dist.requires_torch)
         except LibrarianError as e:
             judged.append(Judged(dist, None, str(e)))
             continue
-        machine = report.machine  # torch's exports, once read for one package, serve the rest
+        machine = (
+            machine if on is not machine else report.machine
+        )  # torch's exports, read once, serve the rest
         judged.append(Judged(dist, report))
     return judged
+
+
+class _Everything:
+    """The exports of torch as its own libraries see them: each other's, every one."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+def _as_itself(machine: Machine) -> Machine:
+    """``machine`` as torch's own distribution is judged on it: its symbols are its own."""
+    torch = machine.torch.value
+    if torch is None:
+        return machine
+    return replace(machine, torch=replace(machine.torch, value=replace(torch, exports=_Everything())))
 
 
 def _size(path: Path) -> int:
