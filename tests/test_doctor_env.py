@@ -214,3 +214,35 @@ def test_torch_is_not_asked_for_its_own_symbols_but_an_extension_is(tmp_path: Pa
     assert ext_judged.report.runs is False
     (failure,) = ext_judged.report.failures
     assert failure.demand.value == "torch" and failure.predicted_error == f"undefined symbol: {symbol}"
+
+
+def test_a_failed_install_in_pull_fix_leaves_the_environment_as_it_was(
+    run: Run, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    """pip installs each replacement after it has set the old files aside, and on a failure puts them back
+    (pip's own rollback). Here the stored build of kern80 holds a file where another installed package
+    keeps a folder, so pip fails after kern80 1.0 was uninstalled: the old files are back, the exit is 1 in
+    one line, and the environment is judged as before (said, after the failure, then the error)."""
+    from tests.builders import make_wheel
+
+    where = tmp_path / "venv"  # with pip: pull --fix installs with the target's own pip
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=300)
+    python = where / "bin" / "python"
+    (site,) = where.glob("lib/python*/site-packages")
+    install(site, "kern80", {"kern80/__init__.py": b"", "kern80/_C.so": sos["sm_80"].read_bytes()})
+    install(site, "plugins", {"kern80/extra/plugin.py": b"X = 1\n"})  # a folder inside kern80's, not kern80's
+    files = {"kern80/__init__.py": b"", "kern80/_C.so": sos["sm_90"].read_bytes(), "kern80/extra": b"a file"}
+    built = make_wheel(tmp_path / "dist", "kern80", "1.0", "cp311-cp311-linux_x86_64", files)
+    assert run("publish", str(built), "--torch", "2.9", "--cuda", "13.0").code == 0
+    machine = ("--python", str(python), "--sm", "90", *MACHINE)
+    before = run("doctor", "--env", *machine, "--json").out
+
+    fixed = run("pull", "--fix", *machine)
+    assert fixed.code == 2
+    assert fixed.err.strip().splitlines()[-1].startswith("librarian: error:"), fixed.err
+    after = fixed.out.split("after (the install failed):\n", 1)[1]
+    assert "  kern80 1.0: will NOT run (GPU arch: kern80/_C.so has no code for sm_90" in after
+    assert "Traceback" not in fixed.err
+    assert (site / "kern80" / "_C.so").read_bytes() == sos["sm_80"].read_bytes()  # pip put it back
+    assert (site / "kern80" / "extra" / "plugin.py").read_text() == "X = 1\n"
+    assert run("doctor", "--env", *machine, "--json").out == before

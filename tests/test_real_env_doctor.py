@@ -6,13 +6,15 @@ C++ ABI, which torch 2.14.1 does not export). ``doctor --env --sm 90 --driver 13
 the packages that will not run on an H100-class machine, and ``pull --fix --sm 90`` from a store holding the
 right builds must replace them, the second judgement clean for them.
 
-The extensions are hand-made ELF (the nvcc fixtures' sm_80 and sm_90 code), not ``librarian build``
-output: the build has opt-in tests of its own, and a torch build per run would take minutes.
+In the first test the extensions are hand-made ELF (the nvcc fixtures' sm_80 and sm_90 code); in the second
+they are made by ``librarian build`` from tests/data/torchkern, as the issue's done-when asks (four compiles:
+``LIBRARIAN_REAL_BUILD_CACHE`` keeps the build environments between runs).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +28,8 @@ from tests.cuda_fixtures import elf_bytes, real_sos
 pytestmark = pytest.mark.network
 
 TAGS = "cp311-cp311-linux_x86_64"
+TORCHKERN = Path(__file__).resolve().parent / "data" / "torchkern"
+PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
 PYPI = ("xformers", "bitsandbytes", "cupy-cuda13x")
 OURS = {
     "kern80",
@@ -107,3 +111,74 @@ def test_doctor_env_names_what_will_not_run_and_pull_fix_replaces_it(
     again = run("doctor", "--env", *machine)
     failing = {line.split()[0] for line in again.out.splitlines() if ": will NOT run" in line} & OURS
     assert failing == {"xformers"}, again.out
+
+
+def _source(tmp_path: Path, name: str) -> Path:
+    """tests/data/torchkern as the package ``name`` (its module ``name._C``): two extensions in one venv."""
+    src = tmp_path / f"{name}-src"
+    shutil.copytree(TORCHKERN, src)
+    (src / "torchkern").rename(src / name)
+    setup = (
+        (src / "setup.py").read_text().replace('"torchkern', f'"{name}').replace("torchkern._C", f"{name}._C")
+    )
+    (src / "setup.py").write_text(setup)
+    return src
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed: the extensions are compiled")
+def test_with_extensions_built_by_librarian(
+    run: Run, torch_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 44's done-when with the two extensions made by ``librarian build`` from tests/data/torchkern:
+    kern80 for sm80 only against torch 2.14, and oldline against torch 2.12 (PyPI's 2.12.1, CUDA 13.0: its
+    C++ symbols are not torch 2.14.1's). The store then holds their sm90 builds against 2.14, which
+    ``pull --fix --sm 90`` installs. Four compiles, two build environments (some GB from PyPI)."""
+    monkeypatch.setenv(
+        "LIBRARIAN_CACHE", os.environ.get("LIBRARIAN_REAL_BUILD_CACHE", str(tmp_path / "cache"))
+    )
+    monkeypatch.setenv("LIBRARIAN_TORCH_INDEX", "https://pypi.org/simple")
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    glibc = ".".join(os.confstr("CS_GNU_LIBC_VERSION").split()[-1].split(".")[:2])  # built on this host
+    common = ("--cuda", "13.0", "--python", PYTHON, "--glibc", glibc)
+    kern80, oldline = _source(tmp_path, "kern80"), _source(tmp_path, "oldline")
+
+    def build(src: Path, torch: str, sm: str, *where: str) -> None:
+        done = run("build", str(src), "--torch", torch, "--sm", sm, *common, *where)
+        assert done.code == 0, done.err
+
+    build(kern80, "2.14", "80", "-o", "dist")
+    build(oldline, "2.12", "90", "-o", "dist")
+    venv = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    (site,) = venv.glob("lib/python*/site-packages")
+    (site / "torchvenv.pth").write_text(f"{torch_site}\n")
+    python = str(venv / "bin" / "python")
+    pip = [python, "-m", "pip", "install", "-q", "--no-deps"]
+    subprocess.run(
+        [*pip, *PYPI, *map(str, sorted((tmp_path / "dist").glob("*.whl")))], check=True, timeout=1800
+    )
+
+    machine = ("--python", python, "--sm", "90", "--driver", "13.0")
+    judged = run("doctor", "--env", *machine)
+    print(judged.out)
+    assert judged.code == 1
+    failing = {line.split()[0] for line in judged.out.splitlines() if ": will NOT run" in line} & OURS
+    assert failing == {"kern80", "oldline", "xformers"}, judged.out
+    lines = judged.out.splitlines()
+    assert any(line.startswith("  kern80 0.1.0+cu130torch2.14: will NOT run (GPU arch:") for line in lines)
+    assert any(line.startswith("  oldline 0.1.0+cu130torch2.12: will NOT run (torch:") for line in lines)
+    on80 = run("doctor", "--env", "--python", python, "--sm", "80", "--driver", "13.0")
+    assert not any(line.startswith("  kern80") and "NOT" in line for line in on80.out.splitlines()), on80.out
+
+    build(kern80, "2.14", "90", "--repo", "store", "--create")
+    build(oldline, "2.14", "90", "--repo", "store")
+    fixed = run("pull", "--fix", *machine)
+    print(fixed.out, fixed.err)
+    assert fixed.code == 1  # xformers: the store has no CUDA 13 build of it
+    after = fixed.out.split("after:\n", 1)[1]
+    assert not any(("kern80" in line or "oldline" in line) for line in after.splitlines()), after
+    again = run("doctor", "--env", *machine)
+    failing = {line.split()[0] for line in again.out.splitlines() if ": will NOT run" in line} & OURS
+    assert failing == {"xformers"}, again.out
+    assert "  kern80 0.1.0+cu130torch2.14: runs" in again.out.splitlines()
+    assert "  oldline 0.1.0+cu130torch2.14: runs" in again.out.splitlines()

@@ -17,6 +17,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from librarian.coords import package_key
+from librarian.errors import LibrarianError
 from librarian.index import IndexEntry
 from librarian.layout import Layout
 from librarian.machine import Machine
@@ -129,7 +130,14 @@ def fix_environment(
     show(plan.render(dry_run))
     if dry_run or not plan.replacements:
         return dry_run or not plan.unfixable
-    installer.install_checked(fetch_replacements(store, plan, out), machine, force=force)
+    try:
+        installer.install_checked(fetch_replacements(store, plan, out), machine, force=force)
+    except LibrarianError:
+        # pip sets each package's old files aside and puts them back when its install fails: what the
+        # environment holds now is said, judged again, before the error.
+        still = failing(environment.judge_environment(environment.read_installed(sites), machine))
+        show("after (the install failed):\n" + environment.render_environment(still, where))
+        raise
     broken = failing(environment.judge_environment(environment.read_installed(sites), machine))
     if broken:
         show("after:\n" + environment.render_environment(broken, where))
