@@ -133,6 +133,14 @@ def load_table() -> ShimTable:
     return _load(override_path())
 
 
+def newest_import(imports: Iterable[str], table: ShimTable | None = None) -> tuple[MajorMinor, str] | None:
+    """The newest torch line among the shim functions ``imports`` that the table lists, and the function
+    that sets it: a floor no build can be below, whatever the rest are. ``None`` where none is listed."""
+    table = table or load_table()
+    listed = [(table.since[n], n) for n in set(imports) if n in table.since]
+    return max(listed) if listed else None
+
+
 def stable_floor(
     imports: Iterable[str], build: MajorMinor | None, table: ShimTable | None = None
 ) -> Floor | None:

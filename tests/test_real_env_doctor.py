@@ -54,6 +54,17 @@ def torch_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site
 
 
+def layered_env(venv: Path, torch_site: Path, wheels: list[Path]) -> str:
+    """A venv layered on the torch venv (a ``.pth``) holding PyPI's packages and ``wheels``: its python."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    (site,) = venv.glob("lib/python*/site-packages")
+    (site / "torchvenv.pth").write_text(f"{torch_site}\n")
+    python = str(venv / "bin" / "python")
+    pip = [python, "-m", "pip", "install", "-q", "--no-deps"]
+    subprocess.run([*pip, *PYPI, *map(str, wheels)], check=True, timeout=1800)
+    return python
+
+
 def _exported_c10_symbol(site: Path) -> str:
     from librarian.wheel import dynamic_symbols
 
@@ -66,16 +77,9 @@ def test_doctor_env_names_what_will_not_run_and_pull_fix_replaces_it(
     run: Run, torch_site: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     sos = real_sos(tmp_path_factory)
-    venv = tmp_path / "env"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    (site,) = venv.glob("lib/python*/site-packages")
-    (site / "torchvenv.pth").write_text(f"{torch_site}\n")
-    python = str(venv / "bin" / "python")
-    pip = [python, "-m", "pip", "install", "-q", "--no-deps"]
-    subprocess.run([*pip, *PYPI], check=True, timeout=1800)
     kern80 = make_wheel(tmp_path / "k80", "kern80", "1.0", TAGS, {"kern80/_C.so": sos["sm_80"].read_bytes()})
     oldline = make_wheel(tmp_path / "old", "oldline", "1.0", TAGS, {"oldline/_C.so": torch_extension_so()})
-    subprocess.run([*pip, str(kern80), str(oldline)], check=True, timeout=600)
+    python = layered_env(tmp_path / "env", torch_site, [kern80, oldline])
 
     machine = ("--python", python, "--sm", "90", "--driver", "13.0")
     judged = run("doctor", "--env", *machine)
@@ -148,15 +152,7 @@ def test_with_extensions_built_by_librarian(
 
     build(kern80, "2.14", "80", "-o", "dist")
     build(oldline, "2.12", "90", "-o", "dist")
-    venv = tmp_path / "env"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    (site,) = venv.glob("lib/python*/site-packages")
-    (site / "torchvenv.pth").write_text(f"{torch_site}\n")
-    python = str(venv / "bin" / "python")
-    pip = [python, "-m", "pip", "install", "-q", "--no-deps"]
-    subprocess.run(
-        [*pip, *PYPI, *map(str, sorted((tmp_path / "dist").glob("*.whl")))], check=True, timeout=1800
-    )
+    python = layered_env(tmp_path / "env", torch_site, sorted((tmp_path / "dist").glob("*.whl")))
 
     machine = ("--python", python, "--sm", "90", "--driver", "13.0")
     judged = run("doctor", "--env", *machine)

@@ -112,6 +112,28 @@ def test_a_build_made_with_212_importing_only_old_functions_serves_29_to_211(
     )
 
 
+def test_a_label_below_the_floor_its_bytes_set_is_a_claim(run: Run, tmp_path: Path) -> None:
+    """torchao 0.18 imports a shim function first in torch 2.11; filed as +cu128torch2.9 it was served to
+    2.9, where it fails to load (undefined symbol). The label is a claim its bytes contradict: refused with
+    the function and the flag, filed with --allow-torch-mismatch (kept in the entry); a label at or above
+    the floor is no claim."""
+    new = stable_wheel(tmp_path, "newshim", (OLD, "torch_from_blob"))
+    refused = run("publish", str(new), "--torch", "2.9", "--cuda", "12.8")
+    assert refused.code == 2 and "Traceback" not in refused.err
+    assert (
+        "label says torch 2.9, its bytes need torch >= 2.11: torch_from_blob since 2.11; "
+        "pass --allow-torch-mismatch to publish it anyway"
+    ) in refused.err, refused.err
+    assert not list((tmp_path / "wheelhouse").rglob("*.whl")) if (tmp_path / "wheelhouse").exists() else True
+    accepted = run("publish", str(new), "--torch", "2.9", "--cuda", "12.8", "--allow-torch-mismatch")
+    assert accepted.code == 0, accepted.err
+    shard = next((tmp_path / "wheelhouse" / "index").rglob("*.json")).read_text()
+    assert "--allow-torch-mismatch" in shard
+    at_floor = stable_wheel(tmp_path, "atfloor", (OLD, "torch_from_blob"))
+    done = run("publish", str(at_floor), "--torch", "2.11", "--cuda", "12.8", "--allow-unknown-combo")
+    assert done.code == 0, done.err
+
+
 def test_matrix_refresh_shims_writes_a_newer_table_that_lowers_a_floor(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -24,7 +24,7 @@ from librarian.coords import MajorMinor, format_version
 from librarian.demands.base import Cause, Demand, Verdict, Wheel, unknown
 from librarian.facts import BinaryFacts
 from librarian.machine import Machine
-from librarian.stable_abi import Floor, stable_floor
+from librarian.stable_abi import Floor, newest_import, stable_floor
 
 UNDEFINED_TORCH_SYMBOL = "undefined symbol: _ZN3c10..."
 UNDEFINED_SHIM_SYMBOL = "undefined symbol: aoti_torch_... (a C shim function newer than this torch)"
@@ -144,15 +144,33 @@ def line_admitted(requirement: SpecifierSet, line: MajorMinor) -> bool:
 
 
 def claims(wheel: Wheel) -> list[str]:
-    """Where the label's torch line is one the wheel's own Requires-Dist on torch excludes."""
+    """Where the label's torch line is one the wheel's own Requires-Dist on torch excludes, or one older
+    than the stable-ABI floor its bytes set (a shim function they import is newer than the label's torch:
+    it fails to load there with ``undefined symbol: aoti_torch_...``)."""
     claim = wheel.name.label_claim
-    if claim is None or claim.torch is None or wheel.requires_torch is None:
+    if claim is None or claim.torch is None:
         return []
-    if line_admitted(wheel.requires_torch, claim.torch):
-        return []
-    return [
-        f"label says torch {format_version(claim.torch)}, its METADATA requires torch{wheel.requires_torch}"
-    ]
+    line = format_version(claim.torch)
+    found = []
+    if wheel.requires_torch is not None and not line_admitted(wheel.requires_torch, claim.torch):
+        found.append(f"label says torch {line}, its METADATA requires torch{wheel.requires_torch}")
+    needed = _bytes_floor(wheel.facts.binaries if wheel.facts is not None else ())
+    if needed is not None and needed[0] > claim.torch:
+        since = format_version(needed[0])
+        found.append(f"label says torch {line}, its bytes need torch >= {since}: {needed[1]} since {since}")
+    return found
+
+
+def _bytes_floor(binaries: Iterable[BinaryFacts]) -> tuple[MajorMinor, str] | None:
+    """The line a stable-ABI build's shim imports need by themselves (no build line to cap it), and the
+    function that sets it; ``None`` for a build bound otherwise, imports not read, or none the table lists."""
+    members = list(binaries)
+    if binding_of(members)[0] is not Binding.STABLE:
+        return None
+    linking = [b for b in members if b.links_torch]
+    if not all(b.shim_symbols_read for b in linking):
+        return None
+    return newest_import(s for b in linking for s in b.shim_symbols)
 
 
 def _floor(binaries: Iterable[BinaryFacts], minor: MajorMinor | None) -> Floor | None:
