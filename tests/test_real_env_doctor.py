@@ -168,7 +168,7 @@ def test_with_extensions_built_by_librarian(
 
     build(kern80, "2.14", "90", "--repo", "store", "--create")
     build(oldline, "2.14", "90", "--repo", "store")
-    fixed = run("pull", "--fix", *machine)
+    fixed = run("pull", "--fix", *machine, "--repo", "store")
     print(fixed.out, fixed.err)
     assert fixed.code == 1  # xformers: the store has no CUDA 13 build of it
     after = fixed.out.split("after:\n", 1)[1]

@@ -187,7 +187,14 @@ def pull(
 
             variants = load_settings(None).variants
             on_miss = pull_build.OnMiss(
-                requests, found, build_installer, torch_index, keep, publish, repair, variants
+                requests,
+                found,
+                installer=build_installer,
+                torch_index=torch_index,
+                keep=keep,
+                publish=publish,
+                repair=repair,
+                variants=variants,
             )
         store, layout = store_and_layout(repo)
         report, built = pull_build.pull_or_build(

@@ -287,7 +287,7 @@ class _Everything:
 def _as_itself(machine: Machine) -> Machine:
     """``machine`` as torch's own distribution is judged on it: its symbols are its own."""
     torch = machine.torch.value
-    if torch is None:
+    if torch is None or torch.exports is None:  # not read from this environment's torch: judged as told
         return machine
     return replace(machine, torch=replace(machine.torch, value=replace(torch, exports=_Everything())))
 
