@@ -246,3 +246,37 @@ def test_a_failed_install_in_pull_fix_leaves_the_environment_as_it_was(
     assert (site / "kern80" / "_C.so").read_bytes() == sos["sm_80"].read_bytes()  # pip put it back
     assert (site / "kern80" / "extra" / "plugin.py").read_text() == "X = 1\n"
     assert run("doctor", "--env", *machine, "--json").out == before
+
+
+def test_files_that_cannot_be_read_are_each_one_line_and_a_2gb_library_is_read_by_its_headers(
+    run: Run, venv: tuple[Path, Path], sos: dict[str, Path]
+) -> None:
+    """A truncated ELF, a text file named .so and a FIFO among a package's native files: one line each,
+    named by its path in the environment, no traceback; the package is judged on the files that can be read
+    (said "may run"). A 2 GB library (sparse: a real .so, then zeros) is judged by its headers."""
+    import os
+
+    python, site = venv
+    real = sos["sm_90"].read_bytes()
+    install(site, "bad", {"bad/trunc.so": real[:200], "bad/notelf.so": b"hello\n", "bad/big.so": real})
+    with (site / "bad" / "big.so").open("r+b") as f:
+        f.truncate(2 << 30)
+    record = site / "bad-1.0.dist-info" / "RECORD"
+    rows = [r for r in record.read_text().splitlines() if not r.startswith("bad/big.so,")]
+    record.write_text("\n".join([*rows, "bad/big.so,,2147483648", "bad/pipe.so,,0"]) + "\n")
+    os.mkfifo(site / "bad" / "pipe.so")
+    result = run("doctor", "--env", "--python", str(python), "--sm", "90", *MACHINE)
+    assert result.code == 0 and "Traceback" not in result.err, result.err
+    lines = result.out.splitlines()
+    assert "  bad 1.0: may run (its readable files run; 2 could not be read)" in lines, result.out
+    assert any(line.startswith("      bad/trunc.so: truncated") and "not judged" in line for line in lines)
+    assert "      bad/notelf.so: not a wheel, nor an ELF, PE or Mach-O binary; not judged" in lines
+    assert "      bad/pipe.so: a FIFO, not a file" in lines
+    assert not any("big.so" in line for line in lines), result.out  # read by its headers, and it runs
+    doc = json.loads(run("doctor", "--env", "--python", str(python), "--sm", "90", *MACHINE, "--json").out)
+    (bad,) = [d for d in doc["distributions"] if d["name"] == "bad"]
+    assert (
+        bad["runs"] is None
+        and len(bad["not_read"]) == 2
+        and bad["problems"] == ["bad/pipe.so: a FIFO, not a file"]
+    )

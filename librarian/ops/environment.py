@@ -65,15 +65,21 @@ class Installed:
 
 @dataclass(frozen=True, slots=True)
 class Judged:
-    """One distribution and its judgement (``None``: its files could not be read: ``unread`` says why)."""
+    """One distribution and its judgement (``None``: no native file of it could be read: ``unread`` says so,
+    and its problems each file's reason); a file that could not be read is one of its problems."""
 
     dist: Installed
     report: DoctorReport | None
     unread: str = ""
+    not_read: tuple[str, ...] = ()  # native files that could not be read, each with why
 
     @property
     def runs(self) -> bool | None:
-        return self.report.runs if self.report is not None else None
+        """Whether it runs; ``None`` where not known (a native file of it could not be read: the loader
+        would say its own word on it)."""
+        if self.report is None or (self.not_read and self.report.runs is not False):
+            return None
+        return self.report.runs
 
 
 def site_dirs(paths: Iterable[str]) -> list[Path]:
@@ -259,8 +265,11 @@ def judge_environment(dists: Sequence[Installed], machine: Machine, jobs: int | 
                 judged.append(Judged(dist, None, "; ".join(dist.problems)))
             continue
         found = [read[(dist.site, m)] for m in dist.native]
-        if unread := next((r for r in found if isinstance(r, str)), None):
-            judged.append(Judged(dist, None, unread))
+        unread = tuple(r for r in found if isinstance(r, str))  # each its own line, under the package
+        if len(unread) == len(found):
+            judged.append(
+                Judged(dist, None, f"none of its {len(found)} native file(s) could be read", unread)
+            )
             continue
         binaries = tuple(b for facts in found if not isinstance(facts, str) for b in facts.binaries)
         try:
@@ -270,10 +279,9 @@ def judge_environment(dists: Sequence[Installed], machine: Machine, jobs: int | 
         except LibrarianError as e:
             judged.append(Judged(dist, None, str(e)))
             continue
-        machine = (
-            machine if on is not machine else report.machine
-        )  # torch's exports, read once, serve the rest
-        judged.append(Judged(dist, report))
+        if on is machine:  # torch's exports, read for one package, serve the rest
+            machine = report.machine
+        judged.append(Judged(dist, report, not_read=unread))
     return judged
 
 
@@ -306,8 +314,8 @@ def _read_member(item: tuple[Path, str]) -> WheelFacts | str:
     try:
         with sampled_toolkits():  # headers, not a cubin per blob: a CUDA torch has 30,000 blobs
             facts = inspect_path(site / member)
-    except LibrarianError as e:
-        return str(e)
+    except LibrarianError as e:  # named by its path in the environment, as the other problems are
+        return f"{member}: {str(e).removeprefix(f'{Path(member).name}: ')}; not judged"
     return WheelFacts(facts.filename, tuple(_renamed(b, member) for b in facts.binaries))
 
 
@@ -324,9 +332,12 @@ def render_environment(judged: Sequence[Judged], where: str, verbose: bool = Fal
         head = f"{d.name} {d.version}"
         if j.report is None:
             lines.append(f"  {head}: not judged: {j.unread}")
+            lines += [f"      {p}" for p in (*j.not_read, *d.problems)]
             continue
         r = j.report
-        if r.runs is False:
+        if j.not_read and r.runs is not False:
+            lines.append(f"  {head}: may run (its readable files run; {len(j.not_read)} could not be read)")
+        elif r.runs is False:
             said = readable(v.reason or v.wheel_needs for v in r.failures)  # C++ names demangled
             failing = "; ".join(f"{v.demand.title}: {s}" for v, s in zip(r.failures, said, strict=True))
             lines.append(f"  {head}: will NOT run ({failing})")
@@ -337,7 +348,7 @@ def render_environment(judged: Sequence[Judged], where: str, verbose: bool = Fal
             lines.append(f"  {head}: may run (some parts unknown)")
         else:
             lines.append(f"  {head}: runs")
-        lines += [f"      {p}" for p in d.problems]
+        lines += [f"      {p}" for p in (*j.not_read, *d.problems)]
         if verbose:
             lines += ["    " + line for line in render_doctor(r).splitlines()]
     return "\n".join(lines)
@@ -355,6 +366,7 @@ def environment_json(judged: Sequence[Judged], where: str) -> dict[str, Any]:
                 "runs": j.runs,
                 "partly": list(j.report.partly) if j.report is not None else [],
                 "problems": list(j.dist.problems),
+                "not_read": list(j.not_read),
                 "unread": j.unread or None,
                 "judgement": doctor_json(j.report) if j.report is not None else None,
             }
