@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import html
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -120,6 +119,8 @@ def _fold(widths: list[int], room: int) -> list[list[int]]:
 def render_coverage_html(cov: Coverage) -> str:
     """The coverage table as a page people can open (``ls --html FILE``; a card can link it): the same rows
     and cells as :func:`render_coverage`, holes marked."""
+    import html  # imported where the page is rendered (ls --html), not by every reader of coverage
+
     esc = html.escape
     title = f"Coverage of {cov.location}"
     rows = []

@@ -17,7 +17,6 @@ installed through its variant (safe: never the wrong torch), and a torch-free on
 
 from __future__ import annotations
 
-import html
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -119,6 +118,8 @@ def page_path(package: str) -> str:
 def render_variants(entries: Iterable[IndexEntry]) -> dict[str, bytes]:
     """Every ``variants.json`` and find-links page for the entries that have a variant, by store path: one
     link per variant wheel, however many cells its build is filed under."""
+    import html  # imported where a page is rendered: reading the index renders none
+
     releases: dict[tuple[str, str], dict[str, PropertyValues]] = defaultdict(dict)
     links: dict[str, dict[str, str]] = defaultdict(dict)
     package_releases: dict[str, set[tuple[str, str]]] = defaultdict(set)

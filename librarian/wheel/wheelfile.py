@@ -329,6 +329,8 @@ def _info(
 def torch_requirement(requires_dist: list[str]) -> str | None:
     """The specifier of a wheel's ``Requires-Dist: torch ...`` that holds whatever extras are asked (no
     ``extra ==`` marker); ``None`` where there is none, or none that pins a version."""
+    if not any("torch" in line.lower() for line in requires_dist):
+        return None  # the usual case: no requirement grammar loaded (pull checks every fetched METADATA)
     from packaging.requirements import InvalidRequirement, Requirement
 
     for line in requires_dist:
