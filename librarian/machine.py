@@ -136,6 +136,9 @@ _UNKNOWN_CUDA: Probed[MajorMinor] = Probed.unknown("no CUDA build of torch found
 _UNKNOWN_PYTHON_TAGS: Probed[tuple[Tag, ...]] = Probed.unknown("interpreter tags unknown; pass --python")
 _UNKNOWN_PYTHON: Probed[tuple[int, ...]] = Probed.unknown("Python version unknown; pass --python")
 _UNKNOWN_INTERPRETER: Probed[str] = Probed.unknown("no interpreter was probed; pass --python PATH")
+_UNKNOWN_SEARCH_PATH: Probed[tuple[str, ...]] = Probed.unknown(
+    "no interpreter was probed; pass --python PATH"
+)
 _UNKNOWN_GLIBC: Probed[MajorMinor] = Probed.unknown("glibc not found; pass --glibc")
 _UNKNOWN_GLIBCXX: Probed[tuple[int, ...]] = Probed.unknown("libstdc++ not found")
 _UNKNOWN_CPU: Probed[str] = Probed.unknown("CPU arch unknown")
@@ -154,6 +157,7 @@ class Machine:
     python_tags: Probed[tuple[Tag, ...]] = _UNKNOWN_PYTHON_TAGS
     python: Probed[tuple[int, ...]] = _UNKNOWN_PYTHON  # the interpreter's version, for Requires-Python
     interpreter: Probed[str] = _UNKNOWN_INTERPRETER  # the target interpreter's path: what pull --install runs
+    search_path: Probed[tuple[str, ...]] = _UNKNOWN_SEARCH_PATH  # its sys.path: where doctor --env looks
     glibc: Probed[MajorMinor] = _UNKNOWN_GLIBC
     glibcxx: Probed[tuple[int, ...]] = _UNKNOWN_GLIBCXX
     cpu: Probed[str] = _UNKNOWN_CPU

@@ -110,6 +110,20 @@ def test_doctor_env_of_something_that_is_no_environment_is_one_line(run: Run, tm
     assert both.code == 2 and "--env: judges the installed packages" in both.err
 
 
+def test_the_target_interpreter_is_run_once(
+    run: Run, venv: tuple[Path, Path], sos: dict[str, Path], tmp_path: Path
+) -> None:
+    # Its sys.path, read by the probe that described the machine, says where to look: no second run.
+    python, site = venv
+    install(site, "kern90", {"kern90/_C.so": sos["sm_90"].read_bytes()})
+    log = tmp_path / "runs.log"  # each start of that interpreter appends a line
+    (site / "sitecustomize.py").write_text(f"open({str(log)!r}, 'a').write('run\\n')\n")
+    result = run("doctor", "--env", "--python", str(python), "--sm", "90", *MACHINE)
+    assert result.code == 0, result.out + result.err
+    assert "kern90 1.0: runs" in result.out
+    assert log.read_text().splitlines() == ["run"]
+
+
 def test_pull_fix_replaces_what_will_not_run_with_the_stored_build_that_does(
     run: Run, venv: tuple[Path, Path], sos: dict[str, Path], tmp_path: Path
 ) -> None:

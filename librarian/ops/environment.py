@@ -382,8 +382,11 @@ def target_environment(machine: Machine) -> tuple[str, list[Path]]:
     where = machine.interpreter.value
     if not where:
         raise BadInput(f"--env: {machine.interpreter.reason or 'no target interpreter'}; pass --python PATH")
-    facts = probe_target(Target(Path(where), "the target interpreter"))
-    sites = site_dirs(facts.path)
+    # its sys.path as the machine's probe read it; a machine described by hand is probed here
+    path = machine.search_path.value
+    if path is None:
+        path = probe_target(Target(Path(where), "the target interpreter")).path
+    sites = site_dirs(path)
     if not sites:
         raise BadInput(f"--env: {where} has no site-packages: not a Python environment")
     return where, sites

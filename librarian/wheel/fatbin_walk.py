@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ MAX_ENTRY_HEADER = 0x1000  # headers seen are 0x40..0x80; options strings are sh
 MAX_ENTRIES = 1 << 20  # loop guard over a whole section
 CHUNK = 1 << 16
 SCAN_CHUNK = 4 << 20  # magic search: a 300 MB section is read in ~75 pieces
+# The magic searched for by a compiled pattern: re's literal search runs 1.7x as fast as bytes.find on
+# libraries' data sections (a CUDA torch's 1 GB of them), which is most of what doctor --env spends.
+_MAGIC_AT = re.compile(re.escape(struct.pack("<I", FATBIN_MAGIC)))
 
 KINDS = {
     KIND_PTX: ArchKind.PTX,
@@ -76,17 +80,17 @@ def _arch(number: int, suffix: str, kind: ArchKind) -> GpuArch:
 
 def scan_blobs(src: Source, offset: int, size: int) -> Iterator[tuple[EntryHeader, ...]]:
     """The entries of each valid blob whose magic sits at an 8-aligned file offset in the region."""
-    needle, end, pos, count = struct.pack("<I", FATBIN_MAGIC), offset + size, offset, 0
+    end, pos, count = offset + size, offset, 0
     while pos < end:
         chunk = src.read(pos, min(SCAN_CHUNK, end - pos), "scanned section")
         # The next chunk overlaps this one by 3 bytes: a magic across the seam is found there, once.
         resume = end if pos + len(chunk) >= end else pos + len(chunk) - 3
-        hit = chunk.find(needle)
+        hit = _find_magic(chunk, 0)
         window = _Window(src, pos, chunk)  # headers inside the chunk are sliced from it, not read again
         while hit >= 0:
             blob = valid_blob_at(window, pos + hit, end)
             if blob is None:
-                hit = chunk.find(needle, hit + 1)
+                hit = _find_magic(chunk, hit + 1)
                 continue
             count += len(blob)
             if count > MAX_ENTRIES:
@@ -96,8 +100,13 @@ def scan_blobs(src: Source, offset: int, size: int) -> Iterator[tuple[EntryHeade
             if blob_end >= pos + len(chunk) - 3:  # the blob runs past this chunk: read on after it
                 resume = max(resume, blob_end)
                 break
-            hit = chunk.find(needle, blob_end - pos)
+            hit = _find_magic(chunk, blob_end - pos)
         pos = resume
+
+
+def _find_magic(chunk: bytes, start: int) -> int:
+    found = _MAGIC_AT.search(chunk, start)
+    return -1 if found is None else found.start()
 
 
 class _Window(Source):
