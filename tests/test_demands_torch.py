@@ -24,6 +24,8 @@ def test_torch_minor_must_match() -> None:
         == "torch: wheel needs torch 2.8; imports _ZN3c104Half3fooEv; links libc10.so, machine has torch 2.9"
     )
     assert v.predicted_error == "undefined symbol: _ZN3c104Half3fooEv"
+    # the reason alone (doctor --env's one line per package) names both lines
+    assert v.reason.startswith("built against torch 2.8, here 2.9: ")
 
 
 def test_torch_symbols_checked_against_exports() -> None:
