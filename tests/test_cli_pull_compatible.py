@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from librarian.ops import installer
+from tests.builders import HERE_PYTHON, HERE_TAG
 from tests.conftest import Result, Run
 from tests.gpu_wheels import gpu_sos, isolate_machine, so_wheel
 
@@ -129,18 +130,21 @@ def test_compatible_never_crosses_torch_or_python(
 def test_a_wheel_filed_where_its_code_does_not_run_is_never_installed_unforced(
     run: Run, sos: dict[str, Path], bare: list[list[Path]]
 ) -> None:
-    publish(run, sos["sm_90"], "1.0", "--sm", "89", "--trust-sm")  # filed under sm89, binaries sm_90 only
+    # filed under sm89, binaries sm_90 only; for this interpreter's Python, as --install installs into it
+    wheel = so_wheel(Path("dist") / "here", sos["sm_90"], tags=HERE_TAG)
+    assert run("publish", str(wheel), *LINE, "--sm", "89", "--trust-sm").code == 0
+    here = (*LINE, "--python", HERE_PYTHON, "--platform", "linux_x86_64")
     # pull takes the vouched cell, saying so; installing code its bytes say will not run needs --force
-    refused = run("pull", "kern", "--sm", "89", *WANT, "-o", "out", "--install")
+    refused = run("pull", "kern", "--sm", "89", *here, "-o", "out", "--install")
     assert refused.code == 2, refused
     assert "Traceback" not in refused.err and bare == []
     assert "the publisher vouched for this GPU" in refused.err
     assert "will not run here (GPU arch: wheel needs sm_90, machine has sm_89); pass --force" in refused.err
     # No sm90 cell, but the judgement reads the binaries: they are sm_90, so it runs there natively.
-    fits = run("pull", "kern", "--sm", "90", *WANT, "-o", "out2", "--install")
+    fits = run("pull", "kern", "--sm", "90", *here, "-o", "out2", "--install")
     assert fits.code == 0, fits
     assert "filed under sm89; it runs here by its own sm_90 SASS" in fits.err
-    assert bare == [[Path("out2") / CELLS.format(89, "1.0").split("/")[-1]]]
+    assert bare == [[Path("out2") / f"kern-1.0+cu130torch2.9-{HERE_TAG}.whl"]]
 
 
 def test_no_gpu_and_no_sm_is_one_line(run: Run, sos: dict[str, Path]) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import HERE_TAG
 from tests.conftest import Run
 from tests.gpu_wheels import gpu_sos, isolate_machine
 
@@ -39,7 +40,7 @@ def install(
     files: dict[str, bytes],
     *,
     record: bool = True,
-    tag: str = "cp311-cp311-linux_x86_64",
+    tag: str = HERE_TAG,
 ) -> None:
     """``name`` 1.0 as pip leaves it: the files, then dist-info with METADATA, WHEEL and RECORD."""
     info = site / f"{name}-1.0.dist-info"
@@ -135,16 +136,14 @@ def test_pull_fix_replaces_what_will_not_run_with_the_stored_build_that_does(
     python, site = venv
     install(site, "kern80", {"kern80/__init__.py": b"", "kern80/_C.so": sos["sm_80"].read_bytes()})
     install(site, "other80", {"other80/_C.so": sos["sm_80"].read_bytes()})
-    built = so_wheel(
-        tmp_path / "dist", sos["sm_90"], name="kern80", version="1.0", tags="cp311-cp311-linux_x86_64"
-    )
+    built = so_wheel(tmp_path / "dist", sos["sm_90"], name="kern80", version="1.0", tags=HERE_TAG)
     assert run("publish", str(built), "--torch", "2.9", "--cuda", "13.0").code == 0
     machine = ("--python", str(python), "--sm", "90", *MACHINE)
     planned = run("pull", "--fix", "--dry-run", *machine)
     assert planned.code == 0, planned.err
     assert "  kern80 1.0: will NOT run (GPU arch: kern80/_C.so has no code for sm_90" in planned.out
     assert (
-        "would replace kern80 1.0 with kern80-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl (the installed version, 1.0)"
+        f"would replace kern80 1.0 with kern80-1.0+cu130torch2.9-{HERE_TAG}.whl (the installed version, 1.0)"
         in planned.out
     )
     assert (
@@ -216,7 +215,7 @@ def test_torch_is_not_asked_for_its_own_symbols_but_an_extension_is(tmp_path: Pa
         (tmp_path / name / "_C.so").write_bytes(so)
     exports = frozenset({"_ZN3c106detail14torchCheckFailEv"})  # what the installed libc10 says it exports
     machine = Machine(torch=Probed.found(TorchInfo("2.9.1", (13, 0), None, exports=exports), "test"))
-    tag = "cp311-cp311-linux_x86_64"
+    tag = HERE_TAG
     dists = [
         Installed("torch", "2.9.1", tag, tmp_path, ("torch/_C.so",)),
         Installed("ext", "1.0+cu130torch2.9", tag, tmp_path, ("ext/_C.so",)),
@@ -246,7 +245,7 @@ def test_a_failed_install_in_pull_fix_leaves_the_environment_as_it_was(
     install(site, "kern80", {"kern80/__init__.py": b"", "kern80/_C.so": sos["sm_80"].read_bytes()})
     install(site, "plugins", {"kern80/extra/plugin.py": b"X = 1\n"})  # a folder inside kern80's, not kern80's
     files = {"kern80/__init__.py": b"", "kern80/_C.so": sos["sm_90"].read_bytes(), "kern80/extra": b"a file"}
-    built = make_wheel(tmp_path / "dist", "kern80", "1.0", "cp311-cp311-linux_x86_64", files)
+    built = make_wheel(tmp_path / "dist", "kern80", "1.0", HERE_TAG, files)
     assert run("publish", str(built), "--torch", "2.9", "--cuda", "13.0").code == 0
     machine = ("--python", str(python), "--sm", "90", *MACHINE)
     before = run("doctor", "--env", *machine, "--json").out

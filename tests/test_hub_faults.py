@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import CommitOperationAdd, HfApi
 
-from tests.builders import make_wheel
+from tests.builders import HERE_PYTHON, HERE_TAG, make_wheel
 from tests.conftest import Run
 from tests.loophub.fixtures import FAKE_TOKEN
 from tests.loophub.server import LoopHub
@@ -52,7 +52,7 @@ def commits(hub: LoopHub) -> list[str]:
 
 @pytest.fixture
 def repo(run: Run, loophub: LoopHub, tmp_path: Path) -> LoopHub:
-    first = make_wheel(tmp_path / "seed", "seed", "1.0", "cp311-cp311-linux_x86_64")
+    first = make_wheel(tmp_path / "seed", "seed", "1.0", HERE_TAG)  # pulled with --install, into this Python
     assert run("publish", str(first), *FLAGS, "--create").code == 0
     return loophub
 
@@ -132,7 +132,7 @@ def test_pull_refuses_bytes_that_do_not_match_the_index(run: Run, repo: LoopHub,
         "--torch",
         "2.8",
         "--python",
-        "3.11",
+        HERE_PYTHON,
         "--platform",
         "linux_x86_64",
         "--repo",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from huggingface_hub import HfApi
 
-from tests.builders import make_wheel
+from tests.builders import HERE_PYTHON, HERE_TAG, make_wheel
 from tests.conftest import Run
 from tests.loophub.server import LoopHub
 
@@ -27,7 +27,7 @@ PULL = (
     "--cuda",
     "12.8",
     "--python",
-    "3.11",
+    HERE_PYTHON,
     "--platform",
     "linux_x86_64",
     "--repo",
@@ -40,7 +40,7 @@ def wheel(tmp_path: Path, name: str, version: str, size: int = 100_000) -> Path:
         tmp_path / f"{name}-{version}",
         name,
         version,
-        "cp311-cp311-linux_x86_64",
+        HERE_TAG,
         {f"{name}/__init__.py": os.urandom(size)},
     )
 

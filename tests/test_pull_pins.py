@@ -49,20 +49,20 @@ def test_a_package_whose_wheels_link_no_torch_is_pulled_into_a_venv_without_torc
     import subprocess
     import sys
 
-    from tests.builders import make_wheel, torch_extension_so
+    from tests.builders import HERE_TAG, make_wheel, torch_extension_so
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = str(venv / "bin" / "python")
     assert run("publish", *map(str, SAMPLES), "--torch", "2.9", "--cuda", "13.0").code == 0
-    ext = make_wheel(tmp_path / "t", "withtorch", "1.0", "cp311-cp311-linux_x86_64",
+    ext = make_wheel(tmp_path / "t", "withtorch", "1.0", HERE_TAG,
                      {"withtorch/_C.so": torch_extension_so()})  # fmt: skip
     assert run("publish", str(ext), "--torch", "2.9", "--cuda", "13.0", "--sm", "89", "--trust-sm").code == 0
     got = run("pull", "tinykern", "--python", python, "--sm", "89", "-o", "out")
     assert got.code == 0, got.err
-    assert (tmp_path / "out" / "tinykern-0.1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl").is_file()
+    assert (tmp_path / "out" / f"tinykern-0.1.0+cu130torch2.9-{HERE_TAG}.whl").is_file()  # a sample's Python
     missed = run("pull", "withtorch", "--python", python, "--sm", "89", "-o", "out2")
     assert missed.code == 1, missed.err
-    assert "withtorch: no wheel in wheelhouse for sm89, no torch, cp311" in missed.err
+    assert f"withtorch: no wheel in wheelhouse for sm89, no torch, {HERE_TAG.split('-')[0]}" in missed.err
     assert "it links torch" in missed.err and "pass --torch" in missed.err, missed.err
     assert python in missed.err or "target" in missed.err, missed.err

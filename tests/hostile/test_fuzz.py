@@ -258,7 +258,7 @@ def test_fuzz_flags(run: Run, tmp_path: Path, count: int) -> None:
 def test_fuzz_settings_files(run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int) -> None:
     """A bent [tool.librarian] table and a bent matrix override (LIBRARIAN_MATRIX) through ls, matrix and
     doctor: exit 0, 1 or 2 in one line."""
-    import tomllib
+    from librarian.compat import tomllib
 
     wheel = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64")
     assert run("publish", str(wheel), *FLAGS, "--trust-sm").code == 0
