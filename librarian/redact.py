@@ -7,6 +7,7 @@ handler. Stdlib only.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -15,10 +16,17 @@ MASK = "***"
 TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
 _secrets: set[str] = set()
-_TOKEN = re.compile(r"\b(?:hf|api|hf_oauth)_[A-Za-z0-9]{8,}\b")
-_BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)[^\s\"',;]+")
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
-_UNPRINTABLE = re.compile(r"[^\x20-\x7e\u00a0-\uffff]+")
+
+
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    # Compiled on the first line cleaned, not at import: every command imports this, few print through it.
+    return (
+        re.compile(r"\b(?:hf|api|hf_oauth)_[A-Za-z0-9]{8,}\b"),  # a token
+        re.compile(r"(?i)\b(bearer|basic)(\s+)[^\s\"',;]+"),  # an Authorization header
+        re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@"),  # URL credentials
+        re.compile(r"[^\x20-\x7e\u00a0-\uffff]+"),  # what a terminal would not print
+    )
 
 
 def register_secret(secret: str | None) -> None:
@@ -33,14 +41,15 @@ def mask(text: str) -> str:
         _secrets | {v for k in TOKEN_ENV if len(v := os.environ.get(k, "")) >= 4}, key=len, reverse=True
     ):
         text = text.replace(secret, MASK)
-    text = _TOKEN.sub(MASK, text)
-    text = _BEARER.sub(lambda m: f"{m[1]}{m[2]}{MASK}", text)
-    return _URL_USERINFO.sub(lambda m: f"{m[1]}{MASK}@", text)
+    token, bearer, userinfo, _ = _patterns()
+    text = token.sub(MASK, text)
+    text = bearer.sub(lambda m: f"{m[1]}{m[2]}{MASK}", text)
+    return userinfo.sub(lambda m: f"{m[1]}{MASK}@", text)
 
 
 def one_line(text: str, limit: int = MAX_CHARS) -> str:
     """Whitespace and unprintable runs collapsed, cut to ``limit`` characters (with an ellipsis)."""
-    flat = " ".join(_UNPRINTABLE.sub(" ", text).split())
+    flat = " ".join(_patterns()[3].sub(" ", text).split())
     return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
 
 

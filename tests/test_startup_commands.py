@@ -38,6 +38,7 @@ NOT_IMPORTED = {
         "librarian.ops.verify", "librarian.ops.reindex", "librarian.ops.gc", "librarian.ops.build",
         "librarian.ops.build_and_file", "librarian.ops.fix", "librarian.ops.environment", "librarian.ops.doctor",
         "packaging.requirements", "html",  # a bare name needs no requirement grammar; pull renders no page
+        "librarian.generated", "librarian.card", "librarian.coverage",  # nor the store's card and tables
         *READERS,
     ),
 }  # fmt: skip

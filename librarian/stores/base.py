@@ -18,7 +18,6 @@ from typing import BinaryIO, Generic, Protocol, TypeVar, runtime_checkable
 
 from librarian.catalogue import catalogue_paths
 from librarian.errors import StoreError
-from librarian.generated import rebuilds
 from librarian.index import BadEntry, Index, IndexEntry
 from librarian.index_files import ROOT, parse_root, parse_shard
 from librarian.layout import Layout
@@ -229,6 +228,8 @@ def nothing_to_do(old: Index, changes: Changes) -> bool:
 def generated_in_tree(store: Store, new: Index, gone: Iterable[str] = ()) -> dict[str, bytes | None]:
     """For a rebuild: the generated files the store holds (those in ``gone`` aside), with the bytes of those
     ``new`` renders (compared with what it renders) and ``None`` for the others (not read: removed)."""
+    from librarian.generated import rebuilds  # here: a pull reads a store and renders no page or card
+
     wanted = catalogue_paths(new)
     skip = set(gone)
     listed = {f.path for f in store.list_files().files if rebuilds(f.path) and f.path not in skip}

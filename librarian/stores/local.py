@@ -23,11 +23,10 @@ import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from librarian.catalogue import catalogue_paths
 from librarian.errors import StoreError
-from librarian.generated import Generated, plan_generated, root_is_stale
 from librarian.index import Index, IndexEntry, metadata_path
 from librarian.index_files import MAX_INDEX_BYTES, ROOT
 from librarian.layout import Layout, check_store_path
@@ -54,6 +53,9 @@ from librarian.stores.base import (
 )
 from librarian.stores.local_journal import JOURNAL_NAME, Journal, parse_journal
 from librarian.stores.local_lock import LOCK_NAME, link_atomic, locked
+
+if TYPE_CHECKING:
+    from librarian.generated import Generated
 
 log = logging.getLogger(__name__)
 
@@ -269,6 +271,8 @@ class LocalStore:
 
     def _write_catalogue(self, old: Index, new: Index, rebuild: bool) -> None:
         """The generated files for ``new``, root last; then those ``new`` no longer renders are removed."""
+        from librarian.generated import plan_generated  # here: a pull writes no page, card or index
+
         if rebuild:  # compare with the tree, not with what ``old`` renders (reindex's repair, a recovery)
             self._apply_generated(plan_generated(old, new, tree=generated_in_tree(self, new)))
         else:
@@ -281,6 +285,8 @@ class LocalStore:
         self._delete(generated.deletes)
 
     def _root_is_stale(self, index: Index) -> bool:
+        from librarian.generated import root_is_stale
+
         return root_is_stale(index, self.read_file(ROOT))
 
     def _delete(self, paths: Iterable[str]) -> None:
