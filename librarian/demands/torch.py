@@ -205,8 +205,8 @@ def check(need: TorchNeed, machine: Machine) -> Verdict:
         return _stable(need, torch.minor, has)
     first = f"undefined symbol: {need.symbols[0]}" if need.symbols else UNDEFINED_TORCH_SYMBOL
     if need.minor is not None and need.minor != torch.minor:
-        # The symbol is said once, in what the wheel needs (and the error it predicts), not again here; the
-        # two lines are, as doctor --env's one line per package shows the reason alone.
+        # The symbol is said once, in what the wheel needs (and the error it predicts), not again here. The
+        # two torch lines are said: doctor --env's one line per package shows the reason alone.
         built, here = format_version(need.minor), format_version(torch.minor)
         why = f"built against torch {built}, here {here}: the C++ ABI changes between minor versions" + (
             "" if need.symbol else f" ({need.why()})"

@@ -30,7 +30,7 @@ MAX_ENTRIES = 1 << 20  # loop guard over a whole section
 CHUNK = 1 << 16
 SCAN_CHUNK = 4 << 20  # magic search: a 300 MB section is read in ~75 pieces
 # The magic searched for by a compiled pattern: re's literal search runs 1.7x as fast as bytes.find on
-# libraries' data sections (a CUDA torch's 1 GB of them), which is most of what doctor --env spends.
+# libraries' data sections (a CUDA torch's 1 GB of them): about half of what doctor --env spends reading.
 _MAGIC_AT = re.compile(re.escape(struct.pack("<I", FATBIN_MAGIC)))
 
 KINDS = {
