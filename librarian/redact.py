@@ -18,15 +18,20 @@ TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 _secrets: set[str] = set()
 
 
+# Compiled on the first line cleaned, not at import: every command imports this, few print through it.
 @functools.cache
-def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    # Compiled on the first line cleaned, not at import: every command imports this, few print through it.
+def _secret_patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """A token, an Authorization header's value, URL credentials."""
     return (
-        re.compile(r"\b(?:hf|api|hf_oauth)_[A-Za-z0-9]{8,}\b"),  # a token
-        re.compile(r"(?i)\b(bearer|basic)(\s+)[^\s\"',;]+"),  # an Authorization header
-        re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@"),  # URL credentials
-        re.compile(r"[^\x20-\x7e\u00a0-\uffff]+"),  # what a terminal would not print
+        re.compile(r"\b(?:hf|api|hf_oauth)_[A-Za-z0-9]{8,}\b"),
+        re.compile(r"(?i)\b(bearer|basic)(\s+)[^\s\"',;]+"),
+        re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@"),
     )
+
+
+@functools.cache
+def _unprintable() -> re.Pattern[str]:
+    return re.compile(r"[^\x20-\x7e\u00a0-\uffff]+")
 
 
 def register_secret(secret: str | None) -> None:
@@ -41,7 +46,7 @@ def mask(text: str) -> str:
         _secrets | {v for k in TOKEN_ENV if len(v := os.environ.get(k, "")) >= 4}, key=len, reverse=True
     ):
         text = text.replace(secret, MASK)
-    token, bearer, userinfo, _ = _patterns()
+    token, bearer, userinfo = _secret_patterns()
     text = token.sub(MASK, text)
     text = bearer.sub(lambda m: f"{m[1]}{m[2]}{MASK}", text)
     return userinfo.sub(lambda m: f"{m[1]}{MASK}@", text)
@@ -49,7 +54,7 @@ def mask(text: str) -> str:
 
 def one_line(text: str, limit: int = MAX_CHARS) -> str:
     """Whitespace and unprintable runs collapsed, cut to ``limit`` characters (with an ellipsis)."""
-    flat = " ".join(_patterns()[3].sub(" ", text).split())
+    flat = " ".join(_unprintable().sub(" ", text).split())
     return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
 
 

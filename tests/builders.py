@@ -12,9 +12,8 @@ from pathlib import Path
 # The interpreter running the tests: a venv made from it, or --install into it, takes wheels of its tag
 # (the suite runs on 3.10 and 3.11 alike).
 HERE_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
-HERE_TAG = (
-    f"cp{sys.version_info[0]}{sys.version_info[1]}-cp{sys.version_info[0]}{sys.version_info[1]}-linux_x86_64"
-)
+HERE_CP = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+HERE_TAG = f"{HERE_CP}-{HERE_CP}-linux_x86_64"
 
 
 def record_hash(data: bytes) -> str:

@@ -34,11 +34,11 @@ from librarian.ops.build_request import (
 from librarian.ops.build_source import build_requirements, spec_arguments
 from librarian.probe.toolchain import Nvcc, find_nvcc, parse_nvcc_release
 from librarian.pytorch.matrix import load_matrix
-from tests.builders import stand_in_torch, wheel_of_installed
+from tests.builders import HERE_PYTHON, stand_in_torch, wheel_of_installed
 from tests.conftest import Run
 
 SAMPLES_SRC = Path(__file__).resolve().parent.parent / "samples" / "src"
-PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+PYTHON = HERE_PYTHON
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed: these compile")
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.builders import stand_in_torch, wheel_of_installed
+from tests.builders import HERE_PYTHON, stand_in_torch, wheel_of_installed
 from tests.conftest import Run
 
 WORKFLOW = Path(__file__).resolve().parent.parent / "examples" / "github-actions.yml"
@@ -244,7 +244,7 @@ def test_one_plan_job_runs_locally_and_the_loop_closes(run: Run, tmp_path: Path)
     LIBRARIAN_TORCH_INDEX: PyTorch's index is unreachable here; the venv step skipped: this interpreter is
     the combo's) -> reindex -> verify -> plan: nothing left."""
     data = workflow()
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    python = HERE_PYTHON
     repo = str(tmp_path / "store")
     include = json.loads(
         run(

@@ -49,7 +49,7 @@ def test_a_package_whose_wheels_link_no_torch_is_pulled_into_a_venv_without_torc
     import subprocess
     import sys
 
-    from tests.builders import HERE_TAG, make_wheel, torch_extension_so
+    from tests.builders import HERE_CP, HERE_TAG, make_wheel, torch_extension_so
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -63,6 +63,6 @@ def test_a_package_whose_wheels_link_no_torch_is_pulled_into_a_venv_without_torc
     assert (tmp_path / "out" / f"tinykern-0.1.0+cu130torch2.9-{HERE_TAG}.whl").is_file()  # a sample's Python
     missed = run("pull", "withtorch", "--python", python, "--sm", "89", "-o", "out2")
     assert missed.code == 1, missed.err
-    assert f"withtorch: no wheel in wheelhouse for sm89, no torch, {HERE_TAG.split('-')[0]}" in missed.err
+    assert f"withtorch: no wheel in wheelhouse for sm89, no torch, {HERE_CP}" in missed.err
     assert "it links torch" in missed.err and "pass --torch" in missed.err, missed.err
     assert python in missed.err or "target" in missed.err, missed.err

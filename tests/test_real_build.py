@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import stand_in_torch
+from tests.builders import HERE_PYTHON, stand_in_torch
 from tests.conftest import Run
 
 pytestmark = pytest.mark.network
 
 TORCHKERN = Path(__file__).resolve().parent / "data" / "torchkern"
-PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+PYTHON = HERE_PYTHON
 MACHINE = ("--python", PYTHON, "--platform", "linux_x86_64", "--cuda", "13.0")
 
 

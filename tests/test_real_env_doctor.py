@@ -21,15 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import make_wheel, torch_extension_so
+from tests.builders import HERE_PYTHON, HERE_TAG, make_wheel, torch_extension_so
 from tests.conftest import Run
 from tests.cuda_fixtures import elf_bytes, real_sos
 
 pytestmark = pytest.mark.network
 
-TAGS = "cp311-cp311-linux_x86_64"
+TAGS = HERE_TAG  # installed into a venv made from this interpreter
 TORCHKERN = Path(__file__).resolve().parent / "data" / "torchkern"
-PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+PYTHON = HERE_PYTHON
 PYPI = ("xformers", "bitsandbytes", "cupy-cuda13x")
 OURS = {
     "kern80",

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import HERE_PYTHON, HERE_TAG
 from tests.conftest import Run
 from tests.cuda_fixtures import real_sos
 from tests.gpu_wheels import isolate_machine, so_wheel
@@ -27,10 +28,7 @@ from tests.test_real_uv_variants import target, uv  # noqa: F401  # the uv fixtu
 
 pytestmark = pytest.mark.network
 
-PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
-TAGS = (
-    f"cp{sys.version_info[0]}{sys.version_info[1]}-cp{sys.version_info[0]}{sys.version_info[1]}-linux_x86_64"
-)
+PY, TAGS = HERE_PYTHON, HERE_TAG
 MACHINE = ("--python", PY, "--platform", "manylinux_2_28_x86_64")
 GPUS = ("7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0")  # x86_64 GPUs (12.1 is GB10, ARM)
 DRIVERS = ("12.8", "13.0", "13.2")

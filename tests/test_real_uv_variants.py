@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import make_wheel, stand_in_torch, torch_extension_so
+from tests.builders import HERE_PYTHON, HERE_TAG, make_wheel, stand_in_torch, torch_extension_so
 from tests.conftest import Run
 from tests.cuda_fixtures import elf_bytes, real_sos
 from tests.gpu_wheels import isolate_machine, so_wheel
@@ -29,10 +29,7 @@ pytestmark = pytest.mark.network
 
 UV = "uv==0.13.9"
 VARIANTLIB = "variantlib==0.2.2"
-PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
-TAGS = (
-    f"cp{sys.version_info[0]}{sys.version_info[1]}-cp{sys.version_info[0]}{sys.version_info[1]}-linux_x86_64"
-)
+PY, TAGS = HERE_PYTHON, HERE_TAG
 MACHINE = ("--python", PY, "--platform", "linux_x86_64")
 
 

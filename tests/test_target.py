@@ -18,12 +18,13 @@ import pytest
 from librarian.errors import BadInput
 from librarian.probe import torch as probe_torch
 from librarian.probe.target import find_target, is_version, parse_probe
+from tests.builders import HERE_PYTHON
 from tests.conftest import Run
 from tests.gpu_wheels import isolate_machine
 from tests.test_probe import VERSION_PY, fake_torch
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "dist"
-PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
+PY = HERE_PYTHON
 WANT = ("--sm", "89", "--torch", "2.9", "--cuda", "13.0")
 
 

@@ -22,13 +22,11 @@ from librarian.wheel import zipraw, zipwriter
 from librarian.wheel.record import verify_record
 from librarian.wheel.relabel import retag
 from librarian.wheel.wheelfile import read_wheel_info, sha256_file
-from tests.builders import UnseekableSink, make_wheel, record_hash
+from tests.builders import HERE_TAG, UnseekableSink, make_wheel, record_hash
 
 LABEL = Label.parse("cu128torch2.8")
 SO = b"\x7fELF" + bytes(range(256)) * 400
-TAGS = (
-    f"cp{sys.version_info[0]}{sys.version_info[1]}-cp{sys.version_info[0]}{sys.version_info[1]}-linux_x86_64"
-)
+TAGS = HERE_TAG
 RUN_ENV = {**os.environ, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "UV_OFFLINE": "1"}
 
 

@@ -376,17 +376,12 @@ def environment_json(judged: Sequence[Judged], where: str) -> dict[str, Any]:
 
 
 def target_environment(machine: Machine) -> tuple[str, list[Path]]:
-    """The target interpreter of ``machine`` and its site-packages; BadInput when it is no Python environment."""
-    from librarian.probe.target import Target, probe_target
-
+    """The target interpreter of ``machine`` and its site-packages (from its ``sys.path``, read by the probe
+    that found it); BadInput when it is no Python environment."""
     where = machine.interpreter.value
     if not where:
         raise BadInput(f"--env: {machine.interpreter.reason or 'no target interpreter'}; pass --python PATH")
-    # its sys.path as the machine's probe read it; a machine described by hand is probed here
-    path = machine.search_path.value
-    if path is None:
-        path = probe_target(Target(Path(where), "the target interpreter")).path
-    sites = site_dirs(path)
+    sites = site_dirs(machine.search_path.value or ())
     if not sites:
         raise BadInput(f"--env: {where} has no site-packages: not a Python environment")
     return where, sites
