@@ -98,8 +98,8 @@ def render_card_block(
 ## Install
 
 Wheels filed by librarian, one folder per GPU arch and torch/CUDA combo, with the layout
-`{index.layout.path}`. The local version label (`+cu128torch2.9`) carries the CUDA line and torch minor;
-the folder says which GPU the binaries serve. Install with `--no-deps` and a reinstall, so that your torch
+`{index.layout.path}`. The local version label (`+cu128torch2.9`) carries the CUDA line and torch minor
+(a wheel without one: its folder's `torch2.9-cu128`); the folder says which GPU the binaries serve. Install with `--no-deps` and a reinstall, so that your torch
 stays as it is.
 
 With nothing but pip or uv, from a hash-pinned line (any host serves it; pip refuses other bytes):
@@ -202,18 +202,18 @@ def merge_card(current: str | None, block: str, repo_id: str, license: str | Non
     text = current or ""
     if _OLD_CARD_SIGN in text and BEGIN not in text:
         text = ""
-    lines = text.splitlines()
+    lines = text.splitlines(keepends=True)
     front: list[str] = []
     body = text
     if lines and lines[0].strip() == "---" and "---" in (line.strip() for line in lines[1:]):
         close = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
-        front, body = lines[1:close], "\n".join(lines[close + 1 :])
+        front, body = [line.rstrip("\r\n") for line in lines[1:close]], "".join(lines[close + 1 :])
     if not body.strip():
         body = f"# {repo_id}: prebuilt CUDA / PyTorch extension wheels\n"
     start, end = body.find(BEGIN), body.find(END)
     if start >= 0 and end > start:
         body = body[:start] + block.rstrip("\n") + body[end + len(END) :]
-    else:
-        body = body.rstrip("\n") + "\n\n" + block
+    else:  # their text as they wrote it, line for line, and the block after it
+        body = body + ("" if body.endswith("\n") else "\n") + ("" if body.endswith("\n\n") else "\n") + block
     header = "\n".join(["---", *_front_matter(front, license), "---"])
-    return f"{header}\n{body.lstrip(chr(10)).rstrip(chr(10))}\n"
+    return f"{header}\n{body}" + ("" if body.endswith("\n") else "\n")

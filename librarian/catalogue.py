@@ -172,7 +172,8 @@ def catalogue_paths(index: Index) -> frozenset[str]:
 
 
 def wheel_of(entry: IndexEntry) -> Wheel:
-    """What the demands read of a stored wheel: its name, facts, Requires-Python, cell and torch requirement."""
+    """What the demands read of a stored wheel: its name, facts, Requires-Python, cell (its path's claim,
+    where the filename carries no label) and torch requirement."""
     from librarian.demands import Wheel
 
     return Wheel(
@@ -181,6 +182,7 @@ def wheel_of(entry: IndexEntry) -> Wheel:
         entry.requires_python_spec,
         entry.cell.sm,
         requires_torch=entry.requires_torch_spec,
+        filed_as=entry.cell.label,
     )
 
 

@@ -191,6 +191,17 @@ class LabelClaim:
     torch: MajorMinor | None
     cxx11abi: bool | None = None
 
+    @classmethod
+    def of_path(cls, label: Label) -> LabelClaim:
+        """What a wheelhouse path (``.../torch2.9-cu128/...``) claims of an unlabelled wheel filed there: the
+        same as the label ``+cu128torch2.9`` would (``form`` ``path``, so that words say who claims it)."""
+        return cls("path", label.cuda[0], label.cuda[1], label.torch)
+
+    @property
+    def said_by(self) -> str:
+        """Who makes the claim, as a sentence says it: ``label``, or ``path`` for an unlabelled wheel's cell."""
+        return "path" if self.form == "path" else "label"
+
     @property
     def cuda_line(self) -> MajorMinor | None:
         """The full CUDA line the claim gives, ``None`` where it gives only the major."""
@@ -219,7 +230,8 @@ class LabelClaim:
 
     def __str__(self) -> str:
         torch = f" torch {format_version(self.torch)}" if self.torch else ""
-        return f"{self.form} label (CUDA {self.cuda_text}{torch})"
+        what = "its path" if self.form == "path" else f"{self.form} label"
+        return f"{what} (CUDA {self.cuda_text}{torch})"
 
 
 _FOREIGN_FORMS: tuple[tuple[str, re.Pattern[str]], ...] = (

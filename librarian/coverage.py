@@ -9,6 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from librarian.index import Index, IndexEntry
+from librarian.index_files import adopt_hint
 from librarian.platforms import parse_platform
 
 HOLE = "-"
@@ -25,6 +26,7 @@ class Coverage:
         None  # the store's files the index accounts for (wheels, index, pages); None: not counted
     )
     serving: str = ""  # ls --torch: which torch line the table is cut to, and how the wheels serve it
+    unindexed: int = 0  # wheel files in the tree of a store that has no index yet (a hand-made wheelhouse)
 
 
 def coverage(index: Index, location: str) -> Coverage:
@@ -63,6 +65,8 @@ def render_coverage(cov: Coverage, width: int = 160) -> str:
     """A text table: one row per package and combo (and platform, where the store has several), one
     column per sm; ``-`` marks a hole. Past ``width`` characters the GPU columns fold into several
     tables, each with the row heads again (a wheel filed for 18 GPUs made one 260 columns wide)."""
+    if not cov.rows and cov.unindexed:
+        return f"{cov.location}: no wheels indexed, but {adopt_hint(cov.location, cov.unindexed)}"
     if not cov.rows:
         return f"{cov.location}: no wheels stored"
     platforms = {platform_of(e) for cells in cov.rows.values() for es in cells.values() for e in es}

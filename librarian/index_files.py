@@ -175,3 +175,11 @@ def _safe_path(path: str) -> bool:
     except BadInput:
         return False
     return len(path) <= 1024
+
+
+def adopt_hint(location: str, wheels: int) -> str:
+    """What to do about the ``wheels`` wheel files a store holds without an index."""
+    return (
+        f"{wheels} wheel file(s) there; 'librarian reindex --adopt --repo {location}' reads their bytes "
+        "and takes them in"
+    )

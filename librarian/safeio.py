@@ -38,6 +38,17 @@ def user_config_file(name: str, variable: str, environ: Mapping[str, str] | None
     return base / "librarian" / name
 
 
+def user_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """librarian's cache folder on this machine: ``$LIBRARIAN_CACHE``, else ``$XDG_CACHE_HOME/librarian``
+    (``~/.cache/librarian``; a relative ``XDG_CACHE_HOME`` is ignored, as the XDG spec says)."""
+    env = os.environ if environ is None else environ
+    if env.get("LIBRARIAN_CACHE"):
+        return Path(env["LIBRARIAN_CACHE"])
+    xdg = env.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "librarian"
+
+
 def input_problem(path: Path) -> str | None:
     """Why ``path`` is no file a command can read as its input (``no such file``, ``a FIFO, not a file``),
     or None: said by what it is, before anything opens it (a FIFO would block the open or the read)."""

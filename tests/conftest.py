@@ -39,6 +39,13 @@ def pull_args(
             "-o", out)  # fmt: skip
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """librarian's caches under ``~/.cache`` (the readings of adopted wheels, build environments) go to a
+    folder of the test's own, never the user's, unless the test sets ``LIBRARIAN_CACHE`` itself."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+
+
 @pytest.fixture
 def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Run:
     """``run("publish", "x.whl", "--sm", "89")`` in ``tmp_path`` as the working directory."""

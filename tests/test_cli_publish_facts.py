@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from librarian.ops.verify import NOT_INDEXED
 from tests.builders import make_wheel
 from tests.conftest import Result, Run
 from tests.cuda_fixtures import (
@@ -141,7 +142,7 @@ def test_verify_deep_reads_the_cell_from_the_path(
     deep = run("verify", "--deep")
     assert deep.code == 1
     lines = deep.out.splitlines()
-    assert f"{stored('multik', '70')}: not in the index" in lines
+    assert f"{stored('multik', '70')}: {NOT_INDEXED}" in lines
     assert (
         f"{stored('multik', '70')}: its binaries do not run on sm70 (they have sm_75, sm_80, sm_86, sm_89, compute_89)"
         in lines

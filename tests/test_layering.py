@@ -44,7 +44,7 @@ ARROWS: dict[str, frozenset[str]] = {
         "demands": "coords facts gpus machine platforms stable_abi",
         "pending": "errors index index_files jsonfile",
         "manifest": "errors index index_files",
-        "coverage": "index platforms",
+        "coverage": "index index_files platforms",
         "config": "compat errors layout safeio",
         "variants": "coords index variant_format",
         "catalogue": "coords coverage demands index index_files variant_format variants",
@@ -56,7 +56,7 @@ ARROWS: dict[str, frozenset[str]] = {
         "probe": "coords errors machine platforms wheel",
         "stores": "card catalogue errors generated index index_files layout progress redact safeio",
         # use cases
-        "ops": "catalogue compat coords coverage demands errors facts gpus index index_files layout machine manifest pending "
+        "ops": "catalogue compat coords coverage demands errors facts gpus index index_files jsonfile layout machine manifest pending "
         "platforms pool probe progress pytorch redact safeio stable_abi stores variant_format variants wheel demangle",
         # people: the terminal and the command line
         "terminal": "progress",

@@ -435,7 +435,7 @@ def test_reindex_adopts_or_reports_wheels_the_index_lacks() -> None:
     files = [*_tree(known, stray), StoredFile("index.json", 10), StoredFile("kern/sm86/README.txt", 3)]
     _, report = plan_reindex(index(known), files, {})
     assert [(p.path, p.problem) for p in report.unindexed] == [
-        (stray.path, "not in the index and not staged (reindex --adopt files it from its path)")
+        (stray.path, "not in the index and not staged ('reindex --adopt' reads it and takes it in)")
     ]
     adopt = entries_from_tree(LAYOUT, files, lambda f: "unused")
     assert [e.path for e in adopt] == [known.path, stray.path]  # facts unknown, from the path alone

@@ -16,7 +16,10 @@ from tests.loophub.server import LoopHub
 HUB = "hf://datasets/team/wheels"
 COMBO = ("--sm", "89", "--torch", "2.8", "--cuda", "12.8")
 PULL = ("--sm", "89", "--torch", "2.8", "--python", "3.11", "--platform", "linux_x86_64")
-NOTE = "librarian: note: {repo}: no index; listed the tree\n"
+NOTE = (
+    "librarian: note: {repo}: no index; listed the tree (its wheels judged by their paths alone): 1 wheel "
+    "file(s) there; 'librarian reindex --adopt --repo {repo}' reads their bytes and takes them in\n"
+)
 
 
 def wheel_path(package: str) -> str:

@@ -28,6 +28,7 @@ from librarian.cli.options import (
 )
 from librarian.errors import BadInput
 from librarian.gpus import parse_real_sm
+from librarian.ops.adoption import Adopting
 from librarian.ops.labels import any_unlabelled
 from librarian.ops.publish import PublishOptions
 from librarian.ops.publish import publish as publish_wheels
@@ -171,7 +172,18 @@ def reindex(
     repo: RepoOpt = None,
     adopt: Annotated[
         bool,
-        typer.Option("--adopt", help="Also index wheels in the tree that have no entry, from their paths."),
+        typer.Option(
+            "--adopt",
+            help="Also take in the wheels of the tree that have no entry (a hand-made wheelhouse), each read from "
+            "its bytes and indexed at its path where they serve its cell; the others are named (exit 1).",
+        ),
+    ] = False,
+    refile: Annotated[
+        bool,
+        typer.Option(
+            "--refile",
+            help="With --adopt: file each misfiled wheel under the cells its bytes serve, and remove the misfiled copy.",
+        ),
     ] = False,
     refresh: Annotated[
         bool,
@@ -196,10 +208,12 @@ def reindex(
     allow_unknown_combo: Annotated[
         bool,
         typer.Option(
-            "--allow-unknown-combo", help="With --manifest: accept a torch/CUDA combo PyTorch never shipped."
+            "--allow-unknown-combo",
+            help="With --manifest or --adopt: accept a torch/CUDA combo PyTorch never shipped.",
         ),
     ] = False,
     variants: VariantsOpt = None,
+    jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fan-in: merge every staged entry (publish --stage) into the index, in one commit. Exit 1 if any was dropped.
@@ -209,13 +223,23 @@ def reindex(
     if manifest and (adopt or refresh):
         flag = "--adopt" if adopt else "--refresh"
         raise BadInput(f"{flag}: not with --manifest (run 'reindex {flag}' on its own)")
+    if refile and not adopt:
+        raise BadInput("--refile: only with --adopt (it files the unindexed wheels adoption reads)")
+    if allow_unknown_combo and not (manifest or adopt):
+        raise BadInput("--allow-unknown-combo: only with --manifest or --adopt")
     store, layout = store_and_layout(repo)
     if manifest:
         options = ManifestOptions(replace=replace, allow_unknown_combo=allow_unknown_combo)
         report = reindex_manifests(store, layout, manifest, options, dry_run=dry_run)
     else:
+        how = Adopting(refile=refile, allow_unknown_combo=allow_unknown_combo, jobs=jobs) if adopt else None
         report = reindex_store(
-            store, layout, adopt=adopt, dry_run=dry_run, refresh=refresh, variants=variants_wanted(variants)
+            store,
+            layout,
+            dry_run=dry_run,
+            refresh=refresh,
+            variants=variants_wanted(variants),
+            adopting=how,
         )
     if as_json:
         ui.emit_json({"schema": 1, "dry_run": dry_run, **reindex_json(report)})

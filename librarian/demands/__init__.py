@@ -25,7 +25,7 @@ from librarian.demands.judgement import (
 )
 from librarian.demands.os import no_cuda
 from librarian.demands.properties import Properties, properties
-from librarian.demands.table import DEMANDS, Row, Sees, demands
+from librarian.demands.table import DEMANDS, Claimed, Row, Sees, demand_of, demands
 from librarian.demands.torch import Binding
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "CellFit",
     "Claim",
     "ClaimKind",
+    "Claimed",
     "Demand",
     "GpuMatch",
     "Judgement",
@@ -50,6 +51,7 @@ __all__ = [
     "bound_to_its_torch_line",
     "cells",
     "claims",
+    "demand_of",
     "demands",
     "judge",
     "judge_cell",

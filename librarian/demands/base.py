@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from packaging.specifiers import SpecifierSet
 
-from librarian.coords import GpuArch, WheelName
+from librarian.coords import GpuArch, Label, LabelClaim, WheelName
 from librarian.facts import WheelFacts
 
 
@@ -64,6 +64,7 @@ class Wheel:
 
     ``filed_for`` is the GPU of the store cell a wheel sits in: the GPU demand's fallback for an index
     entry that carries no facts. ``said`` is what its METADATA and WHEEL claim, where they were read.
+    ``filed_as`` is the torch and CUDA line of that cell: an unlabelled wheel's claim, as its path makes it.
     """
 
     name: WheelName
@@ -72,6 +73,16 @@ class Wheel:
     filed_for: GpuArch | None = None
     said: Said | None = None
     requires_torch: SpecifierSet | None = None  # METADATA's Requires-Dist on torch: a claim, and a demand
+    filed_as: Label | None = None
+
+    @property
+    def label_claim(self) -> LabelClaim | None:
+        """What the wheel claims of its torch and CUDA line: its filename's label, in whatever form; where the
+        filename carries none, the cell's path (a hand-made wheelhouse's convention: the path is the claim)."""
+        own = self.name.label_claim
+        if own is not None or self.filed_as is None:
+            return own
+        return LabelClaim.of_path(self.filed_as)
 
 
 class Cause(enum.Enum):

@@ -83,7 +83,7 @@ def byte_claims(wheel: Wheel) -> list[Claim]:
     row of the table of demands that makes claims, in the table's order of kinds."""
     if wheel.facts is None:
         return []
-    claim = wheel.name.label_claim
+    claim = wheel.label_claim
     # The label's CUDA line picks among CUDA-line builds (a major alone: its .0, the oldest of the major).
     view = seen(wheel, (claim.cuda_major, claim.cuda_minor or 0) if claim is not None else None)
     by_kind: dict[Claimed, list[str]] = {}

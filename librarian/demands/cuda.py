@@ -58,7 +58,7 @@ class CudaNeed:
 
 def needs(wheel: Wheel) -> CudaNeed:
     """From the label, and from the facts where the bytes were read."""
-    claim = wheel.name.label_claim
+    claim = wheel.label_claim
     label = (claim.cuda_major, claim.cuda_minor) if claim else None
     facts = wheel.facts
     if facts is None:
@@ -192,7 +192,7 @@ def _against_torch(need: CudaNeed, text: str, cudarts: list[int], torch_cuda: Ma
 
 def claims(wheel: Wheel) -> list[str]:
     """Where the label's CUDA line contradicts the bytes (toolkit major, libcudart of the members it loads)."""
-    claim = wheel.name.label_claim
+    claim = wheel.label_claim
     if claim is None or wheel.facts is None:
         return []
     need = _from_facts((claim.cuda_major, claim.cuda_minor), wheel.facts)
@@ -200,7 +200,7 @@ def claims(wheel: Wheel) -> list[str]:
     # Only the major must agree: an extension built by nvcc 12.9 against torch cu128 is common and fine.
     if need.toolkit is not None and need.toolkit[0] != claim.cuda_major:
         problems.append(
-            f"label says CUDA {claim.cuda_text}, device code built by CUDA {format_version(need.toolkit)}"
+            f"{claim.said_by} says CUDA {claim.cuda_text}, device code built by CUDA {format_version(need.toolkit)}"
         )
     load = loading(need.code, need.label_line or (claim.cuda_major, 0))
     linking = [(m.path, m.cudart) for m in load.loaded if m.cudart]
@@ -209,5 +209,5 @@ def claims(wheel: Wheel) -> list[str]:
     ]
     for path, major in linking:
         if major != claim.cuda_major:
-            problems.append(f"label says CUDA {claim.cuda_text}, {path} links libcudart.so.{major}")
+            problems.append(f"{claim.said_by} says CUDA {claim.cuda_text}, {path} links libcudart.so.{major}")
     return problems

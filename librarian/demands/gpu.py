@@ -97,7 +97,7 @@ def _archs_text(code: DeviceCode) -> str:
 
 def needs(wheel: Wheel) -> GpuNeed:
     """The GPU code of a wheel: from its facts, else the cell it is filed in, else none."""
-    claim = wheel.name.label_claim
+    claim = wheel.label_claim
     label_cuda = claim.cuda_line if claim else None
     if wheel.facts is not None:
         return GpuNeed(device_code(wheel.facts), label_cuda)

@@ -6,6 +6,8 @@ METADATA, where it was read.
 
 from __future__ import annotations
 
+import posixpath
+import re
 from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
@@ -13,7 +15,13 @@ from packaging.tags import Tag
 
 from librarian.coords import format_dotted
 from librarian.demands.base import Cause, Demand, Verdict, Wheel, unknown
+from librarian.demands.members import is_own
 from librarian.machine import Machine
+
+# The CPython an extension module's file name says it was built for (PEP 3149, and Windows' own form):
+# ``_C.cpython-311-x86_64-linux-gnu.so``, ``_C.cpython-313t-...so`` (free-threaded), ``_C.cp311-win_amd64.pyd``.
+# CPython imports such a module only from that version: another imports no ``cpython-311`` file at all.
+_MODULE_ABI = re.compile(r"\.(?:cpython-|cp)(\d)(\d+)(t?)[-.]", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,3 +72,29 @@ def check(need: PythonNeed, machine: Machine) -> Verdict:
                 cause=Cause.REQUIRES_PYTHON,
             )
     return Verdict(Demand.PYTHON, True, need.tag_text, str(hit))
+
+
+def module_pythons(wheel: Wheel) -> dict[str, str]:
+    """Pure: each of the wheel's own extension modules whose file name names a CPython, and that CPython's
+    interpreter tag (``cp311``, ``cp313t``); modules named for no version (``_C.so``, ``_C.abi3.so``) none."""
+    found = {}
+    for b in wheel.facts.binaries if wheel.facts is not None else ():
+        m = _MODULE_ABI.search(posixpath.basename(b.path))
+        if m is not None and is_own(b):
+            found[b.path] = f"cp{m[1]}{m[2]}{m[3].lower()}"
+    return found
+
+
+def claims(wheel: Wheel) -> list[str]:
+    """Where the filename's Python tags name an interpreter that none of its extension modules is built for
+    (a ``cp311`` build renamed ``cp312`` by hand: Python 3.12 imports none of its ``cpython-311`` modules,
+    ``ModuleNotFoundError``). No flag accepts it: the wheel must be fixed."""
+    modules = module_pythons(wheel)
+    if not modules:
+        return []
+    built = set(modules.values())
+    member, python = next(iter(modules.items()))
+    said = {
+        t.abi if t.abi.startswith("cp") and t.abi.endswith("t") else t.interpreter for t in wheel.name.tags
+    }
+    return [f"its tags say {i}, {member} is built for {python}" for i in sorted(said - built)]

@@ -41,6 +41,7 @@ class Claimed(enum.Enum):
     GLIBC = "glibc"  # a manylinux tag older than the glibc the binaries need
     CUDA = "cuda"  # a label's CUDA line the device code or libcudart contradicts
     TORCH = "torch"  # a label's torch line the wheel's own Requires-Dist on torch excludes
+    PYTHON = "python"  # a Python tag none of its extension modules is built for (no flag: fix the wheel)
 
 
 N = TypeVar(
@@ -93,7 +94,15 @@ DEMANDS: tuple[Row[Any], ...] = (
         claims_sees=Sees.LOADED,
         claims_need_label=True,
     ),
-    Row(Demand.PYTHON, Sees.WHEEL, python.needs, python.check),
+    Row(
+        Demand.PYTHON,
+        Sees.WHEEL,
+        python.needs,
+        python.check,
+        python.claims,
+        Claimed.PYTHON,
+        claims_sees=Sees.LOADED,
+    ),
     Row(
         Demand.CPU,
         Sees.LOADED,
@@ -132,3 +141,8 @@ def demands() -> tuple[Row[Any], ...]:
 def override_of(claimed: Claimed) -> str:
     """The publish flag that accepts a claim of this kind."""
     return next((r.override for r in demands() if r.claimed is claimed and r.override), "")
+
+
+def demand_of(claimed: Claimed) -> Demand:
+    """The demand whose row makes claims of this kind (the platform tag's: the CPU's row, the first)."""
+    return next(r.demand for r in demands() if r.claimed is claimed)

@@ -123,7 +123,7 @@ def binding_of(binaries: Iterable[BinaryFacts]) -> tuple[Binding, str | None]:
 
 def needs(wheel: Wheel) -> TorchNeed:
     """From the label, and from the facts where the bytes were read (else: exact, if the label names torch)."""
-    claim = wheel.name.label_claim
+    claim = wheel.label_claim
     minor = claim.torch if claim else None
     cxx11 = claim.cxx11abi if claim else None
     if wheel.facts is None:  # an entry without facts: bound as its label says (older stores count as exact)
@@ -147,17 +147,19 @@ def claims(wheel: Wheel) -> list[str]:
     """Where the label's torch line is one the wheel's own Requires-Dist on torch excludes, or one older
     than the stable-ABI floor its bytes set (a shim function they import is newer than the label's torch:
     it fails to load there with ``undefined symbol: aoti_torch_...``)."""
-    claim = wheel.name.label_claim
+    claim = wheel.label_claim
     if claim is None or claim.torch is None:
         return []
     line = format_version(claim.torch)
     found = []
     if wheel.requires_torch is not None and not line_admitted(wheel.requires_torch, claim.torch):
-        found.append(f"label says torch {line}, its METADATA requires torch{wheel.requires_torch}")
+        found.append(f"{claim.said_by} says torch {line}, its METADATA requires torch{wheel.requires_torch}")
     needed = _bytes_floor(wheel.facts.binaries if wheel.facts is not None else ())
     if needed is not None and needed[0] > claim.torch:
         since = format_version(needed[0])
-        found.append(f"label says torch {line}, its bytes need torch >= {since}: {needed[1]} since {since}")
+        found.append(
+            f"{claim.said_by} says torch {line}, its bytes need torch >= {since}: {needed[1]} since {since}"
+        )
     return found
 
 

@@ -38,6 +38,7 @@ from librarian.probe.toolchain import Nvcc, detect_cores, detect_memory, find_nv
 from librarian.probe.torch import detect_torch, detect_torch_site
 from librarian.pytorch.matrix import Combo
 from librarian.redact import TOKEN_ENV, mask
+from librarian.safeio import user_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +95,7 @@ class Built:
 
 def build_cache(environ: Mapping[str, str] | None = None) -> Path:
     """``$LIBRARIAN_CACHE/build``, else ``$XDG_CACHE_HOME/librarian/build`` (``~/.cache``)."""
-    env = os.environ if environ is None else environ
-    base = env.get("LIBRARIAN_CACHE") or os.path.join(
-        env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "librarian"
-    )
-    return Path(base) / "build"
+    return user_cache_dir(environ) / "build"
 
 
 # --- the environment -----------------------------------------------------------------------------

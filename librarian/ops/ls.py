@@ -14,7 +14,9 @@ from librarian.coords import MajorMinor, format_version, package_key
 from librarian.coverage import Coverage, coverage
 from librarian.errors import NotFound
 from librarian.index import Index
+from librarian.index_files import ROOT, adopt_hint
 from librarian.layout import Layout
+from librarian.ops.tree import is_wheel
 from librarian.stores.base import Store, read_index
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,8 @@ def coverage_json(cov: Coverage) -> dict[str, Any]:
     }
     if cov.serving:
         data["serving"] = cov.serving
+    if cov.unindexed:  # a store with wheels and no index: what 'reindex --adopt' would read
+        data["unindexed"] = cov.unindexed
     if cov.files is not None:
         data["files"] = {
             "count": cov.files,
@@ -101,14 +105,29 @@ def serving(index: Index, line: MajorMinor) -> tuple[Index, dict[str, int]]:
     return index.with_entries(removed=gone), kinds
 
 
+def _unindexed_wheels(store: Store, layout: Layout, packages: Sequence[str] | None) -> int:
+    """The wheel files in the tree of a store with no index (of ``packages``, by their layout paths)."""
+    count = 0
+    for f in store.list_files().files:
+        if not is_wheel(f.path):
+            continue
+        parsed = layout.parse_path(f.path)
+        count += packages is None or (parsed is not None and parsed[0].package in packages)
+    return count
+
+
 def ls(
     store: Store, default_layout: Layout, packages: Sequence[str] = (), torch: MajorMinor | None = None
 ) -> Coverage:
     """The coverage of ``packages`` (all when empty); with ``torch``, of the wheels that serve that line."""
     keys = [package_key(p) for p in packages] or None
     index = read_index(store, default_layout, keys)
+    unindexed = _unindexed_wheels(store, default_layout, keys) if store.read_file(ROOT) is None else 0
     held = set(index.packages())  # entries and bad entries alike: one whose entries fail checks is held
     if keys is not None and (absent := [p for p, k in zip(packages, keys, strict=True) if k not in held]):
+        if unindexed:
+            hint = adopt_hint(store.location, unindexed)
+            raise NotFound(f"{', '.join(absent)}: {store.location} has no index: {hint}")
         raise NotFound(f"{', '.join(absent)}: not in {store.location} ('librarian ls' lists what it holds)")
     if torch is not None:
         index, kinds = serving(index, torch)
@@ -117,7 +136,7 @@ def ls(
             f" ({said}): cells show the line each was filed for" if said else ""
         )
         return replace(coverage(index, store.location), serving=note)
-    cov = coverage(index, store.location)
+    cov = replace(coverage(index, store.location), unindexed=unindexed)
     if keys is not None:
         return cov  # only some shards were read: the whole store's count is unknown
     files = store_files(index)

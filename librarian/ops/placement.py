@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from librarian.coords import WheelName
+from librarian.coords import Cell, WheelName
 from librarian.errors import LibrarianError
 from librarian.layout import Layout
 
@@ -60,9 +60,24 @@ def check_placement(layout: Layout, path: str) -> list[str]:
     problems = []
     if name.package != cell.package:
         problems.append(f"wheel of {name.package} filed under package {cell.package}")
-    if name.label is None:
-        claim = f"+{name.version.local}" if name.version.local else "no local label"
-        problems.append(f"filename carries {claim}, not a librarian label (expected +{cell.label})")
-    elif name.label != cell.label:
-        problems.append(f"labelled {name.label} but filed under {cell.label.combo}")
+    if (clash := label_clash(name, cell)) is not None:
+        problems.append(clash)
     return problems
+
+
+def label_clash(name: WheelName, cell: Cell) -> str | None:
+    """Pure: where the filename's own label says another torch or CUDA line than the cell's path; ``None``
+    where they agree or the filename carries no label (in a wheelhouse the path is then the claim, as
+    hand-made wheelhouses file their wheels)."""
+    if name.label is not None:
+        return (
+            None if name.label == cell.label else f"labelled {name.label} but filed under {cell.label.combo}"
+        )
+    claim = name.label_claim  # another project's form (+cu12torch2.8cxx11abiTRUE, +pt28cu128): its parts
+    if claim is None:
+        return None
+    cuda, torch = cell.label.cuda, cell.label.torch
+    agrees = (
+        claim.cuda_major == cuda[0] and claim.cuda_minor in (None, cuda[1]) and claim.torch in (None, torch)
+    )
+    return None if agrees else f"its {claim} contradicts its path's {cell.label.combo}"

@@ -61,24 +61,27 @@ def gpu_cells(
 
 
 def _refuse_impossible(wheel: Wheel, requested: Sequence[GpuArch], cuda: MajorMinor, source: str) -> None:
-    """BadInput for an ``--sm`` no machine of the wheel's CPU and CUDA line has: a Jetson beside an x86_64
-    CPU, a GPU whose drivers never reach the wheel's CUDA line (the GPU table's data)."""
+    """BadInput for an ``--sm`` no machine of the wheel's CPU and CUDA line has."""
+    for sm in requested:
+        if problem := impossible_gpu(wheel, sm, cuda):
+            raise BadInput(f"{source}: --sm {sm.sm}: {problem}")
+
+
+def impossible_gpu(wheel: Wheel, sm: GpuArch, cuda: MajorMinor) -> str | None:
+    """Why no machine of the wheel's CPU and CUDA line has the GPU ``sm`` (a Jetson beside an x86_64 CPU, a
+    GPU whose drivers never reach the wheel's CUDA line: the GPU table's data), or ``None``."""
+    real = find_gpu(sm.capability)
+    if real is None:
+        return None
     hosts = [b.cpu for b in wheel.facts.binaries if b.format.is_host and b.cpu] if wheel.facts else []
     cpus = set(hosts) or {
         c for t in wheel.name.platform_tag.split(".") if (c := parse_platform(t).cpu) is not None
     }
-    for sm in requested:
-        real = find_gpu(sm.capability)
-        if real is None:
-            continue
-        if cpus and (problem := real.cpu_problem(frozenset(cpus))):
-            wheel_cpus = ", ".join(sorted(cpus))
-            raise BadInput(f"{source}: --sm {sm.sm}: {real.examples} {problem}, and this wheel is for "
-                           f"{wheel_cpus}: no machine runs it there")  # fmt: skip
-        if problem := real.driver_problem(cuda):
-            raise BadInput(
-                f"{source}: --sm {sm.sm}: {real.examples} {problem}; this wheel is for CUDA {format_version(cuda)}"
-            )
+    if cpus and (problem := real.cpu_problem(frozenset(cpus))):
+        return f"{real.examples} {problem}, and this wheel is for {', '.join(sorted(cpus))}: no machine runs it there"
+    if problem := real.driver_problem(cuda):
+        return f"{real.examples} {problem}; this wheel is for CUDA {format_version(cuda)}"
+    return None
 
 
 def check_combo(label: Label, name: str, matrix: Matrix) -> str | None:
@@ -100,10 +103,13 @@ def check_combo(label: Label, name: str, matrix: Matrix) -> str | None:
             f"torch {torch}'s CUDA lines are known only in part ({shipped}); {label} is taken on trust: "
             "run 'librarian matrix refresh' to read PyTorch's index"
         )
-    raise Refused(
-        f"{name}: PyTorch never shipped {label}; for torch {torch} it shipped "
-        f"{shipped} (pass --allow-unknown-combo if you know better)"
-    )
+    raise Refused(f"{name}: {never_shipped(label, matrix)} (pass --allow-unknown-combo if you know better)")
+
+
+def never_shipped(label: Label, matrix: Matrix) -> str:
+    """Pure: the words for a combo the matrix says PyTorch never shipped."""
+    shipped = ", ".join(str(l) for l in matrix.labels_for_torch(label.torch)) or "none known"
+    return f"PyTorch never shipped {label}; for torch {format_version(label.torch)} it shipped {shipped}"
 
 
 def check_claims(wheel: Wheel, accepts: Callable[[str], bool], source: str) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,6 +23,8 @@ from typing import Any
 from librarian.errors import LibrarianError
 from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
+from librarian.ops.adopt import Adoption, Refiled
+from librarian.ops.adoption import Adopting, adopt_unindexed
 from librarian.ops.placement import Problem
 from librarian.ops.reindex_repair import (
     drop_foreign_variants,
@@ -31,7 +33,7 @@ from librarian.ops.reindex_repair import (
     variants_wanted,
 )
 from librarian.ops.reread import Known, refresh_entries
-from librarian.ops.tree import entries_from_tree, hasher, is_wheel
+from librarian.ops.tree import hasher, is_wheel
 from librarian.pending import parse_pending, parse_pending_path
 from librarian.stores.base import Changes, Journals, Store, StoredFile, Upload, read_index
 
@@ -46,7 +48,9 @@ class ReindexReport:
 
     location: str
     merged: tuple[IndexEntry, ...] = ()  # staged entries now in the index
-    adopted: tuple[IndexEntry, ...] = ()  # wheels in the tree with no entry, filed from their path
+    adopted: tuple[IndexEntry, ...] = ()  # wheels in the tree with no entry, read and indexed at their paths
+    refiled: tuple[Refiled, ...] = ()  # misfiled wheels filed where their bytes serve
+    refused: tuple[Problem, ...] = ()  # unindexed wheels adoption left out, each with what fails
     dropped: tuple[Problem, ...] = ()  # pending files deleted without merging, and why
     unindexed: tuple[Problem, ...] = ()  # wheels in the tree neither indexed nor staged (not adopted)
     unreadable: tuple[Problem, ...] = ()  # pending files left in place: they could not be read
@@ -67,6 +71,7 @@ class ReindexReport:
         return bool(
             self.merged
             or self.adopted
+            or self.refiled
             or self.cleared
             or self.restored
             or self.refreshed
@@ -77,13 +82,14 @@ class ReindexReport:
     @property
     def findings(self) -> tuple[Problem, ...]:
         """What a CI job should fail on: staged wheels that did not make it, files the index lacks."""
-        return (*self.dropped, *self.unindexed, *self.unreadable, *self.stale)
+        return (*self.dropped, *self.unindexed, *self.refused, *self.unreadable, *self.stale)
 
 
 def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
     """What reindex did, a line per wheel and finding, and a summary."""
     lines = [f"{'would merge' if dry_run else 'merged':>11}  {e.path}" for e in report.merged]
     lines += [f"{'would adopt' if dry_run else 'adopted':>11}  {e.path}" for e in report.adopted]
+    lines += [f"{'would refile' if dry_run else 'refiled':>11}  {r}" for r in report.refiled]
     lines += [f"{'would restore' if dry_run else 'restored':>11}  {p}" for p in report.restored]
     lines += [f"{'would make' if dry_run else 'made':>11}  {p}" for p in report.variants]
     repaired = set(report.repaired)
@@ -96,12 +102,14 @@ def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
     lines += [str(p) for p in report.findings]
     if not report.changed:
         return "\n".join([*lines, f"nothing to reindex in {report.location}"])
-    summary = f"{'would merge' if dry_run else 'merged'} {len(report.merged)} staged wheel(s), "
+    merged = f"{'would merge' if dry_run else 'merged'} {len(report.merged)} staged wheel(s), "
     if report.manifests:
-        summary += f"from {report.manifests} manifest(s), into {report.location}"
+        merged += f"from {report.manifests} manifest(s), into {report.location}"
     else:
-        summary += f"cleared {report.cleared} pending file(s) in {report.location}"
-    summary += f" ({len(report.adopted)} adopted)" if report.adopted else ""
+        merged += f"cleared {report.cleared} pending file(s) in {report.location}"
+    summary = merged
+    if report.adopted or report.refiled:
+        summary = _adopted(report, dry_run) + (f"; {merged}" if report.merged or report.cleared else "")
     summary += f" ({len(report.restored)} METADATA file(s) restored)" if report.restored else ""
     summary += f" ({len(report.variants)} variant wheel(s) made)" if report.variants else ""
     summary += (
@@ -113,6 +121,14 @@ def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
     return "\n".join([*lines, summary + (" (dry run: nothing changed)" if dry_run else ""), *commit])
 
 
+def _adopted(report: ReindexReport, dry_run: bool) -> str:
+    """``adopted 4 wheel(s) into ./hand (1 refiled, 2 left out)``."""
+    said = f"{'would adopt' if dry_run else 'adopted'} {len(report.adopted)} wheel(s) into {report.location}"
+    more = [f"{len(report.refiled)} refiled"] if report.refiled else []
+    more += [f"{len(report.refused)} left out"] if report.refused else []
+    return said + (f" ({', '.join(more)})" if more else "")
+
+
 def reindex_json(report: ReindexReport) -> dict[str, Any]:
     """The report for ``--json``."""
     return {
@@ -120,6 +136,7 @@ def reindex_json(report: ReindexReport) -> dict[str, Any]:
         "changed": report.changed,
         "merged": [e.path for e in report.merged],
         "adopted": [e.path for e in report.adopted],
+        "refiled": [{"path": r.path, "to": list(r.to)} for r in report.refiled],
         "cleared": report.cleared,
         "restored": list(report.restored),
         "variants": list(report.variants),
@@ -151,10 +168,12 @@ def plan_reindex(
     pending: Mapping[str, IndexEntry],
     adopt: Sequence[IndexEntry] = (),
     fresh: Sequence[IndexEntry] = (),
+    judged: Collection[str] = (),
 ) -> tuple[Changes, ReindexReport]:
     """Pure: merge ``pending`` (pending path -> entry) into ``index`` against the tree ``files``; ``fresh``
     entries (re-read from their bytes) replace the ones at their paths, and every bad entry is settled:
-    written anew when it is among them, dropped when no wheel of its is in the tree."""
+    written anew when it is among them, dropped when no wheel of its is in the tree. ``adopt``: entries of
+    unindexed wheels to add; ``judged``: the unindexed wheels an adoption named already (not said again)."""
     tree = {f.path: f for f in files}
     current = index.by_path()
     by_target: dict[str, list[tuple[str, IndexEntry]]] = defaultdict(list)
@@ -186,9 +205,9 @@ def plan_reindex(
         for b in index.bad
         if b.path not in renewed
     ]
-    known = set(current) | set(by_target) | {e.path for e in adopted} | renewed
+    known = set(current) | set(by_target) | {e.path for e in adopted} | renewed | set(judged)
     unindexed = [
-        Problem(f.path, "not in the index and not staged (reindex --adopt files it from its path)")
+        Problem(f.path, "not in the index and not staged ('reindex --adopt' reads it and takes it in)")
         for f in files
         if is_wheel(f.path) and f.path not in known
     ]
@@ -209,10 +228,9 @@ def plan_reindex(
         "",
         tuple(merged),
         tuple(adopted),
-        tuple(dropped),
-        tuple(unindexed),
-        (),
-        len(pending),
+        dropped=tuple(dropped),
+        unindexed=tuple(unindexed),
+        cleared=len(pending),
         refreshed=tuple(refreshed),
         repaired=repaired,
         settled=tuple(settled),
@@ -243,6 +261,26 @@ def read_pending(store: Store, files: Iterable[StoredFile]) -> tuple[dict[str, I
     return entries, [r for r in results if isinstance(r, Problem)]
 
 
+def _with_adoption(
+    changes: Changes, report: ReindexReport, adoption: Adoption, strays: Iterable[tuple[str, str]]
+) -> tuple[Changes, ReindexReport]:
+    """The change with what the adoption writes and removes (refiled copies), and the report with what it
+    adopted as it is, refiled, and left out (wheel files that are links or FIFOs too: never read)."""
+    changes = replace(
+        changes,
+        uploads=(*changes.uploads, *adoption.uploads),
+        deletes=(*changes.deletes, *adoption.deletes),
+    )
+    as_is = {e.path for e in adoption.adopted}
+    unread = [Problem(p, f"{why}: not adopted") for p, why in strays if p.endswith(".whl")]
+    return changes, replace(
+        report,
+        adopted=tuple(e for e in report.adopted if e.path in as_is),
+        refiled=adoption.refiled,
+        refused=(*adoption.refused, *unread),
+    )
+
+
 def reindex(
     store: Store,
     default_layout: Layout,
@@ -251,14 +289,18 @@ def reindex(
     dry_run: bool = False,
     refresh: bool = False,
     variants: bool = False,
+    adopting: Adopting | None = None,
 ) -> ReindexReport:
-    """Merge every staged entry into the index in one change; with ``adopt``, also file unindexed wheels.
+    """Merge every staged entry into the index in one change; with ``adopt`` (or ``adopting``: how), also
+    take in the wheels of the tree that have no entry, each read from its bytes and judged against its path.
 
     METADATA files (PEP 658) the index names and the tree lacks are restored from their wheels. Entries
     that failed their checks are written anew from their wheels' bytes; with ``refresh``, every entry is
     (stores written by older versions gain what newer ones record). Variant wheels the index records and
     the tree lacks are made again; with ``variants``, every wheel without one gains one.
     """
+    if adopt and adopting is None:
+        adopting = Adopting()
     cache: dict[str, IndexEntry] = {}
     reread: dict[tuple[str, str | None, int], IndexEntry | Problem] = {}
     sha_of = hasher(store)
@@ -266,14 +308,18 @@ def reindex(
 
         def planner(index: Index) -> tuple[Changes, ReindexReport]:
             # Runs inside the store's update: the listing and the reads see the snapshot the change applies to.
-            listed = store.list_files().files
+            listing = store.list_files()
+            listed = listing.files
             found, unreadable = read_pending(store, [f for f in listed if f.path not in cache])
             cache.update(found)
             paths = {f.path for f in listed}
             pending = {p: e for p, e in cache.items() if p in paths}
             files = _hash_where_sizes_cannot_tell(listed, pending, sha_of)
-            candidates = (
-                entries_from_tree(index.layout, _unindexed(files, index, pending), sha_of) if adopt else []
+            unindexed = _unindexed(files, index, pending)
+            adoption = (
+                adopt_unindexed(store, index, unindexed, adopting, Path(tmp))
+                if adopting is not None
+                else None
             )
             tree = {f.path: f for f in files}
             targets = {b.path: Known(raw=b.raw) for b in index.bad if b.path in tree}
@@ -281,9 +327,16 @@ def reindex(
                 targets.update({e.path: Known(e) for e in index.entries if e.path in tree})
             read = refresh_entries(store, index.layout, tree, targets, reread)
             fresh = [r for r in read if isinstance(r, IndexEntry)]
-            changes, report = plan_reindex(index, files, pending, candidates, fresh)
+            adopted = adoption.entries if adoption is not None else ()
+            judged = [f.path for f in unindexed] if adoption is not None else ()
+            changes, report = plan_reindex(index, files, pending, adopted, fresh, judged)
             report = replace(report, stale=tuple(r for r in read if isinstance(r, Problem)))
-            restores = restore_metadata(store, changes.index, listed, Path(tmp))
+            if adoption is not None:
+                changes, report = _with_adoption(changes, report, adoption, listing.strays)
+            own = {u.path for u in changes.uploads}  # an adopted wheel's METADATA: uploaded already
+            restores = [
+                u for u in restore_metadata(store, changes.index, listed, Path(tmp)) if u.path not in own
+            ]
             changes, bent = drop_foreign_variants(changes)
             if dry_run:
                 made: list[Upload] = []

@@ -119,6 +119,7 @@ def make_variants(
                         entry.requires_python,
                         tmp / "variants",
                         lines,
+                        entry.cell.label,
                     )
             except LibrarianError as e:
                 made_for[entry.sha256] = f"cannot make its variant wheel ({e})"

@@ -195,12 +195,7 @@ def _blocker(v: Verdict, entry: IndexEntry, wants: Wants) -> str:
     label = entry.cell.label
     if v.demand is Demand.GPU:
         return f"its code does not run on sm_{wants.sm.sm}: {v.reason}"
-    if (
-        v.demand is Demand.TORCH
-        and entry.name.label is not None
-        and wants.torch
-        and label.torch != wants.torch
-    ):
+    if v.demand is Demand.TORCH and wants.torch and label.torch != wants.torch:  # the label's, or the path's
         line = f"another torch line: {format_version(label.torch)}, not {format_version(wants.torch)}"
         # a stable build refused below its floor: the import that sets the floor is the news
         return f"{line} ({v.reason})" if v.cause is Cause.BELOW_STABLE_FLOOR else line

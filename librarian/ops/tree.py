@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Iterable
 
 from librarian.catalogue import is_generated
 from librarian.index import Index, IndexEntry
-from librarian.index_files import ROOT
+from librarian.index_files import ROOT, adopt_hint
 from librarian.layout import Layout
 from librarian.ops.placement import check_placement
 from librarian.stores.base import Store, StoredFile, read_index, sha256_stored
@@ -64,4 +64,7 @@ def read_index_or_tree(store: Store, default_layout: Layout, packages: Collectio
     listing = store.list_files()
     entries = entries_from_tree(default_layout, listing.files, hasher(store), set(packages))
     index = Index(default_layout, tuple(sorted(entries, key=lambda e: e.path)))
-    return index, f"{store.location}: no index; listed the tree"
+    said = f"{store.location}: no index; listed the tree"
+    if entries:
+        said += f" (its wheels judged by their paths alone): {adopt_hint(store.location, len(entries))}"
+    return index, said

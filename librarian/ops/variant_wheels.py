@@ -12,7 +12,7 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
-from librarian.coords import MajorMinor, WheelName
+from librarian.coords import Label, MajorMinor, WheelName
 from librarian.demands import Properties, Wheel, properties
 from librarian.facts import WheelFacts
 from librarian.index import IndexEntry, VariantRef
@@ -38,11 +38,16 @@ def torch_lines() -> tuple[MajorMinor, ...]:
 
 
 def properties_of(
-    name: WheelName, facts: WheelFacts | None, requires_python: str | None, lines: tuple[MajorMinor, ...]
+    name: WheelName,
+    facts: WheelFacts | None,
+    requires_python: str | None,
+    lines: tuple[MajorMinor, ...],
+    filed_as: Label | None = None,
 ) -> Properties:
-    """The judgement's variant properties of a build (the same in every cell it is filed under)."""
+    """The judgement's variant properties of a build (the same in every cell it is filed under);
+    ``filed_as``: the line its cell's path claims, where its filename carries no label."""
     spec = SpecifierSet(requires_python) if requires_python else None
-    return properties(Wheel(name, facts, spec), lines)
+    return properties(Wheel(name, facts, spec, filed_as=filed_as), lines)
 
 
 def label_of(source: Path, values: PropertyValues) -> VariantLabel:
@@ -66,11 +71,13 @@ def make_variant(
     requires_python: str | None,
     out_dir: Path,
     lines: tuple[MajorMinor, ...],
+    filed_as: Label | None = None,
 ) -> MadeVariant | str:
-    """The variant of ``source`` (a build of ``package``) written into ``out_dir``, or why it has none."""
+    """The variant of ``source`` (a build of ``package``) written into ``out_dir``, or why it has none;
+    ``filed_as``: the line its cell's path claims, where its filename carries no label."""
     if facts is None:
-        return "its bytes were never read (reindex --deep reads them)"
-    props = properties_of(name, facts, requires_python, lines)
+        return "its bytes were never read (reindex --refresh reads them)"
+    props = properties_of(name, facts, requires_python, lines, filed_as)
     if (why := props.unsayable) is not None:
         return why
     for reason in props.left_out:
@@ -93,7 +100,9 @@ def check_variant(
     source's bytes (``facts``, as just read; else the entry's), which the index's record must say too."""
     assert entry.variant is not None
     ref = entry.variant
-    judged = properties_of(entry.name, facts or entry.facts, entry.requires_python, torch_lines())
+    judged = properties_of(
+        entry.name, facts or entry.facts, entry.requires_python, torch_lines(), entry.cell.label
+    )
     problems = []
     if sorted(judged.values) != sorted(ref.properties):
         problems.append(f"the index records other properties than the judgement of {entry.filename} gives")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from librarian import progress
-from librarian.coords import Cell, WheelName
+from librarian.coords import Cell, Label, WheelName
 from librarian.demands import Claim, Demand, Wheel, claims, judge_cell
 from librarian.errors import LibrarianError
 from librarian.facts import WheelFacts
@@ -30,6 +30,8 @@ from librarian.stores.base import LocalFiles, Store, StoredFile, read_index
 from librarian.wheel import OpenedWheel, metadata_problems
 
 log = logging.getLogger(__name__)
+
+NOT_INDEXED = "not in the index ('librarian reindex --adopt' reads it and takes it in)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +87,6 @@ class _Blob:
     problems: list[str]
     facts: WheelFacts | None
     paths: list[str] = field(default_factory=list)
-    claims: tuple[
-        Claim, ...
-    ] = ()  # where its name and its bytes disagree: a problem unless an override accepted it
 
 
 def _same_bytes(blobs: Iterable[_Blob]) -> list[_Blob]:
@@ -191,7 +190,6 @@ class _Reader:
                     raise found.failure
                 assert found.facts is not None
                 blob.facts = found.facts
-                blob.claims = claims(Wheel(name, blob.facts))  # METADATA and WHEEL: in found.problems
         except LibrarianError as e:
             blob.problems.append(str(e).removeprefix(f"{local}: "))
         return blob
@@ -204,7 +202,7 @@ def _check_wheel(
     its entry's overrides accept."""
     problems: list[str] = []
     if entry is None:
-        problems.append("not in the index")
+        problems.append(NOT_INDEXED)
     elif entry.size != f.size:
         problems.append(f"size {f.size} but the index says {entry.size}")
     problems += entry_problems(entry, layout) if entry is not None else []
@@ -221,9 +219,27 @@ def _check_wheel(
     return problems, accepted
 
 
+def _claims_by_path(blob: _Blob, layout: Layout) -> dict[tuple[Claim, ...], list[str]]:
+    """Where the blob's names and its bytes disagree, and at which of its paths: a labelled wheel's label
+    claims the same wherever it is filed; an unlabelled wheel's claim is each cell's path (one set of bytes
+    filed under two CUDA lines may be right under one only). METADATA and WHEEL: in the blob's problems."""
+    found: dict[tuple[Claim, ...], list[str]] = {}
+    if blob.facts is None:
+        return found
+    said: dict[tuple[str, Label | None], tuple[Claim, ...]] = {}
+    for path in sorted(blob.paths):
+        name = WheelName.parse(path.rsplit("/", 1)[-1])
+        parsed = layout.parse_path(path) if name.label_claim is None else None
+        key = (str(name), parsed[0].label if parsed is not None else None)
+        if key not in said:
+            said[key] = claims(Wheel(name, blob.facts, filed_as=key[1]))
+        found.setdefault(said[key], []).append(path)
+    return found
+
+
 def _check_binaries(name: WheelName, facts: WheelFacts, cell: Cell) -> list[str]:
     """The binaries against the cell they are filed in: does the judgement say they run there natively?"""
-    judgement = judge_cell(Wheel(name, facts), cell)
+    judgement = judge_cell(Wheel(name, facts, filed_as=cell.label), cell)
     gpu = judgement.verdict(Demand.GPU)
     if not any(b.has_kernels for b in facts.binaries) or judgement.native:
         return []
@@ -265,23 +281,24 @@ def verify(
                 # Staged (maybe over an indexed wheel): judged as a wheel of its own until reindex merges it.
                 staged.append(f.path)
                 checked, _ = _check_wheel(f, None, blob, index.layout)
-                found = [p for p in checked if p != "not in the index"] + staging
+                found = [p for p in checked if p != NOT_INDEXED] + staging
             else:
                 entry = by_path.get(f.path)
                 found, ok = _check_wheel(f, entry, blob, index.layout)
                 if entry is None and f.path in bad_paths:
-                    found = [p for p in found if p != "not in the index"]  # its bad entry is named once
+                    found = [p for p in found if p != NOT_INDEXED]  # its bad entry is named once
                 accepted += [Accepted(f.path, "--trust-sm", a) for a in ok]
             problems.extend(Problem(f.path, p) for p in found)
     for blob in _same_bytes(reader.blobs.values()):  # what the bytes say: once, naming every path they are at
         first, *rest = sorted(blob.paths)
         problems.extend(Problem(first, p, tuple(rest)) for p in dict.fromkeys(blob.problems))
-        overrides = by_path[first].overrides if first in by_path else ()
-        for claim in blob.claims:
-            if claim.flag and claim.flag in overrides:
-                accepted.append(Accepted(first, claim.flag, claim.text))
-            else:
-                problems.append(Problem(first, claim.text, tuple(rest)))
+        for said, (at, *also) in _claims_by_path(blob, index.layout).items():
+            overrides = by_path[at].overrides if at in by_path else ()
+            for claim in said:
+                if claim.flag and claim.flag in overrides:
+                    accepted.append(Accepted(at, claim.flag, claim.text))
+                else:
+                    problems.append(Problem(at, claim.text, tuple(also)))
     for path in sorted(set(pending) - set(files)):
         problems.append(
             Problem(path, "staged, but its wheel is not in the store (reindex will drop the entry)")

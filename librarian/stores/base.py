@@ -49,12 +49,15 @@ class Listing:
 @dataclass(frozen=True, slots=True)
 class Upload:
     """A local file to store at ``path``; ``source`` ``None``: bytes the store already holds, staged by
-    :meth:`Store.stage_blobs` (an LFS object on the Hub, the file at ``path`` in a directory)."""
+    :meth:`Store.stage_blobs` (an LFS object on the Hub, the file at ``path`` in a directory), or, with
+    ``stored_at``, the file at that path of the store (a refiled wheel: copied there, never sent again;
+    the change may delete ``stored_at`` itself, after the copy)."""
 
     path: str
     source: Path | None
     sha256: str
     size: int
+    stored_at: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,9 +17,12 @@ from __future__ import annotations
 import logging
 import os
 import random
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete
@@ -122,7 +125,9 @@ class HubStore(HubReader):
             changes, result = plan(old)
             if nothing_to_do(old, changes):
                 return Applied(changes, result, self.location, attempt, tuple(notes))
-            urls, generated = self._commit_pieces(old, changes, parent, notes)
+            with tempfile.TemporaryDirectory(prefix="librarian-copies-") as copies:
+                changes = self._copies_sent(changes, Path(copies))
+                urls, generated = self._commit_pieces(old, changes, parent, notes)
             # This commit's index, cached as the parent's plus what was written: a pull after it works
             # offline (the parent's whole index was read above, to plan).
             made = urls[-1].rsplit("/", 1)[-1]
@@ -136,6 +141,19 @@ class HubStore(HubReader):
             return Applied(changes, result, urls[-1], attempt, tuple(notes), commit=urls[-1])
 
         return self._attempts(step)
+
+    def _copies_sent(self, changes: Changes, folder: Path) -> Changes:
+        """The change with each copy of a file stored inline (not an LFS object, which a commit names by its
+        sha256 alone) downloaded into ``folder`` and sent as bytes: a refiled wheel the Hub keeps in git."""
+        listed = {f.path: f for f in self.list_files().files}
+        uploads = []
+        for u in changes.uploads:
+            held = listed.get(u.stored_at) if u.source is None and u.stored_at else None
+            if held is not None and held.sha256 is None:
+                local = self.fetch(u.stored_at, folder / u.sha256 / PurePosixPath(u.stored_at).name)
+                u = replace(u, source=local)
+            uploads.append(u)
+        return replace(changes, uploads=tuple(uploads))
 
     def stage(self, uploads: Sequence[Upload], files: Mapping[str, bytes], message: str) -> str:
         """One commit of adds only, without ``parent_commit``: it holds no index file, so it fits any head."""

@@ -239,6 +239,12 @@ class LocalStore:
     def _write_uploads(self, uploads: Sequence[Upload], by_sha: dict[str, Path]) -> None:
         for upload in sorted(uploads, key=lambda u: u.path):
             target = self._resolve(upload.path)
+            if upload.source is None and upload.stored_at:  # a copy of a file the store holds (a refile)
+                held = by_sha.get(upload.sha256) or self._resolve(upload.stored_at)
+                if not link_atomic(held, target):
+                    atomic_write(target, source=held)
+                by_sha.setdefault(upload.sha256, target)
+                continue
             if upload.source is None:  # staged earlier (stage_blobs): the file is in place already
                 if not target.is_file():
                     raise StoreError(f"{target}: staged wheel is not in the store")
@@ -312,14 +318,14 @@ class LocalStore:
         old = read_index(self, default_layout)
         # A wheel whose PEP 658 file the kill left unwritten is kept, served without it (pip reads the
         # wheel then): the file is optional, the wheel is not.
-        present = [
-            e if self._holds_metadata(e) else replace(e, metadata_sha256=None)
-            for e in change.added
-            if self._holds(e)
-        ]
+        whole = [e for e in change.added if self._holds(e)]
+        present = [e if self._holds_metadata(e) else replace(e, metadata_sha256=None) for e in whole]
         new = old.with_entries(added=present, removed=change.unlisted)
         self._write_catalogue(old, new, rebuild=True)
-        self._delete(change.deletes)
+        # A file whose copies the change was making (a refiled wheel) stays until every copy is in place:
+        # the kill left it unindexed, where 'reindex --adopt' finds it again.
+        unmade = {(e.sha256, e.size) for e in change.added if e not in whole}
+        self._delete(p for p in change.deletes if not self._is_one_of(p, unmade))
         self._sweep_temp_files()
         journal.unlink(missing_ok=True)
         log.warning(
@@ -349,6 +355,10 @@ class LocalStore:
                     why = str(e).removeprefix(f"{journal}: ").split(";")[0]
             journal.unlink(missing_ok=True)
         return f"{journal}: dropped the journal of an interrupted change ({why})"
+
+    def _is_one_of(self, path: str, wanted: set[tuple[str, int]]) -> bool:
+        """Whether the file at ``path`` is a wheel of these (sha256, size) pairs."""
+        return any(self._holds_file(path, sha, size) for sha, size in wanted)
 
     def _holds(self, entry: IndexEntry) -> bool:
         """Whether the wheel an interrupted change meant to add is in place, whole (size and sha256)."""

@@ -1,0 +1,65 @@
+"""The reading half of ``reindex --adopt``: which unindexed wheels of a tree are read (their paths and names
+checked first), their bytes read once each (:mod:`librarian.ops.readings`), and the plan
+:mod:`librarian.ops.adopt` makes of them; a step of reindex's one change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from librarian.index import Index
+from librarian.ops.adopt import Adoption, duplicates, plan_adoption, precheck
+from librarian.ops.readings import Reading, ReadingCache, read_stored
+from librarian.pytorch.matrix import Matrix, load_matrix
+from librarian.stores.base import Store, StoredFile, Upload
+
+
+@dataclass(slots=True)
+class Adopting:
+    """How ``reindex --adopt`` takes wheels in, and what it read in this run (a re-planned change on the Hub
+    reads no wheel again)."""
+
+    refile: bool = False  # file a misfiled wheel where its bytes serve (the misfiled copy removed)
+    allow_unknown_combo: bool = False  # index a wheel under a torch/CUDA combo PyTorch never shipped
+    jobs: int | None = None  # wheels read at once (default: the cores available)
+    cache: ReadingCache = field(default_factory=ReadingCache)
+    now: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    read: dict[str, Reading] = field(default_factory=dict)
+    matrix: Matrix | None = None
+
+    def combos(self) -> Matrix | None:
+        """PyTorch's matrix, read once (``None``: every combo taken on trust)."""
+        if self.matrix is None and not self.allow_unknown_combo:
+            self.matrix = load_matrix()
+        return self.matrix
+
+
+def adopt_unindexed(
+    store: Store, index: Index, unindexed: Sequence[StoredFile], how: Adopting, tmp: Path
+) -> Adoption:
+    """The adoption of the tree's ``unindexed`` wheels: each whose path and name make it a candidate read
+    from its bytes and judged; the METADATA of each wheel it files (PEP 658), from its reading, written to
+    ``tmp`` and uploaded beside it."""
+    refused = {f.path: why for f in unindexed if (why := precheck(f.path, index.layout)) is not None}
+    candidates = [f for f in unindexed if f.path not in refused]
+    refused.update(duplicates([f.path for f in candidates], index, index.layout))
+    readings = read_stored(
+        store, [f for f in candidates if f.path not in refused], how.cache, jobs=how.jobs, held=how.read
+    )
+    adoption = plan_adoption(
+        index, candidates, readings, refused, how.combos(), refile=how.refile, now=how.now
+    )
+    by_sha = {r.sha256: r for r in readings.values()}
+    uploads = []
+    for e in adoption.entries:
+        reading = by_sha[e.sha256]
+        if e.metadata_path is None or e.metadata_sha256 is None:
+            continue
+        source = tmp / f"{e.metadata_sha256}.metadata"
+        if not source.is_file():
+            source.write_bytes(reading.metadata)
+        uploads.append(Upload(e.metadata_path, source, e.metadata_sha256, len(reading.metadata)))
+    return replace(adoption, uploads=(*adoption.uploads, *uploads))
