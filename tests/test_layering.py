@@ -51,13 +51,15 @@ ARROWS: dict[str, frozenset[str]] = {
         "card": "catalogue coords coverage index variants",
         "generated": "card catalogue index index_files pending",
         "pytorch": "compat coords errors gpus safeio",
+        # pages of links and files over HTTP: where wheels come from besides a store
+        "sources": "errors redact safeio",
         # the outside worlds: wheels' bytes, this machine, stores
         "wheel": "coords demands errors facts pool progress safeio variant_format",
         "probe": "coords errors machine platforms wheel",
         "stores": "card catalogue errors generated index index_files layout progress redact safeio",
         # use cases
         "ops": "catalogue compat coords coverage demands errors facts gpus index index_files jsonfile layout machine manifest pending "
-        "platforms pool probe progress pytorch redact safeio stable_abi stores variant_format variants wheel demangle",
+        "platforms pool probe progress pytorch redact safeio sources stable_abi stores variant_format variants wheel demangle",
         # people: the terminal and the command line
         "terminal": "progress",
         "cli": "api config coords coverage errors gpus layout machine ops platforms presets probe progress "

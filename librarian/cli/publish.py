@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -20,7 +22,6 @@ from librarian.cli.options import (
     RepoOpt,
     TorchOpt,
     VariantsOpt,
-    WheelsArg,
     deprecated_force,
     label_of,
     store_and_layout,
@@ -28,8 +29,10 @@ from librarian.cli.options import (
 )
 from librarian.errors import BadInput
 from librarian.gpus import parse_real_sm
+from librarian.layout import Layout
 from librarian.ops.adoption import Adopting
 from librarian.ops.labels import any_unlabelled
+from librarian.ops.prepare import Taken
 from librarian.ops.publish import PublishOptions
 from librarian.ops.publish import publish as publish_wheels
 from librarian.ops.reindex import reindex as reindex_store
@@ -45,7 +48,30 @@ EVERY_ALLOW = (
 
 @app.command()
 def publish(
-    wheels: WheelsArg,
+    wheels: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Wheel files, or wheels' URLs (https://..., hf://datasets/OWNER/NAME[@REV]/path.whl).",
+            show_default=False,
+        ),
+    ] = None,
+    sources: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--from",
+            metavar="PAGE|STORE",
+            help="Also every wheel a page links (a find-links page, a PEP 503 project page, a release page: a URL "
+            "or an HTML file) or another store holds (a folder, a Hub dataset) (repeatable).",
+        ),
+    ] = None,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--only",
+            metavar="PATTERN",
+            help="With --from: only the wheels whose filename matches PATTERN, e.g. 'flash_attn-2.8.3*cp312*' (repeatable).",
+        ),
+    ] = None,
     repo: RepoOpt = None,
     cuda: CudaOpt = None,
     torch: TorchOpt = None,
@@ -136,11 +162,12 @@ def publish(
         allow_torch_mismatch = True
     if manifest is not None and not stage:  # before the store is opened or a target interpreter probed
         raise BadInput("--manifest: goes with --stage (publish --stage --manifest FILE)")
+    if not wheels and not sources:
+        raise BadInput("publish: name wheels (files or URLs), or --from a page or a store")
+    if only and not sources:
+        raise BadInput("--only: goes with --from (it picks among a page's or a store's wheels)")
     store, layout = store_and_layout(repo, create=create, publishing=True)
-    # Flags always make a label; without them only unlabelled wheels need one (from the installed torch).
-    flagged = cuda is not None or torch is not None
     options = PublishOptions(
-        label=label_of(cuda, torch, python) if flagged or any_unlabelled(wheels) else None,
         sms=tuple(parse_real_sm(s) for s in sm or ()),
         replace=replace,
         relabel=relabel,
@@ -156,15 +183,38 @@ def publish(
         layout=layout,
         jobs=jobs,
     )
-    plan = publish_wheels(store, wheels, options, dry_run=dry_run, stage=stage, manifest=manifest)
+    with tempfile.TemporaryDirectory(prefix="librarian-intake-") as folder:
+        paths, taken, failed = _taken_in(wheels or [], sources or [], only or [], layout, Path(folder))
+        # Flags always make a label; without them only unlabelled wheels whose origin claims no line need
+        # one (from the installed torch).
+        flagged = cuda is not None or torch is not None
+        unclaimed = [p for p in paths if p not in taken.labels]
+        if flagged or any_unlabelled(unclaimed):
+            options = dataclasses.replace(options, label=label_of(cuda, torch, python))
+        plan = publish_wheels(
+            store, paths, options, dry_run=dry_run, stage=stage, manifest=manifest, taken=taken
+        )
+    plan = dataclasses.replace(plan, skipped=(*failed, *plan.skipped))
     if as_json:
         ui.emit_json(plan.to_json(store.location, dry_run=dry_run, stage=stage, manifest=manifest))
     else:
         ui.result(
             plan.render(store.location, dry_run=dry_run, stage=stage, manifest=manifest), len(plan.filings)
         )
-    if plan.skipped:  # --skip-refused: the rest was filed; what was not is a finding
+    if plan.skipped:  # --skip-refused, or wheels that could not be fetched: the rest was filed; a finding
         raise typer.Exit(1)
+
+
+def _taken_in(
+    inputs: list[str], sources: list[str], only: list[str], layout: Layout, folder: Path
+) -> tuple[list[Path], Taken, tuple[str, ...]]:
+    """The wheels to publish as files here: files as given, and what URLs, pages and stores name, fetched."""
+    from librarian.ops.intake import is_remote, take_in  # here: only publish loads it
+
+    if not sources and not any(is_remote(i) for i in inputs):
+        return [Path(i) for i in inputs], Taken(), ()
+    intake = take_in(inputs, sources, only, layout, folder)
+    return list(intake.paths), Taken(intake.labels, intake.origins), intake.failed
 
 
 @app.command()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -50,6 +50,9 @@ class PreparedWheel:
     requires_torch: str | None = (
         None  # METADATA's Requires-Dist on torch (">=2.10"): pull and doctor count it
     )
+    origin: str = (
+        ""  # where it was taken from, as it may be printed (a URL, a store path), if not a file here
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,15 @@ class PublishOptions:
     def accepts(self, flag: str) -> bool:
         """Whether the override ``flag`` (a row's of the table of demands: ``--allow-glibc-mismatch``) was passed."""
         return bool(getattr(self, flag.removeprefix("--").replace("-", "_"), False))
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """Of wheels taken from elsewhere (URLs, pages, stores): the line each one's origin claims (a wheelhouse
+    path's cell), and where each came from, as it may be printed."""
+
+    labels: Mapping[Path, Label] = field(default_factory=dict)
+    origins: Mapping[Path, str] = field(default_factory=dict)
 
 
 def _relabelled_info(out: Rewritten, source: Path) -> WheelInfo:
@@ -123,25 +135,34 @@ class Refusals(Refused):
 
 
 def prepare(
-    paths: Sequence[Path], options: PublishOptions, staging: Path, *, write: bool = True
+    paths: Sequence[Path],
+    options: PublishOptions,
+    staging: Path,
+    *,
+    write: bool = True,
+    taken: Taken | None = None,
 ) -> tuple[list[PreparedWheel], tuple[LibrarianError, ...]]:
     """Read, label, verify and inspect each wheel; labelled copies go to ``staging`` (``write`` ``False``:
     measured, not written: a dry run writes nothing the size of a wheel). Every wheel is checked, so that one
     run names every refusal: with one, it is raised as it is; with several, :class:`Refusals` lists them;
-    with ``options.skip_refused``, they come back beside the wheels that passed."""
+    with ``options.skip_refused``, they come back beside the wheels that passed. ``taken``: what the origin
+    of a wheel taken from elsewhere says of its line (used where no flag names one), and where it came from."""
     prepared = []
     refused: list[LibrarianError] = []
     matrix = None if options.allow_unknown_combo else load_matrix()  # read once, not per wheel
     warned: set[str] = set()
+    taken = taken or Taken()
     with progress.overall("publish", len(paths)) as bar:
         for path in paths:
+            claimed = taken.labels.get(path) if options.label is None else None
+            mine = options if claimed is None else replace(options, label=claimed)
             try:
-                one = prepare_one(path, options, staging, write=write, matrix=matrix, warned=warned)
+                one = prepare_one(path, mine, staging, write=write, matrix=matrix, warned=warned)
             except (Refused, BadInput) as e:  # a wheel's own problem: the next one is checked all the same
                 refused.append(e)
                 one = None
             if one is not None:
-                prepared.append(one)
+                prepared.append(replace(one, origin=taken.origins.get(path, "")))
             bar.advance()
     if refused and not options.skip_refused:
         if len(refused) == 1:

@@ -18,7 +18,7 @@ from librarian.coords import Cell
 from librarian.errors import BadInput, Refused, StoreError
 from librarian.index import Index, IndexEntry, VariantRef, metadata_path
 from librarian.manifest import Manifest, metadata_text, render_manifest
-from librarian.ops.prepare import PreparedWheel, PublishOptions, prepare
+from librarian.ops.prepare import PreparedWheel, PublishOptions, Taken, prepare
 from librarian.ops.variant_wheels import MadeVariant, make_variant, torch_lines
 from librarian.pending import pending_path, render_pending
 from librarian.safeio import atomic_write, input_problem
@@ -74,7 +74,12 @@ class PublishPlan:
             "commit": self.commit or None,
             "manifest": str(manifest) if manifest is not None and not dry_run else None,
             "filings": [
-                {"path": f.path, "action": f.action, "source": str(f.wheel.source), "sha256": f.wheel.sha256}
+                {
+                    "path": f.path,
+                    "action": f.action,
+                    "source": f.wheel.origin or str(f.wheel.source),
+                    "sha256": f.wheel.sha256,
+                }
                 for f in self.filings
             ],
             "skipped": list(self.skipped),
@@ -169,6 +174,8 @@ def plan_publish(
             path = layout.path_for(cell, str(wheel.name))
             if path in seen and seen[path].sha256 != wheel.sha256:
                 raise BadInput(f"{wheel.source}: same path as {seen[path].source} ({path}) with other bytes")
+            if path in seen:
+                continue  # the same wheel given twice: filed once
             seen[path] = wheel
             old = existing.get(path)
             if old is not None and old.sha256 == wheel.sha256:
@@ -307,18 +314,20 @@ def publish(
     dry_run: bool = False,
     stage: bool = False,
     manifest: Path | None = None,
+    taken: Taken | None = None,
 ) -> PublishPlan:
     """Publish ``paths`` into ``store`` (or only plan it, with ``dry_run``; or stage it for ``reindex``).
 
     With ``manifest`` (and ``stage``), staging makes no commit: the bytes go to the store and the
-    entries to the manifest file, for ``reindex --manifest``.
+    entries to the manifest file, for ``reindex --manifest``. ``taken``: of wheels taken from elsewhere,
+    the line each one's origin claims and where it came from.
     """
     for path in paths:
         if problem := input_problem(path):  # a FIFO would block the read: refused by what it is
             raise BadInput(f"{path}: {problem}")
     assert options.layout is not None
     with tempfile.TemporaryDirectory(prefix="librarian-publish-") as tmp:
-        wheels, refused = prepare(paths, options, Path(tmp), write=not dry_run)
+        wheels, refused = prepare(paths, options, Path(tmp), write=not dry_run, taken=taken)
         plan = file_prepared(
             store, wheels, options, Path(tmp), dry_run=dry_run, stage=stage, manifest=manifest
         )
