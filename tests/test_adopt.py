@@ -6,10 +6,12 @@ The wheels are the real CUDA sample wheels (``samples/``), placed by hand."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -66,6 +68,10 @@ def hand(run: Run, tmp_path: Path) -> Path:
     place(root, LABELLED, tmp_path / "retagged" / LABELLED.rsplit("/", 1)[1])
     (root / "README.md").write_text(CARD)
     return root
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def wheels(root: Path) -> set[str]:
@@ -337,3 +343,41 @@ def test_the_card_people_wrote_keeps_every_line_of_theirs() -> None:
     assert front.splitlines()[1:3] == ["license: mit", "pretty_name: Ours"]
     again = merge_card(merged, block.replace("ours", "new"), "team/hand")
     assert again == merged.replace("\nours\n", "\nnew\n")  # only the block changes
+
+
+@pytest.mark.parametrize("copied", [False, True])
+def test_a_refile_killed_half_way_never_loses_the_wheel(run: Run, hand: Path, copied: bool) -> None:
+    """The journal a kill leaves (the refiled copies' entries, the misfiled path to delete): the next change
+    finishes it, and removes the misfiled copy only where its copies were written."""
+    from librarian.stores.local_journal import JOURNAL_NAME, Journal
+
+    store = open_store(str(hand))
+    plan = reindex(store, LAYOUT, dry_run=True, adopting=Adopting(refile=True))
+    assert {r.path for r in plan.refiled} == {NO_GPU, OTHER_CUDA}
+    refiled = next(r for r in plan.refiled if r.path == NO_GPU)
+    old = reindex(store, LAYOUT, adopting=Adopting())  # the as-is adoptions land first
+    assert len(old.adopted) == 3
+    before = open_store(str(hand))
+    from librarian.stores.base import read_index
+
+    index = read_index(before, LAYOUT)
+    reading = Reading(sha(hand / NO_GPU), (hand / NO_GPU).stat().st_size)
+    new_entries = [
+        replace(index.by_path()[GOOD], path=p, cell=LAYOUT.parse_path(p)[0])  # type: ignore[index]
+        for p in refiled.to
+        if p not in index.by_path()
+    ]
+    assert new_entries and all(e.sha256 == reading.sha256 for e in new_entries)
+    if copied:
+        for e in new_entries:
+            place(hand, e.path, hand / NO_GPU)
+    journal = Journal.of_change(index, index.with_entries(added=new_entries), [NO_GPU])
+    (hand / JOURNAL_NAME).write_bytes(journal.to_bytes())
+    finished = run("reindex", "--repo", "hand")
+    assert finished.code == 1, finished.err  # OTHER_CUDA is still unindexed: a finding
+    assert "finished a change that was interrupted" in finished.err
+    assert (hand / NO_GPU).exists() is not copied  # removed only once its copies are in place
+    assert all((hand / e.path).exists() is copied for e in new_entries)
+    again = run("reindex", "--adopt", "--refile", "--repo", "hand")  # what is left is found again
+    assert again.code == 0, again.out
+    assert run("verify", "--deep", "--repo", "hand").code == 0

@@ -136,3 +136,69 @@ def test_sigkill_during_publish_and_gc_is_repaired(tmp_path: Path) -> None:
         shutil.rmtree(work)
     sys.stderr.write(f"crash trials: {trials}, usual run times {usual}: {dict(outcomes)}\n")
     assert sum(v for k, v in outcomes.items() if "repaired" in k) > 0  # the kills reached the window
+
+
+def _hand_template(base: Path) -> Path:
+    """A hand-made wheelhouse: distinct real CUDA wheels, half filed where they serve, half under sm75
+    (no code there): adoption indexes the first and refiles the second."""
+    import zipfile
+
+    from tests.builders import make_wheel
+
+    sample = ROOT / "samples/dist/tinykern-0.1.0-cp312-cp312-linux_x86_64.whl"
+    with zipfile.ZipFile(sample) as zf:
+        so = zf.read("tinykern/_tinykern.so")
+    store = base / "S"
+    for k in range(WHEELS):
+        cell = store / f"tinykern/sm{'89' if k % 2 else '75'}/torch2.9-cu130"
+        files = {
+            "tinykern/__init__.py": b"X = 1\n",
+            "tinykern/_tinykern.so": so,
+            "tinykern/pad": os.urandom(200_000),
+        }
+        make_wheel(cell, "tinykern", f"0.1.{k}", "cp312-cp312-linux_x86_64", files)
+    return store
+
+
+def _contents(store: Path) -> set[bytes]:
+    import hashlib
+
+    return {hashlib.sha256(p.read_bytes()).digest() for p in store.rglob("*.whl")}
+
+
+@pytest.mark.hostile_slow
+def test_sigkill_during_adoption_loses_no_wheel(tmp_path: Path) -> None:
+    trials = int(os.environ.get("LIBRARIAN_CRASH_TRIALS", "40"))
+    rng = random.Random(20261206)
+    template = _hand_template(tmp_path / "template")
+    wheels = _contents(template)
+    argv = ["reindex", "--adopt", "--refile", "--repo", "S"]
+    probe = tmp_path / "probe"
+    shutil.copytree(template, probe / "S")
+    usual, _ = _timed(argv, probe)
+    outcomes: Counter[str] = Counter()
+    for trial in range(trials):
+        work = tmp_path / f"a{trial}"
+        shutil.copytree(template, work / "S")
+        env_cache = work / "cache"  # each trial reads afresh: the kill may land while wheels are read
+        child = subprocess.Popen(
+            [sys.executable, "-m", "librarian", *argv],
+            cwd=work,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "LIBRARIAN_CACHE": str(env_cache)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(rng.uniform(0.2, 1.1) * usual)
+        killed = child.poll() is None
+        if killed:
+            child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+        assert _contents(work / "S") >= wheels, f"trial {trial}: a wheel was lost"
+        again = cli(*argv, cwd=work)
+        assert again.returncode == 0, again.stdout + again.stderr
+        verify = cli("verify", "--deep", "--repo", "S", cwd=work)
+        assert verify.returncode == 0, f"trial {trial}: {verify.stdout}"
+        outcomes["killed" if killed else "finished"] += 1
+        shutil.rmtree(work)
+    sys.stderr.write(f"adoption kill trials: {trials}, usual run time {usual:.2f} s: {dict(outcomes)}\n")
+    assert outcomes["killed"] > 0
