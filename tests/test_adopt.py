@@ -381,3 +381,20 @@ def test_a_refile_killed_half_way_never_loses_the_wheel(run: Run, hand: Path, co
     again = run("reindex", "--adopt", "--refile", "--repo", "hand")  # what is left is found again
     assert again.code == 0, again.out
     assert run("verify", "--deep", "--repo", "hand").code == 0
+
+
+def test_relabel_renames_only_when_asked_and_verify_is_clean(run: Run, hand: Path) -> None:
+    assert run("reindex", "--relabel", "--repo", "hand").code == 2  # only with --adopt
+    done = run("reindex", "--adopt", "--refile", "--relabel", "--repo", "hand")
+    assert done.code == 0, done.out + done.err
+    assert (
+        done.out.splitlines()[-1] == "adopted 1 wheel(s) into hand (4 relabelled)"
+    )  # the labelled one as is
+    assert f" relabelled  {GOOD} -> sm89 under torch2.9-cu130 as " in done.out
+    names = {p.rsplit("/", 1)[-1] for p in wheels(hand)}
+    assert all("+cu130torch2.9" in n for n in names), names  # every wheel now carries its label
+    assert {n.split("-")[2] for n in names} == {"cp310", "cp311", "cp312"}
+    assert not (hand / GOOD).exists() and not (hand / NO_GPU).exists()
+    assert run("verify", "--deep", "--repo", "hand").code == 0
+    got = run("pull", "tinykern", "--sm", "89", *PULL, "-o", "out")
+    assert got.code == 0 and "+cu130torch2.9-cp312" in got.out, got.err

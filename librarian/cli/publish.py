@@ -235,6 +235,14 @@ def reindex(
             help="With --adopt: file each misfiled wheel under the cells its bytes serve, and remove the misfiled copy.",
         ),
     ] = False,
+    relabel: Annotated[
+        bool,
+        typer.Option(
+            "--relabel",
+            help="With --adopt: rewrite each wheel it files without its cell's label with that label (a new "
+            "name: links to the old one break), and remove the old file.",
+        ),
+    ] = False,
     refresh: Annotated[
         bool,
         typer.Option(
@@ -273,8 +281,9 @@ def reindex(
     if manifest and (adopt or refresh):
         flag = "--adopt" if adopt else "--refresh"
         raise BadInput(f"{flag}: not with --manifest (run 'reindex {flag}' on its own)")
-    if refile and not adopt:
-        raise BadInput("--refile: only with --adopt (it files the unindexed wheels adoption reads)")
+    if (refile or relabel) and not adopt:
+        flag = "--refile" if refile else "--relabel"
+        raise BadInput(f"{flag}: only with --adopt (it files the unindexed wheels adoption reads)")
     if allow_unknown_combo and not (manifest or adopt):
         raise BadInput("--allow-unknown-combo: only with --manifest or --adopt")
     store, layout = store_and_layout(repo)
@@ -282,7 +291,11 @@ def reindex(
         options = ManifestOptions(replace=replace, allow_unknown_combo=allow_unknown_combo)
         report = reindex_manifests(store, layout, manifest, options, dry_run=dry_run)
     else:
-        how = Adopting(refile=refile, allow_unknown_combo=allow_unknown_combo, jobs=jobs) if adopt else None
+        how = (
+            Adopting(refile=refile, relabel=relabel, allow_unknown_combo=allow_unknown_combo, jobs=jobs)
+            if adopt
+            else None
+        )
         report = reindex_store(
             store,
             layout,

@@ -78,9 +78,11 @@ class Refiled:
     label: Label
     sms: tuple[GpuArch, ...]
     to: tuple[str, ...]
+    renamed: bool = False  # rewritten with its label (``--relabel``): a new name, new bytes
 
     def __str__(self) -> str:
-        return f"{self.path} -> {' '.join(f'sm{s.sm}' for s in self.sms)} under {self.label.combo}"
+        where = f"{self.path} -> {' '.join(f'sm{s.sm}' for s in self.sms)} under {self.label.combo}"
+        return where + (f" as {self.to[0].rsplit('/', 1)[-1]}" if self.renamed else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,7 @@ class Adoption:
     refused: tuple[Problem, ...] = ()  # left out, each named with what fails
     uploads: tuple[Upload, ...] = ()  # refiled copies, made from the bytes the store holds
     deletes: tuple[str, ...] = ()  # the misfiled copies
+    renames: tuple[Refiled, ...] = ()  # --relabel: rewritten with the label of the cells they go to
 
     @property
     def entries(self) -> tuple[IndexEntry, ...]:
@@ -271,11 +274,14 @@ def plan_adoption(
     matrix: Matrix | None,
     *,
     refile: bool = False,
+    relabel: bool = False,
     now: str = "",
 ) -> Adoption:
     """Pure: the adoption of ``candidates`` (unindexed wheels of the tree) by their ``readings``; ``refused``:
     those named before a byte was read (their paths, their names, duplicates). With ``refile``, each misfiled
-    wheel whose bytes serve other cells as it is is filed there instead, made from the bytes the store holds."""
+    wheel whose bytes serve other cells as it is is filed there instead, made from the bytes the store holds.
+    With ``relabel``, every wheel it files without its cell's label is to be rewritten with it (``renames``:
+    a new name, new bytes; the caller rewrites them), its old file removed."""
     layout = index.layout
     adopted: list[IndexEntry] = []
     problems = [Problem(p, why) for p, why in sorted(refused.items())]
@@ -288,14 +294,25 @@ def plan_adoption(
             adopted.append(judged)
         else:
             misfiled.append(judged)
-    if not refile:
-        return Adoption(tuple(adopted), refused=(*problems, *(m.problem(False) for m in misfiled)))
     held = {e.path: e.sha256 for e in [*index.entries, *adopted]}
     held.update({p: r.sha256 for p, r in readings.items() if p not in refused})
+    renames: list[Refiled] = []
+    if relabel:
+        renames = [_rename(e.path, e.cell.label, (e.cell,), layout) for e in adopted if e.name.label is None]
+        adopted = [e for e in adopted if e.name.label is not None]
+    if not refile:
+        left = (*problems, *(m.problem(False) for m in misfiled))
+        return _with_renames(Adoption(tuple(adopted), refused=left), renames, held)
     refiled: list[Refiled] = []
     filed: list[IndexEntry] = []
     uploads: list[Upload] = []
     for m in misfiled:
+        if relabel and m.label is not None and m.sms:
+            cells = tuple(
+                Cell(WheelName.parse(m.path.rsplit("/", 1)[-1]).package, sm, m.label) for sm in m.sms
+            )
+            renames.append(_rename(m.path, m.label, cells, layout))
+            continue
         if not m.refilable:
             problems.append(m.problem(True))
             continue
@@ -310,7 +327,33 @@ def plan_adoption(
         uploads += [Upload(e.path, None, e.sha256, e.size, stored_at=m.path) for e in new]
         held.update({e.path: e.sha256 for e in there})
     deletes = tuple(r.path for r in refiled)
-    return Adoption(tuple(adopted), tuple(refiled), tuple(filed), tuple(problems), tuple(uploads), deletes)
+    adoption = Adoption(
+        tuple(adopted), tuple(refiled), tuple(filed), tuple(problems), tuple(uploads), deletes
+    )
+    return _with_renames(adoption, renames, held)
+
+
+def _rename(path: str, label: Label, cells: tuple[Cell, ...], layout: Layout) -> Refiled:
+    """The wheel at ``path`` to be rewritten with ``label`` and filed in ``cells`` under its new name."""
+    name = WheelName.parse(path.rsplit("/", 1)[-1]).with_label(label)
+    to = tuple(layout.path_for(c, str(name)) for c in cells)
+    return Refiled(path, label, tuple(c.sm for c in cells), to, renamed=True)
+
+
+def _with_renames(adoption: Adoption, renames: Sequence[Refiled], held: Mapping[str, str]) -> Adoption:
+    """The adoption with the renames whose new paths are free (those taken are named, the wheel left)."""
+    taken = [r for r in renames if any(p in held for p in r.to)]
+    problems = [
+        Problem(r.path, f"--relabel: {next(p for p in r.to if p in held)} is taken; left as it is")
+        for r in taken
+    ]
+    kept = tuple(r for r in renames if r not in taken)
+    return replace(
+        adoption,
+        refused=(*adoption.refused, *problems),
+        renames=kept,
+        deletes=(*adoption.deletes, *(r.path for r in kept)),
+    )
 
 
 def _refiled(

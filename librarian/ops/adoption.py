@@ -5,16 +5,21 @@ checked first), their bytes read once each (:mod:`librarian.ops.readings`), and 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from librarian.index import Index
-from librarian.ops.adopt import Adoption, duplicates, plan_adoption, precheck
+from librarian.coords import Cell, WheelName
+from librarian.errors import LibrarianError
+from librarian.index import Index, IndexEntry
+from librarian.ops.adopt import Adoption, Refiled, duplicates, plan_adoption, precheck
+from librarian.ops.placement import Problem
 from librarian.ops.readings import Reading, ReadingCache, read_stored
 from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.stores.base import Store, StoredFile, Upload
+from librarian.wheel import OpenedWheel
 
 
 @dataclass(slots=True)
@@ -23,6 +28,7 @@ class Adopting:
     reads no wheel again)."""
 
     refile: bool = False  # file a misfiled wheel where its bytes serve (the misfiled copy removed)
+    relabel: bool = False  # rewrite each wheel it files with its cell's label (a new name; the old removed)
     allow_unknown_combo: bool = False  # index a wheel under a torch/CUDA combo PyTorch never shipped
     jobs: int | None = None  # wheels read at once (default: the cores available)
     cache: ReadingCache = field(default_factory=ReadingCache)
@@ -50,7 +56,14 @@ def adopt_unindexed(
         store, [f for f in candidates if f.path not in refused], how.cache, jobs=how.jobs, held=how.read
     )
     adoption = plan_adoption(
-        index, candidates, readings, refused, how.combos(), refile=how.refile, now=how.now
+        index,
+        candidates,
+        readings,
+        refused,
+        how.combos(),
+        refile=how.refile,
+        relabel=how.relabel,
+        now=how.now,
     )
     by_sha = {r.sha256: r for r in readings.values()}
     uploads = []
@@ -62,4 +75,53 @@ def adopt_unindexed(
         if not source.is_file():
             source.write_bytes(reading.metadata)
         uploads.append(Upload(e.metadata_path, source, e.metadata_sha256, len(reading.metadata)))
-    return replace(adoption, uploads=(*adoption.uploads, *uploads))
+    adoption = replace(adoption, uploads=(*adoption.uploads, *uploads))
+    return _renamed(store, adoption, readings, tmp, how.now) if adoption.renames else adoption
+
+
+def _renamed(
+    store: Store, adoption: Adoption, readings: Mapping[str, Reading], tmp: Path, now: str
+) -> Adoption:
+    """The adoption with each rename made: the wheel rewritten with its label (every other member's bytes as
+    they are) into ``tmp``, its entries where it goes, uploads of the new bytes, the old file removed."""
+    entries: list[IndexEntry] = []
+    uploads: list[Upload] = []
+    failed: list[Problem] = []
+    done: list[Refiled] = []
+    for n, rename in enumerate(adoption.renames):
+        reading = readings[rename.path]
+        name = WheelName.parse(rename.path.rsplit("/", 1)[-1])
+        try:
+            with store.open(rename.path) as file:
+                out = OpenedWheel.wheel(Path(file.name), name).retag(
+                    rename.label, tmp / "relabelled" / str(n), relabel=True, verify=False, jobs=1
+                )
+        except LibrarianError as e:
+            failed.append(Problem(rename.path, f"--relabel: {str(e).split(': ', 1)[-1]}"))
+            continue
+        assert out.sha256 is not None and out.size is not None and out.written is not None
+        metadata = out.written[0]
+        metadata_sha = hashlib.sha256(metadata).hexdigest()
+        (tmp / f"{metadata_sha}.metadata").write_bytes(metadata)
+        for path, sm in zip(rename.to, rename.sms, strict=True):
+            cell = Cell(name.package, sm, rename.label)
+            entries.append(
+                IndexEntry(
+                    path, out.sha256, out.size, cell, now, reading.facts, reading.requires_python, metadata_sha,
+                    requires_torch=reading.requires_torch,
+                )
+            )  # fmt: skip
+            uploads.append(Upload(path, out.path, out.sha256, out.size))
+            uploads.append(
+                Upload(f"{path}.metadata", tmp / f"{metadata_sha}.metadata", metadata_sha, len(metadata))
+            )
+        done.append(rename)
+    undone = {r.path for r in adoption.renames} - {r.path for r in done}
+    return replace(
+        adoption,
+        filed=(*adoption.filed, *entries),
+        uploads=(*adoption.uploads, *uploads),
+        renames=tuple(done),
+        refused=(*adoption.refused, *failed),
+        deletes=tuple(p for p in adoption.deletes if p not in undone),
+    )

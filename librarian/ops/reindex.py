@@ -89,7 +89,10 @@ def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
     """What reindex did, a line per wheel and finding, and a summary."""
     lines = [f"{'would merge' if dry_run else 'merged':>11}  {e.path}" for e in report.merged]
     lines += [f"{'would adopt' if dry_run else 'adopted':>11}  {e.path}" for e in report.adopted]
-    lines += [f"{'would refile' if dry_run else 'refiled':>11}  {r}" for r in report.refiled]
+    lines += [
+        f"{('would relabel' if dry_run else 'relabelled') if r.renamed else ('would refile' if dry_run else 'refiled'):>11}  {r}"
+        for r in report.refiled
+    ]
     lines += [f"{'would restore' if dry_run else 'restored':>11}  {p}" for p in report.restored]
     lines += [f"{'would make' if dry_run else 'made':>11}  {p}" for p in report.variants]
     repaired = set(report.repaired)
@@ -124,7 +127,10 @@ def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
 def _adopted(report: ReindexReport, dry_run: bool) -> str:
     """``adopted 4 wheel(s) into ./hand (1 refiled, 2 left out)``."""
     said = f"{'would adopt' if dry_run else 'adopted'} {len(report.adopted)} wheel(s) into {report.location}"
-    more = [f"{len(report.refiled)} refiled"] if report.refiled else []
+    moved = [r for r in report.refiled if not r.renamed]
+    renamed = len(report.refiled) - len(moved)
+    more = [f"{len(moved)} refiled"] if moved else []
+    more += [f"{renamed} relabelled"] if renamed else []
     more += [f"{len(report.refused)} left out"] if report.refused else []
     return said + (f" ({', '.join(more)})" if more else "")
 
@@ -276,7 +282,7 @@ def _with_adoption(
     return changes, replace(
         report,
         adopted=tuple(e for e in report.adopted if e.path in as_is),
-        refiled=adoption.refiled,
+        refiled=(*adoption.refiled, *adoption.renames),
         refused=(*adoption.refused, *unread),
     )
 
