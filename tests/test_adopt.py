@@ -398,3 +398,19 @@ def test_relabel_renames_only_when_asked_and_verify_is_clean(run: Run, hand: Pat
     assert run("verify", "--deep", "--repo", "hand").code == 0
     got = run("pull", "tinykern", "--sm", "89", *PULL, "-o", "out")
     assert got.code == 0 and "+cu130torch2.9-cp312" in got.out, got.err
+
+
+def test_a_wheel_whose_wheel_file_names_other_tags_than_its_filename_is_adopted(
+    run: Run, tmp_path: Path
+) -> None:
+    """cupy-cuda12x's shape: WHEEL says linux_x86_64 under a manylinux2014 name; pip and uv read the filename."""
+    renamed = "tinykern/sm89/torch2.9-cu130/tinykern-0.1.0-cp312-cp312-manylinux2014_x86_64.whl"
+    place(tmp_path / "hand", renamed, sample("cp312"))
+    inspected = run("inspect", str(tmp_path / "hand" / renamed))
+    assert (
+        "! WHEEL Tag: cp312-cp312-linux_x86_64, filename says cp312-cp312-manylinux2014_x86_64"
+        in inspected.out
+    )
+    done = run("reindex", "--adopt", "--repo", "hand")
+    assert done.code == 0 and f"adopted  {renamed}" in done.out, done.out
+    assert run("verify", "--deep", "--repo", "hand").code == 0
