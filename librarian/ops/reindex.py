@@ -276,6 +276,7 @@ def _with_adoption(
         changes,
         uploads=(*changes.uploads, *adoption.uploads),
         deletes=(*changes.deletes, *adoption.deletes),
+        whole=bool(adoption.entries or adoption.deletes),  # one commit: an interrupted adoption lands nothing
     )
     as_is = {e.path for e in adoption.adopted}
     unread = [Problem(p, f"{why}: not adopted") for p, why in strays if p.endswith(".whl")]

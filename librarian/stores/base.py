@@ -72,6 +72,9 @@ class Changes:
     # and remove generated files it no longer renders, even when no wheel changes (reindex's repair).
     # Both stores honour it: the local one against its files, the Hub one against the tree at the commit.
     rebuild: bool = False
+    # One commit however many files (an adoption: its files are small, and pieces would leave a store half
+    # taken in); otherwise a store may cut a big change into pieces, the index last (the Hub, past ~100 files).
+    whole: bool = False
 
     @property
     def empty(self) -> bool:

@@ -114,7 +114,8 @@ class HubStore(HubReader):
         """Plan against the head, commit with ``parent_commit``; on conflict re-plan and retry.
 
         A change of more than ``policy.commit_ops`` files is committed in pieces, wheels first and the
-        index last, each piece's parent the one before (see :meth:`_commit_pieces`).
+        index last, each piece's parent the one before (see :meth:`_commit_pieces`); a ``whole`` change
+        (an adoption) in one commit however many files.
         """
 
         def step(attempt: int, notes: list[str]) -> Applied[R]:
@@ -251,7 +252,6 @@ class HubStore(HubReader):
         (with as many deletions as fit), then the remaining deletions. The index never names a file that
         is not there: a failure between pieces leaves only files the index does not list yet, which the
         next publish (it skips wheels already there) or ``reindex --adopt`` picks up."""
-        cap = self.policy.commit_ops
         adds = [add_operation(u) for u in sorted(changes.uploads, key=lambda u: u.path)]
         uploaded = {u.path for u in changes.uploads}
         deletes = [CommitOperationDelete(path_in_repo=p) for p in changes.deletes if p not in uploaded]
@@ -260,7 +260,9 @@ class HubStore(HubReader):
             CommitOperationAdd(path_in_repo=p, path_or_fileobj=d) for p, d in generated.writes
         ]
         catalogue += [CommitOperationDelete(path_in_repo=p) for p in generated.deletes]
-        if len(adds) + len(deletes) + len(catalogue) > cap:
+        total = len(adds) + len(deletes) + len(catalogue)
+        cap = max(self.policy.commit_ops, total) if changes.whole else self.policy.commit_ops
+        if total > cap:
             adds = self._lfs.not_there_yet(adds, changes.uploads, parent)
         pieces = plan_pieces(adds, catalogue, deletes, cap)
         urls: list[str] = []
