@@ -229,3 +229,19 @@ def test_publish_from_another_store_and_a_hub_file(
     assert single.code == 0, single.err
     assert json.loads(single.out)["filings"][0]["source"] == f"hf://datasets/team/theirs/{one}"
     assert run("publish", "hf://datasets/team/theirs/tinykern/missing.whl", "--repo", "single").code == 1
+
+
+def test_a_page_on_this_machine_links_the_files_beside_it(run: Run, tmp_path: Path) -> None:
+    folder = tmp_path / "house"
+    folder.mkdir()
+    for wheel in SAMPLES.glob("*.whl"):
+        shutil.copyfile(wheel, folder / wheel.name)
+    good = folder / CP311
+    (folder / "index.html").write_text(
+        f'<a href="{CP311}#sha256={sha(good)}">a</a><a href="{CP312}#sha256={"0" * 64}">b</a>'
+    )
+    done = run("publish", "--from", str(folder / "index.html"), *LABEL)
+    assert done.code == 1
+    assert f"{folder / CP312}: its bytes' sha256 is not the one its page names: not imported" in done.out
+    assert "added  tinykern/sm89/torch2.9-cu130/tinykern-0.1.0+cu130torch2.9-cp311" in done.out
+    assert not list((tmp_path / "wheelhouse").rglob("*cp312*"))

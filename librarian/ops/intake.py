@@ -10,6 +10,7 @@ are taken in. Credentials in URLs are never printed.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import logging
 import re
 from collections.abc import Sequence
@@ -26,11 +27,11 @@ from librarian.layout import Layout, check_path_part
 from librarian.ops.placement import check_placement
 from librarian.ops.tree import is_wheel
 from librarian.pool import ordered_map
-from librarian.safeio import input_problem, read_regular, sha256_file
+from librarian.safeio import atomic_output, input_problem, open_regular, read_regular, sha256_file
 from librarian.sources.http import MAX_PAGE_BYTES, Limits, download, read_page
 from librarian.sources.links import Link, shown, wheel_links
 from librarian.stores import open_store
-from librarian.stores.base import read_index
+from librarian.stores.base import Store, read_index
 
 log = logging.getLogger(__name__)
 
@@ -216,45 +217,59 @@ def _page(html: str, url: str, layout: Layout) -> list[_Wanted]:
 
 def _fetch_all(wanted: Sequence[_Wanted], folder: Path, limits: Limits) -> list[Path | str]:
     """Each wanted wheel fetched into a folder of its own (two of one name never meet), a few at a time;
-    a failure is its one line."""
+    a failure is its one line. A store is opened once, however many of its wheels are fetched."""
+    stores = {w.store: open_store(w.store) for w in wanted if w.store}
     with progress.overall("download", len(wanted)) as bar:
 
         def fetch(item: tuple[int, _Wanted]) -> Path | str:
             n, want = item
             dest = folder / str(n) / want.filename
             try:
-                got = _fetch(want, dest, limits)
+                if want.store:
+                    return _from_store(stores[want.store], want, dest)
+                if urlsplit(want.url).scheme == "file":  # a page on this machine links files beside it
+                    return _from_file(want, dest, limits)
+                link = want.link
+                return download(
+                    want.url, dest, limits, *((link.hash_name, link.hash_value) if link else ())
+                ).path
             except LibrarianError as e:
                 return str(e)
             finally:
                 bar.advance()
-            return got
 
         return list(ordered_map(fetch, list(enumerate(wanted)), FETCHES, "download"))
 
 
-def _fetch(want: _Wanted, dest: Path, limits: Limits) -> Path:
-    if want.store:
-        store = open_store(want.store)
-        store.fetch(want.path, dest, want.sha256 or None)
-        if want.sha256 and (sha := sha256_file(dest)) != want.sha256:
-            dest.unlink(missing_ok=True)
-            raise BadInput(
-                f"{want.store}/{want.path}: its bytes' sha256 is {sha[:16]}…, its index says {want.sha256[:16]}…"
-            )
-        return dest
-    if urlsplit(want.url).scheme == "file":  # a page on this machine links files beside it
-        local = Path(url2pathname(urlsplit(want.url).path))
-        if problem := input_problem(local):
-            raise BadInput(f"{local}: {problem}")
-        link = want.link
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(read_regular(local, limits.max_bytes))
-        if link is not None and link.hash_name == "sha256" and sha256_file(dest) != link.hash_value:
-            raise BadInput(f"{local}: its bytes' sha256 is not the one its page names: not imported")
-        return dest
+def _from_store(store: Store, want: _Wanted, dest: Path) -> Path:
+    """A wheel of another store, checked against the sha256 its index records."""
+    store.fetch(want.path, dest, want.sha256 or None)
+    if want.sha256 and (sha := sha256_file(dest)) != want.sha256:
+        dest.unlink(missing_ok=True)
+        raise BadInput(
+            f"{want.store}/{want.path}: its bytes' sha256 is {sha[:16]}…, its index says {want.sha256[:16]}…"
+        )
+    return dest
+
+
+def _from_file(want: _Wanted, dest: Path, limits: Limits) -> Path:
+    """A wheel a page on this machine links, copied (streamed, bounded) and checked against the page's hash."""
+    local = Path(url2pathname(urlsplit(want.url).path))
+    if problem := input_problem(local):
+        raise BadInput(f"{local}: {problem}")
     link = want.link
-    fetched = download(
-        want.url, dest, limits, link.hash_name if link else "", link.hash_value if link else ""
-    )
-    return fetched.path
+    digest = hashlib.new(link.hash_name) if link is not None and link.hash_name else None
+    with open_regular(local) as source, atomic_output(dest) as out:
+        copied = 0
+        while chunk := source.read(1 << 20):
+            copied += len(chunk)
+            if copied > limits.max_bytes:
+                raise BadInput(f"{local}: over the {limits.max_bytes:,}-byte bound")
+            if digest is not None:
+                digest.update(chunk)
+            out.write(chunk)
+        if digest is not None and link is not None and digest.hexdigest() != link.hash_value:
+            raise BadInput(
+                f"{local}: its bytes' {link.hash_name} is not the one its page names: not imported"
+            )
+    return dest
