@@ -303,16 +303,35 @@ def plan_adoption(
     if not refile:
         left = (*problems, *(m.problem(False) for m in misfiled))
         return _with_renames(Adoption(tuple(adopted), refused=left), renames, held)
+    if relabel:  # each misfiled wheel that serves somewhere goes there under its label's name
+        renames += [_rename(m.path, m.label, _cells_of(m), layout) for m in misfiled if m.label and m.sms]
+        misfiled = [m for m in misfiled if not (m.label and m.sms)]
+    refiling = _refile(misfiled, readings, layout, held, now)
+    adoption = replace(refiling, adopted=tuple(adopted), refused=(*problems, *refiling.refused))
+    return _with_renames(adoption, renames, held)
+
+
+def _cells_of(m: Misfiled) -> tuple[Cell, ...]:
+    assert m.label is not None
+    package = WheelName.parse(m.path.rsplit("/", 1)[-1]).package
+    return tuple(Cell(package, sm, m.label) for sm in m.sms)
+
+
+def _refile(
+    misfiled: Sequence[Misfiled],
+    readings: Mapping[str, Reading],
+    layout: Layout,
+    held: dict[str, str],
+    now: str,
+) -> Adoption:
+    """Each misfiled wheel filed where its bytes serve as it is (copied from the store, the misfiled copy
+    removed), or named: its cells are nowhere, or a path there holds other bytes. ``held``: the store's
+    paths and their sha256, the new copies added as they are planned."""
     refiled: list[Refiled] = []
     filed: list[IndexEntry] = []
     uploads: list[Upload] = []
+    problems: list[Problem] = []
     for m in misfiled:
-        if relabel and m.label is not None and m.sms:
-            cells = tuple(
-                Cell(WheelName.parse(m.path.rsplit("/", 1)[-1]).package, sm, m.label) for sm in m.sms
-            )
-            renames.append(_rename(m.path, m.label, cells, layout))
-            continue
         if not m.refilable:
             problems.append(m.problem(True))
             continue
@@ -327,10 +346,7 @@ def plan_adoption(
         uploads += [Upload(e.path, None, e.sha256, e.size, stored_at=m.path) for e in new]
         held.update({e.path: e.sha256 for e in there})
     deletes = tuple(r.path for r in refiled)
-    adoption = Adoption(
-        tuple(adopted), tuple(refiled), tuple(filed), tuple(problems), tuple(uploads), deletes
-    )
-    return _with_renames(adoption, renames, held)
+    return Adoption((), tuple(refiled), tuple(filed), tuple(problems), tuple(uploads), deletes)
 
 
 def _rename(path: str, label: Label, cells: tuple[Cell, ...], layout: Layout) -> Refiled:
