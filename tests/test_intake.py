@@ -180,7 +180,7 @@ def test_a_page_of_ten_thousand_links_is_one_line_and_the_rest_is_published(run:
 def test_a_stall_a_trickle_a_redirect_loop_and_a_missing_file_are_one_line_each(
     run: Run, site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("LIBRARIAN_DOWNLOAD_TIMEOUT", "1")
+    monkeypatch.setenv("LIBRARIAN_DOWNLOAD_TIMEOUT", "3")  # far below the stall, far above a loaded loopback
     site.stall(f"stall/{CP311}", every=30)  # two bytes, then nothing for far longer than the time-out
     site.stall(f"trickle/{CP311}", every=0.2)  # ten bytes a second: under the rate floor
     site.redirect(f"a/{CP311}", site.url(f"b/{CP311}"))
@@ -190,7 +190,7 @@ def test_a_stall_a_trickle_a_redirect_loop_and_a_missing_file_are_one_line_each(
     assert done.code == 1 and "Traceback" not in done.err
     said = {line.split("skipped  ", 1)[1] for line in done.out.splitlines() if "skipped  " in line}
     assert said == {
-        f"{urls[0]}: stalled (no bytes for 1 s)",
+        f"{urls[0]}: stalled (no bytes for 3 s)",
         f"{urls[2]}: a redirect loop (back to {urls[2]})",
         f"{urls[3]}: HTTP 404",
     } | {s for s in said if s.startswith(f"{urls[1]}: stalled (")}
