@@ -27,6 +27,7 @@ from librarian.errors import BadInput, LibrarianError
 from librarian.facts import BinaryFacts, WheelFacts
 from librarian.machine import Machine
 from librarian.ops.doctor import DoctorReport, diagnose, doctor_json, render_doctor
+from librarian.ops.installed_names import MAX_RECORD, declared_tops
 from librarian.pool import default_jobs, processes_largest_first
 from librarian.probe.torch import with_torch_exports
 from librarian.safeio import input_problem
@@ -35,7 +36,6 @@ from librarian.wheel import inspect_path, sampled_toolkits, torch_requirement
 log = logging.getLogger(__name__)
 
 _NATIVE = re.compile(r"\.(so|pyd|dll|dylib)$|\.so\.\d[\d.]*$")
-MAX_RECORD = 64 << 20  # bytes of RECORD read per distribution (torch's is ~2 MB)
 MAX_WALK = 50_000  # files looked at per distribution found without a RECORD
 # The CUDA libraries the nvidia-* wheels ship, by their base name (Linux sonames, Windows DLLs).
 _CUDA_LIBRARY = re.compile(
@@ -143,29 +143,10 @@ def _read_one(site: Path, info: Path, name: str, version: str) -> Installed:
     return Installed(name, version, tag, site, tuple(native), tuple(problems))
 
 
-def _tops(info: Path, name: str) -> tuple[list[str], str]:
-    """The top-level names a distribution installed, and where they were learnt: its ``top_level.txt``, else
-    its own name as a package folder (``my-pkg`` -> ``my_pkg``)."""
-    try:
-        listed = (info / "top_level.txt").read_text(encoding="utf-8", errors="replace").splitlines()[:1000]
-    except OSError:
-        listed = []
-    tops = [
-        t.strip()
-        for t in listed
-        if t.strip() and "/" not in t and "\\" not in t and t.strip() not in (".", "..")
-    ]
-    if tops:
-        return tops, "top_level.txt"
-    return list(
-        dict.fromkeys((name, name.replace("-", "_"), name.lower().replace("-", "_")))
-    ), "its package folder"
-
-
 def _without_record(site: Path, info: Path, name: str, version: str, tag: str) -> Installed:
     """A distribution with no RECORD (conda, or by hand): its native files found under the top-level names
     it declares (``top_level.txt``) or its own name, said so; symlinks are not followed, the walk bounded."""
-    tops, source = _tops(info, name)
+    tops, source = declared_tops(info, name)
     root = os.path.realpath(site)
     native: list[str] = []
     seen = 0

@@ -13,7 +13,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from librarian.errors import BadInput, LibrarianError
+from librarian.coords import WheelName
+from librarian.errors import BadInput, LibrarianError, Refused
 from librarian.index import IndexEntry
 from librarian.machine import Machine
 from librarian.safeio import atomic_write
@@ -87,5 +88,23 @@ def install_checked(files: Sequence[Path], machine: Machine, *, force: bool) -> 
     # readers (tests/test_startup.py). Not a cycle: a start-up cost.
     from librarian.ops.doctor import check_runs
 
+    check_own_files(files, machine)
     check_runs(files, machine, force=force)
     install(files, machine.interpreter.value or sys.executable)  # looked up now: tests stand in for pip
+
+
+def check_own_files(files: Sequence[Path], machine: Machine) -> None:
+    """Refuse (no flag accepts it) a wheel with a member that would write another distribution's files in
+    the target environment: torch's, the interpreter, or a name another installed distribution owns; one
+    line naming the member and what it would overwrite, before anything is installed."""
+    from librarian.ops.environment import site_dirs
+    from librarian.ops.installed_names import names_of_others
+    from librarian.wheel import TORCH_ENVIRONMENT, OpenedWheel, ownership_problem
+
+    sites = site_dirs(machine.search_path.value or ())
+    for path in files:
+        name = WheelName.parse(path.name)
+        members = [m.path for m in OpenedWheel.wheel(path, name).info().members]
+        taken = TORCH_ENVIRONMENT | names_of_others(sites, name.package)
+        if (problem := ownership_problem(name, members, taken)) is not None:
+            raise Refused(f"{path.name}: {problem}")

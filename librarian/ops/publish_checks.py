@@ -14,7 +14,7 @@ from librarian.errors import BadInput, BadWheel, Refused
 from librarian.gpus import find_gpu
 from librarian.platforms import parse_platform
 from librarian.pytorch.matrix import Matrix
-from librarian.wheel import WheelInfo, said_of
+from librarian.wheel import WheelInfo, ownership_problem, said_of
 
 
 def gpu_cells(
@@ -140,6 +140,8 @@ def check_said(path: Path, info: WheelInfo) -> bool:
     expected = f"{name.distribution}-{name.version}.dist-info"
     if info.dist_info != expected:
         raise BadWheel(f"{path}: its .dist-info is {info.dist_info}, expected {expected}")
+    if (foreign := ownership_problem(name, (m.path for m in info.members))) is not None:
+        raise BadWheel(f"{path}: {foreign}")  # named by the member as given, before any relabel
     found = said_claims(name, said_of(info))
     if wrong := [c for c in found if c.kind is not ClaimKind.TAGS]:
         raise BadWheel(f"{path}: {wrong[0]}")

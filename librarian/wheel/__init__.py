@@ -20,12 +20,16 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time they are loaded o
     from librarian.wheel.members import inspect_path, inspect_wheel
     from librarian.wheel.metadata_checks import metadata_problems
     from librarian.wheel.opened import OpenedWheel
+    from librarian.wheel.ownership import TORCH_ENVIRONMENT, foreign_members, ownership_problem
     from librarian.wheel.relabel import Rewritten, retag
     from librarian.wheel.variant import build_digest, variant_problems, write_variant
     from librarian.wheel.wheelfile import WheelInfo, said_of, torch_requirement
 
 _FACE = {
     "OpenedWheel": "opened",
+    "TORCH_ENVIRONMENT": "ownership",
+    "foreign_members": "ownership",
+    "ownership_problem": "ownership",
     "DeepRead": "deep",
     "Rewritten": "relabel",
     "WheelInfo": "wheelfile",
@@ -46,6 +50,7 @@ _FACE = {
 }
 
 __all__ = [
+    "TORCH_ENVIRONMENT",
     "DeepRead",
     "Exports",
     "OpenedWheel",
@@ -53,10 +58,12 @@ __all__ = [
     "WheelInfo",
     "build_digest",
     "dynamic_symbols",
+    "foreign_members",
     "glibc_symbols",
     "inspect_path",
     "inspect_wheel",
     "metadata_problems",
+    "ownership_problem",
     "retag",
     "said_of",
     "sampled_toolkits",

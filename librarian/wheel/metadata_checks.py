@@ -9,6 +9,7 @@ from pathlib import Path
 from librarian.coords import WheelName
 from librarian.demands import ClaimKind, said_claims
 from librarian.errors import BadWheel
+from librarian.wheel.ownership import ownership_problem
 from librarian.wheel.wheelfile import WheelInfo, read_wheel_info, said_of
 
 log = logging.getLogger(__name__)
@@ -21,12 +22,15 @@ def metadata_problems(path: Path, name: WheelName | None = None) -> list[str]:
 
 
 def metadata_problems_of(info: WheelInfo) -> list[str]:
-    """Each way METADATA and the ``.dist-info`` name contradict the filename. WHEEL's ``Tag:`` lines are not
+    """Each way METADATA and the ``.dist-info`` name contradict the filename, and a member that would write
+    another distribution's files (torch's, the interpreter: :mod:`librarian.wheel.ownership`). WHEEL's ``Tag:`` lines are not
     held to it: installers read a wheel's tags from its filename (pip and uv install cupy-cuda12x, whose
     WHEEL says ``linux_x86_64`` under its ``manylinux2014`` name), so a stored wheel's are no problem;
     inspect says where they differ, and publish writes the filename's into every copy it rewrites."""
     name = info.filename
     problems = [str(c) for c in said_claims(name, said_of(info)) if c.kind is not ClaimKind.TAGS]
+    if (foreign := ownership_problem(name, (m.path for m in info.members))) is not None:
+        problems.append(foreign)
     expected = f"{name.distribution}-{name.version}.dist-info"
     if info.dist_info != expected:
         problems.append(f"its .dist-info is {info.dist_info}, expected {expected}")
