@@ -23,9 +23,12 @@ from pathlib import Path
 from librarian.compat import tomllib
 from librarian.coords import MajorMinor, format_version
 from librarian.errors import BadInput
-from librarian.safeio import user_config_file
+from librarian.safeio import read_regular, user_config_file
 
-_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*TORCH_VERSION_(\d+)_(\d+)_(\d+)\s*$")
+_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*TORCH_VERSION_(\d{1,3})_(\d{1,3})_(\d{1,3})\s*$")
+# The torch lines a table may name: torch 2.0 onward, within a major's reach (a 20-digit version is a typo
+# or an attack, never a torch; it would make every stable-ABI wheel "need" a torch that never ships).
+LINES = ((2, 0), (9, 99))
 MAX_OVERRIDE_BYTES = 4 << 20
 
 
@@ -50,10 +53,17 @@ class Floor:
 
 
 def _mm(text: str, where: str) -> MajorMinor:
-    m = re.fullmatch(r"(\d+)\.(\d+)", text.strip())
+    m = re.fullmatch(r"(\d{1,3})\.(\d{1,3})", text.strip())
     if m is None:
-        raise BadInput(f"{where}: {text!r} is not a torch line (2.10)")
-    return int(m[1]), int(m[2])
+        raise BadInput(f"{where}: {text[:40]!r} is not a torch line (2.10)")
+    return _sane((int(m[1]), int(m[2])), where)
+
+
+def _sane(line: MajorMinor, where: str) -> MajorMinor:
+    """``line``, where it is one torch could have: 2.0 up to 9.99."""
+    if not LINES[0] <= line <= LINES[1]:
+        raise BadInput(f"{where}: torch {format_version(line)} is no torch line (2.0 to 9.99)")
+    return line
 
 
 def parse_versions_file(text: str, where: str) -> dict[str, MajorMinor]:
@@ -65,7 +75,7 @@ def parse_versions_file(text: str, where: str) -> dict[str, MajorMinor]:
         m = _LINE.match(line)
         if m is None:
             raise BadInput(f"{where}:{n}: not 'function_name: TORCH_VERSION_X_Y_Z'")
-        since[m[1]] = (int(m[2]), int(m[3]))
+        since[m[1]] = _sane((int(m[2]), int(m[3])), f"{where}:{n}")
     if not since:
         raise BadInput(f"{where}: no shim function listed")
     return since
@@ -111,17 +121,21 @@ def override_path(environ: Mapping[str, str] | None = None) -> Path:
     return user_config_file("stable_abi.toml", "LIBRARIAN_STABLE_ABI", environ)
 
 
+def _packaged() -> ShimTable:
+    packaged = resources.files("librarian").joinpath("data/stable_abi.toml").read_text(encoding="utf-8")
+    return parse_table(packaged, "librarian/data/stable_abi.toml")
+
+
 @functools.lru_cache(maxsize=4)
 def _load(override: Path) -> ShimTable:
-    packaged = resources.files("librarian").joinpath("data/stable_abi.toml").read_text(encoding="utf-8")
-    table = parse_table(packaged, "librarian/data/stable_abi.toml")
+    table = _packaged()
     try:
-        with override.open("rb") as f:
-            data = f.read(MAX_OVERRIDE_BYTES + 1)
-    except OSError:
+        # A FIFO or device is refused by what it is (never opened to block), a file past the bound by its size.
+        data = read_regular(override, MAX_OVERRIDE_BYTES)
+    except FileNotFoundError:
         return table
-    if len(data) > MAX_OVERRIDE_BYTES:
-        raise BadInput(f"{override}: over {MAX_OVERRIDE_BYTES} bytes: not a stable-ABI table")
+    except OSError as e:
+        raise BadInput(f"{override}: cannot read the stable-ABI table ({e.strerror or e})") from e
     user = parse_table(data.decode("utf-8", "replace"), str(override))
     if user.through < table.through:  # an older copy than the packaged one: the packaged one stands
         return table
@@ -180,16 +194,24 @@ def stable_floor(
 def refresh_from(text: str, where: str, *, read: str, target: Path | None = None) -> tuple[Path, ShimTable]:
     """Write the user's table from a copy of PyTorch's ``shim_function_versions.txt`` (``where`` names it):
     every function it lists, ``through`` the newest line it lists (a function added later cannot be in it).
-    Returns where it was written and the table now in force."""
+    Returns where it was written and the table written (a copy reaching less far than the packaged table
+    would never be used: it is refused, nothing written)."""
     from librarian.safeio import atomic_write
 
     since = parse_versions_file(text, where)
     through = format_version(max(since.values()))
+    packaged = _packaged()
+    if max(since.values()) < packaged.through:  # it would be written and never used: say so, write nothing
+        raise BadInput(
+            f"{where}: reaches torch {through}, older than librarian's own table (through "
+            f"{format_version(packaged.through)}, {packaged.source}): nothing written"
+        )
     path = target or override_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, render_table(since, source=where, read=read, through=through).encode())
+    text = render_table(since, source=where, read=read, through=through)
+    atomic_write(path, text.encode())
     _load.cache_clear()
-    return path, _load(path)
+    return path, parse_table(text, str(path))  # the file's own table: what it says is what is reported
 
 
 __all__ = [

@@ -63,3 +63,32 @@ def test_folding_keeps_the_name_past_template_arguments() -> None:
     assert brief(name) == "at::native::foo<std::function<void (int)>>(…)"
     assert brief("c10::Error::what() const") == "c10::Error::what() const"  # short: as it is
     assert shorten("x" * 100, 60) == "x" * 59 + "… (41 more characters)"
+
+
+def _bomb(levels: int) -> str:
+    """``f(N, N<N, N>, N<N<N, N>, N<N, N> >, ...)``: each parameter twice the one before, by back-references:
+    a 244-character name that demangles to 218 MB at 24 levels."""
+
+    def sub(n: int) -> str:
+        if n == 0:
+            return "S_"
+        n, digits, out = n - 1, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ", ""
+        while True:
+            out, n = digits[n % 36] + out, n // 36
+            if n == 0:
+                return f"S{out}_"
+
+    return "_Z1f1NS_IS_S_E" + "".join(f"S_I{sub(i - 1)}{sub(i - 1)}E" for i in range(2, levels))
+
+
+@pytest.mark.skipif(shutil.which("c++filt") is None, reason="binutils' c++filt is not on PATH")
+def test_a_demangler_bomb_is_stopped_at_the_cap_and_the_name_stays_mangled() -> None:
+    """Issue 54 item 5: c++filt is stopped once its output passes MAX_OUTPUT, never held whole."""
+    from librarian import demangle as d
+
+    small = _bomb(8)
+    assert d.demangle([small])[small].startswith("f(N, N<N, N>, ")  # a name within the cap: demangled
+    bomb = _bomb(30)  # 2^30 times N: gigabytes, were it read whole
+    assert len(bomb) < 400
+    seen = d.readable([f"imports {bomb}", small])  # stopped: every name of the run stays mangled
+    assert seen[0].startswith("imports _Z1f1NS_IS_S_E") and seen[1].startswith("_Z1f1NS_IS_S_E")

@@ -6,6 +6,7 @@ properties agreeing on it. ``matrix refresh --shims`` writes a newer table to th
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,38 @@ def test_on_the_day_216_lands_plan_and_ls_say_which_stored_wheels_already_serve_
     assert "1 stored wheel(s) run with torch 2.16 (1 by stable ABI)" in listed.out
     assert run("pull", "stab", "--torch", "2.16", "--sm", "89", "--cuda", "13.0", "--python", "3.12",
                "--platform", "linux_x86_64", "-o", "o").code == 0  # fmt: skip
+
+
+def test_the_override_is_bounded_like_the_matrix_override(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 54 item 4: a FIFO named by LIBRARIAN_STABLE_ABI is refused, not waited on; versions no torch has
+    (5,000 digits, 99999999999999999999) are refused in one line; a copy older than the packaged table is
+    refused, nothing written; the count reported is the file's own."""
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "abi.fifo"
+    os.mkfifo(fifo)
+    probe = "from librarian.stable_abi import load_table\ntry:\n    load_table()\nexcept Exception as e:\n    print(e)"
+    done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "LIBRARIAN_STABLE_ABI": str(fifo)},
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert f"{fifo}: cannot read the stable-ABI table" in done.stdout, done.stdout + done.stderr
+    override = tmp_path / "abi.toml"
+    monkeypatch.setenv("LIBRARIAN_STABLE_ABI", str(override))
+    listing = tmp_path / "shim_function_versions.txt"
+    for version in ("2_" + "9" * 5000 + "_0", "99999999999999999999_0_0"):
+        listing.write_text(f"torch_new: TORCH_VERSION_{version}\n")
+        bad = run("matrix", "refresh", "--shims", str(listing))
+        assert bad.code == 2 and bad.err.count("\n") == 1 and "Traceback" not in bad.err, bad.err
+        assert len(bad.err) < 400 and not override.exists()
+    listing.write_text(
+        "torch_from_blob: TORCH_VERSION_2_11_0\n"
+    )  # reaches 2.11: the packaged one reaches 2.13
+    older = run("matrix", "refresh", "--shims", str(listing))
+    assert older.code == 2 and "older than librarian's own table" in older.err and not override.exists()
+    listing.write_text("torch_from_blob: TORCH_VERSION_2_11_0\ntorch_new_one: TORCH_VERSION_2_15_0\n")
+    done2 = run("matrix", "refresh", "--shims", str(listing), "--json")
+    assert done2.code == 0, done2.err
+    assert json.loads(done2.out)["functions"] == 2  # the file's own, not the packaged table's
