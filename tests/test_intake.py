@@ -245,3 +245,45 @@ def test_a_page_on_this_machine_links_the_files_beside_it(run: Run, tmp_path: Pa
     assert f"{folder / CP312}: its bytes' sha256 is not the one its page names: not imported" in done.out
     assert "added  tinykern/sm89/torch2.9-cu130/tinykern-0.1.0+cu130torch2.9-cp311" in done.out
     assert not list((tmp_path / "wheelhouse").rglob("*cp312*"))
+
+
+def test_skip_refused_skips_an_input_that_is_a_fifo_a_folder_or_missing(run: Run, tmp_path: Path) -> None:
+    """Issue 54 item 7: one unusable input no longer stops a --skip-refused batch."""
+    import os
+
+    os.mkfifo(tmp_path / "pipe.whl")
+    (tmp_path / "folder.whl").mkdir()
+    good = str(SAMPLES / CP311)
+    done = run("publish", "pipe.whl", "folder.whl", "missing.whl", good, *LABEL, "--skip-refused")
+    assert done.code == 1
+    skipped = [line.split("skipped  ", 1)[1] for line in done.out.splitlines() if "skipped  " in line]
+    assert skipped == [
+        "pipe.whl: a FIFO, not a file",
+        "folder.whl: a folder, not a file",
+        "missing.whl: no such file",
+    ]
+    assert "added  tinykern/sm89/torch2.9-cu130/tinykern-0.1.0+cu130torch2.9-cp311" in done.out
+    alone = run("publish", "pipe.whl", good, *LABEL)  # without the flag: refused, nothing filed
+    assert alone.code == 2 and alone.err == "librarian: error: pipe.whl: a FIFO, not a file\n"
+
+
+def test_a_publish_warning_names_the_input_once(run: Run, tmp_path: Path) -> None:
+    """Issue 54 item 7: the symbolic-link warning named the relabelled temp copy, twice."""
+    import zipfile
+
+    from tests.builders import make_wheel
+
+    made = make_wheel(tmp_path / "dist", "tinykern", "0.1.0", "cp311-cp311-linux_x86_64",
+                      {"tinykern/__init__.py": b"", "tinykern/link": b"__init__.py"})  # fmt: skip
+    with zipfile.ZipFile(made) as zf:
+        members = [(i, zf.read(i)) for i in zf.infolist()]
+    with zipfile.ZipFile(made, "w") as zf:
+        for info, data in members:
+            if info.filename == "tinykern/link":
+                info.external_attr = 0o120777 << 16  # a symbolic link
+            zf.writestr(info, data)
+    done = run("publish", str(made), "--torch", "2.9", "--cuda", "12.8", "--sm", "89", "--dry-run")
+    assert done.code == 0, done.err
+    assert done.err == (
+        f"librarian: {made}: 1 member(s) are symbolic links (tinykern/link); pip installs them as plain files\n"
+    )

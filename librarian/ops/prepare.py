@@ -23,7 +23,7 @@ from librarian.ops.labels import choose_label
 from librarian.ops.publish_checks import check_claims, check_combo, check_said, gpu_cells
 from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.safeio import sha256_file
-from librarian.wheel import DeepRead, OpenedWheel, Rewritten, WheelInfo, said_of
+from librarian.wheel import DeepRead, OpenedWheel, Rewritten, WheelInfo, said_of, warn_of_links
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +207,7 @@ def prepare_one(
     opened = OpenedWheel.wheel(path, name)
     said = opened.info()
     repair = check_said(path, said)
+    warn_of_links(path, said)  # once, naming the file given (the checks below read a relabelled copy too)
     staged_file, info, facts, written_sha, written_size = _read_or_relabel(
         opened, label, repair, options, staging, write
     )

@@ -322,16 +322,19 @@ def publish(
     entries to the manifest file, for ``reindex --manifest``. ``taken``: of wheels taken from elsewhere,
     the line each one's origin claims and where it came from.
     """
-    for path in paths:
-        if problem := input_problem(path):  # a FIFO would block the read: refused by what it is
-            raise BadInput(f"{path}: {problem}")
+    # A FIFO would block the read: refused by what it is, as a folder or a missing file is; with
+    # --skip-refused each is one skipped input, and the rest of the batch is filed.
+    unusable = [BadInput(f"{path}: {problem}") for path in paths if (problem := input_problem(path))]
+    if unusable and not options.skip_refused:
+        raise unusable[0]
+    paths = [p for p in paths if not input_problem(p)]
     assert options.layout is not None
     with tempfile.TemporaryDirectory(prefix="librarian-publish-") as tmp:
         wheels, refused = prepare(paths, options, Path(tmp), write=not dry_run, taken=taken)
         plan = file_prepared(
             store, wheels, options, Path(tmp), dry_run=dry_run, stage=stage, manifest=manifest
         )
-        return replace(plan, skipped=tuple(str(e) for e in refused))
+        return replace(plan, skipped=tuple(str(e) for e in (*unusable, *refused)))
 
 
 def file_prepared(

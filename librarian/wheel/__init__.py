@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time they are loaded o
     from librarian.wheel.elf_symbols import Exports, dynamic_symbols, glibc_symbols, version_definitions
     from librarian.wheel.fatbin import sampled_toolkits
     from librarian.wheel.members import inspect_path, inspect_wheel
-    from librarian.wheel.metadata_checks import metadata_problems
+    from librarian.wheel.metadata_checks import metadata_problems, warn_of_links
     from librarian.wheel.opened import OpenedWheel
     from librarian.wheel.ownership import TORCH_ENVIRONMENT, foreign_members, ownership_problem
     from librarian.wheel.relabel import Rewritten, retag
@@ -38,6 +38,7 @@ _FACE = {
     "retag": "relabel",
     "said_of": "wheelfile",
     "metadata_problems": "metadata_checks",
+    "warn_of_links": "metadata_checks",
     "torch_requirement": "wheelfile",
     "write_variant": "variant",
     "build_digest": "variant",
@@ -70,6 +71,7 @@ __all__ = [
     "torch_requirement",
     "variant_problems",
     "version_definitions",
+    "warn_of_links",
     "write_variant",
 ]
 

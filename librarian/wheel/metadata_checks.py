@@ -38,7 +38,7 @@ def metadata_problems_of(info: WheelInfo) -> list[str]:
 
 
 def refuse_unpublishable(path: Path, info: WheelInfo) -> WheelInfo:
-    """Refuse (BadWheel) a wheel that ``verify`` would flag for its metadata; warn of symlink members.
+    """Refuse (BadWheel) a wheel that ``verify`` would flag for its metadata.
 
     Publish runs the very checks verify runs, so that nothing is stored that verify then rejects.
     ``info`` is what was read from ``path``, returned.
@@ -46,6 +46,11 @@ def refuse_unpublishable(path: Path, info: WheelInfo) -> WheelInfo:
     problems = metadata_problems_of(info)
     if problems:
         raise BadWheel(f"{path}: {problems[0]}")
+    return info
+
+
+def warn_of_links(path: Path, info: WheelInfo) -> None:
+    """Say once, naming the file given, that members are symbolic links (pip installs them as plain files)."""
     if links := [m.path for m in info.members if m.link]:
         log.warning(
             "%s: %d member(s) are symbolic links (%s); pip installs them as plain files",
@@ -53,4 +58,3 @@ def refuse_unpublishable(path: Path, info: WheelInfo) -> WheelInfo:
             len(links),
             links[0],
         )
-    return info
