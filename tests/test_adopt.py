@@ -20,8 +20,9 @@ from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label, WheelName
 from librarian.demands import Wheel, claims
 from librarian.index import Index, IndexEntry
-from librarian.ops.adopt import Misfiled, duplicates, judge_reading, precheck, serving_label
+from librarian.ops.adopt import Misfiled, duplicates, judge_reading, serving_label
 from librarian.ops.adoption import Adopting
+from librarian.ops.placement import path_problem
 from librarian.ops.readings import Reading, ReadingCache
 from librarian.ops.reindex import reindex
 from librarian.ops.verify import NOT_INDEXED
@@ -260,11 +261,11 @@ def test_serving_label_prefers_the_claimed_torch_line_then_the_cuda_major() -> N
 
 
 def test_prechecks_and_duplicates_need_no_bytes() -> None:
-    assert precheck("kern/sm89/x.whl", LAYOUT) is not None
-    assert precheck("kern/sm89/torch2.9-cu128/evil-1.0-cp312-cp312-linux_x86_64.whl", LAYOUT) == (
+    assert path_problem(LAYOUT, "kern/sm89/x.whl") is not None
+    assert path_problem(LAYOUT, "kern/sm89/torch2.9-cu128/evil-1.0-cp312-cp312-linux_x86_64.whl") == (
         "wheel of evil filed under package kern"
     )
-    assert precheck("kern/sm89/torch2.9-cu128/kern-1.0-cp312-cp312-linux_x86_64.whl", LAYOUT) is None
+    assert path_problem(LAYOUT, "kern/sm89/torch2.9-cu128/kern-1.0-cp312-cp312-linux_x86_64.whl") is None
     a = "kern/sm89/torch2.9-cu128/kern-1.0-cp312-cp312-linux_x86_64.whl"
     b = "kern/sm89/torch2.9-cu128/kern-1.0+cu128torch2.9-cp312-cp312-linux_x86_64.whl"
     c = "kern/sm89/torch2.9-cu128/kern-1.0-cp311-cp311-linux_x86_64.whl"

@@ -20,7 +20,7 @@ from packaging.version import Version
 
 from librarian.coords import Cell, GpuArch, Label, WheelName
 from librarian.demands import Claimed, Demand, Wheel, cells, claims, demand_of, judge_cell, no_cuda
-from librarian.errors import LibrarianError, Refused
+from librarian.errors import Refused
 from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
 from librarian.ops.placement import Problem, label_clash
@@ -103,21 +103,6 @@ class Adoption:
         return (*self.adopted, *self.filed)
 
 
-def precheck(path: str, layout: Layout) -> str | None:
-    """Pure: why the wheel at ``path`` is no candidate before its bytes are read (its path or name), or ``None``."""
-    parsed = layout.parse_path(path)
-    if parsed is None:
-        return f"not where layout {layout.name!r} puts wheels ({layout.path}): its path names no cell"
-    cell, filename = parsed
-    try:
-        name = WheelName.parse(filename)
-    except LibrarianError as e:
-        return str(e).split(": ", 1)[-1]
-    if name.package != cell.package:
-        return f"wheel of {name.package} filed under package {cell.package}"
-    return None
-
-
 def _release(path: str, layout: Layout) -> tuple[Cell, str, str, str] | None:
     parsed = layout.parse_path(path)
     if parsed is None:
@@ -150,7 +135,7 @@ def judge_reading(
     path: str, reading: Reading, layout: Layout, matrix: Matrix | None, now: str
 ) -> IndexEntry | Misfiled:
     """Pure: the entry a wheel gets at its path where its bytes serve the cell the path names, else what fails
-    and where they do serve. ``path`` passed :func:`precheck`."""
+    and where they do serve. ``path`` passed :func:`~librarian.ops.placement.path_problem`."""
     parsed = layout.parse_path(path)
     assert parsed is not None
     cell, filename = parsed

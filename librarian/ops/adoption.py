@@ -14,8 +14,8 @@ from pathlib import Path
 from librarian.coords import Cell, WheelName
 from librarian.errors import LibrarianError
 from librarian.index import Index, IndexEntry
-from librarian.ops.adopt import Adoption, Refiled, duplicates, plan_adoption, precheck
-from librarian.ops.placement import Problem
+from librarian.ops.adopt import Adoption, Refiled, duplicates, plan_adoption
+from librarian.ops.placement import Problem, path_problem
 from librarian.ops.readings import Reading, ReadingCache, read_stored
 from librarian.pytorch.matrix import Matrix, load_matrix
 from librarian.stores.base import Store, StoredFile, Upload
@@ -49,7 +49,7 @@ def adopt_unindexed(
     """The adoption of the tree's ``unindexed`` wheels: each whose path and name make it a candidate read
     from its bytes and judged; the METADATA of each wheel it files (PEP 658), from its reading, written to
     ``tmp`` and uploaded beside it."""
-    refused = {f.path: why for f in unindexed if (why := precheck(f.path, index.layout)) is not None}
+    refused = {f.path: why for f in unindexed if (why := path_problem(index.layout, f.path)) is not None}
     candidates = [f for f in unindexed if f.path not in refused]
     refused.update(duplicates([f.path for f in candidates], index, index.layout))
     readings = read_stored(

@@ -122,7 +122,9 @@ def ls(
     """The coverage of ``packages`` (all when empty); with ``torch``, of the wheels that serve that line."""
     keys = [package_key(p) for p in packages] or None
     index = read_index(store, default_layout, keys)
-    unindexed = _unindexed_wheels(store, default_layout, keys) if store.read_file(ROOT) is None else 0
+    # Only an empty index can be a missing one: a store with entries is not asked for its root again.
+    unheld = not index.entries and not index.bad and store.read_file(ROOT) is None
+    unindexed = _unindexed_wheels(store, default_layout, keys) if unheld else 0
     held = set(index.packages())  # entries and bad entries alike: one whose entries fail checks is held
     if keys is not None and (absent := [p for p, k in zip(packages, keys, strict=True) if k not in held]):
         if unindexed:

@@ -49,20 +49,28 @@ class Accepted:
 
 def check_placement(layout: Layout, path: str) -> list[str]:
     """Pure: the problems of a wheel path against the layout and its own filename."""
+    if (problem := path_problem(layout, path)) is not None:
+        return [problem]
+    parsed = layout.parse_path(path)
+    assert parsed is not None  # path_problem said it parses
+    clash = label_clash(WheelName.parse(parsed[1]), parsed[0])
+    return [clash] if clash is not None else []
+
+
+def path_problem(layout: Layout, path: str) -> str | None:
+    """Pure: why a store path holds no wheel of the cell it names (no cell at all, a filename that is no
+    wheel's, another package's wheel), before its label or bytes are looked at; ``None`` where it does."""
     parsed = layout.parse_path(path)
     if parsed is None:
-        return [f"not where layout {layout.name!r} puts wheels ({layout.path})"]
+        return f"not where layout {layout.name!r} puts wheels ({layout.path})"
     cell, filename = parsed
     try:
         name = WheelName.parse(filename)
     except LibrarianError as e:
-        return [str(e).split(": ", 1)[-1]]
-    problems = []
+        return str(e).split(": ", 1)[-1]
     if name.package != cell.package:
-        problems.append(f"wheel of {name.package} filed under package {cell.package}")
-    if (clash := label_clash(name, cell)) is not None:
-        problems.append(clash)
-    return problems
+        return f"wheel of {name.package} filed under package {cell.package}"
+    return None
 
 
 def label_clash(name: WheelName, cell: Cell) -> str | None:
