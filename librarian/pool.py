@@ -109,7 +109,8 @@ def processes_largest_first(
     for pure-Python reading of many files (``doctor --env``: a CUDA torch's 112 libraries), which threads
     cannot overlap under the GIL. ``work`` and its results must pickle; where ``fork`` is not offered (macOS,
     Windows) or ``jobs <= 1``, it runs in this process. ``meanwhile`` runs in this thread once every worker
-    is forked (never a thread alive across a fork), while they work; its result comes back beside theirs."""
+    is forked (never a thread alive across a fork), while they work; its result comes back beside theirs.
+    The workers die with this process, however it dies."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -118,11 +119,29 @@ def processes_largest_first(
         return results, (meanwhile() if meanwhile is not None else None)
     order = sorted(range(len(items)), key=lambda k: -sizes[k])
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=context) as pool:
+    workers = min(jobs, len(items))
+    with ProcessPoolExecutor(workers, context, _die_with, (os.getpid(),)) as pool:
         futures = [pool.submit(work, items[k]) for k in order]  # with fork, every worker starts at the first
         side = meanwhile() if meanwhile is not None else None
         done = {k: f.result() for k, f in zip(order, futures, strict=True)}
     return [done[k] for k in range(len(items))], side
+
+
+def _die_with(parent: int) -> None:
+    """In a forked worker: be killed when ``parent`` dies (Linux's parent-death signal), however it dies
+    (``SIGKILL`` included), so that no worker outlives the command; where there is no such signal, a worker
+    ends when its pipe to the parent closes, as ``concurrent.futures`` does."""
+    import signal
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux, or no libc to ask
+        return
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(1)
 
 
 @final

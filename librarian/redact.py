@@ -34,6 +34,20 @@ def _unprintable() -> re.Pattern[str]:
     return re.compile(r"[^\x20-\x7e\u00a0-\uffff]+")
 
 
+@functools.cache
+def _controls() -> re.Pattern[str]:
+    # C0, DEL, C1, and the bidirectional overrides that reorder what a terminal shows
+    return re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(text: str) -> str:
+    """``text`` (a name read from a disk: a dist-info folder, a member) with each control character written
+    as an escape (``\\x1b``), so that printing it can neither move the cursor nor retitle the terminal."""
+    return _controls().sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text
+    )
+
+
 def register_secret(secret: str | None) -> None:
     """Mask ``secret`` (a token librarian uses) wherever it appears in printed text."""
     if secret and len(secret) >= 4:

@@ -205,7 +205,8 @@ def test_torch_is_not_asked_for_its_own_symbols_but_an_extension_is(tmp_path: Pa
     symbols on PyPI's 2.14.1): it is judged as itself, not as an extension of the torch installed, while an
     extension importing a symbol that torch does not export will not run."""
     from librarian.machine import Machine, Probed, TorchInfo
-    from librarian.ops.environment import Installed, judge_environment
+    from librarian.ops.environment import judge_environment
+    from librarian.ops.installed import Installed
     from tests.cuda_fixtures import elf_bytes
 
     symbol = "_ZN2at6native9gone_awayEv"
@@ -293,3 +294,86 @@ def test_files_that_cannot_be_read_are_each_one_line_and_a_2gb_library_is_read_b
         and len(bad["not_read"]) == 2
         and bad["problems"] == ["bad/pipe.so: a FIFO, not a file"]
     )
+
+
+def test_a_torch_whose_own_files_were_written_over_is_never_runs_here(
+    run: Run, venv: tuple[Path, Path], sos: dict[str, Path], tmp_path: Path
+) -> None:
+    """Issue 54: torch's judgement holds its own files to its RECORD (the small ones by their sha256), so a
+    torch another install wrote over is 'may NOT import', listed by pull --fix as unfixable by a store (the
+    pip line that puts it back), and never under 'every package with native code runs here'."""
+    python, site = venv
+    install(site, "torch", {"torch/__init__.py": b"import torch._C\n", "torch/lib/libtorch_x.so": sos["sm_90"].read_bytes()})  # fmt: skip
+    machine = ("--python", str(python), "--sm", "90", *MACHINE)
+    assert "  torch 1.0: runs" in run("doctor", "--env", *machine).out.splitlines()
+    (site / "torch" / "__init__.py").write_bytes(b"import torch._X\n")  # the same size: its sha256 differs
+
+    doctor = run("doctor", "--env", *machine)
+    lines = doctor.out.splitlines()
+    assert any(
+        line.startswith("  torch 1.0: may NOT import: its own files are not those it installed")
+        for line in lines
+    )
+    assert "      torch/__init__.py: its bytes are not its RECORD's" in lines, doctor.out
+    assert json.loads(run("doctor", "--env", *machine, "--json").out)["distributions"][0]["altered"] == [
+        "torch/__init__.py: its bytes are not its RECORD's"
+    ]
+    fixed = run("pull", "--fix", *machine)
+    assert fixed.code == 1 and "runs here" not in fixed.out
+    assert "cannot fix torch 1.0: its own files are not those it installed" in fixed.out
+    assert "pip install --force-reinstall --no-deps torch==1.0" in fixed.out
+
+
+def test_an_install_that_writes_over_torch_is_an_error_naming_the_file(
+    run: Run, venv: tuple[Path, Path], sos: dict[str, Path], tmp_path: Path
+) -> None:
+    """The ownership checks refuse a wheel with torch's files before an install; should an installer still
+    write over torch (here a stand-in for uv that does), pull --install says so, in one line, exit 2."""
+    from tests.gpu_wheels import so_wheel
+
+    python, site = venv
+    install(site, "torch", {"torch/__init__.py": b"import torch._C\n"})
+    uv = tmp_path / "bin" / "uv"  # first on PATH (the venv has no pip: librarian installs with uv)
+    uv.write_text(f"#!/bin/sh\nprintf 'broken!!!!!!!!!\\n' > {site}/torch/__init__.py\n")
+    uv.chmod(0o755)
+    built = so_wheel(tmp_path / "dist", sos["sm_90"], name="kern90", version="1.0", tags=HERE_TAG)
+    assert run("publish", str(built), "--torch", "2.9", "--cuda", "13.0").code == 0
+
+    pulled = run("pull", "kern90", "--install", "--python", str(python), "--sm", "90", *MACHINE)
+
+    assert pulled.code == 2, pulled.out + pulled.err
+    assert pulled.err.count("\n") == 1 and "Traceback" not in pulled.err
+    assert (
+        "after the install, torch's own files are not those it installed: torch/__init__.py: its bytes"
+        in pulled.err
+    )
+
+
+def test_pull_fix_of_two_packages_says_which_it_kept_when_the_second_fails(
+    run: Run, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    """pip undoes only the package it fails on: the first replacement stays, and pull --fix says so."""
+    from tests.builders import make_wheel
+
+    where = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=300)
+    python = where / "bin" / "python"
+    (site,) = where.glob("lib/python*/site-packages")
+    for name in ("akern", "zkern"):
+        install(site, name, {f"{name}/__init__.py": b"", f"{name}/_C.so": sos["sm_80"].read_bytes()})
+        files = {f"{name}/__init__.py": b"", f"{name}/_C.so": sos["sm_90"].read_bytes()}
+        if name == "zkern":  # a file where another installed package keeps a folder: pip fails on it
+            install(site, "plugins", {"zkern/extra/plugin.py": b"X = 1\n"})
+            files["zkern/extra"] = b"a file"
+        built = make_wheel(tmp_path / "dist", name, "1.0", HERE_TAG, files)
+        assert run("publish", str(built), "--torch", "2.9", "--cuda", "13.0").code == 0
+
+    fixed = run("pull", "--fix", "--python", str(python), "--sm", "90", *MACHINE)
+
+    assert fixed.code == 2 and "Traceback" not in fixed.err
+    assert (site / "akern" / "_C.so").read_bytes() == sos["sm_90"].read_bytes()  # replaced, kept
+    assert (site / "zkern" / "_C.so").read_bytes() == sos["sm_80"].read_bytes()  # pip put it back
+    assert (
+        f"replaced before the failure, and kept (pip undoes only the one it failed on): akern (now "
+        f"akern-1.0+cu130torch2.9-{HERE_TAG}.whl)" in fixed.out
+    ), fixed.out

@@ -312,6 +312,16 @@ def test_gc_verify_and_reindex_keep_variants_in_step(run: Run, sos: dict[str, Pa
         "not the variant of kern-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl: kern/_C.so: other bytes"
         in deep.out
     )
+    # reindex judges each variant as verify --deep does (issue 54, item 3): the tampered one is made again
+    remade = run("reindex")
+    assert remade.code == 0 and f"made  variant-wheels/kern/{sm90.name}" in remade.out, (
+        remade.out + remade.err
+    )
+    assert "not the variant of" in remade.err and sm90.read_bytes() == good
+    assert run("verify", "--deep").code == 0
+    page = (store / "variants" / "kern.html").read_text()  # the page follows: it links the bytes made again
+    assert f"{sm90.name}#sha256={hashlib.sha256(good).hexdigest()}" in page
+    assert "nothing to reindex" in run("reindex").out  # judged faithful once: not read again
     stray = store / "variant-wheels/kern/kern-1.0-cp311-cp311-linux_x86_64-sm99.0badc0de.whl"
     stray.write_bytes(good)
     orphan = run("verify")
@@ -387,6 +397,46 @@ def test_on_the_hub_a_variant_goes_in_its_wheel_s_commit(
     )  # the wheels, their variants and the json: one commit
     left = loophub.files("team/wheels")
     assert not [p for p in left if p.endswith(".whl") or p.startswith("variants/")]
+
+
+def test_on_the_hub_reindex_deep_makes_a_tampered_variant_again(
+    run: Run, loophub: LoopHub, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    """Issue 54, item 3: a variant with other member bytes, the index's sha256 and size made to match: plain
+    reindex on the Hub reads no wheel; --deep judges each variant against its source and makes it again."""
+    import hashlib
+
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    repo = ("--repo", "hf://datasets/team/wheels")
+    wheel = so_wheel(tmp_path / "a", sos["sm_86"], version="1.0", tags=TAGS)
+    assert run("publish", str(wheel), *LINE, "--variants", "--create", *repo).code == 0
+    files = loophub.files("team/wheels")
+    (path,) = [p for p in files if p.startswith("variant-wheels/kern/")]
+    good = files[path]
+    tampered = tmp_path / "tampered.whl"
+    tampered.write_bytes(good)
+    with zipfile.ZipFile(tmp_path / "a" / wheel.name) as zf, zipfile.ZipFile(tampered, "a") as out:
+        out.writestr("kern/extra.so", zf.read("kern/_C.so"))  # an extra member
+    index = json.loads(files["index/kern.json"])
+    for w in index["wheels"]:
+        w["variant"].update(
+            sha256=hashlib.sha256(tampered.read_bytes()).hexdigest(), size=tampered.stat().st_size
+        )
+    ops = [
+        CommitOperationAdd(path, str(tampered)),
+        CommitOperationAdd("index/kern.json", json.dumps(index).encode()),
+    ]
+    HfApi().create_commit("team/wheels", ops, commit_message="tamper", repo_type="dataset")
+    assert run("verify", "--deep", *repo).code == 1
+
+    assert "nothing to reindex" in run("reindex", *repo).out  # on the Hub, a plain reindex reads no wheel
+    remade = run("reindex", "--deep", *repo)
+
+    assert remade.code == 0 and f"made  {path}" in remade.out, remade.out + remade.err
+    assert loophub.files("team/wheels")[path] == good
+    assert run("verify", "--deep", *repo).code == 0
+    assert "nothing to reindex" in run("reindex", "--deep", *repo).out
 
 
 def test_fan_in_carries_variants_to_the_one_commit(

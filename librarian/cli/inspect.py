@@ -109,10 +109,10 @@ def doctor(
 
 def doctor_env(described: Machine, as_json: bool) -> None:
     """``doctor --env``: the target environment's packages with native code, each judged; exit 1 if one will not run."""
-    from librarian.ops import environment
+    from librarian.ops import environment, installed
 
     where, sites = environment.target_environment(described)
-    judged = environment.judge_environment(environment.read_installed(sites), described)
+    judged = environment.judge_environment(installed.read_installed(sites), described)
     label = f"{where} ({', '.join(str(s) for s in sites)})"
     if as_json:
         ui.emit_json(environment.environment_json(judged, label))

@@ -271,6 +271,15 @@ def reindex(
         ),
     ] = False,
     variants: VariantsOpt = None,
+    deep: Annotated[
+        bool,
+        typer.Option(
+            "--deep",
+            help="On the Hub too, judge each variant wheel against its source as verify --deep does (each wheel "
+            "with a variant downloaded once), and make again those that are not their source's (a local "
+            "store is judged so always).",
+        ),
+    ] = False,
     jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -278,8 +287,8 @@ def reindex(
 
     Example: librarian reindex --manifest manifests/ --repo hf://datasets/me/wheels
     """
-    if manifest and (adopt or refresh):
-        flag = "--adopt" if adopt else "--refresh"
+    if manifest and (adopt or refresh or deep):
+        flag = "--adopt" if adopt else "--refresh" if refresh else "--deep"
         raise BadInput(f"{flag}: not with --manifest (run 'reindex {flag}' on its own)")
     if (refile or relabel) and not adopt:
         flag = "--refile" if refile else "--relabel"
@@ -303,6 +312,7 @@ def reindex(
             refresh=refresh,
             variants=variants_wanted(variants),
             adopting=how,
+            deep=deep,
         )
     if as_json:
         ui.emit_json({"schema": 1, "dry_run": dry_run, **reindex_json(report)})

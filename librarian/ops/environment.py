@@ -1,21 +1,15 @@
 """doctor --env: every installed distribution of an environment that carries native code, judged against the
 machine by the one judgement, from the installed files (never importing anything).
 
-A distribution is found by its ``*.dist-info`` in the target's site-packages; its files by its RECORD (each
-path must stay inside site-packages); its native members by their names (``.so``, ``.pyd``, ``.dll``,
-``.dylib``, ``.so.N``); each is read by the same readers and bounds as a wheel's member, from the file. A
-RECORD row whose file is gone or has another size says the distribution was edited or half-installed.
+The distributions and their native files are found by :mod:`librarian.ops.installed`; each file is read by
+the same readers and bounds as a wheel's member, on forked workers that die with this process. Every name
+that came from the disk is printed with its control characters escaped (:func:`librarian.redact.shown`).
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import itertools
 import logging
-import os
-import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,40 +21,13 @@ from librarian.errors import BadInput, LibrarianError
 from librarian.facts import BinaryFacts, WheelFacts
 from librarian.machine import Machine
 from librarian.ops.doctor import DoctorReport, diagnose, doctor_json, render_doctor
-from librarian.ops.installed_names import MAX_RECORD, declared_tops
+from librarian.ops.installed import Installed, site_dirs
 from librarian.pool import default_jobs, processes_largest_first
 from librarian.probe.torch import with_torch_exports
-from librarian.safeio import input_problem
-from librarian.wheel import inspect_path, sampled_toolkits, torch_requirement
+from librarian.redact import shown
+from librarian.wheel import inspect_path, sampled_toolkits
 
 log = logging.getLogger(__name__)
-
-_NATIVE = re.compile(r"\.(so|pyd|dll|dylib)$|\.so\.\d[\d.]*$")
-MAX_WALK = 50_000  # files looked at per distribution found without a RECORD
-# The CUDA libraries the nvidia-* wheels ship, by their base name (Linux sonames, Windows DLLs).
-_CUDA_LIBRARY = re.compile(
-    r"^(?:lib)?(cudart|cublasLt|cublas|cudnn[a-z_]*|cufftw?|curand|cusolverMg|cusolver|cusparseLt|cusparse|"
-    r"nccl|nvrtc-builtins|nvrtc|nvJitLink|cupti|nvToolsExt|nvjpeg|npp[a-z]*|cufile)"
-    r"(?:\.so(?:\.\d+)*|64_\d+(?:_\d+)?\.dll)$"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Installed:
-    """One installed distribution: its name, version, tag, where it is, its native files, what is off."""
-
-    name: str
-    version: str
-    tag: str  # from its WHEEL (the first Tag line), else py3-none-any
-    site: Path
-    native: tuple[str, ...]  # paths relative to ``site``
-    problems: tuple[str, ...] = ()  # its RECORD against the files: edited, half-installed, escaping
-    requires_torch: str | None = None  # its METADATA's Requires-Dist on torch
-
-    @property
-    def filename(self) -> str:
-        """The wheel it was installed from, as a name the judgement reads its tags from."""
-        return f"{self.name.replace('-', '_')}-{self.version}-{self.tag}.whl"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,154 +43,12 @@ class Judged:
     @property
     def runs(self) -> bool | None:
         """Whether it runs; ``None`` where not known (a native file of it could not be read: the loader
-        would say its own word on it)."""
+        would say its own word on it; torch's own files are not those it installed: import torch may fail)."""
+        if self.dist.altered and (self.report is None or self.report.runs is not False):
+            return None
         if self.report is None or (self.not_read and self.report.runs is not False):
             return None
         return self.report.runs
-
-
-def site_dirs(paths: Iterable[str]) -> list[Path]:
-    """The site-packages folders of an interpreter's ``sys.path``."""
-    return [
-        Path(p)
-        for p in dict.fromkeys(paths)
-        if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()
-    ]
-
-
-def read_installed(sites: Sequence[Path]) -> list[Installed]:
-    """Every distribution in ``sites`` (one per name: the first site wins, as for imports)."""
-    found: dict[str, Installed] = {}
-    for site in sites:
-        for info in sorted(site.glob("*.dist-info")):
-            name, _, version = info.name.removesuffix(".dist-info").rpartition("-")  # no "-" in a version
-            key = canonicalize_name(name)
-            if key in found or not info.is_dir():
-                continue
-            found[key] = replace(_read_one(site, info, name, version), requires_torch=_requires_torch(info))
-    return second_copies(sorted(found.values(), key=lambda d: canonicalize_name(d.name)))
-
-
-def _read_one(site: Path, info: Path, name: str, version: str) -> Installed:
-    tag = _first_tag(info / "WHEEL")
-    record = info / "RECORD"
-    if not record.is_file():
-        return _without_record(site, info, name, version, tag)
-    try:
-        with record.open("rb") as f:
-            text = f.read(MAX_RECORD + 1).decode("utf-8", "replace")
-    except OSError as e:
-        return Installed(name, version, tag, site, (), (f"RECORD: cannot read ({e.strerror})",))
-    if len(text) > MAX_RECORD:
-        return Installed(name, version, tag, site, (), (f"RECORD: over {MAX_RECORD} bytes: not judged",))
-    native: list[str] = []
-    problems: list[str] = []
-    root = os.path.realpath(site)
-    for row in csv.reader(io.StringIO(text, newline="")):
-        if not row or not row[0]:
-            continue
-        member = row[0]
-        if not _NATIVE.search(member):  # only native files are read (torch's RECORD has ~15,000 rows)
-            continue
-        full = os.path.realpath(os.path.join(site, member))
-        if os.path.commonpath([root, full]) != root:  # scripts in bin/ are outside by design; no library
-            problems.append(f"{member}: outside site-packages; not read")
-            continue
-        path = Path(full)
-        if not path.exists():
-            problems.append(f"{member}: in RECORD but not installed (half-installed?)")
-            continue
-        if problem := input_problem(path):
-            problems.append(f"{member}: {problem}")
-            continue
-        size = row[2] if len(row) > 2 else ""
-        if size.isdigit() and path.stat().st_size != int(size):
-            problems.append(f"{member}: {path.stat().st_size} bytes, RECORD says {size} (edited?)")
-        native.append(member)
-    return Installed(name, version, tag, site, tuple(native), tuple(problems))
-
-
-def _without_record(site: Path, info: Path, name: str, version: str, tag: str) -> Installed:
-    """A distribution with no RECORD (conda, or by hand): its native files found under the top-level names
-    it declares (``top_level.txt``) or its own name, said so; symlinks are not followed, the walk bounded."""
-    tops, source = declared_tops(info, name)
-    root = os.path.realpath(site)
-    native: list[str] = []
-    seen = 0
-    for top in tops:
-        folder = site / top
-        walked: Iterator[tuple[str, list[str], list[str]]] = (
-            os.walk(folder) if folder.is_dir() and not folder.is_symlink() else iter(())
-        )
-        modules = [p.name for p in site.glob(f"{top}.*") if p.is_file()]  # _foo.cpython-311-....so
-        single: tuple[str, list[str], list[str]] = (str(site), [], modules)
-        for dirpath, _, files in itertools.chain([single], walked):  # lazily: the bound stops the walk
-            for file in files:
-                seen += 1
-                if seen > MAX_WALK:
-                    return Installed(name, version, tag, site, (), (
-                        f"no RECORD, and over {MAX_WALK} files under {', '.join(tops)}: not judged",))  # fmt: skip
-                full = os.path.join(dirpath, file)
-                if not _NATIVE.search(file) or os.path.islink(full) or input_problem(Path(full)):
-                    continue
-                if os.path.commonpath([root, os.path.realpath(full)]) == root:
-                    native.append(os.path.relpath(full, site).replace(os.sep, "/"))
-    if not native:
-        return Installed(name, version, tag, site, (), (
-            f"no RECORD (installed by conda or by hand), and no native files found through {source}: not judged",))  # fmt: skip
-    note = f"no RECORD (installed by conda or by hand): its files found through {source}"
-    return Installed(name, version, tag, site, tuple(sorted(set(native))), (note,))
-
-
-def second_copies(dists: Sequence[Installed]) -> list[Installed]:
-    """Pure: ``dists`` with a problem line on each package that ships its own copy of a CUDA library an
-    ``nvidia-*`` distribution also ships (two copies in one process: which one loads depends on the order)."""
-    shipped: dict[str, tuple[str, str]] = {}  # library base -> (nvidia dist, its file)
-    for d in dists:
-        if canonicalize_name(d.name).startswith("nvidia-"):
-            for member in d.native:
-                if m := _CUDA_LIBRARY.match(member.rpartition("/")[2]):
-                    shipped.setdefault(m[1], (d.name, member))
-    out = []
-    for d in dists:
-        copies: dict[str, list[str]] = {}
-        if not canonicalize_name(d.name).startswith("nvidia-"):
-            for member in d.native:
-                if (m := _CUDA_LIBRARY.match(member.rpartition("/")[2])) and m[1] in shipped:
-                    copies.setdefault(m[1], []).append(member)
-        extra = []
-        for base, members in copies.items():
-            owner, theirs = shipped[base]
-            more = f" (and {len(members) - 1} more)" if len(members) > 1 else ""
-            extra.append(
-                f"{members[0]}{more}: a second copy of {base} beside {owner}'s {theirs} (one process loads "
-                "one; which depends on the load order)"
-            )
-        out.append(replace(d, problems=(*d.problems, *extra)) if extra else d)
-    return out
-
-
-def _requires_torch(info: Path) -> str | None:
-    """The installed METADATA's Requires-Dist on torch (its headers only, bounded)."""
-    from email.parser import BytesHeaderParser
-
-    try:
-        with (info / "METADATA").open("rb") as f:
-            head = f.read(1 << 20).split(b"\n\n", 1)[0]
-    except OSError:
-        return None
-    headers = BytesHeaderParser().parsebytes(head)
-    return torch_requirement([str(v) for v in headers.get_all("Requires-Dist") or ()])
-
-
-def _first_tag(wheel: Path) -> str:
-    try:
-        for line in wheel.read_text(encoding="utf-8", errors="replace").splitlines()[:50]:
-            if line.startswith("Tag:"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return "py3-none-any"
 
 
 def judge_environment(dists: Sequence[Installed], machine: Machine, jobs: int | None = None) -> list[Judged]:
@@ -242,8 +67,8 @@ def judge_environment(dists: Sequence[Installed], machine: Machine, jobs: int | 
     judged = []
     for dist in dists:
         if not dist.native:
-            if dist.problems:
-                judged.append(Judged(dist, None, "; ".join(dist.problems)))
+            if dist.problems or dist.altered:
+                judged.append(Judged(dist, None, "; ".join(dist.problems) or "no native files found"))
             continue
         found = [read[(dist.site, m)] for m in dist.native]
         unread = tuple(r for r in found if isinstance(r, str))  # each its own line, under the package
@@ -311,6 +136,11 @@ def render_environment(judged: Sequence[Judged], where: str, verbose: bool = Fal
     for j in judged:
         d = j.dist
         head = f"{d.name} {d.version}"
+        if d.altered and j.runs is None:  # whatever its libraries say, it may not even import
+            again = f"pip install --force-reinstall --no-deps torch=={d.version} puts them back"
+            lines.append(f"  {head}: may NOT import: its own files are not those it installed ({again})")
+            lines += [f"      {p}" for p in (*d.altered, *j.not_read, *d.problems)]
+            continue
         if j.report is None:
             lines.append(f"  {head}: not judged: {j.unread}")
             lines += [f"      {p}" for p in (*j.not_read, *d.problems)]
@@ -332,7 +162,7 @@ def render_environment(judged: Sequence[Judged], where: str, verbose: bool = Fal
         lines += [f"      {p}" for p in (*j.not_read, *d.problems)]
         if verbose:
             lines += ["    " + line for line in render_doctor(r).splitlines()]
-    return "\n".join(lines)
+    return "\n".join(shown(line) for line in lines)  # names, members, versions: as the disk has them
 
 
 def environment_json(judged: Sequence[Judged], where: str) -> dict[str, Any]:
@@ -348,6 +178,7 @@ def environment_json(judged: Sequence[Judged], where: str) -> dict[str, Any]:
                 "partly": list(j.report.partly) if j.report is not None else [],
                 "problems": list(j.dist.problems),
                 "not_read": list(j.not_read),
+                "altered": list(j.dist.altered),
                 "unread": j.unread or None,
                 "judgement": doctor_json(j.report) if j.report is not None else None,
             }

@@ -21,7 +21,7 @@ from librarian.errors import LibrarianError
 from librarian.index import IndexEntry
 from librarian.layout import Layout
 from librarian.machine import Machine
-from librarian.ops import environment, installer
+from librarian.ops import environment, installed, installer
 from librarian.ops.environment import Judged
 from librarian.ops.pull import fetch_checked
 from librarian.ops.resolve import Pin, Wants, resolve, resolve_pin
@@ -65,20 +65,32 @@ class FixPlan:
 
 
 def failing(judged: Sequence[Judged]) -> list[Judged]:
-    """The packages that will not run here, or run only partly."""
-    return [j for j in judged if j.report is not None and (j.runs is False or j.report.partly)]
+    """The packages that will not run here, or run only partly, and a torch whose own files are not those it
+    installed (whatever its libraries' judgement, it may not import)."""
+    return [
+        j for j in judged if j.dist.altered or (j.report is not None and (j.runs is False or j.report.partly))
+    ]
 
 
 def plan_fix(store: Store, layout: Layout, judged: Sequence[Judged], wants: Wants) -> FixPlan:
     """For each failing package, the stored wheel to put in its place, or why there is none."""
     broken = failing(judged)
     keys = [package_key(j.dist.name) for j in broken]
-    index, _ = read_index_or_tree(store, layout, keys) if keys else (None, "")
+    wanted = [
+        key for j, key in zip(broken, keys, strict=True) if not j.dist.altered
+    ]  # torch: not the store's
+    index, _ = read_index_or_tree(store, layout, wanted) if wanted else (None, "")
     replacements: list[Replacement] = []
     unfixable: list[Unfixable] = []
     for j, key in zip(broken, keys, strict=True):
-        entries = index.for_package(key) if index is not None else ()
         public = _public(j.dist.version)
+        if j.dist.altered:  # torch itself: not a store's to replace
+            why = "its own files are not those it installed (a file was written over it)"
+            unfixable.append(
+                Unfixable(j, why, f"pip install --force-reinstall --no-deps torch=={j.dist.version}")
+            )
+            continue
+        entries = index.for_package(key) if index is not None else ()
         make = f"librarian pull {j.dist.name}=={public} --build --publish"
         same = resolve_pin(entries, Pin(j.dist.name, key, SpecifierSet(f"=={public}")), wants, False)
         if same.pick is not None:
@@ -124,21 +136,29 @@ def fix_environment(
     do (installed as pull installs, none whose judgement fails), judge it again; ``show`` is given each
     part as it is known (before, the plan, after). Whether the environment is left with nothing to fix."""
     where, sites = environment.target_environment(machine)
-    before = environment.judge_environment(environment.read_installed(sites), machine)
+    before = environment.judge_environment(installed.read_installed(sites), machine)
     show("before:\n" + environment.render_environment(failing(before), where))
     plan = plan_fix(store, layout, before, wants)
     show(plan.render(dry_run))
     if dry_run or not plan.replacements:
         return dry_run or not plan.unfixable
-    try:
-        installer.install_checked(fetch_replacements(store, plan, out), machine, force=force)
-    except LibrarianError:
-        # pip sets each package's old files aside and puts them back when its install fails: what the
-        # environment holds now is said, judged again, before the error.
-        still = failing(environment.judge_environment(environment.read_installed(sites), machine))
-        show("after (the install failed):\n" + environment.render_environment(still, where))
-        raise
-    broken = failing(environment.judge_environment(environment.read_installed(sites), machine))
+    fetched = fetch_replacements(store, plan, out)
+    installer.check_installable(fetched, machine, force=force)  # a refusal installs nothing
+    done: list[str] = []
+    for replacement, path in zip(plan.replacements, fetched, strict=True):
+        try:  # one package at a time: pip undoes only the package it fails on; the others are said
+            installer.install_keeping_torch([path], machine)
+        except LibrarianError:
+            # pip sets the package's old files aside and puts them back when its install fails: what the
+            # environment holds now is said, judged again, before the error.
+            still = failing(environment.judge_environment(installed.read_installed(sites), machine))
+            show("after (the install failed):\n" + environment.render_environment(still, where))
+            if done:
+                kept = ", ".join(done)
+                show(f"replaced before the failure, and kept (pip undoes only the one it failed on): {kept}")
+            raise
+        done.append(f"{replacement.judged.dist.name} (now {replacement.pick.filename})")
+    broken = failing(environment.judge_environment(installed.read_installed(sites), machine))
     if broken:
         show("after:\n" + environment.render_environment(broken, where))
     else:

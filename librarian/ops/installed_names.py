@@ -11,28 +11,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from librarian.ops.dist_info import MAX_RECORD, declared_tops
 from librarian.safeio import read_regular
-
-MAX_RECORD = 64 << 20  # bytes of RECORD read per distribution (torch's is ~2 MB)
-
-
-def declared_tops(info: Path, name: str) -> tuple[list[str], str]:
-    """The top-level names a distribution installed, and where they were learnt: its ``top_level.txt``, else
-    its own name as a package folder (``my-pkg`` -> ``my_pkg``)."""
-    try:
-        listed = (info / "top_level.txt").read_text(encoding="utf-8", errors="replace").splitlines()[:1000]
-    except OSError:
-        listed = []
-    tops = [
-        t.strip()
-        for t in listed
-        if t.strip() and "/" not in t and "\\" not in t and t.strip() not in (".", "..")
-    ]
-    if tops:
-        return tops, "top_level.txt"
-    return list(
-        dict.fromkeys((name, name.replace("-", "_"), name.lower().replace("-", "_")))
-    ), "its package folder"
 
 
 def names_of_others(sites: Sequence[Path], package: str) -> frozenset[str]:

@@ -82,22 +82,46 @@ def _uv_beside_us() -> str | None:
 
 
 def install_checked(files: Sequence[Path], machine: Machine, *, force: bool) -> None:
-    """Install pulled wheels into ``machine``'s target interpreter (:func:`install`), none whose judgement
-    there fails unless ``force``: the judgement comes first, so a refusal installs nothing."""
+    """Install pulled wheels into ``machine``'s target interpreter, none whose judgement there fails unless
+    ``force`` (:func:`check_installable` first: a refusal installs nothing), torch left as it was
+    (:func:`install_keeping_torch`)."""
+    check_installable(files, machine, force=force)
+    install_keeping_torch(files, machine)
+
+
+def check_installable(files: Sequence[Path], machine: Machine, *, force: bool) -> None:
+    """Refuse a wheel that would write another distribution's files, or (unless ``force``) whose judgement
+    on ``machine`` fails; nothing is installed."""
     # Imported here: only an install reads the wheels' bytes, and a plain pull must not load the binary
     # readers (tests/test_startup.py). Not a cycle: a start-up cost.
     from librarian.ops.doctor import check_runs
 
     check_own_files(files, machine)
     check_runs(files, machine, force=force)
+
+
+def install_keeping_torch(files: Sequence[Path], machine: Machine) -> None:
+    """:func:`install` ``files``, then hold torch's own files to its RECORD: where the install changed one
+    (the checks before it should make that impossible), the one line says which and how to put it back."""
+    from librarian.ops.installed import site_dirs, torch_altered
+
+    sites = site_dirs(machine.search_path.value or ())
+    before = set(torch_altered(sites)[1])
     install(files, machine.interpreter.value or sys.executable)  # looked up now: tests stand in for pip
+    version, after = torch_altered(sites)
+    if changed := [a for a in after if a not in before]:
+        raise LibrarianError(
+            f"after the install, torch's own files are not those it installed: {'; '.join(changed[:3])}"
+            f"{f' (and {len(changed) - 3} more)' if len(changed) > 3 else ''}; "
+            f"pip install --force-reinstall --no-deps torch=={version} puts them back"
+        )
 
 
 def check_own_files(files: Sequence[Path], machine: Machine) -> None:
     """Refuse (no flag accepts it) a wheel with a member that would write another distribution's files in
     the target environment: torch's, the interpreter, or a name another installed distribution owns; one
     line naming the member and what it would overwrite, before anything is installed."""
-    from librarian.ops.environment import site_dirs
+    from librarian.ops.installed import site_dirs
     from librarian.ops.installed_names import names_of_others
     from librarian.wheel import TORCH_ENVIRONMENT, OpenedWheel, ownership_problem
 

@@ -26,16 +26,11 @@ from librarian.layout import Layout
 from librarian.ops.adopt import Adoption, Refiled
 from librarian.ops.adoption import Adopting, adopt_unindexed
 from librarian.ops.placement import Problem
-from librarian.ops.reindex_repair import (
-    drop_foreign_variants,
-    make_variants,
-    restore_metadata,
-    variants_wanted,
-)
+from librarian.ops.reindex_repair import restore_metadata, variant_changes
 from librarian.ops.reread import Known, refresh_entries
 from librarian.ops.tree import hasher, is_wheel
 from librarian.pending import parse_pending, parse_pending_path
-from librarian.stores.base import Changes, Journals, Store, StoredFile, Upload, read_index
+from librarian.stores.base import Changes, Journals, LocalFiles, Store, StoredFile, read_index
 
 log = logging.getLogger(__name__)
 
@@ -297,6 +292,7 @@ def reindex(
     refresh: bool = False,
     variants: bool = False,
     adopting: Adopting | None = None,
+    deep: bool = False,
 ) -> ReindexReport:
     """Merge every staged entry into the index in one change; with ``adopt`` (or ``adopting``: how), also
     take in the wheels of the tree that have no entry, each read from its bytes and judged against its path.
@@ -304,7 +300,8 @@ def reindex(
     METADATA files (PEP 658) the index names and the tree lacks are restored from their wheels. Entries
     that failed their checks are written anew from their wheels' bytes; with ``refresh``, every entry is
     (stores written by older versions gain what newer ones record). Variant wheels the index records and
-    the tree lacks are made again; with ``variants``, every wheel without one gains one.
+    the tree lacks are made again, and those that are not their source's (judged on a local store, and with
+    ``deep`` on any); with ``variants``, every wheel without one gains one.
     """
     if adopt and adopting is None:
         adopting = Adopting()
@@ -344,13 +341,10 @@ def reindex(
             restores = [
                 u for u in restore_metadata(store, changes.index, listed, Path(tmp)) if u.path not in own
             ]
-            changes, bent = drop_foreign_variants(changes)
-            if dry_run:
-                made: list[Upload] = []
-                would = variants_wanted(changes.index, listed, variants, bent)
-            else:
-                with_variants, made = make_variants(store, changes.index, listed, Path(tmp), variants, bent)
-                changes, would = replace(changes, index=with_variants), []
+            deep_here = deep or isinstance(store, LocalFiles)
+            changes, made, would = variant_changes(
+                store, changes, listed, Path(tmp), variants, dry_run, deep_here
+            )
             changes = replace(changes, uploads=(*changes.uploads, *restores, *made))
             restored = tuple(u.path for u in restores)
             return changes, replace(

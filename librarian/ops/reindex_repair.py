@@ -15,6 +15,7 @@ from pathlib import Path
 
 from librarian.errors import LibrarianError
 from librarian.index import Index, IndexEntry
+from librarian.ops.variant_checks import unfaithful_variants
 from librarian.ops.variant_wheels import MadeVariant, make_variant, torch_lines
 from librarian.stores.base import Changes, Store, StoredFile, Upload
 from librarian.variants import foreign_variants, label_clash
@@ -70,19 +71,34 @@ def drop_foreign_variants(changes: Changes) -> tuple[Changes, frozenset[str]]:
     return replace(changes, index=index), frozenset(foreign)
 
 
+def variant_changes(
+    store: Store, changes: Changes, files: Sequence[StoredFile], tmp: Path, every: bool, dry_run: bool,
+    deep: bool,
+) -> tuple[Changes, list[Upload], list[IndexEntry]]:  # fmt: skip
+    """``changes`` with the variant wheels to make (:func:`make_variants`), those made, and (``dry_run``:
+    nothing is made) those that would be; ``deep``: also those not their source's, each wheel read."""
+    changes, bent = drop_foreign_variants(changes)
+    unfaithful = unfaithful_variants(store, changes.index, files) if deep else frozenset()
+    if dry_run:
+        return changes, [], variants_wanted(changes.index, files, every, bent, unfaithful)
+    index, made = make_variants(store, changes.index, files, tmp, every, bent, unfaithful)
+    return replace(changes, index=index), made, []
+
+
 def variants_wanted(
-    index: Index, files: Sequence[StoredFile], every: bool, bent: frozenset[str] = frozenset()
-) -> list[IndexEntry]:
+    index: Index, files: Sequence[StoredFile], every: bool, bent: frozenset[str] = frozenset(),
+    unfaithful: frozenset[str] = frozenset(),
+) -> list[IndexEntry]:  # fmt: skip
     """The entries whose variant wheel is to be made: recorded and missing or not the bytes recorded (its
-    size, or its sha256 where the listing has it, differs), dropped as not its own (``bent``), or
-    (``every``) never made."""
+    size, or its sha256 where the listing has it, differs), not its source's variant (``unfaithful``),
+    dropped as not its own (``bent``), or (``every``) never made."""
     listed = {f.path: f for f in files}
 
     def stale(e: IndexEntry) -> bool:
         if e.variant is None or e.variant_path is None:
             return False
         found = listed.get(e.variant_path)
-        if found is None:
+        if found is None or e.path in unfaithful:
             return True
         return found.size != e.variant.size or (found.sha256 is not None and found.sha256 != e.variant.sha256)
 
@@ -95,12 +111,12 @@ def variants_wanted(
 
 def make_variants(
     store: Store, index: Index, files: Sequence[StoredFile], tmp: Path, every: bool,
-    bent: frozenset[str] = frozenset(),
+    bent: frozenset[str] = frozenset(), unfaithful: frozenset[str] = frozenset(),
 ) -> tuple[Index, list[Upload]]:  # fmt: skip
     """Variant wheels to upload: those the index records and the tree lacks or holds other bytes for (made
     again from their source), those dropped as not their entry's own, and with ``every`` one for each wheel
     that has none."""
-    wanted = variants_wanted(index, files, every, bent)
+    wanted = variants_wanted(index, files, every, bent, unfaithful)
     if not wanted:
         return index, []
     lines = torch_lines()
