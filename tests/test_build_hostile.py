@@ -266,6 +266,7 @@ def test_sigterm_mid_build_is_exit_143_one_line_nothing_filed_nothing_left(
     assert error_line(result).startswith("librarian: error: terminated (SIGTERM)")
     assert not (tmp_path / "wheelhouse").exists()
     assert not list((tmp_path / "tmp").glob("librarian-build-*"))
+    assert not list((tmp_path / "tmp").glob("pip-*"))  # pip's own temporary folders: in the build folder
     assert nothing_left(marker)
 
 
@@ -370,6 +371,61 @@ def test_the_source_folder_is_copied_not_written(run: Run, tmp_path: Path, env: 
     assert result.code == 0, result.err
     assert sorted(p.relative_to(src) for p in src.rglob("*")) == before  # nothing written in the user's tree
     assert "building a copy of" in result.err
+
+
+def test_a_source_with_a_link_out_of_it_is_refused_in_one_line(run: Run, tmp_path: Path, env: Path) -> None:
+    """Issue 54, item 6: a link to a secret file (or any file outside the source) would be copied as a link,
+    and the backend read or write through it; a link inside the source is the source's own."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("s3cr3t")
+    src = hostile_source(tmp_path, "print(open('data.txt').read())")
+    (src / "data.txt").write_text("data")
+    (src / "inner.txt").write_text("fine")
+    (src / "inner-link.txt").symlink_to("inner.txt")  # stays inside: copied as it is
+    assert build(run, env, src, "-o", "out").code == 0
+    for target in (
+        str(secret),
+        f"../{secret.name}",
+        str(src / "inner.txt"),
+    ):  # an absolute link leaves the copy
+        (src / "data.txt").unlink(missing_ok=True)
+        (src / "data.txt").symlink_to(target)
+        result = build(run, env, src, "-o", "out2")
+        assert result.code == 2, result.err
+        line = error_line(result)
+        assert f"data.txt -> {target}: a symbolic link out of the source; a build sees only its copy" in line
+        assert "s3cr3t" not in result.err + result.out and not (tmp_path / "out2").exists()
+
+
+def test_sandbox_without_bubblewrap_is_one_line_before_anything_runs(
+    run: Run, tmp_path: Path, env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "bwrap" else _which(name))
+    result = build(run, env, hostile_source(tmp_path), "--sandbox", "-o", "out")
+    assert result.code == 2 and "--sandbox: bubblewrap (bwrap) is not on PATH" in error_line(result)
+    assert not (tmp_path / "out").exists()
+
+
+_which = __import__("shutil").which
+
+
+@pytest.mark.skipif(__import__("shutil").which("bwrap") is None, reason="bubblewrap (bwrap) is not on PATH")
+def test_a_sandboxed_backend_writes_only_in_its_build_folder(run: Run, tmp_path: Path, env: Path) -> None:
+    """Under --sandbox the backend's write outside its build folder fails (read-only file system), and
+    nothing outside changes; the same source builds where it writes only its own."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("as it was")
+    writes = f"open({str(outside)!r}, 'w').write('torn')\n"
+    result = build(run, env, hostile_source(tmp_path, writes), "--sandbox", "-o", "out")
+    assert result.code == 1, result.err
+    assert "Read-only file system" in log_of(result).read_text() and outside.read_text() == "as it was"
+    fine = build(
+        run, env, hostile_source(tmp_path, "open('own.txt', 'w').write('mine')\n"), "--sandbox", "-o", "out"
+    )
+    assert fine.code == 0, fine.err
+    assert "sandbox: " in fine.err and len(list((tmp_path / "out").glob("*.whl"))) == 1
 
 
 def test_an_empty_requirement_list_with_ninja_on_path_installs_nothing(tmp_path: Path) -> None:

@@ -53,7 +53,19 @@ def test_a_manifest_staged_with_a_relative_path_merges_into_the_same_folder_by_a
     merged = run("reindex", "--manifest", str(manifest), "--repo", str((tmp_path / "base").resolve()))
     assert merged.code == 0, merged.err
     other = run("reindex", "--manifest", str(manifest), "--repo", str(tmp_path / "elsewhere"))
-    assert other.code == 2 and "staged for base, not" in other.err
+    assert other.code == 2 and f"staged for {(tmp_path / 'base').resolve()}, not" in other.err
+
+
+def test_a_manifest_staged_with_a_relative_repo_merges_from_another_folder(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 54, item 7: the manifest records the folder it staged into, not the words that named it."""
+    manifest = staged(run, tmp_path)  # --repo base, from tmp_path
+    (tmp_path / "ci").mkdir()
+    monkeypatch.chdir(tmp_path / "ci")
+    merged = run("reindex", "--manifest", str(manifest), "--repo", "../base")
+    assert merged.code == 0, merged.err
+    assert json.loads((tmp_path / "base" / "index" / "tinykern.json").read_text())["wheels"]
 
 
 def test_a_fifo_given_as_a_manifest_is_refused_not_waited_on(run: Run, tmp_path: Path) -> None:

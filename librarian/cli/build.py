@@ -14,6 +14,7 @@ from librarian.cli.options import (
     JsonOpt,
     KeepOpt,
     RepairOpt,
+    SandboxOpt,
     TorchIndexOpt,
     check_installer,
     store_and_layout,
@@ -87,6 +88,7 @@ def build(
     installer: InstallerOpt = "auto",
     torch_index: TorchIndexOpt = None,
     keep: KeepOpt = False,
+    sandbox: SandboxOpt = False,
     repair: RepairOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -119,7 +121,7 @@ def build(
     else:  # no store: the project's layout, for the checks' cells
         layout = load_layout(load_settings(None).layout)
         to = Destination(out=out)
-    settings = BuildSettings(installer=installer, torch_index=torch_index, keep=keep)
+    settings = BuildSettings(installer=installer, torch_index=torch_index, keep=keep, sandbox=sandbox)
     options = PublishOptions(layout=layout, variants=load_settings(repo).variants)
     progress = ui.BuildProgress()
     try:

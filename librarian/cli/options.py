@@ -300,6 +300,14 @@ RepairOpt = Annotated[
     ),
 ]
 KeepOpt = Annotated[bool, typer.Option("--keep", help="Keep the build folder (its path is printed).")]
+SandboxOpt = Annotated[
+    bool,
+    typer.Option(
+        "--sandbox",
+        help="Run the build backend in bubblewrap (bwrap): the machine read-only but its build folder. "
+        "Refused where there is no bwrap.",
+    ),
+]
 
 
 def check_installer(installer: str) -> str:

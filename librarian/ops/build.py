@@ -32,6 +32,7 @@ from librarian.errors import BadInput, LibrarianError, Unreachable
 from librarian.machine import TorchInfo
 from librarian.ops.build_request import BuildRequest, check_nvcc, max_jobs
 from librarian.ops.build_run import BuildLog, Say, run_logged
+from librarian.ops.build_sandbox import sandbox_prefix
 from librarian.ops.build_source import build_tools, spec_arguments, stage_source
 from librarian.probe.target import Target, probe_target
 from librarian.probe.toolchain import Nvcc, detect_cores, detect_memory, find_nvcc
@@ -79,6 +80,7 @@ class BuildSettings:
     cache: Path | None = None
     keep: bool = False
     torch_from: Path | None = None
+    sandbox: bool = False  # the backend in bubblewrap: only its build folder writable
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +334,9 @@ def _build(
     )
     say(f"MAX_JOBS={jobs} ({why})")
     say(f"log: {log.path}")
+    sandbox = sandbox_prefix(folder) if settings.sandbox else []  # refused before anything is downloaded
+    if sandbox:
+        say(f"sandbox: {sandbox[0]}; the backend may write only in {folder}")
     spec_args = stage_source(request.spec, folder, say)
     env = ensure_environment(request, settings, cache, say)
     torch = ensure_torch(env, request, settings, log, say)
@@ -344,8 +349,12 @@ def _build(
     dist.mkdir()
     cmd = [str(env.python), "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps",
            "--disable-pip-version-check", "-w", str(dist), *spec_args]  # fmt: skip
+    tmp = folder / "tmp"  # pip's and the compilers' temporary files: removed with the folder, however it ends
+    tmp.mkdir()
     run_env = build_environ(
         {
+            "TMPDIR": str(tmp),
+            **({"PIP_CACHE_DIR": str(folder / "pip-cache")} if sandbox else {}),
             "TORCH_CUDA_ARCH_LIST": request.arch_list,
             "MAX_JOBS": str(jobs),
             "CUDA_HOME": nvcc.toolkit,
@@ -358,7 +367,7 @@ def _build(
     say(mask(f"building {request.spec} for {request.describe()}"))
     started = time.monotonic()
     code, tail = run_logged(
-        cmd,
+        [*sandbox, *cmd],
         run_env,
         log,
         lambda line: step(f"{time.monotonic() - started:.0f}s {line}") if STEP.search(line) else None,

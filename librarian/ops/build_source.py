@@ -19,6 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from librarian.compat import tomllib
 from librarian.errors import BadInput, Unreachable
 from librarian.ops.build_run import Say
+from librarian.ops.build_sandbox import outward_links
 from librarian.redact import mask
 
 # What PEP 517 builds with when a package declares no [build-system] (setuptools' legacy setup.py).
@@ -34,11 +35,17 @@ _ARCHIVES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
 
 def stage_source(spec: str, folder: Path, say: Say) -> list[str]:
     """What pip wheel builds, staged in ``folder``: a source folder copied (less VCS and build output: the
-    user's tree is never written, and each build starts clean), an http(s) archive downloaded with a
-    time-out, anything else as :func:`spec_arguments` says."""
+    user's tree is never written, and each build starts clean; one with a link out of it refused), an
+    http(s) archive downloaded with a time-out, anything else as :func:`spec_arguments` says."""
     path = Path(spec)
     url = urlsplit(spec)
     if path.is_dir():
+        if links := outward_links(path, SOURCE_LEFT_OUT):
+            more = f" (and {len(links) - 1} more)" if len(links) > 1 else ""
+            raise BadInput(
+                f"{path}: {links[0]}{more}: a symbolic link out of the source; a build sees only its copy "
+                "(put the file itself in the source)"
+            )
         copy = folder / "source" / (path.resolve().name or "src")
         shutil.copytree(path, copy, symlinks=True, ignore=shutil.ignore_patterns(*SOURCE_LEFT_OUT))
         say(f"building a copy of {path.resolve()} (less {', '.join(SOURCE_LEFT_OUT[:6])}, ...)")

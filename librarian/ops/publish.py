@@ -7,6 +7,7 @@ the store is touched; planning is pure and runs against the store's current inde
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -275,7 +276,9 @@ def stage_to_manifest(store: Store, plan: PublishPlan, manifest: Path) -> Manife
     }
     head = _stage_bytes(store, wheels) if entries else ""
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    staged = Manifest(store.location, store.revision, head or None, now, entries, metadata)
+    # a local store by its absolute path: the merge may run from another folder
+    where = store.location if "://" in store.location else os.path.abspath(store.location)
+    staged = Manifest(where, store.revision, head or None, now, entries, metadata)
     atomic_write(manifest, render_manifest(staged))
     log.info("staged %d wheel file(s) in %s; manifest %s", len(entries), store.location, manifest)
     return staged
