@@ -67,8 +67,8 @@ def judge_environment(dists: Sequence[Installed], machine: Machine, jobs: int | 
     judged = []
     for dist in dists:
         if not dist.native:
-            if dist.problems or dist.altered:
-                judged.append(Judged(dist, None, "; ".join(dist.problems) or "no native files found"))
+            if dist.problems or dist.altered:  # each problem its own line below; the first says what
+                judged.append(Judged(dist, None, _first(dist.problems)))
             continue
         found = [read[(dist.site, m)] for m in dist.native]
         unread = tuple(r for r in found if isinstance(r, str))  # each its own line, under the package
@@ -89,6 +89,12 @@ def judge_environment(dists: Sequence[Installed], machine: Machine, jobs: int | 
             machine = report.machine
         judged.append(Judged(dist, report, not_read=unread))
     return judged
+
+
+def _first(problems: tuple[str, ...]) -> str:
+    if not problems:
+        return "no native files found"
+    return problems[0] if len(problems) == 1 else f"{len(problems)} problems"
 
 
 class _Everything:
@@ -143,7 +149,7 @@ def render_environment(judged: Sequence[Judged], where: str, verbose: bool = Fal
             continue
         if j.report is None:
             lines.append(f"  {head}: not judged: {j.unread}")
-            lines += [f"      {p}" for p in (*j.not_read, *d.problems)]
+            lines += [f"      {p}" for p in (*j.not_read, *d.problems) if p != j.unread]
             continue
         r = j.report
         if j.not_read and r.runs is not False:

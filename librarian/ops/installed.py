@@ -3,7 +3,7 @@
 site-packages), its native members by their names (``.so``, ``.pyd``, ``.dll``, ``.dylib``, ``.so.N``).
 
 Every read is bounded: the dist-info files by :mod:`librarian.ops.dist_info`, RECORD's rows de-duplicated
-and at most ``MAX_ROWS``, the problems said of one distribution at most ``MAX_SAID`` (then a count), the
+and at most ``MAX_ROWS`` (``MAX_NATIVE`` of them native files), the problems said of one distribution at most ``MAX_SAID`` (then a count), the
 walk of a distribution without RECORD at most ``MAX_WALK`` files. A RECORD row whose file is gone or has
 another size says the distribution was edited or half-installed.
 """
@@ -27,6 +27,7 @@ from librarian.safeio import input_problem
 NATIVE = re.compile(r"\.(so|pyd|dll|dylib)$|\.so\.\d[\d.]*$")
 MAX_WALK = 50_000  # files looked at per distribution found without a RECORD
 MAX_ROWS = 500_000  # RECORD rows per distribution (torch's has ~15,000)
+MAX_NATIVE = 20_000  # native files named in one RECORD (torch has ~112): past it, a hostile RECORD
 MAX_SAID = 20  # problems said of one distribution; the rest counted
 SMALL = 1 << 20  # torch's own files up to this size are held to their sha256, the rest to their size
 MAX_DISTS = 20_000  # dist-info folders per site-packages
@@ -87,7 +88,7 @@ def read_installed(sites: Sequence[Path]) -> list[Installed]:
 def _read_one(site: Path, info: Path, name: str, version: str, tag: str) -> Installed:
     text, problem = read_text(info, "RECORD", MAX_RECORD)
     if problem:
-        return Installed(name, version, tag, site, (), (f"{problem}: not judged",))
+        return Installed(name, version, tag, site, (), (problem,))
     if text is None:
         return _without_record(site, info, name, version, tag)
     seen: set[str] = set()
@@ -102,6 +103,10 @@ def _read_one(site: Path, info: Path, name: str, version: str, tag: str) -> Inst
         if not member or member in seen or not NATIVE.search(member):
             continue
         seen.add(member)
+        if len(seen) > MAX_NATIVE:
+            return Installed(
+                name, version, tag, site, (), (f"RECORD: over {MAX_NATIVE} native files: not judged",)
+            )
         problem = _row_problem(root, site, member, row[2] if len(row) > 2 else "")
         if problem:
             problems.append(problem)
