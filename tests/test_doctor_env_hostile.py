@@ -19,28 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.gpu_wheels import gpu_sos, isolate_machine
+from tests import test_doctor_env as base
 from tests.test_doctor_env import MACHINE, install
 
+# the fixtures of test_doctor_env, the same here: nvcc's libraries, no GPU probed, a real venv
+sos, bare, venv = base.sos, base.bare, base.venv
+
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs and /dev/zero are POSIX's")
-
-
-@pytest.fixture(scope="module")
-def sos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return gpu_sos(tmp_path_factory)
-
-
-@pytest.fixture(autouse=True)
-def bare(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    isolate_machine(monkeypatch, tmp_path / "bin")
-
-
-@pytest.fixture
-def venv(tmp_path: Path) -> tuple[Path, Path]:
-    where = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
-    (site,) = where.glob("lib/python*/site-packages")
-    return where / "bin" / "python", site
 
 
 def doctor(python: Path, *more: str) -> subprocess.CompletedProcess[str]:
