@@ -92,7 +92,7 @@ def test_arch_and_family_suffixes(run: Run, tmp_path: Path, cuda_sos: dict[str, 
     table = rows(result.out)
     # sm_90a: the H100 alone; sm_100f: the 10.x family; sm_120f: 12.0 (12.1 ships only with an Arm CPU)
     assert (
-        table["GPU arch"] == "sm_90a, sm_100f, sm_120f, compute_120f; runs natively on sm90 sm100 sm103 sm120"
+        table["GPU arch"] == "sm_90a, sm_100f, sm_120f, compute_120f; runs natively on sm90 sm100 sm103 sm107 sm120"
     )
     assert table["torch"] == "does not link torch"
 
@@ -111,7 +111,7 @@ def test_verbose_shows_each_member(
     # compute_89 PTX serves it by JIT, so nothing lacks them
     assert rows(result.out)["GPU arch"] == (
         "sm_75, sm_80, sm_86, sm_89, sm_90a, sm_100f, sm_120f, compute_89, compute_120f; "
-        "runs natively on sm75 sm80 sm86 sm89 (partly: not tinykern/_S.so); sm90 sm100 sm103 sm120"
+        "runs natively on sm75 sm80 sm86 sm89 (partly: not tinykern/_S.so); sm90 sm100 sm103 sm107 sm120"
     )
     lines = result.out.splitlines()
     c, s = lines.index("  tinykern/_C.so: elf x86_64"), lines.index("  tinykern/_S.so: elf x86_64")

@@ -11,6 +11,7 @@ from librarian.demands.gpu import NO_KERNEL_IMAGE, PTX_TOO_NEW, GpuMatch, gpu_ma
 from librarian.errors import BadInput
 from librarian.facts import BinaryFacts
 from librarian.gpus import known_gpus, parse_gpus, parse_real_sm
+from tests.conftest import Run
 from tests.demand_builders import NAME, arch, machine, so, verdict_for, wheel
 
 # --- GPU ----------------------------------------------------------------------------------------------------
@@ -209,7 +210,7 @@ def cells(*binaries: BinaryFacts, name: str = NAME, line: tuple[int, int] | None
             ["sm80", "sm86", "sm87", "sm89", "sm90"],
         ),  # + Jetson Orin
         ("sm_90a", "", "x86_64", ["sm90"]),
-        ("sm_100f", "", "x86_64", ["sm100", "sm103"]),
+        ("sm_100f", "", "x86_64", ["sm100", "sm103", "sm107"]),  # 10.7 (Rubin): its family
         ("sm_120f", "", "x86_64", ["sm120"]),  # 12.1 (DGX Spark) ships only with an Arm CPU
         ("sm_120f", "", "aarch64", ["sm120", "sm121"]),
         ("sm_75", "", "x86_64", ["sm75"]),
@@ -228,6 +229,7 @@ def test_cells_of_gpu_specific_members_name_what_each_lacks() -> None:
         "sm90": ("torchao/_C_mxfp8.so",),
         "sm100": ("torchao/_C_cutlass_90a.so",),
         "sm103": ("torchao/_C_cutlass_90a.so",),
+        "sm107": ("torchao/_C_cutlass_90a.so",),
     }
 
 
@@ -247,7 +249,22 @@ def test_known_gpus_are_real_and_carry_their_cpus() -> None:
     assert known["87"].cpus == frozenset({"aarch64"}) and "x86_64" in known["89"].cpus
 
 
-@pytest.mark.parametrize(("text", "sm"), [("89", "89"), ("sm_89", "89"), ("8.9", "89"), ("120", "120")])
+def test_rubin_is_a_gpu_from_cuda_13_4(run: Run) -> None:
+    """Issue 52, item 5: torch 2.14's extension builder accepts 10.7, 10.7a and 'Rubin'; ptxas names sm_107
+    from CUDA 13.4 on."""
+    rubin = {g.arch.sm: g for g in known_gpus()}["107"]
+    assert (
+        rubin.compiled_by((13, 4))
+        and not rubin.compiled_by((13, 0))
+        and rubin.ships_with(frozenset({"x86_64"}))
+    )
+    doctor = run("doctor", "--sm", "107", "--torch", "2.14", "--cuda", "13.0")
+    assert doctor.code == 0 and "--sm 107 sm_107 (selected)" in doctor.out, doctor.err
+
+
+@pytest.mark.parametrize(
+    ("text", "sm"), [("89", "89"), ("sm_89", "89"), ("8.9", "89"), ("120", "120"), ("10.7", "107")]
+)
 def test_parse_real_sm(text: str, sm: str) -> None:
     assert parse_real_sm(text).sm == sm
 

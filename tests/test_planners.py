@@ -182,7 +182,7 @@ def _cells(sass: str, platform: str = X86, label: str = "cu128torch2.8", cpu: st
         ("sm_80", ["sm80", "sm86", "sm89"]),  # same major, minor at least 0 (sm87 is Jetson: aarch64 only)
         ("sm_86", ["sm86", "sm89"]),
         ("sm_90a", ["sm90"]),  # arch-specific: that GPU alone
-        ("sm_100f", ["sm100", "sm103"]),  # family: same major, minor at least 0
+        ("sm_100f", ["sm100", "sm103", "sm107"]),  # family: same major, minor at least 0
         ("sm_120", ["sm120"]),  # sm121 (DGX Spark) is aarch64 only
         ("sm_80 sm_86 sm_90", ["sm80", "sm86", "sm89", "sm90"]),
     ],

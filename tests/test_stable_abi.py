@@ -1,7 +1,7 @@
-"""A stable-ABI build's torch floor from the shim functions it imports (issue 45 item 1): the table as data
-(PyTorch's ``shim_function_versions.txt``), the floor never above the build line, an unlisted import past the
-table's reach leaving the build line (said so), and publish, pull, doctor, inspect, plan and the variant
-properties agreeing on it. ``matrix refresh --shims`` writes a newer table to the user's override.
+"""A stable-ABI build's torch floor from the shim functions it imports (issue 45 item 1, issue 52 item 1):
+the table as data (the headers of released torch), the floor never above the build line, an import the
+table does not know leaving the build line (said so), and publish, pull, doctor, inspect, plan and the
+variant properties agreeing on it. ``matrix refresh --shims`` writes a newer table to the user's override.
 """
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ from tests.builders import make_wheel
 from tests.conftest import Run
 from tests.test_torch_lines import extension
 
+OLD = "aoti_torch_empty_strided"  # in torch 2.9's headers
 TABLE = ShimTable(
-    {"torch_call_dispatcher": (2, 10), "torch_from_blob": (2, 11), "torch_tag_core": (2, 12)},
+    {OLD: (2, 9), "torch_call_dispatcher": (2, 10), "torch_from_blob": (2, 11), "torch_tag_core": (2, 12)},
     base=(2, 9),
     through=(2, 13),
     source="test",
 )
-OLD = "aoti_torch_empty_strided"  # unlisted: "available before 2.10.0"
 HERE = ("--sm", "89", "--cuda", "12.8", "--python", "3.12", "--platform", "linux_x86_64")
 
 
 @pytest.mark.parametrize(
     ("imports", "build", "line", "from_bytes", "why"),
     [
-        ([OLD], (2, 12), (2, 9), True, "aoti_torch_empty_strided and the rest predate torch 2.10"),
+        ([OLD], (2, 12), (2, 9), True, "every shim function it imports is in torch 2.9"),
         ([OLD, "torch_from_blob"], (2, 12), (2, 11), True, "torch_from_blob since 2.11"),
         (
             [OLD, "torch_call_dispatcher", "torch_from_blob"],
@@ -52,9 +52,12 @@ HERE = ("--sm", "89", "--cuda", "12.8", "--python", "3.12", "--platform", "linux
             False,
             "torch_new_in_2_14 is not in librarian's table",
         ),
-        ([OLD, "torch_from_blob"], (2, 14), (2, 14), False, "aoti_torch_empty_strided is not in librarian's"),
+        ([OLD, "torch_from_blob"], (2, 14), (2, 11), True, "torch_from_blob since 2.11"),
+        # an import no table knows, whatever the table's last line: the build line, said so
+        (["torch_unknown", OLD], (2, 12), (2, 12), False, "torch_unknown is not in librarian's table"),
         (["torch_from_blob"], (2, 14), (2, 11), True, "torch_from_blob since 2.11"),  # every import listed
-        ([OLD, "torch_from_blob"], None, (2, 11), False, "torch_from_blob since 2.11, at least"),
+        ([OLD, "torch_from_blob"], None, (2, 11), True, "torch_from_blob since 2.11"),  # every import known
+        (["torch_unknown", "torch_from_blob"], None, (2, 11), False, "torch_from_blob since 2.11, at least"),
         ([], (2, 12), (2, 9), True, "it imports no shim function newer than torch 2.9"),
     ],
 )
@@ -66,13 +69,17 @@ def test_the_floor_is_the_newest_import_never_above_the_build_line(
     assert floor.why.startswith(why), floor.why
 
 
-def test_the_packaged_table_is_pytorchs_list_with_its_source() -> None:
+def test_the_packaged_table_is_released_torchs_headers_with_their_sources() -> None:
     from librarian.stable_abi import load_table
 
     table = load_table()
     assert table.since["torch_from_blob"] == (2, 11) and table.since["torch_call_dispatcher"] == (2, 10)
-    assert table.base == (2, 9) and table.through >= (2, 13)
-    assert "shim_function_versions.txt" in table.source
+    # released 2.13's own headers guard the generator shims (the development list had them nowhere)
+    for name in ("torch_new_generator_handle", "torch_delete_generator", "torch_generator_get_device"):
+        assert table.since[name] == (2, 13)
+    assert table.since["torch_tensor_from_pyobject"] == (2, 14) and table.since[OLD] == (2, 9)
+    assert table.base == (2, 9) and table.through >= (2, 15)
+    assert "released torch" in table.source and table.sources["2.13"].startswith("torch-2.13.0-")
     with pytest.raises(Exception, match="not 'function_name: TORCH_VERSION_X_Y_Z'"):
         parse_versions_file("torch_x: 2.10\n", "f.txt")
 
@@ -97,9 +104,7 @@ def test_a_build_made_with_212_importing_only_old_functions_serves_29_to_211(
         got = run("pull", "oldshim", "--torch", torch, *HERE, "-o", f"o{torch}")
         assert got.code == 0, (torch, got.err)
     got = run("pull", "oldshim", "--torch", "2.10", *HERE, "-o", "o")
-    assert (
-        "stable ABI, needs torch >= 2.9: aoti_torch_empty_strided and the rest predate torch 2.10" in got.err
-    )
+    assert "stable ABI, needs torch >= 2.9: every shim function it imports is in torch 2.9" in got.err
     assert run("pull", "newshim", "--torch", "2.11", *HERE, "-o", "n11").code == 0
     refused = run("pull", "newshim", "--torch", "2.10", *HERE, "-o", "n10")
     assert refused.code == 1 and "torch_from_blob since 2.11" in refused.err, refused.err
@@ -107,10 +112,10 @@ def test_a_build_made_with_212_importing_only_old_functions_serves_29_to_211(
         "doctor", str(next((tmp_path / "wheelhouse").rglob("newshim-*.whl"))), "--torch", "2.10", *HERE
     )
     assert doctor.code == 1 and "needs torch >= 2.11: torch_from_blob since 2.11" in doctor.out, doctor.out
-    shown = run("inspect", str(new))  # unlabelled: the floor its listed imports say, a lower bound
-    assert (
-        "torch 2.11+ (stable ABI); imports only its C shim: torch_from_blob since 2.11, at least" in shown.out
-    )
+    shown = run("inspect", str(new))  # unlabelled: every import known, the floor they say
+    assert "torch 2.11+ (stable ABI); imports only its C shim: torch_from_blob since 2.11;" in shown.out
+    unknown = run("inspect", str(stable_wheel(tmp_path, "unknownshim", ("torch_unknown", "torch_from_blob"))))
+    assert "torch_from_blob since 2.11, at least: torch_unknown is not in librarian's table" in unknown.out
 
 
 def test_a_label_below_the_floor_its_bytes_set_is_a_claim(run: Run, tmp_path: Path) -> None:
@@ -138,24 +143,28 @@ def test_a_label_below_the_floor_its_bytes_set_is_a_claim(run: Run, tmp_path: Pa
 def test_matrix_refresh_shims_writes_a_newer_table_that_lowers_a_floor(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A 2.14 build importing a function the packaged table (through 2.13) does not list keeps its build line;
-    with PyTorch's newer list read in (``matrix refresh --shims``), its floor is that function's line."""
-    wheel = stable_wheel(tmp_path, "fresh", (OLD, "torch_tensor_from_pyobject"))
-    assert run("publish", str(wheel), "--torch", "2.14", "--cuda", "12.8", "--sm", "89",
+    """A 2.17 build importing a function no table knows keeps its build line; with a newer list read in
+    (``matrix refresh --shims FILE``), its floor is that function's line."""
+    wheel = stable_wheel(tmp_path, "fresh", (OLD, "torch_new_in_2_16"))
+    assert run("publish", str(wheel), "--torch", "2.17", "--cuda", "12.8", "--sm", "89",
                "--allow-unknown-combo").code == 0  # fmt: skip
     machine = ("--sm", "89", "--cuda", "12.8", "--python", "3.12", "--platform", "linux_x86_64")
-    before = run("pull", "fresh", "--torch", "2.13", *machine, "-o", "b")
-    assert before.code == 1 and "is not in librarian's table (through torch 2.13)" in before.err, before.err
+    before = run("pull", "fresh", "--torch", "2.16", *machine, "-o", "b")
+    assert (
+        before.code == 1
+        and "torch_new_in_2_16 is not in librarian's table (released torch through" in before.err
+    ), before.err
     table = tmp_path / "shim_function_versions.txt"
-    table.write_text("# newer\ntorch_from_blob: TORCH_VERSION_2_11_0\ntorch_tensor_from_pyobject: TORCH_VERSION_2_13_0\n"
-                     "torch_stream_native_handle: TORCH_VERSION_2_14_0\n")  # fmt: skip
+    table.write_text(
+        "# newer\ntorch_from_blob: TORCH_VERSION_2_11_0\ntorch_new_in_2_16: TORCH_VERSION_2_16_0\n"
+    )
     override = tmp_path / "abi.toml"
     monkeypatch.setenv("LIBRARIAN_STABLE_ABI", str(override))
     done = run("matrix", "refresh", "--shims", str(table))
-    assert done.code == 0 and "through torch 2.14" in done.out and override.is_file(), done.out + done.err
-    after = run("pull", "fresh", "--torch", "2.13", *machine, "-o", "a")
+    assert done.code == 0 and "through torch 2.16" in done.out and override.is_file(), done.out + done.err
+    after = run("pull", "fresh", "--torch", "2.16", *machine, "-o", "a")
     assert after.code == 0, after.err
-    assert "needs torch >= 2.13: torch_tensor_from_pyobject since 2.13" in after.err
+    assert "needs torch >= 2.16: torch_new_in_2_16 since 2.16" in after.err
     bad = run("matrix", "refresh", "--shims", str(tmp_path / "missing.txt"))
     assert bad.code == 2 and bad.err.count("\n") == 1 and "cannot read" in bad.err
 
@@ -241,3 +250,27 @@ def test_the_override_is_bounded_like_the_matrix_override(
     done2 = run("matrix", "refresh", "--shims", str(listing), "--json")
     assert done2.code == 0, done2.err
     assert json.loads(done2.out)["functions"] == 2  # the file's own, not the packaged table's
+
+
+def test_a_213_build_importing_the_generator_shims_is_served_from_213_and_an_unknown_import_from_its_line(
+    run: Run, tmp_path: Path
+) -> None:
+    """Issue 52: released 2.13's headers guard torch_new_generator_handle with 2.13 (the development list
+    left it out, and such a build got the floor 2.9); an import no table knows keeps the build line, even
+    below the table's last line."""
+    gen = stable_wheel(tmp_path, "genshim", (OLD, "torch_new_generator_handle", "torch_delete_generator"))
+    odd = stable_wheel(tmp_path, "oddshim", (OLD, "torch_function_no_release_has"))
+    for wheel in (gen, odd):
+        assert (
+            run("publish", str(wheel), "--torch", "2.13", "--cuda", "12.8", "--allow-unknown-combo").code == 0
+        )
+    refused = run("pull", "genshim", "--torch", "2.12", *HERE, "-o", "g12")
+    assert (
+        refused.code == 1 and "needs torch >= 2.13: torch_new_generator_handle since 2.13" in refused.err
+    ), refused.err
+    assert run("pull", "genshim", "--torch", "2.13", *HERE, "-o", "g13").code == 0
+    assert run("pull", "genshim", "--torch", "2.15", *HERE, "-o", "g15").code == 0
+    unknown = run("pull", "oddshim", "--torch", "2.12", *HERE, "-o", "o12")
+    assert unknown.code == 1 and "torch_function_no_release_has is not in librarian's table" in unknown.err
+    assert "its own build line, 2.13" in unknown.err
+    assert run("pull", "oddshim", "--torch", "2.13", *HERE, "-o", "o13").code == 0

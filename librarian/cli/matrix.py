@@ -68,23 +68,33 @@ def matrix(
 
 
 def _refresh_shims(source: str, as_json: bool) -> None:
-    """``matrix refresh --shims FILE``: the stable-ABI table from PyTorch's list."""
+    """``matrix refresh --shims released|URL|FILE``: the stable-ABI table from the headers of released torch
+    (PyPI's, or a PEP 691 page's), or from a copy of PyTorch's list."""
     import datetime
     from pathlib import Path
 
     from librarian.coords import format_version
     from librarian.safeio import NotRegular, read_regular
-    from librarian.stable_abi import refresh_from
+    from librarian.stable_abi import refresh_from, refresh_released
 
-    try:
-        text = read_regular(Path(source), 4 << 20).decode("utf-8")
-    except (OSError, NotRegular, UnicodeDecodeError) as e:
-        raise BadInput(f"--shims {source}: cannot read ({getattr(e, 'strerror', None) or e})") from e
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-    path, table = refresh_from(text, source, read=today)
+    if source == "released" or source.startswith(("http://", "https://")):
+        from librarian.ops.released_shims import PYPI_TORCH, read_released
+
+        index = PYPI_TORCH if source == "released" else source
+        released = read_released(index, say=ui.note)
+        sources = {w.line: w.source for w in released.wheels}
+        path, table = refresh_released(released.since, sources, index, read=today)
+    else:
+        try:
+            text = read_regular(Path(source), 4 << 20).decode("utf-8")
+        except (OSError, NotRegular, UnicodeDecodeError) as e:
+            raise BadInput(f"--shims {source}: cannot read ({getattr(e, 'strerror', None) or e})") from e
+        path, table = refresh_from(text, source, read=today)
     if as_json:
         ui.emit_json({"schema": 1, "path": str(path), "functions": len(table.since),
-                      "through": format_version(table.through), "source": table.source})  # fmt: skip
+                      "through": format_version(table.through), "source": table.source,
+                      "sources": dict(table.sources)})  # fmt: skip
         return
     ui.out(
         f"read {len(table.since)} shim function(s) through torch {format_version(table.through)} from {source}; "
@@ -105,9 +115,10 @@ def matrix_refresh(
         str | None,
         typer.Option(
             "--shims",
-            metavar="FILE",
-            help="Instead: a copy of PyTorch's torch/csrc/stable/c/shim_function_versions.txt, the torch line "
-            "each stable shim function came in: the table stable-ABI floors are read by (your user override).",
+            metavar="released|URL|FILE",
+            help="Instead: the table stable-ABI floors are read by (your user override), from the shim headers "
+            "of every released torch ('released': PyPI's; a URL: a PEP 691 page of torch), or from a copy of "
+            "PyTorch's torch/csrc/stable/c/shim_function_versions.txt.",
         ),
     ] = None,
     as_json: JsonOpt = False,

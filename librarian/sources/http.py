@@ -89,7 +89,7 @@ def _without_userinfo(url: str) -> str:
 
 
 @contextmanager
-def _response(url: str, limits: Limits) -> Iterator[httpx2.Response]:
+def _response(url: str, limits: Limits, headers: dict[str, str] | None = None) -> Iterator[httpx2.Response]:
     """The final response to GET ``url``, redirects followed by hand: a loop or more than MAX_REDIRECTS is an
     error, and the user and password of the URL go only to its own host."""
     import httpx2
@@ -102,7 +102,7 @@ def _response(url: str, limits: Limits) -> Iterator[httpx2.Response]:
                 raise StoreError(f"{shown(url)}: a redirect loop (back to {shown(here)})")
             seen.add(here)
             try:
-                response = client.send(client.build_request("GET", here), stream=True)
+                response = client.send(client.build_request("GET", here, headers=headers), stream=True)
             except httpx2.TimeoutException as e:
                 raise Unreachable(f"{shown(here)}: no answer within {limits.timeout:g} s") from e
             except httpx2.HTTPError as e:
@@ -156,9 +156,23 @@ def _chunks(response: httpx2.Response, limits: Limits, url: str, most: int) -> I
         raise Unreachable(f"{shown(url)}: cut off ({clean(str(e), 120)})") from e
 
 
-def read_page(url: str, limits: Limits) -> str:
-    """The text of the page at ``url`` (at most :data:`MAX_PAGE_BYTES`)."""
-    with _response(url, limits) as response:
+def read_range(url: str, start: int, length: int, limits: Limits) -> tuple[bytes, int]:
+    """``length`` bytes of ``url`` from ``start`` (``start < 0``: its last ``-start`` bytes), and the whole
+    file's size, by an HTTP range request; a server that answers with the whole file is refused (one line)."""
+    wanted = f"bytes={start}" if start < 0 else f"bytes={start}-{start + length - 1}"
+    with _response(url, limits, {"Range": wanted, "Accept-Encoding": "identity"}) as response:
+        total = response.headers.get("content-range", "").rpartition("/")[2]
+        if response.status_code != 206 or not total.isdigit():
+            raise StoreError(
+                f"{shown(url)}: the server does not answer range requests (HTTP {response.status_code})"
+            )
+        body = b"".join(_chunks(response, limits, url, min(length, limits.max_bytes)))
+    return body, int(total)
+
+
+def read_page(url: str, limits: Limits, accept: str | None = None) -> str:
+    """The text of the page at ``url`` (at most :data:`MAX_PAGE_BYTES`); ``accept``: the type asked for."""
+    with _response(url, limits, {"Accept": accept} if accept else None) as response:
         body = b"".join(_chunks(response, limits, url, min(MAX_PAGE_BYTES, limits.max_bytes)))
         charset = response.charset_encoding or "utf-8"
     return body.decode(charset, errors="replace")
