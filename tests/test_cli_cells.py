@@ -58,6 +58,9 @@ def test_ptx_alone_files_no_cell(run: Run, sos: dict[str, Path], tmp_path: Path)
     whl = so_wheel(tmp_path / "dist", sos["ptx"], name="pkern", tags=TAGS)
     result = run("publish", str(whl), *LINE)
     assert result.code == 2 and "PTX alone files no cell" in result.err and "--sm" in result.err
+    # words true to its code (issue 52, item 6): it has no SASS at all, and the driver JITs its PTX
+    said = "it has no SASS, only PTX (compute_80): the driver JIT-compiles it on sm80 and newer GPUs"
+    assert said in result.err and said in run("inspect", str(whl)).out
     # compute_80 JITs on 8.0, but a cell is where a wheel runs natively: --sm 80 needs --trust-sm too
     jit = run("publish", str(whl), *LINE, "--sm", "80")
     assert jit.code == 2 and "only by JIT-compiling PTX" in jit.err and "--trust-sm" in jit.err

@@ -92,7 +92,8 @@ def test_arch_and_family_suffixes(run: Run, tmp_path: Path, cuda_sos: dict[str, 
     table = rows(result.out)
     # sm_90a: the H100 alone; sm_100f: the 10.x family; sm_120f: 12.0 (12.1 ships only with an Arm CPU)
     assert (
-        table["GPU arch"] == "sm_90a, sm_100f, sm_120f, compute_120f; runs natively on sm90 sm100 sm103 sm107 sm120"
+        table["GPU arch"]
+        == "sm_90a, sm_100f, sm_120f, compute_120f; runs natively on sm90 sm100 sm103 sm107 sm120"
     )
     assert table["torch"] == "does not link torch"
 

@@ -41,7 +41,8 @@ ARROWS: dict[str, frozenset[str]] = {
         "index": "coords errors facts jsonfile layout platforms variant_format",
         "index_files": "errors index jsonfile layout",
         # the judgement, and what the store's files say
-        "demands": "coords facts gpus machine platforms stable_abi",
+        "cuda_libraries": "compat errors",
+        "demands": "coords cuda_libraries facts gpus machine platforms stable_abi",
         "pending": "errors index index_files jsonfile",
         "manifest": "errors index index_files",
         "coverage": "index index_files platforms",
@@ -58,7 +59,7 @@ ARROWS: dict[str, frozenset[str]] = {
         "probe": "coords errors machine platforms wheel",
         "stores": "card catalogue errors generated index index_files layout progress redact safeio",
         # use cases
-        "ops": "catalogue compat coords coverage demands errors facts gpus index index_files jsonfile layout machine manifest pending "
+        "ops": "catalogue compat coords coverage cuda_libraries demands errors facts gpus index index_files jsonfile layout machine manifest pending "
         "platforms pool probe progress pytorch redact safeio sources stable_abi stores variant_format variants wheel demangle",
         # people: the terminal and the command line
         "terminal": "progress",

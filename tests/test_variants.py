@@ -113,7 +113,9 @@ def test_arch_specific_code_is_said_where_its_value_reaches_that_gpu_alone(
     )
     props = properties(Wheel(WheelName.parse(only_100a.filename), only_100a), LINES)
     assert not props.says_gpu and props.unsayable is not None and "no sm_arch value" in props.unsayable
-    assert any("sm_100a" in r and "100_real reaches sm103, sm107 too" in r for r in props.left_out), props.left_out
+    assert any("sm_100a" in r and "100_real reaches sm103, sm107 too" in r for r in props.left_out), (
+        props.left_out
+    )
 
 
 def test_a_wheel_mixing_sm_100a_and_sm_100_code_never_says_100_real(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from librarian.demands.base import OTHER_CUDA_LINE, Cause, Demand, Said, Verdict, Wheel, some
 from librarian.demands.claims import Claim, ClaimKind, claims, said_claims
-from librarian.demands.gpu import GpuMatch, Serving
+from librarian.demands.gpu import GpuMatch, Serving, no_cell_words
 from librarian.demands.judgement import (
     CellFit,
     Judgement,
@@ -55,6 +55,7 @@ __all__ = [
     "demands",
     "judge",
     "judge_cell",
+    "no_cell_words",
     "no_cuda",
     "properties",
     "said_claims",

@@ -12,6 +12,7 @@ import posixpath
 from dataclasses import dataclass
 
 from librarian.coords import MajorMinor, format_version
+from librarian.cuda_libraries import cuda_majors_of
 from librarian.demands.base import Cause, Demand, Verdict, Wheel, unknown
 from librarian.demands.members import NO_DEVICE_CODE, DeviceCode, device_code, loading
 from librarian.facts import BinaryFormat, WheelFacts, library_name
@@ -36,6 +37,13 @@ class CudaNeed:
     runtimes: tuple[tuple[int, str], ...] = ()
     windows: bool = False
     module: str = ""
+    # The other CUDA toolkit libraries it links (libnvrtc.so.12, cublas64_13.dll) and the CUDA majors that
+    # ship each: they bind it as libcudart does.
+    libraries: tuple[tuple[str, frozenset[int]], ...] = ()
+
+    def other_major_library(self, major: int) -> tuple[str, frozenset[int]] | None:
+        """The first toolkit library it links that no CUDA ``major`` toolkit ships, if any."""
+        return next(((lib, ms) for lib, ms in self.libraries if major not in ms), None)
 
     def runtime_name(self, major: int) -> str:
         """The runtime library of ``major`` as this wheel names it (Linux's name where it names none)."""
@@ -81,7 +89,14 @@ def _from_facts(label: tuple[int, int | None] | None, facts: WheelFacts) -> Cuda
         b for b in facts.binaries if b.path.endswith(".pyd")
     ]
     module = posixpath.basename(modules[0].path).split(".")[0] if modules else ""
-    return CudaNeed(label, code, host, toolkit, links, tuple(sorted(runtimes.items())), windows, module)
+    alternatives = {m.path for c in code.choices for m in c.members}  # one per CUDA line: the choice decides
+    libraries: dict[str, frozenset[int]] = {}
+    for b in facts.binaries:
+        for lib in b.needed if b.path not in alternatives else ():
+            if (majors := cuda_majors_of(lib)) is not None:
+                libraries.setdefault(library_name(lib, keep_case=True), majors)
+    return CudaNeed(label, code, host, toolkit, links, tuple(sorted(runtimes.items())), windows, module,
+                    tuple(sorted(libraries.items())))  # fmt: skip
 
 
 def _text(need: CudaNeed, cudarts: list[int]) -> str:
@@ -96,7 +111,7 @@ def _text(need: CudaNeed, cudarts: list[int]) -> str:
     runtimes = [need.runtime_name(m) for m in cudarts]
     if need.toolkit and not need.code.empty and not runtimes:
         runtimes = ["links no CUDA runtime (static)"]
-    return ", ".join(said + runtimes) or "CUDA (line unknown)"
+    return ", ".join(said + runtimes + [lib for lib, _ in need.libraries]) or "CUDA (line unknown)"
 
 
 def check(need: CudaNeed, machine: Machine) -> Verdict:
@@ -105,7 +120,7 @@ def check(need: CudaNeed, machine: Machine) -> Verdict:
     load = loading(need.code, torch_cuda or need.label_line)
     loaded_cudarts = {m.cudart for m in load.may_load if m.cudart}
     cudarts = sorted(loaded_cudarts | set(need.host_cudarts))
-    if need.label is None and not cudarts and need.code.empty:
+    if need.label is None and not cudarts and need.code.empty and not need.libraries:
         has = f"torch CUDA {format_version(torch_cuda)}" if torch_cuda else "no CUDA torch"
         return Verdict(Demand.CUDA, True, "no CUDA", has, "the wheel uses no CUDA runtime")
     text = _text(need, cudarts)
@@ -113,13 +128,16 @@ def check(need: CudaNeed, machine: Machine) -> Verdict:
         has = f"torch CUDA {format_version(torch_cuda)}" if torch_cuda else "CUDA (from the label)"
         error = NO_SUCH_MODULE if need.windows else NO_SUCH_LIBRARY
         return Verdict(Demand.CUDA, False, text, has, load.missing_text(torch_cuda or need.label_line), error)
-    if torch_cuda is not None and any(m != torch_cuda[0] for m in cudarts):
+    if torch_cuda is not None and (
+        any(m != torch_cuda[0] for m in cudarts) or need.other_major_library(torch_cuda[0])
+    ):
         # A runtime of another major than torch's is what rules it out, whatever the driver: no driver
         # makes the process load torch's runtime and the wheel's at once.
         return _against_torch(need, text, cudarts, torch_cuda)
     # The newest runtime the process loads: torch's, the label's, a linked libcudart, or (statically
     # linked) the toolkit that built its device code.
     linked = [(m, 0) for m in cudarts] or ([need.toolkit] if need.toolkit and not need.code.empty else [])
+    linked += [(min(majors), 0) for _, majors in need.libraries]  # each needs a driver of its CUDA at least
     label_rt = (need.label[0], need.label[1] or 0) if need.label else None
     runtime = max([r for r in (torch_cuda, label_rt) if r] + linked, default=None)
     if driver is not None and runtime is not None and driver[0] < runtime[0]:
@@ -150,7 +168,7 @@ def check(need: CudaNeed, machine: Machine) -> Verdict:
             f"carries a CUDA {format_version(line)} build ({picked[0].name})",
             exact=same,
         )
-    if not cudarts and not need.links_torch:
+    if not cudarts and not need.links_torch and not need.libraries:
         # No CUDA runtime of its own and no torch: its device code and the driver bind it, no CUDA line does.
         return Verdict(
             Demand.CUDA,
@@ -176,6 +194,16 @@ def _against_torch(need: CudaNeed, text: str, cudarts: list[int], torch_cuda: Ma
                 f"links {need.runtime_name(major)}, torch ships the CUDA {torch_cuda[0]} runtime",
                 need.cannot_load(need.runtime_name(major)),
             )
+    if other := need.other_major_library(torch_cuda[0]):
+        lib, majors = other
+        return Verdict(
+            Demand.CUDA,
+            False,
+            text,
+            has,
+            f"links {lib}, which only CUDA {_majors(majors)} ships; torch's CUDA is {torch_cuda[0]}",
+            need.cannot_load(lib),
+        )
     label = need.label
     if label is not None and label[0] != torch_cuda[0]:
         why = f"built for CUDA {label[0]}, torch is built for CUDA {torch_cuda[0]}"
@@ -210,4 +238,14 @@ def claims(wheel: Wheel) -> list[str]:
     for path, major in linking:
         if major != claim.cuda_major:
             problems.append(f"{claim.said_by} says CUDA {claim.cuda_text}, {path} links libcudart.so.{major}")
+    if other := need.other_major_library(claim.cuda_major):
+        lib, majors = other
+        user = next((b.path for b in wheel.facts.binaries if lib in b.needed), lib)
+        problems.append(
+            f"{claim.said_by} says CUDA {claim.cuda_text}, {user} links {lib}, which only CUDA {_majors(majors)} ships"
+        )
     return problems
+
+
+def _majors(majors: frozenset[int]) -> str:
+    return " and ".join(str(m) for m in sorted(majors))

@@ -341,3 +341,15 @@ def _no_toolkit(capability: MajorMinor, line: MajorMinor | None) -> str:
 def _gpu_text(machine: Machine) -> str:
     gpu = machine.gpu
     return str(gpu.arch) if gpu else "no GPU"
+
+
+def no_cell_words(archs: Sequence[GpuArch]) -> str:
+    """Why a wheel with device code is filed under no GPU, in words true to its code: SASS no GPU that
+    exists runs natively, or no SASS at all (its PTX is JIT-compiled, from its oldest PTX arch up)."""
+    listed = ", ".join(str(a) for a in archs)
+    if not any(a.kind is ArchKind.SASS for a in archs):
+        ptx = [a for a in archs if a.kind is ArchKind.PTX]
+        if ptx:
+            low = min(ptx, key=lambda a: (a.major, a.minor))
+            return f"it has no SASS, only PTX ({listed}): the driver JIT-compiles it on sm{low.sm} and newer GPUs"
+    return f"its SASS runs natively on no GPU that exists ({listed})"

@@ -19,6 +19,7 @@ from librarian.demands import (
     cells,
     claims,
     judge,
+    no_cell_words,
     some,
 )
 from librarian.demangle import readable
@@ -97,9 +98,7 @@ def _where_it_runs(item: Inspection) -> str:
     shown = [
         " ".join(sms) + (f" (partly: not {some(lacking)})" if lacking else "") for lacking, sms in groups
     ]
-    parts = [
-        "runs natively on " + "; ".join(shown) if shown else "its SASS runs natively on no GPU that exists"
-    ]
+    parts = ["runs natively on " + "; ".join(shown) if shown else no_cell_words(item.facts.archs)]
     j = item.judgement
     line = item.name.label.cuda if item.name and item.name.label else None
     if j.picked and line:

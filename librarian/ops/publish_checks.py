@@ -9,7 +9,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from librarian.coords import Cell, GpuArch, Label, MajorMinor, format_version
-from librarian.demands import ClaimKind, Demand, Wheel, cells, claims, judge_cell, no_cuda, said_claims
+from librarian.demands import (
+    ClaimKind,
+    Demand,
+    Wheel,
+    cells,
+    claims,
+    judge_cell,
+    no_cell_words,
+    no_cuda,
+    said_claims,
+)
 from librarian.errors import BadInput, BadWheel, Refused
 from librarian.gpus import find_gpu
 from librarian.platforms import parse_platform
@@ -52,10 +62,9 @@ def gpu_cells(
         raise BadInput(f"{source}: no GPU code found in its binaries; pass --sm to say which GPUs it is for")
     found = cells(wheel, label.cuda)
     if not found:
-        offered = ", ".join(str(a) for a in wheel.facts.archs) if wheel.facts else ""
+        why = no_cell_words(wheel.facts.archs if wheel.facts else ())
         raise BadInput(
-            f"{source}: its SASS runs natively on no GPU that exists ({offered}); PTX alone files "
-            "no cell: pass --sm to choose (pull --compatible finds it there)"
+            f"{source}: {why}; PTX alone files no cell: pass --sm to choose (pull --compatible finds it there)"
         )
     return tuple(c.sm for c in found), False
 
