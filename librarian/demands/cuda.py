@@ -9,12 +9,13 @@ major refuses it (minor-version compatibility covers the rest). CUDA-line altern
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from librarian.coords import MajorMinor, format_version
 from librarian.cuda_libraries import cuda_majors_of
 from librarian.demands.base import Cause, Demand, Verdict, Wheel, unknown
 from librarian.demands.members import NO_DEVICE_CODE, DeviceCode, device_code, loading
+from librarian.demands.torch import pinned_cuda
 from librarian.facts import BinaryFormat, WheelFacts, library_name
 from librarian.machine import Machine
 
@@ -40,6 +41,7 @@ class CudaNeed:
     # The other CUDA toolkit libraries it links (libnvrtc.so.12, cublas64_13.dll) and the CUDA majors that
     # ship each: they bind it as libcudart does.
     libraries: tuple[tuple[str, frozenset[int]], ...] = ()
+    said_by: str = "label"  # who says ``label``: the label, the path, or ``its torch pin`` (Requires-Dist)
 
     def other_major_library(self, major: int) -> tuple[str, frozenset[int]] | None:
         """The first toolkit library it links that no CUDA ``major`` toolkit ships, if any."""
@@ -67,11 +69,12 @@ class CudaNeed:
 def needs(wheel: Wheel) -> CudaNeed:
     """From the label, and from the facts where the bytes were read."""
     claim = wheel.label_claim
-    label = (claim.cuda_major, claim.cuda_minor) if claim else None
+    label = (claim.cuda_major, claim.cuda_minor) if claim else pinned_cuda(wheel.requires_torch)
     facts = wheel.facts
+    said_by = claim.said_by if claim else "its torch pin"
     if facts is None:
-        return CudaNeed(label, links_torch=claim is not None and claim.torch is not None)
-    return _from_facts(label, facts)
+        return CudaNeed(label, links_torch=claim is not None and claim.torch is not None, said_by=said_by)
+    return replace(_from_facts(label, facts), said_by=said_by)
 
 
 def _from_facts(label: tuple[int, int | None] | None, facts: WheelFacts) -> CudaNeed:
@@ -104,7 +107,9 @@ def _text(need: CudaNeed, cudarts: list[int]) -> str:
     (or that it links none: nvcc's default static cudart)."""
     label = need.label
     said = (
-        [f"CUDA {label[0]}" + (f".{label[1]}" if label[1] is not None else "") + " (label)"] if label else []
+        [f"CUDA {label[0]}" + (f".{label[1]}" if label[1] is not None else "") + f" ({need.said_by})"]
+        if label
+        else []
     )
     if need.toolkit and not need.code.empty:
         said.append(f"built by CUDA {format_version(need.toolkit)}")

@@ -14,6 +14,8 @@ its label.
 from __future__ import annotations
 
 import enum
+import functools
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -52,6 +54,7 @@ class TorchNeed:
     requirement: SpecifierSet | None = (
         None  # its METADATA's Requires-Dist on torch (pip never sees it: --no-deps)
     )
+    pinned: bool = False  # ``minor`` is the one line its Requires-Dist admits (no label, no path says it)
 
     @property
     def first_line(self) -> MajorMinor | None:
@@ -70,7 +73,8 @@ class TorchNeed:
             return f"torch {format_version(self.first_line)}+ (stable ABI)"
         if self.minor is None:
             return "torch (minor unknown)" + (" (stable ABI)" if self.binding is Binding.STABLE else "")
-        return f"torch {format_version(self.minor)}"
+        pin = f" (its Requires-Dist: torch{self.requirement})" if self.pinned else ""
+        return f"torch {format_version(self.minor)}{pin}"
 
     @property
     def text(self) -> str:
@@ -125,6 +129,7 @@ def needs(wheel: Wheel) -> TorchNeed:
     """From the label, and from the facts where the bytes were read (else: exact, if the label names torch)."""
     claim = wheel.label_claim
     minor = claim.torch if claim else None
+    pinned = minor is None and (minor := pinned_line(wheel.requires_torch)) is not None
     cxx11 = claim.cxx11abi if claim else None
     if wheel.facts is None:  # an entry without facts: bound as its label says (older stores count as exact)
         return TorchNeed(minor, Binding.EXACT if minor else Binding.NONE, None, cxx11)
@@ -133,14 +138,48 @@ def needs(wheel: Wheel) -> TorchNeed:
     symbols = tuple(dict.fromkeys(s for b in binaries for s in b.torch_symbols))
     libraries = tuple(sorted({lib for b in binaries for lib in b.torch_libraries}))
     floor = _floor(binaries, minor) if binding is Binding.STABLE else None
-    return TorchNeed(minor, binding, symbol, cxx11, symbols, libraries, floor, wheel.requires_torch)
+    return TorchNeed(minor, binding, symbol, cxx11, symbols, libraries, floor, wheel.requires_torch, pinned)
+
+
+# The torch lines a Requires-Dist is tried against: 1.0 to 3.9 (a pin that admits one of them names it).
+_LINES = tuple((major, minor) for major in (1, 2, 3) for minor in range(60 if major == 2 else 20))
+
+
+def pinned_line(requirement: SpecifierSet | None) -> MajorMinor | None:
+    """The one torch line ``requirement`` admits (``==2.4.0``, ``>=2.4,<2.5``, ``~=2.4.0``), if exactly one."""
+    return None if requirement is None else _pinned(str(requirement))
+
+
+@functools.lru_cache(maxsize=256)
+def _pinned(requirement: str) -> MajorMinor | None:
+    spec = SpecifierSet(requirement)
+    admitted = [line for line in _LINES if line_admitted(spec, line)]
+    return admitted[0] if len(admitted) == 1 else None
+
+
+def pinned_cuda(requirement: SpecifierSet | None) -> tuple[int, int] | None:
+    """The CUDA line a pin's local label names (``==2.4.0+cu121``: 12.1), where it pins one torch build."""
+    for spec in requirement or ():
+        local = spec.version.partition("+")[2]
+        if spec.operator in ("==", "===") and (m := re.fullmatch(r"cu(\d{2,3})(\d)", local)):
+            return int(m[1]), int(m[2])
+    return None
 
 
 def line_admitted(requirement: SpecifierSet, line: MajorMinor) -> bool:
     """Whether some release of torch ``line`` (2.10.0, 2.10.1, ...) meets ``requirement``."""
+    public = without_local(requirement)
     return any(
-        requirement.contains(Version(f"{line[0]}.{line[1]}.{patch}"), prereleases=True) for patch in range(20)
+        public.contains(Version(f"{line[0]}.{line[1]}.{patch}"), prereleases=True) for patch in range(20)
     )
+
+
+def without_local(requirement: SpecifierSet) -> SpecifierSet:
+    """``requirement`` with its local labels left out (``==2.4.0+cu121`` -> ``==2.4.0``): the torch release
+    it asks; the CUDA line a label names is the CUDA demand's (:func:`pinned_cuda`)."""
+    if "+" not in str(requirement):
+        return requirement
+    return SpecifierSet(",".join(f"{s.operator}{s.version.partition('+')[0]}" for s in requirement))
 
 
 def claims(wheel: Wheel) -> list[str]:
@@ -249,7 +288,7 @@ def _meets(requirement: SpecifierSet, version: str, line: MajorMinor) -> bool:
     except ValueError:
         return line_admitted(requirement, line)
     if exact.release[2:] or version.count(".") >= 2:
-        return requirement.contains(Version(exact.public), prereleases=True)
+        return without_local(requirement).contains(Version(exact.public), prereleases=True)
     return line_admitted(requirement, line)
 
 
