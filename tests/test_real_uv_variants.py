@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -119,6 +120,31 @@ def test_uv_picks_the_build_for_the_gpu_and_pull_agrees(
     )
     assert {"name": "kern", "version": "1.0+cu130torch2.9"} in json.loads(listed.stdout)
     assert installed(venv / "bin" / "python", "kern/_C.so") == builds["86"]
+
+
+@pytest.mark.skipif(
+    shutil.which("nvcc") is None, reason="builds sm_120a code with nvcc, which is not on PATH"
+)
+def test_an_x86_64_sm_120a_build_is_installed_by_uv_for_a_12_0_gpu(
+    run: Run, uv: Path, tmp_path: Path
+) -> None:
+    """Issue 52, item 3: 120_real reaches sm121 too, but sm121 (DGX Spark) ships only with an Arm CPU, so an
+    x86_64 wheel of sm_120a code says 120_real; uv installs it for a forced 12.0 GPU, as pull serves it."""
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void add(float* x) { x[threadIdx.x] += 1.0f; }\n"
+                   'extern "C" void launch(float* x) { add<<<1, 32>>>(x); }\n')  # fmt: skip
+    so = tmp_path / "k120a.so"
+    subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_120a,code=sm_120a",
+                    "-o", str(so), str(src)], check=True, timeout=600)  # fmt: skip
+    wheel = so_wheel(tmp_path / "a", so.read_bytes(), version="1.0", tags=TAGS)
+    done = run("publish", str(wheel), "--torch", "2.9", "--cuda", "13.0", "--variants")
+    assert done.code == 0, done.err
+    links = tmp_path / "wheelhouse" / "variants" / "kern.html"
+    python = target(uv, tmp_path / "t120")
+    result = uv_install(uv, python, "kern", links, "12.0", "13.0")
+    assert installed(python, "kern/_C.so") == so.read_bytes(), (result.stdout, result.stderr)
+    pulled = run("pull", "kern", "--sm", "120", "--torch", "2.9", "--driver", "13.0", *MACHINE, "-o", "p")
+    assert pulled.code == 0, pulled.err
 
 
 def test_torch_variants_uv_refuses_them_and_the_reference_resolver_picks_by_torch_line(

@@ -118,6 +118,38 @@ def test_arch_specific_code_is_said_where_its_value_reaches_that_gpu_alone(
     )
 
 
+@pytest.mark.parametrize(("cpu", "says"), [("x86_64", True), ("aarch64", False)])
+def test_sm_120a_is_said_where_no_gpu_of_the_wheels_platform_shares_its_value(cpu: str, says: bool) -> None:
+    """Issue 52, item 3: 120_real also reaches sm121, which ships only with an Arm CPU (DGX Spark): an
+    x86_64 (or Windows) wheel with sm_120a code says 120_real, so uv offers it to an RTX 50 card as pull
+    serves it there; an aarch64 one cannot (sm_120a does not run on sm121)."""
+    only_120a = demand_wheel(
+        so(sass="sm_120a", toolkit=(13, 0), cpu=cpu),
+        name=f"kern-1.0+cu130torch2.9-cp311-cp311-linux_{cpu}.whl",
+    )
+    props = properties(Wheel(WheelName.parse(only_120a.filename), only_120a), LINES)
+    sm_arch = {(ns, f): v for ns, f, v in props.values}.get(("nvidia", "sm_arch"))
+    assert (sm_arch == ("120_real",)) is says, props
+    if not says:
+        assert any("120_real reaches sm121 too" in r for r in props.left_out), props.left_out
+
+
+def test_a_cuda_12_build_is_never_said_to_run_natively_on_a_board_with_no_cuda_12_driver() -> None:
+    """Issue 52, item 3: Xavier (sm72) never gets a driver past CUDA 11.4; an unlabelled aarch64 wheel with
+    sm_70 SASS built by CUDA 12.9 is not filed there, as doctor calls that machine impossible."""
+    from librarian.demands import cells
+
+    facts = demand_wheel(
+        so(sass="sm_70", toolkit=(12, 9), cpu="aarch64"), name="k-1.0-cp311-cp311-linux_aarch64.whl"
+    )
+    found = [f"sm{c.sm.sm}" for c in cells(Wheel(WheelName.parse(facts.filename), facts))]
+    assert found == ["sm75"], found  # not sm72 (Xavier); sm70 (V100) ships with no Arm CPU
+    old = demand_wheel(
+        so(sass="sm_70", toolkit=(11, 4), cpu="aarch64"), name="k-1.0-cp311-cp311-linux_aarch64.whl"
+    )
+    assert "sm72" in [f"sm{c.sm.sm}" for c in cells(Wheel(WheelName.parse(old.filename), old))]
+
+
 def test_a_wheel_mixing_sm_100a_and_sm_100_code_never_says_100_real(tmp_path: Path) -> None:
     """One member has sm_100a only, another plain sm_100: on sm103 (which 100_real reaches) the first has no
     code, so 100_real would send uv to a GPU the wheel does not wholly run on (issue 43, item 4's input)."""

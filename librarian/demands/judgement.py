@@ -18,7 +18,7 @@ from librarian.demands.base import Demand, Verdict, Wheel
 from librarian.demands.gpu import GpuMatch, Serving
 from librarian.demands.members import seen
 from librarian.demands.table import demands
-from librarian.gpus import known_gpus
+from librarian.gpus import KnownGpu, known_gpus
 from librarian.machine import Machine, Probed, TorchInfo, one_gpu_machine
 
 
@@ -110,6 +110,16 @@ class CellFit:
     partly: tuple[str, ...] = ()
 
 
+def platform_gpus(wheel: Wheel, cuda_line: MajorMinor | None = None) -> tuple[KnownGpu, ...]:
+    """The known GPUs a machine that runs ``wheel`` can have: shipping beside its CPUs (an x86_64 or a
+    Windows wheel never meets DGX Spark's sm121 or a Jetson), with a driver that runs its CUDA line
+    (``cuda_line``, else the toolkit that built its device code: a CUDA 12.9 build never meets Xavier's
+    sm72, whose last driver is CUDA 11.4)."""
+    cpus = cpu.needs(wheel).cpus
+    line = cuda_line or (wheel.facts.toolkit if wheel.facts is not None else None)
+    return tuple(g for g in known_gpus() if g.ships_with(cpus) and (line is None or g.runs_cuda(line)))
+
+
 def cells(wheel: Wheel, line: MajorMinor | None = None) -> tuple[CellFit, ...]:
     """Every real GPU, shipping beside the wheel's CPUs, that the judgement says the wheel runs on natively.
 
@@ -121,12 +131,9 @@ def cells(wheel: Wheel, line: MajorMinor | None = None) -> tuple[CellFit, ...]:
     need = gpu.needs(view.nvidia)
     if need.code.empty:
         return ()
-    cpus = cpu.needs(view.loaded).cpus
     found = []
-    for real in known_gpus():
-        # No machine has this GPU beside these CPUs, or a driver for it that runs this CUDA line.
-        if not real.ships_with(cpus) or (cuda_line is not None and not real.runs_cuda(cuda_line)):
-            continue
+    for real in platform_gpus(view.loaded, cuda_line):
+        # Only GPUs a machine of its CPUs has, with a driver that runs its CUDA line.
         verdict, serving = gpu.judge(need, one_gpu_machine(real.capability, "cells", line))
         if verdict.ok and serving is not None and serving.match is not GpuMatch.PTX:
             found.append(CellFit(real.arch, serving, verdict.partly))
