@@ -13,7 +13,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json"
+# PEP 850's v0.2.0 schema, which uv 0.13.9 reads; PEP 825's v0.1.1 (uv reads it too) is what variant wheels
+# made before this schema carry: still read, and judged faithful. The document's shape is one under both.
+SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json"
+READ_SCHEMAS = (SCHEMA_URL, "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json")
 VARIANT_JSON = "variant.json"  # the member a variant wheel adds to its .dist-info
 VARIANTS_DIR = "variants"  # generated: each release's variants.json and each package's find-links page
 VARIANT_WHEELS_DIR = "variant-wheels"  # the variant wheels, one per build: variant-wheels/<package>/<file>
@@ -97,6 +100,7 @@ __all__ = [
     "NAMESPACES",
     "NO_GPU",
     "PROVIDERS",
+    "READ_SCHEMAS",
     "SCHEMA_URL",
     "VARIANTS_DIR",
     "VARIANT_JSON",

@@ -27,6 +27,7 @@ from librarian.index import Index, IndexEntry
 from librarian.variant_format import (
     NAMESPACES,
     PROVIDERS,
+    READ_SCHEMAS,
     SCHEMA_URL,
     VARIANTS_DIR,
     VariantLabel,
@@ -56,22 +57,22 @@ class VariantsDocument:
 
     variants: Mapping[str, PropertyValues]
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self, schema: str = SCHEMA_URL) -> dict[str, object]:
         return {
-            "$schema": SCHEMA_URL,
+            "$schema": schema,
             "default-priorities": {"namespace": list(NAMESPACES)},
             "providers": {ns: dict(PROVIDERS[ns]) for ns in NAMESPACES},
             "variants": {label: _nested(props) for label, props in sorted(self.variants.items())},
         }
 
-    def render(self) -> bytes:
-        return (json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n").encode()
+    def render(self, schema: str = SCHEMA_URL) -> bytes:
+        return (json.dumps(self.to_json(schema), indent=2, sort_keys=True) + "\n").encode()
 
     @classmethod
     def parse(cls, data: bytes) -> VariantsDocument:
         """The document ``data`` holds (ValueError or TypeError where it is not one this module writes)."""
         doc = json.loads(data)
-        if not isinstance(doc, dict) or doc.get("$schema") != SCHEMA_URL:
+        if not isinstance(doc, dict) or doc.get("$schema") not in READ_SCHEMAS:
             raise ValueError(f"not a variants document of schema {SCHEMA_URL}")
         variants = doc.get("variants")
         if not isinstance(variants, dict):
@@ -94,9 +95,9 @@ class VariantsDocument:
         return cls(out)
 
 
-def variant_json(label: VariantLabel, properties: PropertyValues) -> bytes:
-    """The ``*.dist-info/variant.json`` of one variant wheel."""
-    return VariantsDocument({str(label): properties}).render()
+def variant_json(label: VariantLabel, properties: PropertyValues, schema: str = SCHEMA_URL) -> bytes:
+    """The ``*.dist-info/variant.json`` of one variant wheel (under ``schema``: one of READ_SCHEMAS)."""
+    return VariantsDocument({str(label): properties}).render(schema)
 
 
 def release_of(entry: IndexEntry) -> tuple[str, str]:

@@ -226,3 +226,37 @@ def test_doctor_on_an_aarch64_wheel_matches_the_table(
     report = doctor(run, wheels["sgl"], *flags)
     got = {v["demand"]: v["ok"] for v in report["verdicts"]}  # type: ignore[attr-defined]
     assert got == expected, [(v["demand"], v["ok"], v["reason"]) for v in report["verdicts"]]  # type: ignore[attr-defined]
+
+
+def test_cupy_cuda12x_links_cuda_12_libraries_and_no_runtime_so_a_cu130_torch_refuses_it(
+    run: Run, wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    """Issue 52, item 2: cupy-cuda12x 14.2.0 NEEDs libnvrtc.so.12, libcublas.so.12 and friends and no
+    libcudart (it loads the runtime itself): refused on a cu130 torch by doctor, publish and pull alike, and
+    doctor --env names it installed; on a cu128 torch it runs."""
+    import subprocess
+    import sys
+
+    whl = wheels["cupy"]
+    cu13 = ("--sm", "89", "--torch", "2.9", "--cuda", "13.0", "--python", "3.12", "--driver", "13.0")
+    report = doctor(run, whl, *cu13)
+    cuda = verdict(report, "cuda")
+    assert report["runs"] is False and cuda["ok"] is False, cuda
+    assert "which only CUDA 12 ships; torch's CUDA is 13" in str(cuda["reason"])
+    assert str(cuda["predicted_error"]).endswith("cannot open shared object file: No such file or directory")
+    cu12 = ("--sm", "89", "--torch", "2.9", "--cuda", "12.8", "--python", "3.12", "--driver", "13.0")
+    assert doctor(run, whl, *cu12)["runs"] is True
+    refused = run("publish", str(whl), "--torch", "2.9", "--cuda", "13.0")
+    assert refused.code == 2 and "which only CUDA 12 ships" in refused.err, refused.err
+    assert run("publish", str(whl), "--torch", "2.9", "--cuda", "12.8").code == 0
+    pulled = run(
+        "pull", "cupy-cuda12x", *cu13, "--platform", "manylinux2014_x86_64", "--compatible", "-o", "o"
+    )
+    assert pulled.code == 1 and not (tmp_path / "o").exists(), pulled.err
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([venv / "bin" / "pip", "install", "-q", "--no-deps", str(whl)], check=True, timeout=600)
+    env = run("doctor", "--env", "--python", str(venv / "bin" / "python"), *cu13[:6], "--driver", "13.0")
+    assert env.code == 1 and "cupy-cuda12x 14.2.0: will NOT run (CUDA: links libcublas.so.12" in env.out, (
+        env.out
+    )

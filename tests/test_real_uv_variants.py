@@ -147,6 +147,26 @@ def test_an_x86_64_sm_120a_build_is_installed_by_uv_for_a_12_0_gpu(
     assert pulled.code == 0, pulled.err
 
 
+def test_ptx_of_an_older_generation_is_installed_by_uv_on_the_later_ones(
+    run: Run, uv: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Issue 52, item 7: compute_80 PTX alone runs by JIT on sm80 to sm120; the variant says 80_virtual and
+    each later generation's N0_virtual (what each GPU's provider reports), so uv installs it on a forced
+    9.0 and 12.0 GPU as well as 8.6; never with a driver older than the toolkit that wrote the PTX."""
+    ptx = real_sos(tmp_path_factory)["ptx"].read_bytes()  # compute_80 from nvcc 13.0
+    wheel = so_wheel(tmp_path / "a", ptx, version="1.0", tags=TAGS)
+    done = run(
+        "publish", str(wheel), "--torch", "2.9", "--cuda", "13.0", "--sm", "80", "--trust-sm", "--variants"
+    )
+    assert done.code == 0, done.err
+    links = tmp_path / "wheelhouse" / "variants" / "kern.html"
+    for capability, driver, expected in (("8.6", "13.0", ptx), ("9.0", "13.0", ptx), ("12.0", "13.0", ptx),
+                                         ("9.0", "12.8", None)):  # fmt: skip
+        python = target(uv, tmp_path / f"t{capability}-{driver}")
+        result = uv_install(uv, python, "kern", links, capability, driver)
+        assert installed(python, "kern/_C.so") == expected, (capability, driver, result.stdout, result.stderr)
+
+
 def test_torch_variants_uv_refuses_them_and_the_reference_resolver_picks_by_torch_line(
     run: Run, uv: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -81,10 +81,11 @@ def test_every_gpu_a_variant_is_picked_for_runs_it_by_the_judgement(
         runs = gpu_verdict.ok is True and not gpu_verdict.partly
         if any(provider_selects(v, gpu.capability) for v in archs):
             assert runs, (fixture, gpu.capability, archs)
-    # and each value names code the bytes carry
+    # and each value names code the bytes carry: SASS of that arch, or PTX of that generation or an older one
     sass = {f"{a.major * 10 + a.minor}_real" for b in wheel.facts.binaries for a in b.sass}  # type: ignore[union-attr]
-    ptx = {f"{a.major * 10 + a.minor}_virtual" for b in wheel.facts.binaries for a in b.ptx}  # type: ignore[union-attr]
-    assert set(archs) <= sass | ptx
+    oldest_ptx = min((a.major for b in wheel.facts.binaries for a in b.ptx), default=99)  # type: ignore[union-attr]
+    virtual = {v for v in archs if v.endswith("_virtual")}
+    assert set(archs) - virtual <= sass and all(int(v.partition("_")[0]) // 10 >= oldest_ptx for v in virtual)
 
 
 def test_properties_of_the_common_builds(sos: dict[str, Path], tmp_path: Path) -> None:
@@ -93,11 +94,13 @@ def test_properties_of_the_common_builds(sos: dict[str, Path], tmp_path: Path) -
         return {(ns, f): v for ns, f, v in properties(wheel, LINES).values}
 
     torch_list = props("torch_list")  # TORCH_CUDA_ARCH_LIST="8.0;8.6;9.0+PTX"
-    assert torch_list[("nvidia", "sm_arch")] == ("80_real", "86_real", "90_real", "90_virtual")
+    assert torch_list[("nvidia", "sm_arch")] == (
+        "80_real", "86_real", "90_real", "90_virtual", "100_virtual", "120_virtual"
+    )  # fmt: skip
     assert torch_list[("nvidia", "cuda_version_lower_bound")][0].startswith(("12.", "13."))
     assert ("abi_dependency", "torch") not in torch_list  # it links no torch
     assert props("sm_86")[("nvidia", "sm_arch")] == ("86_real",)
-    assert props("ptx")[("nvidia", "sm_arch")] == ("80_virtual",)
+    assert props("ptx")[("nvidia", "sm_arch")] == ("80_virtual", "90_virtual", "100_virtual", "120_virtual")
 
 
 def test_arch_specific_code_is_said_where_its_value_reaches_that_gpu_alone(
@@ -311,6 +314,42 @@ def test_pull_and_the_pip_pages_ignore_variant_wheels(run: Run, sos: dict[str, P
     assert "one extra copy of each build in a folder" in listed.out
 
 
+def test_a_variant_made_under_the_older_schema_stays_faithful(
+    run: Run, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    """Issue 52, item 7: variant.json is written under PEP 850's v0.2.0 schema (uv 0.13.9 reads it); a store's
+    variant made before, under PEP 825's v0.1.1, is still its source's: verify --deep is clean, reindex
+    leaves it."""
+    import hashlib
+
+    from librarian.variant_format import READ_SCHEMAS
+
+    store = publish_two_builds(run, sos, tmp_path)
+    sm90 = recorded_variant(store, "kern/sm90/")
+    with zipfile.ZipFile(sm90) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    (name,) = [n for n in members if n.endswith("/variant.json")]
+    doc = json.loads(members[name])
+    assert doc["$schema"] == SCHEMA_URL == "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json"
+    members[name] = (
+        json.dumps({**doc, "$schema": READ_SCHEMAS[1]}, indent=2, sort_keys=True) + "\n"
+    ).encode()
+    with zipfile.ZipFile(sm90, "w") as zf:
+        for member, data in members.items():
+            zf.writestr(member, data)
+    index = json.loads((store / "index/kern.json").read_text())
+    for w in index["wheels"]:
+        if w.get("variant", {}).get("filename") == sm90.name:
+            w["variant"].update(
+                sha256=hashlib.sha256(sm90.read_bytes()).hexdigest(), size=sm90.stat().st_size
+            )
+    (store / "index/kern.json").write_text(json.dumps(index))
+    before = sm90.read_bytes()
+    again = run("reindex")  # the index rewritten by hand above is put in order; the variant is left as it is
+    assert again.code == 0 and "variant-wheels" not in again.out and sm90.read_bytes() == before, again.out
+    assert run("verify", "--deep").code == 0
+
+
 def test_gc_verify_and_reindex_keep_variants_in_step(run: Run, sos: dict[str, Path], tmp_path: Path) -> None:
     store = publish_two_builds(run, sos, tmp_path)
     assert run("verify", "--deep").code == 0
@@ -508,21 +547,38 @@ def test_the_driver_floor_is_the_judgements_for_what_the_line_loads() -> None:
     assert values[("nvidia", "cuda_version_lower_bound")] == ("12.0",)
     assert values[("nvidia", "sm_arch")] == ("80_real",)  # sm_120 is only in the cu132 build
     covered = demand_wheel(
-        so(sass="sm_80", ptx="compute_80", toolkit=(13, 2)),
+        so(sass="sm_120", ptx="compute_120", toolkit=(13, 2)),
         name="kern-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl",
     )
     values = {
         (ns, f): v for ns, f, v in properties(Wheel(WheelName.parse(covered.filename), covered), LINES).values
     }
-    assert values[("nvidia", "sm_arch")] == ("80_real", "80_virtual")
-    # cupy's case: SASS serves every GPU 80_virtual selects, so no GPU JITs: any CUDA 13 driver runs it.
+    assert values[("nvidia", "sm_arch")] == ("120_real", "120_virtual")
+    # SASS serves every GPU 120_virtual selects, so no GPU JITs: any CUDA 13 driver runs it.
     assert values[("nvidia", "cuda_version_lower_bound")] == ("13.0",)
+    cupy = demand_wheel(
+        so(sass="sm_80", ptx="compute_80", toolkit=(13, 2)),
+        name="kern-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl",
+    )
+    values = {
+        (ns, f): v for ns, f, v in properties(Wheel(WheelName.parse(cupy.filename), cupy), LINES).values
+    }
+    # issue 52, item 7: its PTX runs by JIT on every later generation (sm90, sm100, sm120: not sm110, which
+    # ships only with an Arm CPU); those GPUs JIT, so the driver must know the toolkit's ISA
+    assert values[("nvidia", "sm_arch")] == (
+        "80_real",
+        "80_virtual",
+        "90_virtual",
+        "100_virtual",
+        "120_virtual",
+    )
+    assert values[("nvidia", "cuda_version_lower_bound")] == ("13.2",)
     jit = demand_wheel(
         so(sass="sm_80", ptx="compute_90", toolkit=(13, 2)),
         name="kern-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl",
     )
     values = {(ns, f): v for ns, f, v in properties(Wheel(WheelName.parse(jit.filename), jit), LINES).values}
-    assert values[("nvidia", "sm_arch")] == ("80_real", "90_virtual")
+    assert values[("nvidia", "sm_arch")] == ("80_real", "90_virtual", "100_virtual", "120_virtual")
     assert values[("nvidia", "cuda_version_lower_bound")] == ("13.2",)  # sm90 would JIT: the ISA's toolkit
 
 

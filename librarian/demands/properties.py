@@ -3,7 +3,8 @@
 Every value comes from the one judgement over the bytes, never from the label alone:
 
 - ``nvidia :: sm_arch``: each SASS arch of the members that load, as ``NN_real``, and each PTX arch as
-  ``NN_virtual``. uv's NVIDIA provider reports ``NN_real`` for every arch of the GPU's major at or below
+  ``NN_virtual``, with ``M0_virtual`` of every later GPU generation its PTX reaches by JIT (compute_80 PTX
+  says ``90_virtual``, ``100_virtual``, ``120_virtual`` too: the value each of those GPUs reports). uv's NVIDIA provider reports ``NN_real`` for every arch of the GPU's major at or below
   its own minor, and ``N0_virtual`` for its major only. A value is said only where the judgement runs the
   wheel, every member of it, on every known GPU that value would select (so a wheel whose second member
   lacks ``sm_90`` never says ``90_real``: uv shows no "runs, partly" note). ``f`` code (``sm_100f``) runs across its family exactly as the provider's ``100_real``
@@ -26,8 +27,8 @@ from dataclasses import dataclass
 from librarian.coords import ArchKind, GpuArch, MajorMinor, format_version
 from librarian.demands import gpu, torch
 from librarian.demands.base import Wheel
+from librarian.demands.judgement import platform_gpus
 from librarian.demands.members import seen
-from librarian.gpus import known_gpus
 from librarian.machine import one_gpu_machine
 
 NVIDIA = "nvidia"
@@ -65,25 +66,28 @@ def _value(arch: GpuArch) -> str:
     return f"{arch.major * 10 + arch.minor}_{suffix}"
 
 
-def _reach(value: str) -> tuple[MajorMinor, ...]:
-    """The known GPUs uv's NVIDIA provider selects a wheel for by ``value`` (its own rule, probed in uv 0.13.9)."""
+def _reach(value: str, capabilities: Sequence[MajorMinor]) -> tuple[MajorMinor, ...]:
+    """The GPUs among ``capabilities`` (those a machine running the wheel can have) that uv's NVIDIA provider
+    selects a wheel for by ``value`` (its own rule, probed in uv 0.13.9)."""
     number, _, kind = value.partition("_")
     major, minor = int(number) // 10, int(number) % 10
-    capabilities = [g.capability for g in known_gpus()]
     if kind == "real":
         return tuple(c for c in capabilities if c[0] == major and c[1] >= minor)
     return tuple(c for c in capabilities if c[0] == major) if minor == 0 else ()
 
 
-def _gpu_values(need: gpu.GpuNeed, line: MajorMinor | None) -> tuple[list[str], list[str]]:
-    """The sm_arch values the judgement stands behind, and the reasons for the archs it cannot say."""
+def _gpu_values(
+    need: gpu.GpuNeed, line: MajorMinor | None, gpus: Sequence[MajorMinor]
+) -> tuple[list[str], list[str]]:
+    """The sm_arch values the judgement stands behind, and the reasons for the archs it cannot say; ``gpus``:
+    the GPUs a machine running the wheel can have (its CPUs', with a driver for its CUDA line)."""
     archs: dict[str, GpuArch] = {}
     left_out: list[str] = []
     for member in need.code.all_members:
         for arch in (*member.sass, *member.ptx):
             if arch.suffix == "a":
                 # sm_90a runs on sm90 alone: said as 90_real where that value reaches no other known GPU.
-                reach = _reach(_value(arch))
+                reach = _reach(_value(arch), gpus)
                 if arch.kind is not ArchKind.SASS or reach != ((arch.major, arch.minor),):
                     others = ", ".join(f"sm{c[0]}{c[1]}" for c in reach if c != (arch.major, arch.minor))
                     left_out.append(
@@ -92,13 +96,26 @@ def _gpu_values(need: gpu.GpuNeed, line: MajorMinor | None) -> tuple[list[str], 
                     )
                     continue
             archs.setdefault(_value(arch), arch)
+    # PTX runs by JIT on every later generation too (compute_80 on sm90, sm100, sm120), which the provider
+    # says by each GPU's own N0_virtual: those values are said where the judgement runs the wheel there.
+    jit = {
+        f"{major}0_virtual"
+        for arch in archs.values()
+        if arch.kind is ArchKind.PTX
+        for major in {c[0] for c in gpus}
+        if major > arch.major
+    } - set(archs)
     said = []
-    for value in sorted(archs, key=lambda v: (v.endswith("virtual"), int(v.partition("_")[0]))):
-        reach = _reach(value)
+    for value in sorted({*archs, *jit}, key=lambda v: (v.endswith("virtual"), int(v.partition("_")[0]))):
+        reach = _reach(value, gpus)
+        if not reach and value in jit:
+            continue
         if not reach:  # 75_virtual, 89_virtual: a value no GPU's provider reports could never be chosen
             left_out.append(f"{value}: no GPU's NVIDIA provider reports it (PTX is said N0_virtual only)")
             continue
         failing = [c for c in reach if not _runs(need, c, line)]
+        if failing and value in jit:  # a later generation its PTX does not reach wholly: not said, no loss
+            continue
         if failing:
             where = ", ".join(f"sm{c[0]}{c[1]}" for c in failing)
             left_out.append(f"{value}: the judgement does not run it wholly on {where}")
@@ -107,12 +124,12 @@ def _gpu_values(need: gpu.GpuNeed, line: MajorMinor | None) -> tuple[list[str], 
     return said, left_out
 
 
-def _needs_jit(said: Sequence[str]) -> bool:
+def _needs_jit(said: Sequence[str], gpus: Sequence[MajorMinor]) -> bool:
     """Whether some GPU the values select would run the build's PTX, not its SASS: a ``N0_virtual`` value
     reaching a GPU no ``_real`` value of the build reaches (cupy's ``120_virtual`` beside ``120_real`` does
     not: SASS serves every GPU it selects, and SASS runs on any driver of its CUDA major)."""
-    by_sass = {c for v in said if v.endswith("_real") for c in _reach(v)}
-    return any(c not in by_sass for v in said if v.endswith("_virtual") for c in _reach(v))
+    by_sass = {c for v in said if v.endswith("_real") for c in _reach(v, gpus)}
+    return any(c not in by_sass for v in said if v.endswith("_virtual") for c in _reach(v, gpus))
 
 
 def _runs(need: gpu.GpuNeed, capability: MajorMinor, line: MajorMinor | None) -> bool:
@@ -129,17 +146,18 @@ def properties(wheel: Wheel, torch_lines: Sequence[MajorMinor] = ()) -> Properti
     values: list[Property] = []
     left_out: list[str] = []
     if not need.code.empty:
-        said, left_out = _gpu_values(need, line)
+        toolkit = view.loaded.facts.toolkit if view.loaded.facts is not None else None
+        gpus = [g.capability for g in platform_gpus(view.loaded, line or toolkit)]
+        said, left_out = _gpu_values(need, line, gpus)
         if said:
             values.append((NVIDIA, "sm_arch", tuple(said)))
         # The members this CUDA line loads: bitsandbytes' cu128 build is its libbitsandbytes_cuda128.so,
         # not the newest of its alternatives.
-        toolkit = view.loaded.facts.toolkit if view.loaded.facts is not None else None
         bound = toolkit or line
         if bound is not None:
             # The judgement's own driver floor: SASS runs on any driver of its CUDA major (minor-version
             # compatibility, as pull and doctor say); PTX a GPU would JIT needs a driver that knows its ISA.
-            floor = bound if _needs_jit(said) else (bound[0], 0)
+            floor = bound if _needs_jit(said, gpus) else (bound[0], 0)
             values.append((NVIDIA, "cuda_version_lower_bound", (format_version(floor),)))
     binding = torch.needs(view.loaded)
     if binding.binding is torch.Binding.EXACT and binding.minor is not None:

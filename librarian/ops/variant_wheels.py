@@ -17,7 +17,7 @@ from librarian.demands import Properties, Wheel, properties
 from librarian.facts import WheelFacts
 from librarian.index import IndexEntry, VariantRef
 from librarian.pytorch.matrix import load_matrix
-from librarian.variant_format import VariantLabel
+from librarian.variant_format import READ_SCHEMAS, VariantLabel
 from librarian.variants import PropertyValues, variant_filename, variant_json
 from librarian.wheel import build_digest, variant_problems, write_variant
 
@@ -109,4 +109,5 @@ def check_variant(
     label = label_of(source, judged.values)
     if ref.filename != (own := variant_filename(entry.name, label)):
         problems.append(f"its name is not its build's: the variant of {entry.filename} is {own}")
-    return problems + variant_problems(source, variant, variant_json(label, judged.values))
+    olds = [variant_json(label, judged.values, schema) for schema in READ_SCHEMAS[1:]]  # stores made before
+    return problems + variant_problems(source, variant, variant_json(label, judged.values), *olds)

@@ -132,11 +132,12 @@ def _data_problems(
     return problems
 
 
-def variant_problems(source: Path, variant: Path, variant_json: bytes) -> list[str]:
+def variant_problems(source: Path, variant: Path, variant_json: bytes, *also: bytes) -> list[str]:
     """How ``variant`` differs from the variant of ``source`` it claims to be (empty: it is exactly that).
 
     Every member of the source must be there, renamed, with the same compressed bytes (METADATA and RECORD
-    aside, which the variant rewrites), and ``variant.json`` must be ``variant_json``.
+    aside, which the variant rewrites), and ``variant.json`` must be ``variant_json`` (or one of ``also``:
+    the same properties under an older schema a store may hold).
     """
     problems: list[str] = []
     name = parse_filename(source)
@@ -163,7 +164,7 @@ def variant_problems(source: Path, variant: Path, variant_json: bytes) -> list[s
             expected.add(added)
             if added not in theirs:
                 problems.append(f"{added}: missing")
-            elif v.read(added) != variant_json:
+            elif v.read(added) not in (variant_json, *also):
                 problems.append(f"{added}: other properties than the index records")
             problems += [f"{extra}: not in the source" for extra in sorted(set(theirs) - expected)]
     except (zipfile.BadZipFile, OSError) as e:
