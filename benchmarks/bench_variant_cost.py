@@ -64,7 +64,13 @@ def lfs_bytes(hub_root: Path) -> int:
 
 
 def folder_bytes(store: Path) -> int:
-    return sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
+    """The bytes the folder store takes on disk: each file once, however many cells hard-link it."""
+    seen: dict[tuple[int, int], int] = {}
+    for p in store.rglob("*"):
+        if p.is_file():
+            st = p.stat()
+            seen[(st.st_dev, st.st_ino)] = st.st_size
+    return sum(seen.values())
 
 
 def publish(
@@ -111,7 +117,8 @@ def main() -> int:
         cells = [p for p in (work / "variants").rglob("*.whl") if "variant-wheels" not in p.parts]
         print(f"folder: {len(cells)} filed wheel(s), {len(variant_wheels)} variant wheel(s)")
         print(
-            f"folder: plain {plain / 1e6:.1f} MB, with variants {with_v / 1e6:.1f} MB (x{with_v / plain:.2f})"
+            f"folder (on disk, each hard link once): plain {plain / 1e6:.1f} MB, with variants "
+            f"{with_v / 1e6:.1f} MB (x{with_v / plain:.2f})"
         )
         hub_bytes = {}
         for name, variants in (("plain", False), ("variants", True)):

@@ -91,7 +91,10 @@ def render_card_block(
         name = fixed.name.distribution.replace("_", "-")
         url = f"{endpoint}/datasets/{repo_id}/resolve/{revision}/{quote(fixed.path)}"
         pinned = f"{name} @ {url} --hash=sha256:{fixed.sha256}"
-    else:  # the first commit: nothing to pin to yet but the line's shape
+    elif example is not None:  # the first commit cannot name itself: main, which holds it; the hash keeps
+        # other bytes out, and from the next change on the line names a commit
+        pinned = f"{package} @ {endpoint}/datasets/{repo_id}/resolve/main/{quote(path)} --hash=sha256:{sha}"
+    else:  # no wheel yet: the line's shape
         pinned = f"{package} @ {endpoint}/datasets/{repo_id}/resolve/COMMIT/{quote(path)} --hash=sha256:{sha}"
     variants = _variants_section(index, repo_id, endpoint)
     return f"""{BEGIN}
@@ -159,7 +162,7 @@ With uv's wheel variants (preview), which picks the build for this GPU and drive
 needed; uv 0.13.9 installs no torch-bound variant: it has no `abi_dependency` provider yet):
 
 ```bash
-uv pip install --preview-features wheel-variants --no-index {project_name(package)} --find-links {page}
+uv pip install --preview-features wheel-variants --no-deps --reinstall --no-index {project_name(package)} --find-links {page}
 ```
 """
 

@@ -18,7 +18,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from librarian.coords import GpuArch, MajorMinor, format_version, parse_cuda, parse_torch
 from librarian.errors import BadInput
 from librarian.gpus import find_gpu, parse_real_sm
-from librarian.platforms import check_platform, expand_platform, is_release, linux_platforms
+from librarian.platforms import check_platform, expand_platform, is_release, linux_platforms, policy_glibcxx
 
 T = TypeVar("T")
 
@@ -224,13 +224,23 @@ class Machine:
                 m = replace(m, cpu=Probed.found(named.cpu, "--platform"))
             if named.os is not None:
                 m = replace(m, os=Probed.found(named.os, "--platform"))
-            if named.glibc is not None:
-                m = replace(m, glibc=Probed.found(named.glibc, "--platform"))
-            elif named.os not in (None, "linux"):
+            if named.glibc is not None:  # a described machine: its policy's libstdc++, never this host's
+                m = replace(m, glibc=Probed.found(named.glibc, "--platform"), glibcxx=_policy(named.glibc))
+            elif named.os == "linux":  # linux_x86_64 or musllinux: no glibc floor said
+                musl = platform.startswith("musllinux")
                 m = replace(
                     m,
-                    glibc=Probed.unknown(f"no glibc on {named.os}"),
-                    glibcxx=Probed.unknown(f"no libstdc++ on {named.os}"),
+                    glibc=Probed.unknown(
+                        "musl, no glibc" if musl else f"--platform {platform} names no glibc; pass --glibc"
+                    ),
+                    glibcxx=Probed.unknown(f"--platform {platform} names no libstdc++"),
+                )
+            elif named.os not in (None, "linux"):
+                os_name = {"win32": "Windows", "darwin": "macOS"}.get(named.os, named.os)
+                m = replace(
+                    m,
+                    glibc=Probed.unknown(f"no glibc on {os_name}"),
+                    glibcxx=Probed.unknown(f"no libstdc++ on {os_name}"),
                 )
         if glibc is not None:
             version = parse_major_minor(glibc, "glibc")
@@ -239,11 +249,20 @@ class Machine:
                     f"--glibc {glibc[:40]}: glibc {version[0]}.{version[1]} is no release a machine runs"
                 )
             m = replace(m, glibc=Probed.found(version, "--glibc"))
+            if platform is not None:  # the described machine's libstdc++ follows the glibc it is said to have
+                m = replace(m, glibcxx=_policy(version))
         if python is not None or platform is not None or glibc is not None:
             m = replace(m, python_tags=_override_tags(m, python, platform, glibc is not None))
         if python is not None:
             m = replace(m, python=Probed.found(parse_python(python), "--python"))
         return m
+
+
+def _policy(glibc: MajorMinor) -> Probed[tuple[int, ...]]:
+    found = policy_glibcxx(glibc)
+    if found is None:
+        return Probed.unknown(f"no manylinux policy for glibc {glibc[0]}.{glibc[1]}")
+    return Probed.found(found, f"the manylinux policy of glibc {glibc[0]}.{glibc[1]}")
 
 
 def _override_torch(

@@ -57,6 +57,7 @@ class _Rules:
     os_words: dict[str, str]  # --os -> the OS
     machine_tags: dict[str, dict[str, str]]  # OS -> CPU -> the tag its machines install
     linux_glibc: MajorMinor  # the glibc a --os linux machine is taken to have
+    glibcxx: dict[MajorMinor, tuple[int, ...]]  # manylinux glibc floor -> the GLIBCXX its policy promises
 
 
 def _version(text: object) -> MajorMinor:
@@ -86,11 +87,15 @@ def _parse_rules(text: str, source: str) -> _Rules:
         tags = dict(data["machine_tags"])
         linux_glibc = _version(tags.pop("linux_glibc"))
         machine_tags = {str(os): {str(c): str(t) for c, t in v.items()} for os, v in tags.items()}
+        glibcxx = {
+            _version(k): tuple(int(x) for x in str(v).split("."))
+            for k, v in data["manylinux_glibcxx"].items()
+        }
         if "other" not in floor or not set(words.values()) <= {name for name, _ in oses.values()}:
             raise ValueError("manylinux_floor needs 'other'; os_words must name OSes of [os]")
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
         raise BadInput(f"{source}: not a platform table ({e})") from e
-    return _Rules(formats, oses, cpus, legacy, floor, words, machine_tags, linux_glibc)
+    return _Rules(formats, oses, cpus, legacy, floor, words, machine_tags, linux_glibc, glibcxx)
 
 
 @functools.cache
@@ -99,18 +104,16 @@ def _rules() -> _Rules:
     return _parse_rules(text, "librarian/data/platforms.toml")
 
 
-# PyTorch's names of the platforms it builds CUDA wheels for, as the wheel tags that say the same machine
-# (no glibc promised): --platform takes either vocabulary everywhere.
-PYTORCH_NAMES = {
-    "linux-x86_64": "linux_x86_64",
-    "linux-aarch64": "linux_aarch64",
-    "windows-amd64": "win_amd64",
-}
-
-
-def wheel_tag_of(text: str) -> str:
-    """``--platform``'s value as a wheel tag: a tag as given, PyTorch's ``linux-x86_64`` as ``linux_x86_64``."""
-    return PYTORCH_NAMES.get(text.strip().lower(), text.strip())
+def platform_tag_of(text: str, glibc: MajorMinor | None = None) -> str:
+    """``--platform``'s one parse, from either vocabulary: a machine's name as PyTorch and ``ls`` print it
+    (``linux-x86_64``, ``linux-aarch64``, ``windows-x86_64``, ``macos-arm64``) is that OS and CPU, a Linux one
+    at the glibc PyTorch builds for (2.28) unless ``glibc`` says otherwise, so it takes every manylinux wheel
+    such a machine's pip takes; a wheel tag (``manylinux_2_28_x86_64``, ``linux_x86_64``) means exactly that."""
+    word = text.strip()
+    if "-" in word and not word.startswith("-"):
+        os_word, _, cpu = word.lower().partition("-")
+        return platform_for(os_word, cpu, glibc)
+    return word
 
 
 @functools.lru_cache(maxsize=512)
@@ -163,6 +166,13 @@ def check_platform(tag: str) -> PlatformTag:
         if not is_release(m[1], (major, minor)):
             raise BadInput(f"--platform {tag}: {_WHAT[m[1]]} {major}.{minor} is no release a machine runs")
     return named
+
+
+def policy_glibcxx(glibc: MajorMinor) -> tuple[int, ...] | None:
+    """The libstdc++ (``GLIBCXX`` version) a manylinux machine of glibc ``glibc`` is promised by its policy;
+    ``None`` below the first policy."""
+    rows = [(floor, v) for floor, v in _rules().glibcxx.items() if floor <= glibc]
+    return max(rows)[1] if rows else None
 
 
 def is_release(kind: str, version: MajorMinor) -> bool:

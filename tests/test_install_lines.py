@@ -110,3 +110,55 @@ def test_the_cards_hash_pinned_example_names_a_commit_not_main(
         loophub.commits_made("team/pins") == commits
         and loophub.files("team/pins")["README.md"].decode() == card
     )
+
+
+def test_the_first_commits_hash_pinned_line_runs_as_written(
+    run: Run, loophub: LoopHub, tmp_path: Path
+) -> None:
+    """Issue 53, item 5: the first commit's card printed ``resolve/COMMIT/`` (a 404). A commit cannot name
+    itself: the first card pins ``main`` with the sha256 (pip refuses other bytes), the next ones a commit."""
+    here = next(p for p in SAMPLES if f"cp{sys.version_info[0]}{sys.version_info[1]}-" in p.name)
+    repo = "hf://datasets/team/first"  # a repo of its own: this is its first commit
+    assert run("publish", str(here), "--torch", "2.9", "--cuda", "13.0", "--create", "--repo", repo).code == 0
+    card = loophub.files("team/first")["README.md"].decode()
+    m = re.search(r"^echo '(.+ --hash=sha256:[0-9a-f]{64})' > req.txt$", card, flags=re.MULTILINE)
+    assert m is not None and "/resolve/main/" in m[1] and "COMMIT" not in card, card
+    (tmp_path / "req.txt").write_text(m[1] + "\n")
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--force-reinstall", "-r",
+                           str(tmp_path / "req.txt"), "--target", str(tmp_path / "t"), "--no-index"],
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list((tmp_path / "t").glob("tinykern-*.dist-info"))
+
+
+@pytest.mark.skipif(not Path(UV).exists(), reason="uv is not installed (the test extra installs it)")
+def test_the_readmes_uv_variant_lines_run_as_written(run: Run, tmp_path: Path) -> None:
+    """Issue 53, item 5: the README's uv variant lines lacked --no-deps (uv stops at any dependency the
+    find-links page does not hold). Each local one runs as the README prints it, on the store its publish
+    line makes, into a venv (the Hub one names a repo of the README's own: its shape is checked)."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    lines = [
+        x
+        for x in re.findall(r"^(?:\S+=\S+ )*uv pip install --preview-features.*$", readme, flags=re.MULTILINE)
+    ]
+    assert len(lines) == 3 and all("--no-deps" in x for x in lines), lines
+    dist = tmp_path / "samples" / "dist"
+    dist.mkdir(parents=True)
+    for sample in SAMPLES:
+        shutil.copy(sample, dist)
+    assert run("publish", *map(str, sorted(dist.glob("*.whl"))), "--torch", "2.9", "--cuda", "13.0",
+               "--variants", "--repo", "variant-store").code == 0  # fmt: skip
+    venv = tmp_path / "venv"
+    subprocess.run([UV, "venv", "-q", "-p", sys.executable, str(venv)], check=True, timeout=300)
+    env = {**os.environ, "VIRTUAL_ENV": str(venv), "NV_VARIANT_PROVIDER_FORCE_SM_ARCH": "8.9",
+           "NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION": "13.0"}  # fmt: skip
+    for line in lines:
+        if "https://" in line:
+            continue
+        words = shlex.split(line)
+        assigns = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
+        words = [UV if w == "uv" else w for w in words if w not in {f"{k}={v}" for k, v in assigns.items()}]
+        done = subprocess.run([*words, "--no-cache"], env={**env, **assigns}, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=300, check=False)  # fmt: skip
+        assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+    assert list(venv.glob("lib/python*/site-packages/tinykern-*.dist-info"))

@@ -30,6 +30,27 @@ def test_a_pin_picks_the_stored_version_it_admits_and_a_miss_says_what_is_stored
     assert bad.code == 2 and "no URL, extras or markers" in bad.err and bad.err.count("\n") == 1
 
 
+def test_a_pin_with_the_label_pulls_the_labelled_wheel_and_another_label_does_not(
+    run: Run, tmp_path: Path
+) -> None:
+    """Issue 53, item 2: PEP 440's ``==`` with a local label matches that labelled wheel (it said "no stored
+    version matches" of exactly the stored wheel's version); ``==X`` any label of X; an unlabelled wheel is
+    named by the label its cell's path claims."""
+    assert run("publish", *map(str, SAMPLES), "--torch", "2.9", "--cuda", "13.0").code == 0
+    got = run("pull", "tinykern==0.1.0+cu130torch2.9", *MACHINE, "-o", "out")
+    assert got.code == 0 and "tinykern-0.1.0+cu130torch2.9-" in got.out, got.err
+    other = run("pull", "tinykern==0.1.0+cu128torch2.9", *MACHINE, "-o", "out2")
+    assert other.code == 1 and "no stored version matches ==0.1.0+cu128torch2.9" in other.err
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "tinykern" / "sm89" / "torch2.9-cu130").mkdir(parents=True)
+    cp312 = next(p for p in SAMPLES if "cp312" in p.name)  # the samples carry no label
+    (plain / "tinykern" / "sm89" / "torch2.9-cu130" / cp312.name).write_bytes(cp312.read_bytes())
+    assert run("reindex", "--adopt", "--repo", str(plain)).code == 0
+    pinned = run("pull", "tinykern==0.1.0+cu130torch2.9", *MACHINE, "--repo", str(plain), "-o", "out3")
+    assert pinned.code == 0, pinned.err
+
+
 def test_ls_of_a_package_the_store_does_not_hold_says_so(run: Run) -> None:
     assert run("publish", *map(str, SAMPLES), "--torch", "2.9", "--cuda", "13.0").code == 0
     result = run("ls", "nosuchpkg")

@@ -17,7 +17,7 @@ from librarian.gpus import find_gpu
 from librarian.layout import Layout
 from librarian.machine import Machine, Probed, parse_major_minor, parse_python
 from librarian.ops.labels import label_from_flags
-from librarian.platforms import parse_platform, platform_for, wheel_tag_of
+from librarian.platforms import parse_platform, platform_for, platform_tag_of
 from librarian.presets import find_preset, presets
 from librarian.probe import detect_machine
 from librarian.probe.target import find_target, is_version
@@ -207,7 +207,9 @@ def machine_of(
         )
         cuda, glibc = cuda or named.get("cuda"), glibc or named.get("glibc")
         python = python or named.get("python")
-    platform = wheel_tag_of(platform) if platform is not None else None  # either vocabulary, one machine
+    floor = maybe(lambda g: parse_major_minor(g, "glibc"), glibc)
+    # either vocabulary, one machine: a machine's name at --glibc (else PyTorch's 2.28), a wheel tag as given
+    platform = platform_tag_of(platform, floor) if platform is not None else None
     contradiction(platform, glibc)
     # --python is a version (resolve for it) or a path (act for that interpreter): uv's convention.
     version = python if python is not None and is_version(python) else None

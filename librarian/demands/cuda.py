@@ -152,8 +152,9 @@ def check(need: CudaNeed, machine: Machine) -> Verdict:
         has = f"driver CUDA {format_version(driver)}"
         return Verdict(Demand.CUDA, False, text, has, why, DRIVER_TOO_OLD, cause=Cause.DRIVER_TOO_OLD)
     if torch_cuda is None:
-        if need.label is None and not need.links_torch:
-            # Not a torch extension: only the driver has to run the runtime it loads.
+        if not need.links_torch:
+            # Not a torch extension (a label's CUDA line says what it was built with, not a torch it needs):
+            # only the driver has to run the runtime it loads.
             if driver is None:
                 return unknown(Demand.CUDA, text, machine.driver_cuda.reason)
             why = "does not link torch; the driver runs its CUDA runtime"

@@ -15,6 +15,7 @@ from librarian.demangle import readable
 from librarian.errors import Refused
 from librarian.facts import WheelFacts
 from librarian.machine import Machine, Probed, format_glibcxx
+from librarian.platforms import format_words, os_format
 from librarian.probe.torch import with_torch_exports
 
 SCHEMA = 1
@@ -202,8 +203,15 @@ def render_machine(machine: Machine) -> str:
     rows.append(_row("glibc", lc, format_dotted(lc.value) if lc.value else ""))
     rows.append(_row("libstdc++", x, format_glibcxx(x.value) if x.value else ""))
     rows.append(_row("CPU", machine.cpu, machine.cpu.value or ""))
-    rows.append(_row("OS", machine.os, machine.os.value or ""))
+    rows.append(_row("OS", machine.os, os_word(machine.os.value)))
     return "\n".join(line.rstrip() for line in _table(rows))
+
+
+def os_word(os: str | None) -> str:
+    """An OS as the wheel rows name it: ``windows (pe)``, ``linux (elf)``, ``macos (mach-o)``."""
+    fmt = os_format(os) if os else None
+    words = format_words(fmt) if fmt is not None else None
+    return words.name if words is not None else (os or "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,6 +84,9 @@ def plan_fix(store: Store, layout: Layout, judged: Sequence[Judged], wants: Want
     unfixable: list[Unfixable] = []
     for j, key in zip(broken, keys, strict=True):
         public = _public(j.dist.version)
+        if key == "torch" and not j.dist.altered:  # never built nor replaced from a store: torch's own builds
+            unfixable.append(_torch_advice(j, wants))
+            continue
         if j.dist.altered:  # torch itself: not a store's to replace
             why = "its own files are not those it installed (a file was written over it)"
             unfixable.append(
@@ -114,6 +117,42 @@ def fetch_replacements(store: Store, plan: FixPlan, out: Path) -> list[Path]:
     return [fetch_checked(store, r.pick, out) for r in plan.replacements]
 
 
+def _torch_advice(j: Judged, wants: Wants) -> Unfixable:
+    """Torch runs only partly (or not) on this GPU: librarian never builds or replaces torch; which of
+    PyTorch's own builds of that line has code for this GPU (its arch lists, from the matrix data), and the
+    pip line that installs it."""
+    from librarian.pytorch.matrix import TORCH_INDEX, load_matrix
+    from librarian.pytorch.releases import Platform
+
+    public = _public(j.dist.version)
+    why = f"librarian never builds or replaces torch itself (it has no code for {wants.sm} here)"
+    try:
+        version = Version(public)
+    except InvalidVersion:
+        return Unfixable(j, why, f"pip install torch with code for {wants.sm} from PyTorch's index")
+    line = (version.major, version.minor)
+    cpu, windows = wants.machine.cpu.value, (wants.machine.os.value or "").startswith("win")
+    platform = (
+        Platform.WINDOWS_AMD64
+        if windows
+        else Platform.LINUX_AARCH64
+        if cpu == "aarch64"
+        else Platform.LINUX_X86_64
+    )
+    matrix = load_matrix()
+    for cuda in sorted(matrix.cuda_lines_for(line), reverse=True):
+        row = matrix.arch_list(cuda, platform, line)
+        if row is not None and any(a.major == wants.sm.major and a.minor <= wants.sm.minor for a in row.sass):
+            tag = f"cu{cuda[0]}{cuda[1]}"
+            why += f"; PyTorch's CUDA {cuda[0]}.{cuda[1]} build of {line[0]}.{line[1]} has code for it"
+            return Unfixable(
+                j, why, f"pip install --force-reinstall torch=={public} --index-url {TORCH_INDEX}/{tag}"
+            )
+    return Unfixable(
+        j, why + f"; no CUDA build of torch {line[0]}.{line[1]} lists it", "a torch line that does"
+    )
+
+
 def _public(version: str) -> str:
     try:
         return Version(version).public
@@ -140,8 +179,10 @@ def fix_environment(
     show("before:\n" + environment.render_environment(failing(before), where))
     plan = plan_fix(store, layout, before, wants)
     show(plan.render(dry_run))
-    if dry_run or not plan.replacements:
-        return dry_run or not plan.unfixable
+    if (
+        dry_run or not plan.replacements
+    ):  # a dry run exits as the run would leave it: 1 while any cannot be fixed
+        return not plan.unfixable
     fetched = fetch_replacements(store, plan, out)
     installer.check_installable(fetched, machine, force=force)  # a refusal installs nothing
     done: list[str] = []

@@ -368,11 +368,19 @@ def pin_key(text: str) -> str:
     return parse_pin(text).key
 
 
+def _claimed_version(entry: IndexEntry) -> Version:
+    """The version a pin is matched against: the wheel's own, with its label; an unlabelled wheel's with the
+    label its cell's path claims (``2.8.3+cu128torch2.9``), so a pin names it as it would a labelled one."""
+    own = Version(str(entry.name.version))
+    return own if own.local else Version(f"{own.public}+{entry.cell.label}")
+
+
 def resolve_pin(entries: Sequence[IndexEntry], pin: Pin, wants: Wants, compatible: bool) -> Resolution:
-    """The newest stored version the pin's specifier admits (local labels aside), resolved for ``wants``."""
+    """The newest stored version the pin's specifier admits, resolved for ``wants``: PEP 440's matching, so
+    ``==2.8.3`` takes any label of 2.8.3 and ``==2.8.3+cu128torch2.9`` that labelled wheel alone."""
     if not pin.specifier:
         return resolve(entries, pin.key, wants, compatible=compatible, explain=True)
-    fit = [e for e in entries if pin.specifier.contains(Version(e.name.version.public), prereleases=True)]
+    fit = [e for e in entries if pin.specifier.contains(_claimed_version(e), prereleases=True)]
     if entries and not fit:
         stored = ", ".join(str(v) for v in sorted({Version(e.name.version.public) for e in entries}))
         return Resolution(pin.key, None, note=f"no stored version matches {pin.specifier} (stored: {stored})")

@@ -64,7 +64,7 @@ class Platform(enum.Enum):
     def parse(cls, text: str) -> Platform:
         """``--platform``'s one vocabulary: PyTorch's name (``linux-x86_64``) or a wheel tag of it
         (``manylinux_2_28_x86_64``, ``linux_aarch64``, ``win_amd64``); ValueError naming both forms."""
-        value = text.strip().lower()
+        value = _PLATFORM_WORDS.get(text.strip().lower(), text.strip().lower())
         try:
             return cls(value)
         except ValueError:
@@ -91,10 +91,14 @@ class Platform(enum.Enum):
         """``manylinux_2_28_x86_64``/``linux_x86_64`` -> linux-x86_64; ``None`` for other platforms."""
         if tag == "win_amd64":
             return cls.WINDOWS_AMD64
-        if re.fullmatch(r"(many|musl)?linux[0-9_]*_(x86_64|aarch64)", tag):
+        if re.fullmatch(r"(many)?linux[0-9_]*_(x86_64|aarch64)", tag):  # torch builds no musllinux wheels
             return cls.LINUX_X86_64 if tag.endswith("x86_64") else cls.LINUX_AARCH64
         return None
 
+
+# The words other commands print for these machines (ls's platform column says windows-x86_64).
+_PLATFORM_WORDS = {"windows-x86_64": "windows-amd64", "win-amd64": "windows-amd64", "linux-amd64": "linux-x86_64",
+                   "linux-arm64": "linux-aarch64"}  # fmt: skip
 
 _BUILDER = {
     Platform.LINUX_X86_64: "pytorch/manylinux2_28-builder",
