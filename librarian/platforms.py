@@ -58,6 +58,7 @@ class _Rules:
     machine_tags: dict[str, dict[str, str]]  # OS -> CPU -> the tag its machines install
     linux_glibc: MajorMinor  # the glibc a --os linux machine is taken to have
     glibcxx: dict[MajorMinor, tuple[int, ...]]  # manylinux glibc floor -> the GLIBCXX its policy promises
+    baseline: dict[str, tuple[int, ...]]  # CPU -> the GLIBC version every glibc of it defines
 
 
 def _version(text: object) -> MajorMinor:
@@ -91,11 +92,14 @@ def _parse_rules(text: str, source: str) -> _Rules:
             _version(k): tuple(int(x) for x in str(v).split("."))
             for k, v in data["manylinux_glibcxx"].items()
         }
+        baseline = {
+            str(c): tuple(int(x) for x in str(v).split(".")) for c, v in data["glibc_baseline"].items()
+        }
         if "other" not in floor or not set(words.values()) <= {name for name, _ in oses.values()}:
             raise ValueError("manylinux_floor needs 'other'; os_words must name OSes of [os]")
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
         raise BadInput(f"{source}: not a platform table ({e})") from e
-    return _Rules(formats, oses, cpus, legacy, floor, words, machine_tags, linux_glibc, glibcxx)
+    return _Rules(formats, oses, cpus, legacy, floor, words, machine_tags, linux_glibc, glibcxx, baseline)
 
 
 @functools.cache
@@ -166,6 +170,11 @@ def check_platform(tag: str) -> PlatformTag:
         if not is_release(m[1], (major, minor)):
             raise BadInput(f"--platform {tag}: {_WHAT[m[1]]} {major}.{minor} is no release a machine runs")
     return named
+
+
+def glibc_baseline(cpu: str | None) -> tuple[int, ...] | None:
+    """The GLIBC version every glibc for ``cpu`` defines (x86_64: 2.2.5), ``None`` for a CPU not listed."""
+    return _rules().baseline.get(canonical_cpu(cpu)) if cpu else None
 
 
 def policy_glibcxx(glibc: MajorMinor) -> tuple[int, ...] | None:

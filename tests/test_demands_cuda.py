@@ -105,3 +105,17 @@ def test_the_cuda_runtime_a_member_links_by_any_of_its_names(
     facts = BinaryFacts("pkg/_C.so", BinaryFormat.ELF, "x86_64", needed=needed)
     assert facts.cudart_major == major
     assert facts.cudart_library == (needed[0] if major else None)
+
+
+def test_a_claim_names_each_runtime_once_its_members_folded() -> None:
+    """Issue 53, item 6: a 500 MB wheel's refusal repeated ``<member> links libcudart.so.13`` per member, in
+    one line of thousands of characters."""
+    from librarian.coords import WheelName
+    from librarian.demands import Wheel
+    from librarian.demands.cuda import claims
+    from tests.demand_builders import so, wheel
+
+    members = [so(f"big/_m{k}.so", needed=("libcudart.so.13",)) for k in range(40)]
+    facts = wheel(*members, name="big-1.0+cu128torch2.9-cp312-cp312-linux_x86_64.whl")
+    found = claims(Wheel(WheelName.parse(facts.filename), facts))
+    assert found == ["label says CUDA 12.8, big/_m0.so (and 39 more members) links libcudart.so.13"]

@@ -182,7 +182,7 @@ def test_the_torch_row_says_its_symbol_once_and_short(run: Run, tmp_path: Path) 
         tmp_path / "w", "ext", "1.0+cu128torch2.8", "cp311-cp311-linux_x86_64", {"ext/_C.so": so}
     )
     result = run("doctor", str(wheel), "--sm", "89", "--torch", "2.9", "--python", "3.11", "--platform",
-                 "linux_x86_64")  # fmt: skip
+                 "linux_x86_64", "-v")  # fmt: skip  # -v: the table's cells whole
     row = next(line for line in result.out.splitlines() if line.strip().startswith("torch "))
     assert f"undefined symbol: {long}" in result.out  # the whole symbol where the loader would say it
     assert len(row) < 200, row
@@ -205,6 +205,32 @@ def test_without_a_demangler_the_symbol_is_said_mangled_and_cut(
     )
     monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
     result = run("doctor", str(wheel), "--sm", "89", "--torch", "2.9", "--python", "3.11", "--platform",
-                 "linux_x86_64")  # fmt: skip
+                 "linux_x86_64", "-v")  # fmt: skip  # -v: the table's cells whole
     row = next(line for line in result.out.splitlines() if line.strip().startswith("torch "))
     assert row.count("_ZN3c10") == 1 and f"({len(long) - 59} more characters)" in row, row
+
+
+def test_doctor_rows_fit_120_columns_and_minus_v_shows_them_whole(run: Run, tmp_path: Path) -> None:
+    """Issue 53, item 6: the torch row listed every libtorch library (230-250 columns); at default verbosity
+    each row fits 120 columns, a cut reason is said whole below the table, and -v shows every cell whole."""
+    from tests.builders import make_wheel
+    from tests.cuda_fixtures import elf_bytes
+
+    libs = (
+        "libc10.so",
+        "libc10_cuda.so",
+        "libtorch.so",
+        "libtorch_cpu.so",
+        "libtorch_cuda.so",
+        "libtorch_python.so",
+    )
+    so = elf_bytes(needed=libs, symbols={"_ZN3c106detail14torchCheckFailEPKcS2_jRKSs": False})
+    wheel = make_wheel(
+        tmp_path / "w", "ext", "1.0+cu128torch2.8", "cp311-cp311-linux_x86_64", {"ext/_C.so": so}
+    )
+    flags = ("--sm", "89", "--torch", "2.9", "--python", "3.11", "--platform", "linux-x86_64")
+    short = run("doctor", str(wheel), *flags)
+    assert max(len(line) for line in short.out.splitlines()) <= 120, short.out
+    assert "  torch: built against torch 2.8, here 2.9" in short.out  # the failing reason, whole
+    whole = run("doctor", str(wheel), *flags, "-v")
+    assert "libtorch_python.so" in whole.out and max(len(line) for line in whole.out.splitlines()) > 120

@@ -87,3 +87,30 @@ def test_a_package_whose_wheels_link_no_torch_is_pulled_into_a_venv_without_torc
     assert f"withtorch: no wheel in wheelhouse for sm89, no torch, {HERE_CP}" in missed.err
     assert "it links torch" in missed.err and "pass --torch" in missed.err, missed.err
     assert python in missed.err or "target" in missed.err, missed.err
+
+
+def test_near_misses_are_this_platforms_and_the_others_are_counted(run: Run, tmp_path: Path) -> None:
+    """Issue 53, item 6: pull's near misses for a Linux x86_64 machine listed every aarch64 and Windows
+    wheel of the package; they are this OS and CPU's, with one line for the rest (--json keeps them all)."""
+    import json
+
+    from tests.builders import make_wheel
+    from tests.cuda_fixtures import SHT_PROGBITS, cubin_bytes, elf_bytes, fatbin_blob, fatbin_entry
+
+    def built(cpu: str, machine: int) -> Path:
+        blob = fatbin_blob(fatbin_entry(2, 80, cubin_bytes(80, release="13.0")))
+        so = elf_bytes(machine=machine, needed=("libcudart.so.13",), sections=((".nv_fatbin", SHT_PROGBITS, blob),),
+                       flags={".nv_fatbin": 0x2})  # fmt: skip
+        return make_wheel(tmp_path / cpu, "armkern", "1.0", f"cp312-cp312-linux_{cpu}", {"armkern/_C.so": so})
+
+    for cpu, machine in (("x86_64", 62), ("aarch64", 183)):
+        assert run("publish", str(built(cpu, machine)), "--torch", "2.9", "--cuda", "13.0").code == 0, cpu
+    missed = run("pull", "armkern", "--sm", "90", "--torch", "2.9", "--python", "3.12", "--platform",
+                 "manylinux_2_28_x86_64", "-o", "o")  # fmt: skip
+    assert missed.code == 1
+    listed = [x for x in missed.err.splitlines() if x.startswith("  armkern-")]
+    assert listed and all("linux_x86_64" in x for x in listed), missed.err
+    assert "  armkern: 1 more for other platforms (linux-aarch64); --json lists them" in missed.err
+    data = run("pull", "armkern", "--sm", "90", "--torch", "2.9", "--python", "3.12", "--platform",
+               "manylinux_2_28_x86_64", "-o", "o", "--json")  # fmt: skip
+    assert any("aarch64" in c["path"] for c in json.loads(data.out)["candidates"]), data.out

@@ -132,9 +132,13 @@ def test_gc_keeps_what_serves_a_kept_line_and_the_pages_list_it(
         in plan.out
     )
     assert (
-        "keep  freek/sm89/torch2.9-cu128/freek-1.0+cu128torch2.9-cp312-cp312-linux_x86_64.whl  (serves torch 2.10: the wheel does not link torch)"
+        "keep  freek/sm89/torch2.9-cu128/freek-1.0+cu128torch2.9-cp312-cp312-linux_x86_64.whl  (serves torch 2.10: the wheel does not link torch; --drop-serving drops it)"
         in plan.out
     )
+    assert "; --drop-serving drops it)" in plan.out  # the flag that drops it is named (issue 53, item 6)
+    serving = run("gc", "--keep-torch", "1", "--drop-serving", "--json")
+    removed = sorted(r["path"].split("/")[0] for r in json.loads(serving.out)["remove"])
+    assert serving.code == 0 and removed == ["exactk", "freek", "stablek"], serving.out
     done = run("gc", "--keep-torch", "1", "--yes", "--json")
     assert done.code == 0 and [r["path"].split("/")[0] for r in json.loads(done.out)["remove"]] == ["exactk"]
     assert run("verify", "--deep").code == 0

@@ -40,7 +40,7 @@ def pinned(tmp_path: Path, name: str, requirement: str) -> Path:
 
 def test_an_unlabelled_exact_wheel_pinned_to_one_line_runs_there(run: Run, tmp_path: Path) -> None:
     wheel = pinned(tmp_path, "pinkern", "==2.4.0")
-    there = run("doctor", str(wheel), "--torch", "2.4", "--cuda", "12.4", *HERE)
+    there = run("doctor", str(wheel), "--torch", "2.4", "--cuda", "12.4", *HERE, "-v")  # -v: whole cells
     assert there.code == 0 and "will NOT" not in there.out and "may run" not in there.out, there.out
     assert "torch 2.4 (its Requires-Dist: torch==2.4.0)" in there.out
     assert run("doctor", str(wheel), "--torch", "2.5", "--cuda", "12.4", *HERE).code == 1

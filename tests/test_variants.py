@@ -458,7 +458,10 @@ def test_on_the_hub_a_variant_goes_in_its_wheel_s_commit(
     files = loophub.files("team/wheels")
     assert "variants/kern-1.0-variants.json" in files
     card = files["README.md"].decode()
-    assert "uv pip install --preview-features wheel-variants --no-index kern --find-links " in card
+    assert (
+        "uv pip install --preview-features wheel-variants --no-deps --reinstall --no-index kern --find-links "
+        in card
+    )
     assert "/datasets/team/wheels/resolve/main/variants/kern.html" in card
     (variant,) = [p for p in files if p.startswith("variant-wheels/kern/")]  # sm86 and sm89: one build
     assert variant.startswith("variant-wheels/kern/kern-1.0-cp311-cp311-linux_x86_64-sm86.")

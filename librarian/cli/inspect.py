@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -102,6 +103,8 @@ def doctor(
     from librarian.ops.doctor import checkup  # here: --machine and --env never load the wheel readers
 
     found = checkup(paths, described, show_machine=machine)
+    if ui.state.verbose > 0:  # -v: every cell of the table whole
+        found = replace(found, width=None)
     ui.emit_json(found.to_json()) if as_json else ui.out(found.render())
     if found.fails:
         raise typer.Exit(1)

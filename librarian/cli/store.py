@@ -120,6 +120,14 @@ def gc(
     allow_empty: Annotated[
         bool, typer.Option("--allow-empty", help="Accept a plan that removes every wheel of a package.")
     ] = False,
+    drop_serving: Annotated[
+        bool,
+        typer.Option(
+            "--drop-serving",
+            help="Drop a dropped line's wheels even where their bytes serve a line kept (a stable-ABI or "
+            "torch-free build filed under it).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Prune stale torch lines and superseded versions; prints the plan, acts only with --yes.
@@ -139,6 +147,7 @@ def gc(
         older_than,
         purge=purge,
         purge_grace_hours=purge_grace,
+        drop_serving=drop_serving,
     )
     store, layout = store_and_layout(repo)
     report = prune(store, layout, policy, act=yes, purge=purge, allow_empty=allow_empty)

@@ -241,9 +241,13 @@ def claims(wheel: Wheel) -> list[str]:
     linking += [
         (b.path, b.cudart_major) for b in wheel.facts.binaries if b.cudart_major and not b.has_kernels
     ]
+    by_major: dict[int, list[str]] = {}
     for path, major in linking:
         if major != claim.cuda_major:
-            problems.append(f"{claim.said_by} says CUDA {claim.cuda_text}, {path} links libcudart.so.{major}")
+            by_major.setdefault(major, []).append(path)
+    for major, paths in sorted(by_major.items()):  # each runtime once, its members folded (a 500 MB wheel's)
+        members = paths[0] + (f" (and {len(paths) - 1} more members)" if len(paths) > 1 else "")
+        problems.append(f"{claim.said_by} says CUDA {claim.cuda_text}, {members} links libcudart.so.{major}")
     if other := need.other_major_library(claim.cuda_major):
         lib, majors = other
         user = next((b.path for b in wheel.facts.binaries if lib in b.needed), lib)

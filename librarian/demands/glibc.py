@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from librarian.coords import format_dotted
 from librarian.demands.base import Demand, Verdict, Wheel, unknown
 from librarian.machine import Machine, format_glibcxx
-from librarian.platforms import parse_platform
+from librarian.platforms import glibc_baseline, parse_platform
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +51,12 @@ def check(need: GlibcNeed, machine: Machine) -> Verdict:
     has = _has(machine)
     if not need.text:
         return Verdict(Demand.GLIBC, True, "no glibc floor", has, "no versioned C library needs")
-    glibc = machine.glibc.value
+    glibc: tuple[int, ...] | None = machine.glibc.value
     if need.glibc and glibc is None:
-        return unknown(Demand.GLIBC, need.text, machine.glibc.reason)
+        base = glibc_baseline(machine.cpu.value) if machine.os.value == "linux" else None
+        if base is None or need.glibc > base or machine.glibc.reason.startswith("musl"):
+            return unknown(Demand.GLIBC, need.text, machine.glibc.reason)
+        glibc = base  # every glibc of this CPU has it: a machine whose glibc is not said still does
     if need.glibc and glibc is not None and need.glibc > glibc:
         error = f"version 'GLIBC_{format_dotted(need.glibc)}' not found"
         why = f"needs GLIBC_{format_dotted(need.glibc)}, glibc here is {format_dotted(glibc)}"

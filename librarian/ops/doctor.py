@@ -80,8 +80,32 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
     ]
 
 
-def render_doctor(report: DoctorReport) -> str:
-    """A table, one row per demand, then the errors the failures predict."""
+WIDTH = 120  # columns a row of doctor's table takes at default verbosity; -v shows every cell whole
+
+
+def _fit(rows: list[tuple[str, ...]], width: int | None) -> list[tuple[str, ...]]:
+    """The table's rows with its last three cells (wheel needs, machine has, why) cut so that each row fits
+    ``width`` columns (``None``: whole), at a word where it can, ``…`` saying something was cut."""
+    if width is None:
+        return rows
+    fixed = 2 + sum(max(len(r[i]) for r in rows) + 2 for i in range(2))
+    room = max(width - fixed - 4, 30)
+    has = min(max(len(r[3]) for r in rows), room // 4)
+    needs = min(max(len(r[2]) for r in rows), (room - has) // 2)
+    why = room - has - needs
+    return [(*r[:2], _cut(r[2], needs), _cut(r[3], has), _cut(r[4], why)) for r in rows]
+
+
+def _cut(text: str, most: int) -> str:
+    if len(text) <= most:
+        return text
+    head = text[: most - 1]
+    return (head.rsplit(" ", 1)[0] if " " in head[most // 2 :] else head).rstrip(",; ") + "…"
+
+
+def render_doctor(report: DoctorReport, width: int | None = WIDTH) -> str:
+    """A table, one row per demand (each within ``width`` columns; ``None``: whole), then the errors the
+    failures predict (whole)."""
     verdict = {True: "runs here", False: "will NOT run here", None: "may run here (some parts unknown)"}
     rows: list[tuple[str, ...]] = [("demand", "", "wheel needs", "machine has", "why")]
     # A C++ symbol is said as a person reads it (one c++filt run); the predicted error keeps the loader's words.
@@ -94,7 +118,14 @@ def render_doctor(report: DoctorReport) -> str:
         headline += f" by {serving}"
     if report.runs is not False and report.partly:
         headline += f", partly ({', '.join(report.partly)} cannot run on this GPU)"
-    lines = [f"{report.name}: {headline}", *_table(rows)]
+    fitted = _fit(rows, width)
+    lines = [f"{report.name}: {headline}", *_table(fitted)]
+    # a reason the width cut is never lost: whole, below the table
+    lines += [
+        f"  {whole[0]}: {whole[4]}"
+        for whole, shown in zip(rows[1:], fitted[1:], strict=True)
+        if whole[4] != shown[4]
+    ]
     for v in report.failures:
         if v.predicted_error:
             lines.append(f"  {v.demand.title}: at run time: {v.predicted_error}")
@@ -221,6 +252,7 @@ class Checkup:
     machine: Machine
     reports: tuple[DoctorReport, ...]
     show_machine: bool = False  # with wheels, show the machine too (doctor --machine)
+    width: int | None = WIDTH  # each table row's columns; None (-v): every cell whole
 
     @property
     def fails(self) -> bool:
@@ -230,7 +262,7 @@ class Checkup:
     def render(self) -> str:
         """The machine (when asked for, or when there are no wheels), then each wheel's verdicts."""
         machine = [render_machine(self.machine)] if self.show_machine or not self.reports else []
-        return "\n\n".join([*machine, *(render_doctor(r) for r in self.reports)])
+        return "\n\n".join([*machine, *(render_doctor(r, self.width) for r in self.reports)])
 
     def to_json(self) -> dict[str, Any]:
         """One JSON document: the machine when shown, the wheels when there are any."""

@@ -167,7 +167,7 @@ def render_environment(judged: Sequence[Judged], where: str, verbose: bool = Fal
             lines.append(f"  {head}: runs")
         lines += [f"      {p}" for p in (*j.not_read, *d.problems)]
         if verbose:
-            lines += ["    " + line for line in render_doctor(r).splitlines()]
+            lines += ["    " + line for line in render_doctor(r, None).splitlines()]  # -v: whole
     return "\n".join(shown(line) for line in lines)  # names, members, versions: as the disk has them
 
 

@@ -87,8 +87,13 @@ def plan_gc_and_kept(index: Index, policy: GcPolicy) -> tuple[list[Removal], lis
     ]
     names = {e.path: e.name for e in index.entries}  # each filename parsed once
     serving = _serving(index, [e for e in index.entries if e.path in reasons], live, names)
-    for path in serving:
-        reasons.pop(path)  # its bytes serve a torch line the policy keeps: not stale
+    for path, why in list(serving.items()):
+        if policy.drop_serving:  # asked: its line goes, whatever other line its bytes serve
+            reasons[path] += f"; it {why.split(':', 1)[0]} too (--drop-serving)"
+            del serving[path]
+        else:  # its bytes serve a torch line the policy keeps: not stale
+            reasons.pop(path)
+            serving[path] = f"{why}; --drop-serving drops it"
     groups: dict[tuple[object, ...], list[IndexEntry]] = defaultdict(list)
     for e in index.entries:
         groups[_group(e, names[e.path])].append(e)

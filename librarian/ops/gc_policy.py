@@ -27,6 +27,7 @@ class GcPolicy:
     # --purge spares LFS objects pushed within this many seconds: wheels `publish --stage` uploaded for a
     # reindex yet to come are referenced by no commit until then.
     purge_grace: float = DEFAULT_PURGE_GRACE
+    drop_serving: bool = False  # drop a stale line's wheels even where their bytes serve a line kept
 
     @property
     def empty(self) -> bool:
@@ -48,6 +49,7 @@ def policy_from_flags(
     *,
     purge: bool = False,
     purge_grace_hours: float | None = None,
+    drop_serving: bool = False,
 ) -> GcPolicy:
     """The policy gc's flags ask for (``--keep-torch`` counted over the store's or the matrix's torch lines).
 
@@ -69,6 +71,7 @@ def policy_from_flags(
         older_than_days,
         lines=lines,
         purge_grace=grace,
+        drop_serving=drop_serving,
     )
     if policy.empty and not purge:  # --purge alone frees what earlier gcs left in the history
         raise BadInput(

@@ -169,8 +169,11 @@ class NoMatch(NotFound):
         for r in self.misses:
             if not r.near and not r.note:
                 lines.append(f"  {r.package}: not in the store at all")
-            for near in r.near:
-                lines.append(f"  {near}")
+            here = [c for c in r.near if not c.other_platform] or list(r.near[:1])  # this OS and CPU's
+            lines.extend(f"  {near}" for near in here)
+            if others := len(r.near) - len(here):
+                where = ", ".join(r.elsewhere)
+                lines.append(f"  {r.package}: {others} more for other platforms ({where}); --json lists them")
             lines.extend(f"  {what}: {text}" for what, text in (("note", r.note), ("hint", r.hint)) if text)
         return lines
 

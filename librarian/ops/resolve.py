@@ -103,6 +103,11 @@ class Candidate:
         return serving.match if serving is not None and self.judgement.verdict(Demand.GPU).ok else None
 
     @property
+    def other_platform(self) -> bool:
+        """Whether the wheel is for another OS or CPU than the machine's (its judgement fails there)."""
+        return any(v.demand in (Demand.OS, Demand.CPU) for v in self.judgement.failures)
+
+    @property
     def other_cuda(self) -> bool:
         """Built for another CUDA line than torch's, which its bytes still run on (an older minor, say)."""
         return not self.judgement.verdict(Demand.CUDA).exact
@@ -150,6 +155,7 @@ class Resolution:
     near: tuple[Candidate, ...] = ()
     note: str = ""
     hint: str = ""  # on a miss: a wheel that --compatible would take
+    elsewhere: tuple[str, ...] = ()  # on a miss: the other platforms its stored wheels are for
 
 
 @functools.lru_cache(maxsize=8)
@@ -311,12 +317,18 @@ def resolve(
                 f", built for CUDA {format_version(alt.entry.cell.label.cuda)} (minor-version compatibility)"
             )
         return Resolution(package, alt.entry, note=note)
-    near = _once_per_bytes(sorted(candidates, key=lambda c: (len(c.differences), c.entry.path)))
+    # near misses for this machine's OS and CPU first; other platforms' wheels named by their platform
+    from librarian.coverage import platform_of  # a miss only: a pull that finds its wheel never loads it
+
+    elsewhere = tuple(sorted({platform_of(c.entry) for c in candidates if c.other_platform}))
+    near = _once_per_bytes(
+        sorted(candidates, key=lambda c: (c.other_platform, len(c.differences), c.entry.path))
+    )
     hint = ""
     if not compatible and alt is not None:
         where = f"{alt.entry.filename} (sm{alt.entry.cell.sm.sm})"
         hint = f"{package}: {where} runs here by {_how(alt, wants)}; pass --compatible to take it"
-    return Resolution(package, None, tuple(near[:5]), hint=hint)
+    return Resolution(package, None, tuple(near[:5]), hint=hint, elsewhere=elsewhere)
 
 
 def _once_per_bytes(candidates: Sequence[Candidate]) -> list[Candidate]:
