@@ -84,3 +84,20 @@ def test_a_torch_free_labelled_wheel_in_a_venv_without_torch_is_judged_by_the_dr
     assert doctor.code == 0 and "  freekern 1.0+cu130torch2.9: runs" in doctor.out.splitlines(), doctor.out
     old_driver = run("doctor", "--env", "--python", str(python), "--sm", "90", "--driver", "12.8")
     assert "freekern 1.0+cu130torch2.9: will NOT run (CUDA:" in old_driver.out, old_driver.out
+
+
+def test_doctor_env_holds_an_installed_packages_requires_dist_on_torch(
+    run: Run, venv: tuple[Path, Path], sos: dict[str, Path]
+) -> None:
+    """A mutant that ignored the installed METADATA's Requires-Dist on torch survived (issue 53, item 7)."""
+    python, site = venv
+    install(site, "pinned", {"pinned/_C.so": sos["sm_90"].read_bytes()})
+    metadata = site / "pinned-1.0.dist-info" / "METADATA"
+    metadata.write_text(metadata.read_text() + "Requires-Dist: torch==2.8.0\n")
+    install(site, "loose", {"loose/_C.so": sos["sm_90"].read_bytes()})
+    doctor = run("doctor", "--env", "--python", str(python), "--sm", "90", *MACHINE)  # torch 2.9
+    lines = doctor.out.splitlines()
+    assert any(
+        x.startswith("  pinned 1.0: will NOT run (torch: its METADATA requires torch==2.8.0") for x in lines
+    ), doctor.out
+    assert "  loose 1.0: runs" in lines

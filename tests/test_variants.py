@@ -773,3 +773,35 @@ def test_verify_deep_judges_variant_properties_from_the_bytes_not_the_record(
     deep = run("verify", "--deep")
     assert deep.code == 1
     assert "the index records other properties than the judgement of kern-1.0+cu130torch2.9-" in deep.out
+
+
+def test_gc_keeps_a_variant_a_kept_cell_names_and_counts_the_files_it_deletes(
+    run: Run, sos: dict[str, Path], tmp_path: Path
+) -> None:
+    """Issue 53, item 7: one build filed under sm86 and sm89 shares one variant; gc removing its sm89 copy
+    (a newer version holds that cell) keeps the variant the sm86 copy names, and the count it reports is
+    the files it deletes (it said 13 and deleted 14 where cells share a variant)."""
+    store = publish_two_builds(run, sos, tmp_path)
+    newer = so_wheel(tmp_path / "c", sos["sm_86"], version="2.0", tags=TAGS)
+    assert run("publish", str(newer), *LINE, "--sm", "89", "--variants").code == 0
+    sm86 = recorded_variant(store, "kern/sm86/")
+    before = {p.relative_to(store).as_posix() for p in store.rglob("*") if p.is_file()}
+    plan = run("gc", "--keep-versions", "1", "--json")
+    assert plan.code == 0, plan.err
+    told = json.loads(plan.out)
+    done = run("gc", "--keep-versions", "1", "--yes")
+    assert done.code == 0, done.err
+    after = {p.relative_to(store).as_posix() for p in store.rglob("*") if p.is_file()}
+    assert sm86.is_file()  # the sm86 copy of the 1.0 build is kept, and names it
+    removed = [r["path"] for r in told["remove"]]
+    assert removed == ["kern/sm89/torch2.9-cu130/kern-1.0+cu130torch2.9-cp311-cp311-linux_x86_64.whl"], (
+        removed
+    )
+    assert told["files_freed"] == len(before - after), (told["files_freed"], sorted(before - after))
+    assert run("verify", "--deep").code == 0
+    # every cell of every build: a variant two cells share is deleted, and counted, once
+    before = {p.relative_to(store).as_posix() for p in store.rglob("*") if p.is_file()}
+    told = json.loads(run("gc", "--drop-torch", "2.9", "--allow-empty", "--json").out)
+    assert run("gc", "--drop-torch", "2.9", "--allow-empty", "--yes").code == 0
+    after = {p.relative_to(store).as_posix() for p in store.rglob("*") if p.is_file()}
+    assert told["files_freed"] == len(before - after), (told["files_freed"], sorted(before - after))

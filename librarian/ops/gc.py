@@ -170,11 +170,11 @@ def freed_bytes(index: Index, removals: Sequence[Removal]) -> int:
 
 
 def freed_files(index: Index, removals: Sequence[Removal]) -> int:
-    """Files the removals take out of the store: each wheel path (and its variant), and each page or shard
-    they leave empty."""
+    """Files the removals take out of the store: each wheel with its METADATA and its variant (each file once,
+    as :func:`removed_files` deletes them), and each page or shard they leave empty."""
     after = index.with_entries(removed=[r.entry.path for r in removals])
-    variants = sum(1 for r in removals if r.entry.variant is not None)
-    return len(removals) + variants + len(catalogue_paths(index) - catalogue_paths(after))
+    # the very files removed_files names (a variant shared by several cells once, METADATA files too)
+    return len(removed_files(index, removals)) + len(catalogue_paths(index) - catalogue_paths(after))
 
 
 def emptied_packages(index: Index, removals: Sequence[Removal]) -> tuple[str, ...]:
