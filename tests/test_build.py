@@ -600,10 +600,16 @@ def test_a_wheel_above_plans_glibc_floor_is_refused_by_its_symbol_then_held_once
         and "pass --glibc 2.34 to both build and plan" in line
     )
     assert "pytorch/manylinux2_28-builder:cuda13.0" in line
+    assert "the wheel is kept in" in line and "a rerun with --glibc files it at once" in line  # issue 53
+    # said before compiling: this host's glibc is above the floor
+    assert (
+        "warning: this host's glibc" in refused.err and "above 2.28, the floor plan counts at" in refused.err
+    )  # type: ignore[attr-defined]
     assert not (tmp_path / "store").exists()
     filed = _build(run, cache, monkeypatch, src, "--torch", "2.9", "--cuda", "13.0", *cells, "--repo", "store",
                    "--glibc", "2.34", torch=torch)  # fmt: skip
     assert filed.code == 0, filed.err  # type: ignore[attr-defined]
+    assert "not compiling again" in filed.err and "nvcc" not in filed.err.split("not compiling again")[1]  # type: ignore[attr-defined]
     after = run(*_plan_argv("80", "89"), "--glibc", "2.34", "--json")
     assert json.loads(after.out)["jobs"] == [] and len(json.loads(after.out)["held"]) == 2
     at_torchs = run(*_plan_argv("80", "89"))  # plan at 2.28 says why the stored wheel holds nothing

@@ -76,3 +76,43 @@ def test_the_stored_package_is_fetched_and_the_build_filed_only_with_publish(
     assert [b.name for b in built] == ["otherkern-1.0+cu130torch2.9-cp312-cp312-linux_x86_64.whl"]
     (to,) = told
     assert (to.store is not None) is publish  # filed into the store only when asked
+
+
+@pytest.mark.parametrize(
+    ("flags", "floor"), [((), None), (("--publish",), (2, 28)), (("--publish", "--glibc", "2.34"), (2, 34))]
+)
+def test_a_build_filed_into_the_store_is_held_to_the_floor_plan_counts_at(
+    run: Run, monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], floor: tuple[int, int] | None
+) -> None:
+    """Issue 53, item 4: pull --build --publish filed a wheel needing GLIBC_2.32 that plan (at 2.28) then
+    called missing; for the shared store it is held to plan's floor (--glibc moves it), as build holds it;
+    for this machine alone, to the machine's own glibc."""
+    seen: list[object] = []
+
+    def stand_in(
+        packages: object, source: object, wants: object, repair: object, floor: object = None
+    ) -> object:
+        seen.append(floor)
+        raise SystemExit(0)  # what matters is what it was asked
+
+    monkeypatch.setattr(pull_build, "build_requests", stand_in)
+    run(
+        "pull",
+        "tinykern",
+        "--sm",
+        "89",
+        "--torch",
+        "2.9",
+        "--cuda",
+        "13.0",
+        "--python",
+        "3.12",
+        "--build",
+        *flags,
+    )
+    assert seen == [floor]
+
+
+def test_a_machine_build_can_create_its_store_and_create_goes_with_publish(run: Run) -> None:
+    bad = run("pull", "tinykern", "--sm", "89", "--torch", "2.9", "--create")
+    assert bad.code == 2 and "--create: goes with --build --publish" in bad.err

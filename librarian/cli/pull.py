@@ -109,6 +109,9 @@ def pull(
             "--publish", help="With --build: file what was built in the store, for the next machine."
         ),
     ] = False,
+    create: Annotated[
+        bool, typer.Option("--create", help="With --build --publish: create the Hub dataset repo if needed.")
+    ] = False,
     keep: KeepOpt = False,
     repair: RepairOpt = False,
     build_installer: InstallerOpt = "auto",
@@ -145,6 +148,8 @@ def pull(
         raise BadInput(
             "--source, --publish, --keep and --repair go with --build (pull --build builds on a miss)"
         )
+    if create and not publish:
+        raise BadInput("--create: goes with --build --publish (the store the build is filed in)")
     check_installer(build_installer)
     if build and requirements is not None:
         raise BadInput("--build and --requirements: the file names stored wheels; build first, then write it")
@@ -180,7 +185,12 @@ def pull(
     with _wheels_folder(out, install) as out_dir:
         on_miss = None
         if build:  # what would be built, and nvcc, checked before the store or any index is read
-            requests, warning = pull_build.build_requests(packages, source, wants, repair)
+            from librarian.machine import parse_major_minor
+            from librarian.ops.build_request import DEFAULT_GLIBC
+
+            # filed into the shared store: held to the floor plan counts at (--glibc, else torch's 2.28)
+            floor = (parse_major_minor(glibc, "glibc") if glibc else DEFAULT_GLIBC) if publish else None
+            requests, warning = pull_build.build_requests(packages, source, wants, repair, floor)
             if warning:
                 ui.note(f"warning: {warning}")
             from librarian.config import load_settings
@@ -196,7 +206,7 @@ def pull(
                 repair=repair,
                 variants=variants,
             )
-        store, layout = store_and_layout(repo)
+        store, layout = store_and_layout(repo, create=create, publishing=build and publish)
         report, built = pull_build.pull_or_build(
             store,
             layout,

@@ -20,6 +20,7 @@ from librarian.coords import MajorMinor, format_dotted, format_version
 from librarian.errors import BadInput, Refused
 from librarian.index import Index
 from librarian.machine import TorchInfo
+from librarian.ops import build_kept
 from librarian.ops import repair as repair_op
 from librarian.ops.build import BuildFailed, BuildSettings, build
 from librarian.ops.build_processes import bounded
@@ -64,7 +65,9 @@ class BuildOutcome:
     torch: TorchInfo
 
 
-def machine_request(matrix: Matrix, spec: str, wants: Wants, package: str) -> BuildRequest:
+def machine_request(
+    matrix: Matrix, spec: str, wants: Wants, package: str, floor: MajorMinor | None = None
+) -> BuildRequest:
     """The build of ``spec`` (making ``package``) for exactly the machine ``wants`` describes: one cell.
 
     BadInput, naming the flag, where the machine does not say enough to build for it (a torch without CUDA,
@@ -85,7 +88,9 @@ def machine_request(matrix: Matrix, spec: str, wants: Wants, package: str) -> Bu
             f"pull --build: torch ships no CUDA build for {where[0] or 'an unknown OS'} on "
             f"{where[1] or 'an unknown CPU'}; build on a Linux (x86_64, aarch64) or Windows machine"
         )
-    glibc = machine.glibc.value  # the machine it is for: its own glibc is the floor that matters
+    # For this machine alone, its own glibc is the floor that matters; for the shared store (``floor``:
+    # --publish), the floor plan counts at, as build holds a wheel to: plan never calls a filed wheel missing.
+    glibc = floor or machine.glibc.value
     request = request_from_flags(
         matrix, spec, format_version(wants.torch_line()), format_version(wants.cuda), f"{version[0]}.{version[1]}",
         platform.value, [str(wants.sm.number)], glibc=format_version(glibc) if glibc else None,
@@ -123,10 +128,22 @@ def build_and_file(
     if request.package is None and (declared := declared_name(request.spec)) is not None:
         request = request.expecting(declared)
     options = replace(options, label=request.combo.label, sms=request.sms, trust_sm=False)
+    check_nvcc(find_nvcc(), request.combo.cuda)  # a refusal is the one line, before the warning below
+    if (host := _host_glibc()) is not None and host > request.glibc:
+        say(
+            f"warning: this host's glibc {format_version(host)} is above {format_version(request.glibc)}, the "
+            "floor plan counts at: a wheel linked here may need newer symbols and be refused after compiling "
+            f"(build in the combo's builder image, or pass --glibc {format_version(host)} to count at this host's)"
+        )
     with bounded(), build_folder(settings.keep) as folder:
         if settings.keep:
             say(f"build folder (kept): {folder}")
-        built = build(request, settings, folder, say, step)
+        earlier = build_kept.kept(request, settings.cache)
+        if earlier is not None:
+            say(
+                f"reusing {earlier.wheel.name}, built before and refused for its glibc floor: not compiling again"
+            )
+        built = earlier or build(request, settings, folder, say, step)
         check_built(built.wheel, request, built.environment_packages)
         wheel = repair_op.repair(built.wheel, built.log, say) if repair else built.wheel
         scratch = folder / "checked"
@@ -138,12 +155,26 @@ def build_and_file(
                 f"{e} (built with TORCH_CUDA_ARCH_LIST={built.arch_list}; log: {built.log}; --keep keeps the wheel)"
             ) from e
         assert prepared is not None  # a build here makes no macOS wheel
-        check_cells(prepared, request, options)
+        try:
+            check_cells(prepared, request, options)
+        except FloorRefused as e:  # kept: a rerun with --glibc files it without compiling again
+            where = build_kept.keep(built, request, settings.cache)
+            raise Refused(f"{e} (the wheel is kept in {where}: a rerun with --glibc files it at once)") from e
         out = _write_to(prepared, to.out) if to.out is not None else None
         plan = None
         if to.store is not None:
             plan = file_prepared(to.store, [prepared], options, scratch, stage=to.stage, manifest=to.manifest)
+        if earlier is not None:
+            build_kept.forget(request, settings.cache)
     return BuildOutcome(out, prepared.staged.name, built.log, plan, built.arch_list, built.torch)
+
+
+def _host_glibc() -> MajorMinor | None:
+    """This build host's glibc (``None``: not a glibc Linux)."""
+    from librarian.probe.libc import detect_glibc
+
+    found = detect_glibc().value
+    return (found[0], found[1]) if found else None
 
 
 def check_built(wheel: Path, request: BuildRequest, environment: frozenset[str]) -> None:
@@ -171,6 +202,10 @@ def check_built(wheel: Path, request: BuildRequest, environment: frozenset[str])
         )
 
 
+class FloorRefused(Refused):
+    """A built wheel that needs a newer glibc than the floor plan counts at."""
+
+
 def check_cells(prepared: PreparedWheel, request: BuildRequest, options: PublishOptions) -> None:
     """Refused unless plan, counting at the request's glibc floor, would take the wheel for every cell
     asked: the same :func:`holdings` plan calls, so that plan -> build -> plan closes."""
@@ -184,7 +219,7 @@ def check_cells(prepared: PreparedWheel, request: BuildRequest, options: Publish
         return
     floor = prepared.facts.glibc if prepared.facts is not None else None
     if floor is not None and floor[:2] > request.glibc:
-        raise Refused(glibc_refusal(prepared, request, floor))
+        raise FloorRefused(glibc_refusal(prepared, request, floor))
     why = near[0].why if near else "no stored wheel of this release fits"
     cells_text = ", ".join(f"sm{c.sm.sm}" for c in missing)
     raise Refused(

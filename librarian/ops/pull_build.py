@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from librarian.coords import package_key
+from librarian.coords import MajorMinor, package_key
 from librarian.layout import Layout
 from librarian.machine import Machine
 from librarian.ops import pull as pull_op
@@ -48,10 +48,15 @@ class OnMiss:
 
 
 def build_requests(
-    packages: Sequence[str], source: str | None, wants: pull_op.Wants, repair: bool
+    packages: Sequence[str],
+    source: str | None,
+    wants: pull_op.Wants,
+    repair: bool,
+    floor: MajorMinor | None = None,
 ) -> tuple[dict[str, BuildRequest], str | None]:
     """What ``--build`` would build for each package, checked (host, nvcc, auditwheel) before anything is
-    downloaded or read; and the warning the check gives, if any."""
+    downloaded or read; and the warning the check gives, if any. ``floor``: the glibc the store's plan counts
+    at (``--publish``: what is filed is held to it, as ``build`` holds it); else the machine's own."""
     # Imported here: a plain pull loads neither the build nor the binary readers (tests/test_startup.py).
     from librarian.ops import build_and_file
     from librarian.pytorch.matrix import load_matrix
@@ -59,7 +64,7 @@ def build_requests(
     matrix = load_matrix()
     pins = [pull_op.parse_pin(p) for p in packages]
     requests = {
-        pin.key: build_and_file.machine_request(matrix, source or text, wants, pin.name)
+        pin.key: build_and_file.machine_request(matrix, source or text, wants, pin.name, floor)
         for pin, text in zip(pins, packages, strict=True)
     }
     return requests, build_and_file.check_before(next(iter(requests.values())), repair=repair)
