@@ -174,3 +174,15 @@ def test_offline_after_librarians_own_commit(
     unreachable = run("pull", *PULL, "-o", "first")
     assert unreachable.code == 0, unreachable.err
     assert made[1][:12] in unreachable.err
+
+
+def test_offline_nothing_is_asked_of_the_hub_nor_retried(
+    run: Run, loophub: LoopHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 53: with HF_HUB_OFFLINE=1 a read never reaches the Hub (no request, no retry, no backoff);
+    what nothing cached can serve is one line at once."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    loophub.log.clear()
+    result = run("pull", *PULL, "-o", "out")
+    assert result.code == 3 and result.err.count("\n") == 1 and "HF_HUB_OFFLINE" in result.err, result.err
+    assert loophub.log.records == []  # not one request: nothing to retry

@@ -287,22 +287,24 @@ def test_ls_counts_the_store_files_against_the_guidance_and_gc_says_what_it_free
     assert run("publish", *wheels(tmp_path / "a", 2), *combo, "--torch", "2.8").code == 0
     assert run("publish", *wheels(tmp_path / "b", 1, prefix="old"), *combo, "--torch", "2.7").code == 0
     listed = json.loads(run("ls", "--json").out)
-    # 3 wheels, 3 shards, 2 pages (one per sm and combo), each with a PEP 503 root and 3 project pages, the root index
-    assert listed["files"] == {"count": 17, "guidance": 100_000, "share": 0.0002, "warning": False}
+    # 3 wheels and their 3 METADATA files, 3 shards, 2 pages (one per sm and combo), each with a PEP 503 root
+    # and 3 project pages, the root index
+    assert listed["files"] == {"count": 20, "guidance": 100_000, "share": 0.0002, "warning": False}
     assert "files" not in json.loads(run("ls", "pkg0", "--json").out)  # part of the index: no count
 
     monkeypatch.setattr(ls_module, "FILE_GUIDANCE", 10)
     warned = run("ls", "--json")
     assert json.loads(warned.out)["files"]["warning"] is True
-    assert "17 files, 170% of the Hub's guidance of 10 files per repo" in warned.err
+    assert "20 files, 200% of the Hub's guidance of 10 files per repo" in warned.err
 
     plan = run("gc", "--drop-torch", "2.7")
-    # the wheel, its shard, its page and that page's PEP 503 tree (root and 3 projects), and old0's project
-    # folder in the torch 2.8 page's tree (a project folder is there for every package filed for that GPU)
-    assert "8 file(s) in all, pages and shards included" in plan.out
+    # the wheel and its METADATA file, its shard, its page and that page's PEP 503 tree (root and 3
+    # projects), and old0's project folder in the torch 2.8 page's tree (a project folder is there for every
+    # package filed for that GPU)
+    assert "9 file(s) in all, pages and shards included" in plan.out
     done = json.loads(run("gc", "--drop-torch", "2.7", "--yes", "--allow-empty", "--json").out)
-    assert done["files_freed"] == 8
-    assert json.loads(run("ls", "--json").out)["files"]["count"] == 9
+    assert done["files_freed"] == 9
+    assert json.loads(run("ls", "--json").out)["files"]["count"] == 11
 
 
 def test_rate_limit_wait_reads_retry_after_then_the_hubs_words() -> None:

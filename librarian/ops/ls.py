@@ -69,9 +69,10 @@ def coverage_json(cov: Coverage) -> dict[str, Any]:
 
 
 def store_files(index: Index) -> int:
-    """Pure: the files a store holds for ``index``: each wheel path (and variant), shard, page and the root index."""
-    variants = {p for e in index.entries if (p := e.variant_path)}
-    return len(index.entries) + len(variants) + len(catalogue_paths(index))
+    """Pure: the files a store holds for ``index``: each wheel path with its PEP 658 METADATA file and its
+    variant (each file once), shard, page and the root index."""
+    files = {p for e in index.entries for p in (e.path, e.metadata_path, e.variant_path) if p}
+    return len(files) + len(catalogue_paths(index))
 
 
 def serving(index: Index, line: MajorMinor) -> tuple[Index, dict[str, int]]:
