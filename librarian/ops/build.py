@@ -10,6 +10,7 @@ is exactly the asked cells and MAX_JOBS fits the memory. The log goes to a file 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -24,12 +25,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
 from librarian.coords import format_version
 from librarian.errors import BadInput, LibrarianError, Unreachable
 from librarian.machine import TorchInfo
+from librarian.ops import compile_cache
+from librarian.ops.build_names import environment_packages
 from librarian.ops.build_request import BuildRequest, check_nvcc, max_jobs
 from librarian.ops.build_run import BuildLog, Say, run_logged
 from librarian.ops.build_sandbox import sandbox_prefix
@@ -81,6 +81,8 @@ class BuildSettings:
     keep: bool = False
     torch_from: Path | None = None
     sandbox: bool = False  # the backend in bubblewrap: only its build folder writable
+    compile_cache: bool = False  # nvcc and the host compiler behind sccache (a failure: built uncached)
+    compile_cache_dir: Path | None = None  # default: the user's cache's sccache folder
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,41 +273,6 @@ def build_environ(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return {**env, **(extra or {})}
 
 
-def environment_packages(env: Environment) -> frozenset[str]:
-    """What the build environment holds (its own distributions) and torch with its own requirements: the
-    names a build of a package must never produce (pip would replace them where it is installed)."""
-    names = {"torch"}
-    facts = probe_target(Target(env.python, "the build environment"))
-    own = [Path(p) for p in facts.path
-           if p.endswith(("site-packages", "dist-packages")) and Path(p).resolve().is_relative_to(env.folder.resolve())]  # fmt: skip
-    for site in own:
-        names |= {
-            canonicalize_name(i.name.removesuffix(".dist-info").rsplit("-", 1)[0])
-            for i in site.glob("*.dist-info")
-        }
-    torch_site = detect_torch_site(list(facts.path))
-    for info in torch_site.glob("torch-*.dist-info") if torch_site is not None else ():  # wherever it is
-        names |= _requirement_names(info / "METADATA")
-    return frozenset(names)
-
-
-def _requirement_names(metadata: Path) -> set[str]:
-    names: set[str] = set()
-    try:
-        text = metadata.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return names
-    for line in text.splitlines():
-        if line.startswith("Requires-Dist:"):
-            try:
-                names.add(canonicalize_name(Requirement(line.partition(":")[2].strip()).name))
-            except InvalidRequirement:
-                continue
-        elif not line.strip():
-            break  # the headers end at the first empty line
-    return names
-
-
 def build(request: BuildRequest, settings: BuildSettings, folder: Path, say: Say, step: Say) -> Built:
     """Compile ``request`` into a wheel in ``folder``/dist; BuildFailed (exit 1) with the log's tail."""
     spec_arguments(request.spec)  # a spec that is no path nor requirement: before anything runs
@@ -364,15 +331,26 @@ def _build(
             "VIRTUAL_ENV": str(env.folder),
         }
     )
+    cached = (
+        _cache_for(settings, env, nvcc, folder, run_env, log, say)
+        if settings.compile_cache and not sandbox
+        else None
+    )
+    if cached is not None:  # nvcc through the cache's shadow toolkit, first on PATH too
+        run_env = {**cached.env, "PATH": os.pathsep.join([cached.env["CUDA_HOME"] + "/bin", run_env["PATH"]])}
     say(mask(f"building {request.spec} for {request.describe()}"))
     started = time.monotonic()
-    code, tail = run_logged(
-        [*sandbox, *cmd],
-        run_env,
-        log,
-        lambda line: step(f"{time.monotonic() - started:.0f}s {line}") if STEP.search(line) else None,
-        heartbeat=lambda elapsed: step(f"{elapsed:.0f}s still building (no compile step for a while)"),
-    )
+    try:
+        code, tail = run_logged(
+            [*sandbox, *cmd],
+            run_env,
+            log,
+            lambda line: step(f"{time.monotonic() - started:.0f}s {line}") if STEP.search(line) else None,
+            heartbeat=lambda elapsed: step(f"{elapsed:.0f}s still building (no compile step for a while)"),
+        )
+    finally:
+        if cached is not None:
+            say(cached.stop())
     if code != 0:
         raise BuildFailed(f"{mask(request.spec)}: the build failed (exit {code}; log: {log.path})", tail)
     wheels = sorted(dist.glob("*.whl"))
@@ -384,6 +362,21 @@ def _build(
         )
     say(f"built {wheels[0].name} in {time.monotonic() - started:.0f} s")
     return Built(wheels[0], log.path, torch, request.arch_list, environment_packages(env))
+
+
+def _cache_for(
+    settings: BuildSettings, env: Environment, nvcc: Nvcc, folder: Path, run_env: dict[str, str], log: BuildLog,
+    say: Say,
+) -> compile_cache.CompileCache | None:  # fmt: skip
+    """sccache for this build: on PATH, else installed into the build environment (a failure: uncached)."""
+    installed = _bin(env.folder) / "sccache"
+    tool = compile_cache.find_tool(installed)
+    if tool is None:
+        with contextlib.suppress(LibrarianError):  # said by start(): built uncached
+            _run_install(env, ["sccache"], log, "the compile cache (sccache)", say)
+        tool = compile_cache.find_tool(installed)
+    where = settings.compile_cache_dir or user_cache_dir() / "sccache"
+    return compile_cache.start(tool, where, nvcc.toolkit, folder / "cuda-cached", run_env, say)
 
 
 def target_torch(python: Path, combo: Combo) -> Path | None:

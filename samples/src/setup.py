@@ -39,19 +39,14 @@ class BuildWithKernel(build_py):
         nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or "nvcc"
         out = Path(self.build_lib) / "tinykern" / "_tinykern.so"
         out.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [
-            nvcc,
-            "-O2",
-            "-shared",
-            "-Xcompiler",
-            "-fPIC",
-            "-cudart",
-            "shared",
-            *gencode(os.environ.get("TORCH_CUDA_ARCH_LIST", "")),
-            "-o",
-            str(out),
-            str(HERE / "tinykern.cu"),
-        ]
+        obj = Path(self.build_temp if hasattr(self, "build_temp") else self.build_lib) / "tinykern.o"
+        obj.parent.mkdir(parents=True, exist_ok=True)
+        # compiled, then linked, as a torch extension's objects are: a compile cache keeps the compile
+        compile_cmd = [nvcc, "-O2", "-c", "-Xcompiler", "-fPIC",
+                       *gencode(os.environ.get("TORCH_CUDA_ARCH_LIST", "")), "-o", str(obj),
+                       str(HERE / "tinykern.cu")]  # fmt: skip
+        subprocess.run(compile_cmd, check=True)
+        cmd = [nvcc, "-shared", "-cudart", "shared", "-o", str(out), str(obj)]
         subprocess.run(cmd, check=True)
 
 
