@@ -16,6 +16,7 @@ from librarian.stores.local import LocalStore
 from tests.builders import make_wheel
 from tests.conftest import Run
 
+HERE = ("--sm", "89", "--torch", "2.9", "--cuda", "13.0", "--python", "3.12")
 SAMPLES = sorted((Path(__file__).resolve().parent.parent / "samples" / "dist").glob("*.whl"))
 
 
@@ -96,20 +97,7 @@ def test_a_build_filed_into_the_store_is_held_to_the_floor_plan_counts_at(
         raise SystemExit(0)  # what matters is what it was asked
 
     monkeypatch.setattr(pull_build, "build_requests", stand_in)
-    run(
-        "pull",
-        "tinykern",
-        "--sm",
-        "89",
-        "--torch",
-        "2.9",
-        "--cuda",
-        "13.0",
-        "--python",
-        "3.12",
-        "--build",
-        *flags,
-    )
+    run("pull", "tinykern", *HERE, "--build", *flags)
     assert seen == [floor]
 
 
