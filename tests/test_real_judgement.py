@@ -260,6 +260,6 @@ def test_cupy_cuda12x_links_cuda_12_libraries_and_no_runtime_so_a_cu130_torch_re
                     "3.12", "--platform", "manylinux2014_x86_64", "--only-binary=:all:", str(whl)],
                    check=True, timeout=600)  # fmt: skip
     env = run("doctor", "--env", "--python", str(venv / "bin" / "python"), *cu13[:6], "--driver", "13.0")
-    assert env.code == 1 and "cupy-cuda12x 14.2.0: will NOT run (CUDA: links libcublas.so.12" in env.out, (
+    assert env.code == 1 and "cupy_cuda12x 14.2.0: will NOT run (CUDA: links libcublas.so.12" in env.out, (
         env.out
     )
