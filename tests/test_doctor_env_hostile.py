@@ -91,9 +91,7 @@ def test_record_rows_are_read_once_each_and_capped(venv: tuple[Path, Path], sos:
     install(site, "wide", {"wide/_C.so": sos["sm_90"].read_bytes()})
     (site / "wide-1.0.dist-info" / "RECORD").write_text("".join(f"w/m{k}.so,,\n" for k in range(25_000)))
 
-    started = time.monotonic()
-    result = doctor(python)
-    took = time.monotonic() - started
+    result = doctor(python)  # within doctor()'s time-out, far above what it needs
 
     assert result.returncode == 0 and result.stderr == "", result.stdout + result.stderr
     out = result.stdout.splitlines()
@@ -103,7 +101,6 @@ def test_record_rows_are_read_once_each_and_capped(venv: tuple[Path, Path], sos:
     assert "      and 4980 more" in out and sum("gone" in line for line in out) == 20
     assert "  endless 1.0: not judged: RECORD: over 500000 rows: not judged" in out
     assert "  wide 1.0: not judged: RECORD: over 20000 native files: not judged" in out
-    assert took < 100, took  # a bound far above its need: a hang, not a slow machine, fails it
 
 
 def test_a_top_level_line_is_a_name_never_a_pattern(venv: tuple[Path, Path], sos: dict[str, Path]) -> None:
