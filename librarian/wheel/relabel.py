@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from librarian import progress
-from librarian.coords import Label, WheelName, version_of
+from librarian.coords import Label, WheelName
 from librarian.errors import LibrarianError, Refused
 from librarian.facts import WheelFacts
 from librarian.pool import Pipeline, jobs_for
@@ -113,11 +113,7 @@ def retag_with_directory(
     new_name = name.with_label(label)
     dest = out_dir / str(new_name)
     with open_wheel(src, directory=source) as w:
-        metadata, headers = w.headers("METADATA")
-        if version_of(headers.get("Version", [""])[0]) != name.version:
-            raise w.bad(
-                f"{w.dist_info}/METADATA: Version {headers.get('Version')} does not match the filename"
-            )
+        metadata, _ = w.metadata_of(name.version)
         record = Record(w)
         metadata_info = w.member("METADATA")
         record.expected(metadata_info.orig_filename)

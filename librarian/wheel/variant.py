@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from librarian import progress
-from librarian.coords import version_of
 from librarian.errors import BadInput
 from librarian.safeio import atomic_output
 from librarian.variant_format import VARIANT_JSON
@@ -44,9 +43,7 @@ class Written:
 
 def _checked_metadata(w: OpenWheel) -> bytes:
     """METADATA, its Version checked against the filename; a variant wheel refused as a source."""
-    metadata, headers = w.headers("METADATA")
-    if version_of(headers.get("Version", [""])[0]) != parse_filename(w.path).version:
-        raise w.bad(f"{w.dist_info}/METADATA: Version {headers.get('Version')} does not match the filename")
+    metadata, _ = w.metadata_of(parse_filename(w.path).version)
     if any(i.orig_filename == f"{w.dist_info}/{VARIANT_JSON}" for i in w.infos):
         raise w.bad(f"already a variant wheel ({w.dist_info}/{VARIANT_JSON})")
     return metadata

@@ -144,6 +144,16 @@ class OpenWheel:
         data = self.read_small(self.member(leaf))
         return data, _headers(data, self.path, f"{self.dist_info}/{leaf}")
 
+    def metadata_of(self, version: Version) -> tuple[bytes, dict[str, list[str]]]:
+        """METADATA (bytes and headers), its ``Version`` held to ``version`` (the filename's): the one check
+        every rewrite of a wheel makes before it changes a byte; BadWheel naming both otherwise."""
+        metadata, headers = self.headers("METADATA")
+        if version_of(headers.get("Version", [""])[0]) != version:
+            raise self.bad(
+                f"{self.dist_info}/METADATA: Version {headers.get('Version')} does not match the filename"
+            )
+        return metadata, headers
+
     def raw_whole(self, info: zipfile.ZipInfo) -> bytes:
         """A small member's compressed bytes in one ``pread``."""
         return zipraw.read_at(self.f.fileno(), self.offsets[info.orig_filename], info.compress_size)
