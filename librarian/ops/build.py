@@ -34,6 +34,7 @@ from librarian.ops.build_request import BuildRequest, check_nvcc, max_jobs
 from librarian.ops.build_run import BuildLog, Say, run_logged
 from librarian.ops.build_sandbox import sandbox_prefix
 from librarian.ops.build_source import build_tools, spec_arguments, stage_source
+from librarian.probe.libc import detect_glibc
 from librarian.probe.target import Target, probe_target
 from librarian.probe.toolchain import Nvcc, detect_cores, detect_memory, find_nvcc
 from librarian.probe.torch import detect_torch, detect_torch_site
@@ -281,6 +282,13 @@ def build(request: BuildRequest, settings: BuildSettings, folder: Path, say: Say
     say(f"using {nvcc}")
     if warning:
         say(f"warning: {warning}")
+    if (host := detect_glibc().value) is not None and host[:2] > request.glibc:  # said before compiling
+        say(
+            f"warning: this host's glibc {format_version(host[:2])} is above {format_version(request.glibc)}, "
+            "the floor plan counts at: a wheel linked here may need newer symbols and be refused after "
+            f"compiling (build in the combo's builder image, or pass --glibc {format_version(host[:2])} to "
+            "count at this host's)"
+        )
     cache = settings.cache or build_cache()
     logs = cache / "logs"
     logs.mkdir(parents=True, exist_ok=True)

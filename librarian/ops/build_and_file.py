@@ -128,13 +128,6 @@ def build_and_file(
     if request.package is None and (declared := declared_name(request.spec)) is not None:
         request = request.expecting(declared)
     options = replace(options, label=request.combo.label, sms=request.sms, trust_sm=False)
-    check_nvcc(find_nvcc(), request.combo.cuda)  # a refusal is the one line, before the warning below
-    if (host := _host_glibc()) is not None and host > request.glibc:
-        say(
-            f"warning: this host's glibc {format_version(host)} is above {format_version(request.glibc)}, the "
-            "floor plan counts at: a wheel linked here may need newer symbols and be refused after compiling "
-            f"(build in the combo's builder image, or pass --glibc {format_version(host)} to count at this host's)"
-        )
     with bounded(), build_folder(settings.keep) as folder:
         if settings.keep:
             say(f"build folder (kept): {folder}")
@@ -167,14 +160,6 @@ def build_and_file(
         if earlier is not None:
             build_kept.forget(request, settings.cache)
     return BuildOutcome(out, prepared.staged.name, built.log, plan, built.arch_list, built.torch)
-
-
-def _host_glibc() -> MajorMinor | None:
-    """This build host's glibc (``None``: not a glibc Linux)."""
-    from librarian.probe.libc import detect_glibc
-
-    found = detect_glibc().value
-    return (found[0], found[1]) if found else None
 
 
 def check_built(wheel: Path, request: BuildRequest, environment: frozenset[str]) -> None:

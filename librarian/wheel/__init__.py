@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time they are loaded o
     from librarian.wheel.metadata_checks import metadata_problems, warn_of_links
     from librarian.wheel.opened import OpenedWheel
     from librarian.wheel.ownership import TORCH_ENVIRONMENT, foreign_members, ownership_problem
+    from librarian.wheel.record import digest_field
     from librarian.wheel.relabel import Rewritten, retag
     from librarian.wheel.variant import build_digest, variant_problems, write_variant
     from librarian.wheel.wheelfile import WheelInfo, said_of, torch_requirement
@@ -31,6 +32,7 @@ _FACE = {
     "foreign_members": "ownership",
     "ownership_problem": "ownership",
     "DeepRead": "deep",
+    "digest_field": "record",
     "Rewritten": "relabel",
     "WheelInfo": "wheelfile",
     "inspect_path": "members",
@@ -58,6 +60,7 @@ __all__ = [
     "Rewritten",
     "WheelInfo",
     "build_digest",
+    "digest_field",
     "dynamic_symbols",
     "foreign_members",
     "glibc_symbols",
