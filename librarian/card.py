@@ -4,8 +4,10 @@ card a person wrote around it (front matter kept, our block replaced between its
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from urllib.parse import quote
 
+from librarian.build_failure import BuildFailure
 from librarian.catalogue import page_path, project_name
 from librarian.coords import format_version
 from librarian.coverage import coverage, render_coverage
@@ -61,6 +63,7 @@ def render_card_block(
     install: str | None = None,
     revision: str | None = None,
     held: frozenset[str] = frozenset(),
+    failures: Sequence[BuildFailure] = (),
 ) -> str:
     """librarian's part of the dataset card, markers included: how to install, and the coverage table.
 
@@ -97,6 +100,7 @@ def render_card_block(
     else:  # no wheel yet: the line's shape
         pinned = f"{package} @ {endpoint}/datasets/{repo_id}/resolve/COMMIT/{quote(path)} --hash=sha256:{sha}"
     variants = _variants_section(index, repo_id, endpoint)
+    builds = _builds_section(index, failures)
     return f"""{BEGIN}
 ## Install
 
@@ -142,11 +146,45 @@ path = hf_hub_download("{repo_id}", "{path}", repo_type="dataset")
 ```
 {table}
 ```
-
+{builds}
 `index.json` and `index/<package>.json` list every wheel with its sha256, tags and what its binaries need.
 librarian rewrites only this block, between its two markers; edit anything outside it.
 {END}
 """
+
+
+MAX_CARD_FAILURES = 20  # failed builds listed on the card (the rest counted)
+
+
+def _builds_section(index: Index, failures: Sequence[BuildFailure]) -> str:
+    """How the wheels were built (their build records: sources, toolchains, seconds) and the builds that
+    failed (plan leaves their cells out until the source or toolchain changes); empty when neither."""
+    built = {(e.sha256, e.build) for e in index.entries if e.build is not None}
+    if not built and not failures:
+        return ""
+    lines = ["", "## Builds", ""]
+    if built:
+        records = [b for _, b in built if b is not None]
+        sources = sorted({b.source.describe() for b in records})
+        nvccs = sorted({b.toolchain.nvcc for b in records if b.toolchain.nvcc})
+        hours = sum(b.seconds for b in records) / 3600
+        lines.append(
+            f"{len(records)} build(s) by librarian recorded in the index ({hours:.1f} h of compiling; nvcc "
+            f"{', '.join(nvccs) or 'unknown'}), from {len(sources)} source(s): {'; '.join(sources[:5])}"
+            f"{' ...' if len(sources) > 5 else ''}."
+        )
+    if failures:
+        head = f"Failed builds ({len(failures)}), left out of `librarian plan` until their source or toolchain changes"
+        lines += ["", f"{head} (`--retry-failed`):", ""]
+        for f in sorted(failures, key=lambda f: f.path)[:MAX_CARD_FAILURES]:
+            c = f.cells
+            lines.append(
+                f"- {c.package} {c.version} {c.combo_name} {', '.join('sm' + s for s in c.sms)} ({f.date}): "
+                f"{f.reason[:200]}"
+            )
+        if len(failures) > MAX_CARD_FAILURES:
+            lines.append(f"- and {len(failures) - MAX_CARD_FAILURES} more (`failures/` in this repo)")
+    return "\n".join(lines) + "\n"
 
 
 def _variants_section(index: Index, repo_id: str, endpoint: str) -> str:

@@ -61,6 +61,7 @@ class Settings:
     license: str | None = None  # the Hub card's front matter ``license``
     install: str | None = None  # the card's one line that installs librarian (it is not on PyPI by that name)
     variants: bool = False  # publish and reindex file wheel-variant copies (``variants = true``)
+    build_cache: str | bool | None = None  # the compile cache's folder, or ``false`` (off); None: not set
 
 
 def _read_tool_table(directory: Path) -> tuple[dict[str, Any], str] | None:
@@ -79,13 +80,15 @@ def _read_tool_table(directory: Path) -> tuple[dict[str, Any], str] | None:
         for key in table_path:
             data = data.get(key, {}) if isinstance(data, dict) else {}
         if isinstance(data, dict) and data:
-            unknown = set(data) - {"repo", "layout", "license", "install", "variants"}
+            unknown = set(data) - {"repo", "layout", "license", "install", "variants", "build-cache"}
             if unknown:
                 raise BadInput(f"{path}: unknown librarian settings: {', '.join(sorted(unknown))[:200]}")
             for key, value in data.items():
                 if key == "variants":
                     if not isinstance(value, bool):
                         raise BadInput(f"{path}: librarian setting 'variants' must be true or false")
+                    continue
+                if key == "build-cache" and value is False:
                     continue
                 if not isinstance(value, str) or not value or len(value) > 4096:
                     raise BadInput(
@@ -102,10 +105,7 @@ def load_settings(repo: str | None = None, cwd: Path | None = None) -> Settings:
     license = str(table["license"]) if table.get("license") else None
     install = str(table["install"]) if table.get("install") else None
     variants = table.get("variants") is True
-    if repo:
-        return Settings(repo, layout, license, install, variants)
-    if env := os.environ.get(ENV_REPO):
-        return Settings(env, layout, license, install, variants)
-    if "repo" in table:
-        return Settings(str(table["repo"]), layout, license, install, variants)
-    return Settings(DEFAULT_REPO, layout, license, install, variants)
+    cache = table.get("build-cache")
+    build_cache = False if cache is False else (str(cache) if cache else None)
+    where = repo or os.environ.get(ENV_REPO) or str(table.get("repo") or DEFAULT_REPO)
+    return Settings(where, layout, license, install, variants, build_cache)

@@ -17,6 +17,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from librarian.build_failure import BuildFailure
 from librarian.card import CARD, merge_card, render_card_block
 from librarian.catalogue import is_generated, render_catalogue
 from librarian.index import Index
@@ -36,6 +37,7 @@ class CardSource:
     install: str | None = None  # the one line that installs librarian ([tool.librarian] install)
     revision: str | None = None  # the commit the change is made on: the card's pinned example names it
     held: frozenset[str] = frozenset()  # the wheel paths that commit holds (what a pin to it can name)
+    failures: tuple[BuildFailure, ...] = ()  # the failed builds the store remembers (the card lists them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +98,9 @@ def render_card(index: Index, card: CardSource) -> bytes | None:
     for revision, held in (
         [kept] if kept is not None else [(None, frozenset[str]()), (card.revision, card.held)]
     ):
-        block = render_card_block(index, card.repo_id, card.endpoint, card.install, revision, held)
+        block = render_card_block(
+            index, card.repo_id, card.endpoint, card.install, revision, held, card.failures
+        )
         merged = merge_card(text, block, card.repo_id, card.license).encode()
         if merged == card.current:
             return None

@@ -12,6 +12,7 @@ from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from librarian.build_record import BuildRecord
 from librarian.coords import Cell, GpuArch, Label, WheelName, format_version, parse_cuda, parse_torch
 from librarian.errors import StoreError
 from librarian.facts import WheelFacts, facts_from_json, facts_to_json
@@ -102,6 +103,7 @@ class IndexEntry:
     ] = ()  # the publish flags that accepted a check on it (``--allow-glibc-mismatch``)
     variant: VariantRef | None = None  # its wheel-variant copy filed beside it, where the store makes them
     requires_torch: str | None = None  # METADATA's Requires-Dist on torch: pull and the pip pages honour it
+    build: BuildRecord | None = None  # how librarian built it (source, toolchain, seconds, runner), if it did
 
     @property
     def variant_path(self) -> str | None:
@@ -154,6 +156,8 @@ class IndexEntry:
             data["variant"] = self.variant.to_json()
         if self.requires_torch:
             data["requires_torch"] = self.requires_torch
+        if self.build is not None:
+            data["build"] = self.build.to_json()
         return data
 
     @property
@@ -211,6 +215,7 @@ class IndexEntry:
             requires_torch = data.get("requires_torch")
             if requires_torch is not None and not isinstance(requires_torch, str):
                 raise TypeError("'requires_torch' is not a string")
+            build = BuildRecord.from_json(data["build"]) if data.get("build") is not None else None
             entry = cls(
                 path,
                 sha,
@@ -225,6 +230,7 @@ class IndexEntry:
                 tuple(overrides),
                 VariantRef.from_json(variant) if variant is not None else None,
                 requires_torch or None,
+                build,
             )
             entry.name  # noqa: B018 - the filename must parse
             entry.requires_python_spec  # noqa: B018 - and Requires-Python, if any

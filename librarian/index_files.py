@@ -33,8 +33,9 @@ from librarian.layout import Layout, check_store_path
 # (and verify-clean) until something new is written to it; the root is at the highest of its shards.
 # 3: an entry may record its ``variant``, the wheel-variant copy filed beside it (PEP 825); written at 3
 # only in a shard that has one.
-SCHEMA = 3
-READABLE_SCHEMAS = (1, 2, 3)
+# 4: an entry may record its ``build`` (source, toolchain, seconds, runner); written at 4 only in a shard that has one.
+SCHEMA = 4
+READABLE_SCHEMAS = (1, 2, 3, 4)
 _SCHEMA_2_BINARY_FIELDS = ("extension", "no_kernels", "torch_symbols")
 ROOT = "index.json"
 # Limits on what an index file may hold, so hostile content fails in one line instead of exhausting
@@ -46,6 +47,8 @@ def _schema_of(entry: Any) -> int:
     """The schema an entry's JSON needs: 2 where it uses a field schema 1 did not have, 3 with a variant."""
     if not isinstance(entry, dict):
         return 1
+    if "build" in entry:
+        return 4
     if "variant" in entry:
         return 3
     facts = entry.get("facts")

@@ -44,6 +44,9 @@ def own_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
     """librarian's caches under ``~/.cache`` (the readings of adopted wheels, build environments) go to a
     folder of the test's own, never the user's, unless the test sets ``LIBRARIAN_CACHE`` itself."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    # builds compile uncached unless a test asks for the compile cache (on by default, it would install
+    # ccache into each build environment from the package index: the suite stays offline)
+    monkeypatch.setenv("LIBRARIAN_BUILD_CACHE", "off")
 
 
 @pytest.fixture

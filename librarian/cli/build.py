@@ -14,9 +14,11 @@ from librarian.cli.options import (
     InstallerOpt,
     JsonOpt,
     KeepOpt,
+    NoCompileCacheOpt,
     RepairOpt,
     SandboxOpt,
     TorchIndexOpt,
+    cache_folder,
     check_installer,
     store_and_layout,
 )
@@ -91,6 +93,7 @@ def build(
     keep: KeepOpt = False,
     sandbox: SandboxOpt = False,
     compile_cache: CompileCacheOpt = None,
+    no_cache: NoCompileCacheOpt = False,
     repair: RepairOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -128,8 +131,7 @@ def build(
         torch_index=torch_index,
         keep=keep,
         sandbox=sandbox,
-        compile_cache=compile_cache is not None,
-        compile_cache_dir=compile_cache if compile_cache and str(compile_cache) not in ("", ".") else None,
+        compile_cache=cache_folder(compile_cache, no_cache, repo),
     )
     options = PublishOptions(layout=layout, variants=load_settings(repo).variants)
     progress = ui.BuildProgress()
@@ -143,7 +145,7 @@ def build(
 def render(done: BuildOutcome, to: Destination) -> None:
     """What was filed (publish's lines), or the wheel's path; ``--json``: one document."""
     if ui.state.json:
-        published = done.published
+        published, built = done.published, done.built
         location = to.store.location if to.store is not None else None
         ui.emit_json(
             {
@@ -152,6 +154,9 @@ def render(done: BuildOutcome, to: Destination) -> None:
                 "log": str(done.log),
                 "TORCH_CUDA_ARCH_LIST": done.arch_list,
                 "torch": done.torch.version,
+                "seconds": round(built.seconds) if built else None,
+                "compile_cache": built.cache.to_json() if built and built.cache else None,
+                "build": built.record.to_json() if built and built.record else None,
                 "published": published.to_json(
                     location or "", dry_run=False, stage=to.stage, manifest=to.manifest
                 )

@@ -4,7 +4,8 @@ and the build jobs a store still lacks."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,6 +17,10 @@ from librarian.machine import parse_major_minor
 from librarian.pytorch.matrix import Selection, load_matrix
 from librarian.pytorch.matrix_render import github_matrix, matrix_json, render_table
 from librarian.pytorch.refresh import refresh
+
+if TYPE_CHECKING:
+    from librarian.build_record import Source
+    from librarian.ops.holdings import Spec
 
 app = typer.Typer(rich_markup_mode=None)
 matrix_app = typer.Typer(
@@ -199,6 +204,32 @@ def plan(
     ] = False,
     github: GithubOpt = False,
     split: SplitOpt = False,
+    budget: Annotated[
+        str | None,
+        typer.Option(
+            "--budget",
+            help="Each job's estimate within this time (e.g. 5h30m; GitHub-hosted jobs stop at 6h): a combo's "
+            "GPUs cut into several jobs where they would take longer.",
+        ),
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="What the jobs build (a source folder or sdist; default: the release from the package "
+            "index), compared with the failures and builds the store recorded.",
+        ),
+    ] = None,
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed", help="Plan the cells whose recorded build failed, again.")
+    ] = False,
+    rebuild_other_source: Annotated[
+        bool,
+        typer.Option(
+            "--rebuild-other-source",
+            help="Plan again the held cells built from another source of the version.",
+        ),
+    ] = False,
     repo: RepoOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -208,6 +239,7 @@ def plan(
     """
     # Imported here: plan reads the index and judges wheels; 'matrix' alone must not load all that.
     from librarian.ops import plan as plan_op
+    from librarian.ops.plan_budget import parse_budget
 
     if (sm is None) == (sm_from is None):
         raise BadInput("plan: pass --sm (e.g. --sm 89, repeatable) or --sm-from store, one of the two")
@@ -229,10 +261,32 @@ def plan(
         every = {c.python for c in loaded.select(sel)}
         sel = replace(sel, python=frozenset(p for p in every if not p.free_threaded))
     store, layout = store_and_layout(repo, publishing=True)  # a local store not made yet holds nothing
-    result = plan_op.plan(store, layout, loaded, sel, parsed_specs, sms, glibc=floor, ptx=ptx)
+    history = plan_op.History(
+        sources=plan_sources(source, parsed_specs),
+        retry_failed=retry_failed,
+        rebuild_other_source=rebuild_other_source,
+        budget=parse_budget(budget) if budget is not None else None,
+    )
+    result = plan_op.plan(
+        store, layout, loaded, sel, parsed_specs, sms, glibc=floor, ptx=ptx, history=history
+    )
     if github:
         ui.emit_json(result.github(split=split))
     elif as_json:
         ui.emit_json(result.to_json())
     else:
         ui.out(result.render())
+
+
+def plan_sources(source: str | None, specs: list[Spec]) -> dict[Spec, Source]:
+    """``--source``: what every spec's jobs build (one spec), read for its identity; BadInput where it is
+    no folder or file."""
+    from librarian.ops.build_facts import source_of
+
+    if source is None:
+        return {}
+    if len(specs) != 1:
+        raise BadInput("--source: names what one spec's jobs build; plan one spec with it")
+    if not Path(source).exists():
+        raise BadInput(f"--source {source}: no such folder or sdist")
+    return {specs[0]: source_of(source, source)}

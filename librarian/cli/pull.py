@@ -12,6 +12,7 @@ import typer
 
 from librarian.cli import ui
 from librarian.cli.options import (
+    CompileCacheOpt,
     CpuOpt,
     CudaOpt,
     DriverOpt,
@@ -19,6 +20,7 @@ from librarian.cli.options import (
     InstallerOpt,
     JsonOpt,
     KeepOpt,
+    NoCompileCacheOpt,
     OsOpt,
     PlatformOpt,
     PresetOpt,
@@ -28,6 +30,7 @@ from librarian.cli.options import (
     SmOpt,
     TorchIndexOpt,
     TorchOpt,
+    cache_folder,
     check_installer,
     machine_of,
     store_and_layout,
@@ -116,6 +119,8 @@ def pull(
     repair: RepairOpt = False,
     build_installer: InstallerOpt = "auto",
     torch_index: TorchIndexOpt = None,
+    compile_cache: CompileCacheOpt = None,
+    no_cache: NoCompileCacheOpt = False,
     fix: Annotated[
         bool,
         typer.Option(
@@ -144,9 +149,10 @@ def pull(
         raise BadInput(
             "--install and --requirements: choose one (the file is for installing without librarian)"
         )
-    if (source or publish or keep or repair) and not build:
+    if (source or publish or keep or repair or compile_cache or no_cache) and not build:
         raise BadInput(
-            "--source, --publish, --keep and --repair go with --build (pull --build builds on a miss)"
+            "--source, --publish, --keep, --repair, --cache and --no-cache go with --build (pull --build "
+            "builds on a miss)"
         )
     if create and not publish:
         raise BadInput("--create: goes with --build --publish (the store the build is filed in)")
@@ -205,6 +211,7 @@ def pull(
                 publish=publish,
                 repair=repair,
                 variants=variants,
+                compile_cache=cache_folder(compile_cache, no_cache, repo),
             )
         store, layout = store_and_layout(repo, create=create, publishing=build and publish)
         report, built = pull_build.pull_or_build(

@@ -16,17 +16,21 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from librarian.coords import MajorMinor, format_dotted, format_version
-from librarian.errors import BadInput, Refused
+from librarian.build_failure import MAX_TAIL, BuildFailure, FailedCells, failure_path
+from librarian.build_record import Toolchain
+from librarian.coords import MajorMinor, format_dotted, format_version, package_key
+from librarian.errors import BadInput, LibrarianError, Refused
 from librarian.index import Index
 from librarian.machine import TorchInfo
 from librarian.ops import build_kept
 from librarian.ops import repair as repair_op
-from librarian.ops.build import BuildFailed, BuildSettings, build
+from librarian.ops.build import BuildFailed, BuildSettings, Built, build
+from librarian.ops.build_facts import first_error, now, runner_of
 from librarian.ops.build_processes import bounded
 from librarian.ops.build_request import BuildRequest, check_host, check_nvcc, request_from_flags
 from librarian.ops.build_run import Say, build_folder
 from librarian.ops.build_source import declared_name
+from librarian.ops.failures import record_failure
 from librarian.ops.holdings import Cell, Spec, accepted_tags, holdings
 from librarian.ops.prepare import PreparedWheel, PublishOptions, prepare_one
 from librarian.ops.publish import PublishPlan, file_prepared, plan_publish
@@ -34,6 +38,7 @@ from librarian.ops.resolve import Wants
 from librarian.probe.toolchain import detect_host, find_nvcc
 from librarian.pytorch.matrix import Matrix
 from librarian.pytorch.releases import Platform
+from librarian.redact import mask
 from librarian.safeio import atomic_path
 from librarian.stores.base import Store
 from librarian.wheel import glibc_symbols
@@ -63,6 +68,7 @@ class BuildOutcome:
     published: PublishPlan | None
     arch_list: str
     torch: TorchInfo
+    built: Built | None = None  # the build itself: its seconds, what the compile cache served, its record
 
 
 def machine_request(
@@ -136,8 +142,13 @@ def build_and_file(
             say(
                 f"reusing {earlier.wheel.name}, built before and refused for its glibc floor: not compiling again"
             )
-        built = earlier or build(request, settings, folder, say, step)
-        check_built(built.wheel, request, built.environment_packages)
+        try:
+            built = earlier or build(request, settings, folder, say, step)
+            check_built(built.wheel, request, built.environment_packages, built)
+        except BuildFailed as e:
+            if to.store is not None:
+                _remember(to.store, request, e, e.log, say)
+            raise
         wheel = repair_op.repair(built.wheel, built.log, say) if repair else built.wheel
         scratch = folder / "checked"
         scratch.mkdir()
@@ -148,6 +159,7 @@ def build_and_file(
                 f"{e} (built with TORCH_CUDA_ARCH_LIST={built.arch_list}; log: {built.log}; --keep keeps the wheel)"
             ) from e
         assert prepared is not None  # a build here makes no macOS wheel
+        prepared = replace(prepared, build=built.record)
         try:
             check_cells(prepared, request, options)
         except FloorRefused as e:  # kept: a rerun with --glibc files it without compiling again
@@ -156,15 +168,70 @@ def build_and_file(
         out = _write_to(prepared, to.out) if to.out is not None else None
         plan = None
         if to.store is not None:
-            plan = file_prepared(to.store, [prepared], options, scratch, stage=to.stage, manifest=to.manifest)
+            settles = (failure_path(cells),) if (cells := failed_cells(request)) is not None else ()
+            plan = file_prepared(to.store, [prepared], options, scratch, stage=to.stage, manifest=to.manifest,
+                                 settles=settles)  # fmt: skip
         if earlier is not None:
             build_kept.forget(request, settings.cache)
-    return BuildOutcome(out, prepared.staged.name, built.log, plan, built.arch_list, built.torch)
+    return BuildOutcome(out, prepared.staged.name, built.log, plan, built.arch_list, built.torch, built)
 
 
-def check_built(wheel: Path, request: BuildRequest, environment: frozenset[str]) -> None:
+# The steps whose failure is the source's (or the toolchain's) to remember: an install that fails is the
+# network's or the index's, and is tried again on the next run.
+REMEMBERED = ("compile", "check")
+
+
+def failed_cells(request: BuildRequest) -> FailedCells | None:
+    """The cells a failure record of ``request`` names; ``None`` where the package or version is not known."""
+    if request.package is None or request.version is None:
+        return None
+    c = request.combo
+    return FailedCells(package_key(request.package), str(request.version), format_version(c.torch),
+                       format_version(c.cuda), str(c.python), c.platform.value,
+                       tuple(str(s.sm) for s in request.sms))  # fmt: skip
+
+
+def _remember(store: Store, request: BuildRequest, e: BuildFailed, log: Path | None, say: Say) -> None:
+    """Record the failed build in ``store`` (one line said), where it is the source's and its cells are
+    known; a record that cannot be written is said, and the build's own failure stands."""
+    if e.step not in REMEMBERED or e.source is None:
+        return
+    cells = failed_cells(request)
+    if cells is None:
+        say(
+            "the failure is not recorded: nothing says the package and version built (build --job, or "
+            "NAME==VERSION)"
+        )
+        return
+    failure = BuildFailure(cells, e.source, e.toolchain or Toolchain(), now(), e.step,
+                           tuple(mask(line) for line in e.tail[-MAX_TAIL:]), runner_of(), request.recipe,
+                           mask(first_error(log)) if log is not None else "")  # fmt: skip
+    try:
+        record_failure(store, failure)
+    except LibrarianError as problem:
+        say(f"the failure is not recorded in {store.location}: {problem}")
+        return
+    say(
+        f"recorded the failure in {store.location}/{failure.path}: plan leaves these cells out until the "
+        "source or the toolchain changes (plan --retry-failed plans them again)"
+    )
+
+
+def check_built(
+    wheel: Path, request: BuildRequest, environment: frozenset[str], built: Built | None = None
+) -> None:
     """BuildFailed (exit 1) unless the wheel is the one asked: the package (never one of the build
     environment's, torch first), the version the spec pins, tags for the asked interpreter and platform."""
+    try:
+        _check_built(wheel, request, environment)
+    except BuildFailed as e:  # the build's own facts, for its failure record
+        e.step = "check"
+        if built is not None and built.record is not None:
+            e.source, e.toolchain, e.log = built.record.source, built.record.toolchain, built.log
+        raise
+
+
+def _check_built(wheel: Path, request: BuildRequest, environment: frozenset[str]) -> None:
     what = f"{request.spec}: the build made {wheel.name}"
     try:
         name, version, _, tags = parse_wheel_filename(wheel.name)

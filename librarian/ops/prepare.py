@@ -14,6 +14,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from librarian import progress
+from librarian.build_record import BuildRecord
 from librarian.coords import GpuArch, Label, WheelName
 from librarian.demands import Wheel
 from librarian.errors import BadInput, BadWheel, LibrarianError, Refused
@@ -53,6 +54,7 @@ class PreparedWheel:
     origin: str = (
         ""  # where it was taken from, as it may be printed (a URL, a store path), if not a file here
     )
+    build: BuildRecord | None = None  # how librarian built it, when it did (kept in its index entry)
 
 
 @dataclass(frozen=True, slots=True)

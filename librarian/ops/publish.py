@@ -198,6 +198,7 @@ def plan_publish(
                 wheel.metadata_sha256 or None,
                 wheel.overrides,
                 requires_torch=wheel.requires_torch,
+                build=wheel.build,
             )
             if variant_of is not None:
                 ref = _variant_for(wheel, entry, variant_of, filed, [*index.entries, *entries])
@@ -349,9 +350,11 @@ def file_prepared(
     dry_run: bool = False,
     stage: bool = False,
     manifest: Path | None = None,
+    settles: Sequence[str] = (),
 ) -> PublishPlan:
     """File wheels :func:`prepare` made (their labelled copies in ``scratch``, which variants go to too):
-    one change to ``store``, a stage, or a manifest; only the plan with ``dry_run``."""
+    one change to ``store``, a stage, or a manifest; only the plan with ``dry_run``. ``settles``: files the
+    change removes where the store holds them (the failure record of a build that now succeeded)."""
     layout = options.layout
     assert layout is not None
     variant_of = _variant_maker(scratch / "variants") if options.variants and not dry_run else None
@@ -371,6 +374,9 @@ def file_prepared(
 
     def planner(index: Index) -> tuple[Changes, PublishPlan]:
         plan = plan_publish(index, wheels, options, variant_of)
+        held = tuple(path for path in settles if store.read_file(path) is not None)
+        if held and not plan.changes.empty:
+            plan = replace(plan, changes=replace(plan.changes, deletes=(*plan.changes.deletes, *held)))
         return plan.changes, plan
 
     applied: Applied[PublishPlan] = store.update(planner, layout)

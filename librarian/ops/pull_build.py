@@ -45,6 +45,7 @@ class OnMiss:
     publish: bool = False
     repair: bool = False
     variants: bool = False  # file a variant copy beside what it files (the store's settings say)
+    compile_cache: Path | None = None  # the compile cache's folder (None: uncached)
 
 
 def build_requests(
@@ -78,7 +79,11 @@ def _settings(on_miss: OnMiss) -> BuildSettings:
     combo = next(iter(on_miss.requests.values())).combo
     torch_from = target_torch(Path(target), combo) if target else None
     return BuildSettings(
-        installer=on_miss.installer, torch_index=on_miss.torch_index, keep=on_miss.keep, torch_from=torch_from
+        installer=on_miss.installer,
+        torch_index=on_miss.torch_index,
+        keep=on_miss.keep,
+        torch_from=torch_from,
+        compile_cache=on_miss.compile_cache,
     )
 
 

@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from librarian import progress
+from librarian.build_failure import BuildFailure
+from librarian.build_record import BuildRecord
 from librarian.coords import Cell, Label, WheelName
 from librarian.demands import Claim, Demand, Wheel, claims, judge_cell
 from librarian.errors import LibrarianError
 from librarian.facts import WheelFacts
 from librarian.index import IndexEntry, entry_problems
 from librarian.layout import Layout
+from librarian.ops.failures import read_failures
 from librarian.ops.placement import Accepted, Problem, check_placement
 from librarian.ops.tree import is_wheel
 from librarian.ops.verify_files import check_catalogue, check_metadata_files, check_variants
@@ -44,6 +47,8 @@ class VerifyReport:
     staged: tuple[str, ...] = ()  # wheels staged by ``publish --stage``, awaiting ``reindex``: not a problem
     deep: bool = False
     accepted: tuple[Accepted, ...] = ()  # findings a publish overrode, by the flag its entry records
+    builds: tuple[tuple[str, BuildRecord], ...] = ()  # the entries that record how librarian built them
+    failures: tuple[BuildFailure, ...] = ()  # failed builds the store remembers (plan leaves them out)
 
     def render(self) -> str:
         """Every problem, one line each, then what was accepted, what was checked and the state."""
@@ -51,6 +56,13 @@ class VerifyReport:
             f"{path}: staged, awaiting reindex" for path in self.staged
         ]
         lines += [str(a) for a in self.accepted]
+        lines += [f"{f.path}: a failed build, recorded {f.date}: {f.reason}" for f in self.failures]
+        if self.builds:
+            sources = len({b.source.key for _, b in self.builds})
+            lines.append(
+                f"{len(self.builds)} wheel(s) record their build ({sources} source(s); each one's source, "
+                "toolchain, seconds and runner: verify --json, ls --json)"
+            )
         state = f"{len(self.problems)} problem(s)" if self.problems else "all consistent"
         if self.accepted:
             state += f"; {len(self.accepted)} accepted at publish"
@@ -76,6 +88,8 @@ class VerifyReport:
             "problems": problems,
             "staged": list(self.staged),
             "accepted": accepted,
+            "builds": [{"path": path, "build": b.to_json()} for path, b in self.builds],
+            "failures": [{"path": f.path, **f.to_json()} for f in self.failures],
         }
 
 
@@ -321,6 +335,9 @@ def verify(
     problems.extend(check_variants(store, index, files, deep, judged))
     problems.extend(check_catalogue(store, index, files))
     problems.extend(Problem(path, why) for path, why in listing.strays)  # links, FIFOs, temp files, journal
+    remembered = read_failures(store, listing=listing)  # a corrupt record: named, never believed
+    problems.extend(Problem(path, why) for path, why in remembered.problems)
+    builds = tuple((e.path, e.build) for e in index.entries if e.build is not None)
     return VerifyReport(
         store.location,
         len(wheels),
@@ -328,6 +345,8 @@ def verify(
         tuple(staged),
         deep,
         tuple(sorted(dict.fromkeys(accepted))),
+        builds,
+        remembered.failures,
     )
 
 

@@ -200,6 +200,15 @@ class UploadStorage(Protocol):
 
 
 @runtime_checkable
+class ListsFolders(Protocol):
+    """A store that can list one folder without its whole tree (the Hub: one request, not the tree's
+    pages): plan and the card read the failure records so."""
+
+    def list_folder(self, folder: str) -> Listing:
+        """The files under ``folder`` (none where there is no such folder)."""
+
+
+@runtime_checkable
 class CachedReads(Protocol):
     """A store that can answer from what this machine already holds, reaching nothing: shell completion
     reads the index so, on every TAB (a local store's files; the Hub store's read cache)."""

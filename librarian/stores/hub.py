@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
 from librarian import progress
+from librarian.build_failure import FAILURES_DIR, MAX_RECORD_BYTES, BuildFailure, parse_failure
 from librarian.card import CARD
 from librarian.errors import BadInput, LibrarianError, StoreError, Unreachable
 from librarian.generated import CardSource, Generated, plan_generated
@@ -58,6 +59,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 MARKER = "librarian-change-id"
 MAX_ATTEMPTS = int(os.environ.get("LIBRARIAN_HUB_ATTEMPTS", "12"))
+MAX_READ_FAILURES = 200  # failure records read for the card (each is one small download)
 
 
 class HubStore(HubReader):
@@ -302,8 +304,29 @@ class HubStore(HubReader):
                 self.install,
                 parent,
                 frozenset(e.path for e in old.entries if e.path not in changes.deletes),
+                self._failure_records(),
             )
         return plan_generated(old, changes.index, tree=tree, card=card)
+
+    def _failure_records(self) -> tuple[BuildFailure, ...]:
+        """The failed builds this commit holds (``failures/``), for the card; a record that does not parse
+        is left out (verify names it), and a listing that fails leaves the card without them."""
+        try:
+            listed = self.list_folder(FAILURES_DIR)
+        except LibrarianError as e:
+            log.info("%s: failure records not read for the card (%s)", self.location, e)
+            return ()
+        found = []
+        for f in listed.files[:MAX_READ_FAILURES]:
+            if not f.path.endswith(".json") or f.size > MAX_RECORD_BYTES:
+                continue
+            try:
+                data = self.read_file(f.path)
+                if data is not None:
+                    found.append(parse_failure(data, f.path))
+            except (LibrarianError, ValueError):
+                continue
+        return tuple(found)
 
     def _landed(self, change_id: str) -> str | None:
         """The URL of the commit carrying ``change_id`` when it is in the history (its answer may have been lost)."""

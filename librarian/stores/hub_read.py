@@ -270,6 +270,29 @@ class HubReader:
             return Listing(())
         return self._listing_at(sha)
 
+    def list_folder(self, folder: str) -> Listing:
+        """The files under ``folder`` at the pinned commit: that folder's listing alone (a whole tree
+        already listed this run answers it)."""
+        sha = self._pinned()
+        if sha is None:
+            return Listing(())
+        if (held := self._listings.get(sha)) is not None:
+            return Listing(tuple(f for f in held.files if f.path.startswith(folder + "/")))
+
+        def listing() -> list[StoredFile]:
+            return [
+                StoredFile(item.path, item.size, item.lfs.sha256 if item.lfs else None)
+                for item in self.api.list_repo_tree(
+                    self.repo_id, path_in_repo=folder, recursive=True, repo_type=REPO_TYPE, revision=sha
+                )
+                if isinstance(item, RepoFile)
+            ]
+
+        try:
+            return Listing(tuple(sorted(self._read(f"{folder}/", listing), key=lambda f: f.path)))
+        except NoEntry:  # no such folder: nothing in it
+            return Listing(())
+
     def _listing_at(self, sha: str) -> Listing:
         """The whole tree at commit ``sha`` (listed once per run)."""
         held = self._listings.get(sha)
