@@ -109,6 +109,8 @@ def test_a_built_wheel_records_its_source_toolchain_seconds_and_runner(
     assert shard["schema"] == 4
     verified = run("verify")
     assert verified.code == 0 and "1 wheel(s) record their build (1 source(s)" in verified.out
+    (listed_build,) = json.loads(run("verify", "--json").out)["builds"]
+    assert listed_build == {"path": wheel["path"], "build": wheel["build"]}
 
     # held, from this source: nothing to do; from another: said, and planned again when asked
     assert _plan(run, "--source", str(src))["jobs"] == []
@@ -237,3 +239,45 @@ def test_a_build_that_succeeds_settles_the_failure_recorded_for_its_cells(
     assert not (tmp_path / RECORD).exists()  # removed in the change that filed the wheel
     assert "a failed build" not in run("verify").out
     assert _plan(run)["failed"] == [] and run("verify").code == 0
+
+
+def test_a_source_is_known_by_its_sdist_its_checkout_or_its_requirement(tmp_path: Path) -> None:
+    import subprocess
+
+    from librarian.ops.build_facts import file_sha256, source_of
+
+    tree = hostile_source(tmp_path)
+    git = ["git", "-C", str(tree), "-c", "user.email=a@b", "-c", "user.name=a"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run(
+        [*git, "remote", "add", "origin", "https://bot:ghp_s3cret@github.com/team/kern.git"], check=True
+    )
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    head = subprocess.run(
+        [*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    clean = source_of(str(tree), str(tree))
+    assert (clean.kind, clean.commit, clean.dirty) == ("folder", head, False)
+    assert clean.vcs_url == "https://github.com/team/kern.git" and "s3cret" not in json.dumps(clean.to_json())
+    assert (
+        clean.key == f"commit:{head}"
+        and clean.describe() == f"git https://github.com/team/kern.git @ {head[:12]}"
+    )
+    (tree / "hostile_mod.py").write_text("X = 3\n")
+    dirty = source_of(str(tree), str(tree))
+    assert dirty.dirty and dirty.key == f"sha256:{dirty.sha256}" and dirty.sha256 != clean.sha256
+    (tree / "build").mkdir()  # earlier build output is left out, as the build's copy leaves it out
+    (tree / "build" / "x.o").write_bytes(b"\0")
+    assert source_of(str(tree), str(tree)).sha256 == dirty.sha256
+    sdist = tmp_path / "kern-0.1.0.tar.gz"
+    sdist.write_bytes(b"not really a tarball")
+    assert source_of(str(sdist), str(sdist)) == Source("sdist", sdist.name, file_sha256(sdist))
+    assert source_of("kern==0.1.0", "kern==0.1.0") == Source("requirement", "kern==0.1.0")
+
+
+def test_cache_flags_go_with_a_build(run: Run) -> None:
+    refused = run("pull", "tinykern", "--sm", "89", "--torch", "2.9", "--cache", "/tmp/x")
+    assert refused.code == 2 and "--cache and --no-cache go with --build" in refused.err
+    both = run("build", ".", "--torch", "2.9", "--cuda", "13.0", "--sm", "89", "--cache", "c", "--no-cache")
+    assert both.code == 2 and "--cache and --no-cache: choose one" in both.err

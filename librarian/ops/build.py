@@ -53,6 +53,7 @@ __all__ = ["BuildFailed", "BuildSettings", "Built", "build", "build_cache", "tar
 
 log = logging.getLogger(__name__)
 
+NO_CACHE_RETRY = 86400.0  # seconds a build environment that could not install ccache is not asked again
 STEP = re.compile(r"^\[\d+/\d+\]|^building '|^Building wheel|nvcc |^creating |^running build")
 
 
@@ -205,15 +206,21 @@ def _compile(
 def _cache_for(
     where: Path, env: Environment, nvcc: Nvcc, folder: Path, run_env: dict[str, str], log: BuildLog, say: Say
 ) -> compile_cache.CompileCache | None:
-    """ccache for this build: on PATH, else installed into the build environment (a failure: uncached)."""
+    """ccache for this build: on PATH, else installed into the build environment (a failure: uncached, and
+    not tried again in that environment for a day, so that an offline machine does not wait on every build)."""
     installed = bin_dir(env.folder) / compile_cache.TOOL
     tool = compile_cache.find_tool(installed)
-    if tool is None:
+    tried = env.folder / ".librarian-no-ccache"
+    fresh = tried.exists() and time.time() - tried.stat().st_mtime < NO_CACHE_RETRY
+    if tool is None and not fresh:
         with contextlib.suppress(LibrarianError):  # said by start(): built uncached
             run_install(
                 env, [compile_cache.PACKAGE], log, f"the compile cache ({compile_cache.PACKAGE})", say
             )
         tool = compile_cache.find_tool(installed)
+        if tool is None:
+            with contextlib.suppress(OSError):
+                tried.write_bytes(b"")
     return compile_cache.start(tool, where, nvcc.toolkit, folder, run_env, say)
 
 
