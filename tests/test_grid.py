@@ -281,3 +281,34 @@ def test_cache_flags_go_with_a_build(run: Run) -> None:
     assert refused.code == 2 and "--cache and --no-cache go with --build" in refused.err
     both = run("build", ".", "--torch", "2.9", "--cuda", "13.0", "--sm", "89", "--cache", "c", "--no-cache")
     assert both.code == 2 and "--cache and --no-cache: choose one" in both.err
+
+
+def test_the_caches_remote_storage_passes_through_and_is_never_printed(tmp_path: Path) -> None:
+    from librarian.ops import compile_cache
+
+    toolkit = tmp_path / "cuda"
+    (toolkit / "bin").mkdir(parents=True)
+    (toolkit / "bin" / "nvcc").write_text("#!/bin/sh\nexit 0\n")
+    tool = tmp_path / "ccache"
+    tool.write_text('#!/bin/sh\n[ "$1" = --version ] && exit 0\nexec "$@"\n')
+    tool.chmod(0o755)
+    (build := tmp_path / "build").mkdir()
+    secret = "https://user:s3cret@cache.example/ccache|layout=bazel"
+    said: list[str] = []
+    cache = compile_cache.start(tool, tmp_path / "cc", str(toolkit), build,
+                                {"PATH": "/usr/bin:/bin", "CCACHE_REMOTE_STORAGE": secret}, said.append)  # fmt: skip
+    assert cache is not None and cache.env["CCACHE_REMOTE_STORAGE"] == secret  # untouched
+    (build / "ccache-stats.log").write_text(
+        "# a.cu\ndirect_cache_hit\n# b.cu\ncache_miss\n# c.cu\nremote_storage_hit\n"
+    )
+    line = cache.stats().line()
+    assert (
+        line
+        == f"compile cache (ccache, {tmp_path / 'cc'} and its remote storage): 1 of 2 compile(s) from the cache"
+    )
+    assert "s3cret" not in line + "".join(said)
+    broken = tmp_path / "broken"
+    broken.write_text("#!/bin/sh\nexit 3\n")
+    broken.chmod(0o755)
+    assert compile_cache.start(broken, tmp_path / "cc", str(toolkit), build, {}, said.append) is None
+    assert said == [f"compile cache: {broken} does not run; building uncached"]

@@ -97,7 +97,7 @@ def _git(folder: Path) -> tuple[str, str, bool] | None:
     if commit is None or not re.fullmatch(r"[0-9a-f]{40,64}", commit.strip()):
         return None
     url = _ask(["git", "-C", str(folder), "config", "--get", "remote.origin.url"]) or ""
-    status = _ask(["git", "-C", str(folder), "status", "--porcelain"])
+    status = _ask(["git", "-C", str(folder), "status", "--porcelain", "--", "."])  # this folder's tree
     return clean_url(url.strip()), commit.strip(), status is None or bool(status.strip())
 
 

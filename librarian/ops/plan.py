@@ -119,11 +119,16 @@ class Plan:
             jobs_of.setdefault((package_key(j.package or ""), j.version), []).append(j)
         held_of = collections.Counter(h.cell.spec for h in self.held)
         estimate_of = {id(j): e for j, e in zip(self.jobs, self.estimates, strict=False)}
+        failed_of = collections.Counter(f.cell.spec for f in self.failed)
         for spec in self.specs:
             jobs = jobs_of.get((spec.package, spec.version), [])
             held = held_of[spec]
             missing = sum(len(j.sms) for j in jobs)
-            lines.append(f"{spec.display}: {held} cell(s) held, {missing} missing in {len(jobs)} job(s)")
+            failed = failed_of[spec]
+            left = f", {failed} failed before (left out)" if failed else ""
+            lines.append(
+                f"{spec.display}: {held} cell(s) held, {missing} missing in {len(jobs)} job(s){left}"
+            )
             rows = [("TORCH", "CUDA", "PYTHON", "PLATFORM", "TORCH_CUDA_ARCH_LIST", "ESTIMATE")]
             rows += [
                 (
