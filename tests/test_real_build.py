@@ -32,6 +32,7 @@ def test_a_real_torch_cuda_extension_is_built_filed_and_judged_by_its_bytes(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LIBRARIAN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("LIBRARIAN_BUILD_CACHE")  # the compile cache as a user gets it: on, ccache from PyPI
     monkeypatch.delenv("CUDA_HOME", raising=False)
     # PyPI's torch is a CUDA build (13.0 for 2.14); the machine's pip configuration is left as it is
     monkeypatch.setenv("LIBRARIAN_TORCH_INDEX", "https://pypi.org/simple")
@@ -41,6 +42,7 @@ def test_a_real_torch_cuda_extension_is_built_filed_and_judged_by_its_bytes(
     plan = ("plan", "torchkern==0.1.0", *argv, "--repo", "store", "--json")
     assert [j["cells"] for j in json.loads(run(*plan).out)["jobs"]] == [["sm80", "sm89"]]
     built = run("build", str(src), *argv, "--repo", "store", "--create")
+    compiled = built.err  # what the compile said (a rerun for the glibc floor files the kept wheel, uncompiled)
     glibc: tuple[str, ...] = ()
     if built.code == 2 and "the floor plan counts at" in built.err:
         # Built on a host newer than torch's glibc 2.28: refused with the floor it needs, nothing filed;
@@ -51,7 +53,16 @@ def test_a_real_torch_cuda_extension_is_built_filed_and_judged_by_its_bytes(
         glibc = ("--glibc", ".".join(floor.split(".")[:2]))
         built = run("build", str(src), *argv, *glibc, "--repo", "store", "--create")
     assert built.code == 0, built.err
-    assert "TORCH_CUDA_ARCH_LIST=8.0;8.9" in built.err and "using nvcc 13." in built.err
+    assert "TORCH_CUDA_ARCH_LIST=8.0;8.9" in compiled and "using nvcc 13." in compiled
+    cold = [x for x in compiled.splitlines() if "compile cache (ccache, " in x]
+    assert cold and " 0 of " in cold[0], compiled
+    # the same source again, into another store: every compile from the cache (issue 55)
+    again = run("build", str(src), *argv, *glibc, "--repo", "store2", "--create", "--json")
+    assert again.code == 0, again.err
+    served = json.loads(again.out)["compile_cache"]
+    assert served["tool"] == "ccache" and served["hits"] >= 1 and served["misses"] == 0, served
+    record = json.loads(again.out)["build"]
+    assert record["toolchain"]["torch"].startswith("2.14.") and record["source"]["kind"] == "folder"
     after = json.loads(run(*plan, *glibc).out)  # plan -> build -> plan: the cells are held
     assert after["jobs"] == [] and sorted(h["sm"] for h in after["held"]) == ["80", "89"]
     stored = sorted((tmp_path / "store").rglob("*.whl"))
