@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CASE = """
 import json, os, resource, sys
 from pathlib import Path
-from librarian.ops.build_run import BuildLog, run_logged
+from librarian.ops.build.build_run import BuildLog, run_logged
 mib, path = int(sys.argv[1]), Path(sys.argv[2])
 log = BuildLog(path)
 flood = f"import sys\\nfor _ in range({mib}): sys.stdout.write('x' * (1 << 20))\\nsys.stdout.flush()"

@@ -24,8 +24,8 @@ from librarian.catalogue import render_catalogue
 from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label
 from librarian.index import Index, IndexEntry
-from librarian.ops.gc import plan_gc
-from librarian.ops.gc_policy import GcPolicy
+from librarian.ops.store.gc import plan_gc
+from librarian.ops.store.gc_policy import GcPolicy
 layout = load_layout()
 SMS = ("80", "86", "89", "90", "120")
 COMBOS = ((12, 8, 2, 8), (12, 6, 2, 8), (12, 8, 2, 7), (13, 0, 2, 9))

@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from librarian.config import load_layout
 from librarian.gpus import parse_real_sm
 from librarian.index import Index
-from librarian.ops.plan import History, Plan, Spec, make_plan, wanted_cells
-from librarian.ops.plan_budget import parse_budget
+from librarian.ops.grid.plan import History, Plan, Spec, make_plan, wanted_cells
+from librarian.ops.grid.plan_budget import parse_budget
 from librarian.pytorch.matrix import Selection, load_matrix
 
 GPUS = ("75", "80", "86", "89", "90", "100", "120")

@@ -49,9 +49,9 @@ def measure(
 
     from librarian.config import load_layout
     from librarian.coords import GpuArch
-    from librarian.ops.pull import fetch_checked
-    from librarian.ops.reindex import read_index_or_tree
+    from librarian.ops.machine.pull import fetch_checked
     from librarian.ops.resolve import Wants, resolve
+    from librarian.ops.store.reindex import read_index_or_tree
 
     wants = Wants(GpuArch.parse("89"), (2, 8), (12, 8), (Tag("cp311", "cp311", "linux_x86_64"),))
     resolve_s, total_s = [], []

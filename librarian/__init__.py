@@ -33,9 +33,9 @@ _API = {
     "cells": "librarian.demands", "Runs": "librarian.demands",
     # stores and what is done to them
     "open_store": "librarian.stores", "load_layout": "librarian.config",
-    "publish": "librarian.ops.publish", "PublishOptions": "librarian.ops.publish",
-    "pull": "librarian.ops.pull", "Wants": "librarian.ops.resolve", "verify": "librarian.ops.verify",
-    "gc": "librarian.ops.gc", "GcPolicy": "librarian.ops.gc",
+    "publish": "librarian.ops.store.publish", "PublishOptions": "librarian.ops.store.publish",
+    "pull": "librarian.ops.machine.pull", "Wants": "librarian.ops.resolve", "verify": "librarian.ops.store.verify",
+    "gc": "librarian.ops.store.gc", "GcPolicy": "librarian.ops.store.gc",
     # errors
     "LibrarianError": "librarian.errors", "BadInput": "librarian.errors", "StoreError": "librarian.errors",
     "NotFound": "librarian.errors", "Refused": "librarian.errors", "Unreachable": "librarian.errors",

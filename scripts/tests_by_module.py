@@ -45,7 +45,7 @@ def main() -> None:
         words = "|".join(re.escape(c) for c in commands)
         ran = (
             re.compile(rf"""run\(\s*\*?\(?\s*["'](?:{words})["']""")
-            if parent in ("librarian.cli", "librarian.ops")
+            if parent == "librarian.cli" or parent == "librarian.ops" or parent.startswith("librarian.ops.")
             else None
         )
         hits = [t for t, text in tests.items() if imported.search(text) or (ran and ran.search(text))]

@@ -20,12 +20,12 @@ from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label, WheelName
 from librarian.demands import Wheel, claims
 from librarian.index import Index, IndexEntry
-from librarian.ops.adopt import Misfiled, duplicates, judge_reading, serving_label
-from librarian.ops.adoption import Adopting
-from librarian.ops.placement import path_problem
-from librarian.ops.readings import Reading, ReadingCache
-from librarian.ops.reindex import reindex
-from librarian.ops.verify import NOT_INDEXED
+from librarian.ops.store.adopt import Misfiled, duplicates, judge_reading, serving_label
+from librarian.ops.store.adoption import Adopting
+from librarian.ops.store.placement import path_problem
+from librarian.ops.store.readings import Reading, ReadingCache
+from librarian.ops.store.reindex import reindex
+from librarian.ops.store.verify import NOT_INDEXED
 from librarian.pytorch.matrix import load_matrix
 from librarian.stores import open_store
 from tests.builders import make_wheel
@@ -172,7 +172,7 @@ def test_adoption_reads_each_wheel_once_the_cache_answers_a_rerun(
     def no_second_read(*args: object) -> Reading:
         raise AssertionError("a wheel was read twice")
 
-    monkeypatch.setattr("librarian.ops.readings.reading_of", no_second_read)
+    monkeypatch.setattr("librarian.ops.store.readings.reading_of", no_second_read)
     second = reindex(open_store(str(hand)), LAYOUT, adopting=Adopting(cache=cache))
     assert [e.path for e in second.adopted] == [e.path for e in first.adopted]
     assert second.refused == first.refused

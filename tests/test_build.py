@@ -22,9 +22,9 @@ import pytest
 
 from librarian.coords import GpuArch
 from librarian.errors import BadInput
-from librarian.ops.build import BuildFailed
-from librarian.ops.build_env import torch_install_args
-from librarian.ops.build_request import (
+from librarian.ops.build.build import BuildFailed
+from librarian.ops.build.build_env import torch_install_args
+from librarian.ops.build.build_request import (
     MEMORY_PER_JOB,
     arch_list,
     check_nvcc,
@@ -32,7 +32,7 @@ from librarian.ops.build_request import (
     request_from_flags,
     request_from_job,
 )
-from librarian.ops.build_source import build_requirements, spec_arguments
+from librarian.ops.build.build_source import build_requirements, spec_arguments
 from librarian.probe.toolchain import Nvcc, find_nvcc, parse_nvcc_release
 from librarian.pytorch.matrix import load_matrix
 from tests.builders import HERE_PYTHON, stand_in_torch, wheel_of_installed
@@ -416,7 +416,7 @@ def test_pull_build_on_a_miss_builds_for_this_machine_installs_and_files_it(
     monkeypatch.delenv("CUDA_HOME", raising=False)
     installed: list[list[Path]] = []
     monkeypatch.setattr(
-        "librarian.ops.installer.install", lambda files, python: installed.append(list(files))
+        "librarian.ops.machine.installer.install", lambda files, python: installed.append(list(files))
     )
     built = run(
         *PULL_120, "--build", "--source", str(_source(tmp_path)), "--publish", "--install", "-o", "out"
@@ -493,7 +493,7 @@ def test_repair_never_bundles_the_cuda_runtime_and_tags_the_measured_floor(
         pytest.skip(f"no libcudart.so beside nvcc ({lib64}): nothing auditwheel could bundle")
     monkeypatch.setenv("LD_LIBRARY_PATH", str(lib64))
     if not excluded:
-        monkeypatch.setattr("librarian.ops.repair.repair_excludes", lambda: ())
+        monkeypatch.setattr("librarian.ops.build.repair.repair_excludes", lambda: ())
     args = ("--torch", "2.9", "--cuda", "13.0", "--sm", "89", "--repair", "-o", "out")
     built = _build(
         run, cache, monkeypatch, _source(tmp_path), *args, torch=stand_in_torch(tmp_path / "torch")

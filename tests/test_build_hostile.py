@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from librarian.ops.build_run import BuildLog
+from librarian.ops.build.build_run import BuildLog
 from tests.builders import stand_in_torch
 from tests.conftest import Result, Run
 from tests.test_build import PYTHON, _fake_nvcc, build_tools, offline_pip  # noqa: F401 (build_tools: a fixture)
@@ -164,7 +164,9 @@ def test_a_wheel_of_another_package_than_the_job_or_the_pull_names_is_refused(
     assert run("publish", *map(str, samples), "--torch", "2.9", "--cuda", "13.0").code == 0  # sm75-sm90
     monkeypatch.setenv("LIBRARIAN_TORCH_INDEX", str(env))
     installed: list[object] = []
-    monkeypatch.setattr("librarian.ops.installer.install", lambda files, python: installed.append(files))
+    monkeypatch.setattr(
+        "librarian.ops.machine.installer.install", lambda files, python: installed.append(files)
+    )
     pulled = run("pull", "tinykern", "--sm", "120", "--torch", "2.9", "--cuda", "13.0", "--python", PYTHON,
                  "--platform", "linux_x86_64", "--build", "--source", str(src), "--publish", "--install",
                  "-o", "wb")  # fmt: skip
@@ -429,8 +431,8 @@ def test_a_sandboxed_backend_writes_only_in_its_build_folder(run: Run, tmp_path:
 
 
 def test_an_empty_requirement_list_with_ninja_on_path_installs_nothing(tmp_path: Path) -> None:
-    from librarian.ops.build_env import Environment, run_install
-    from librarian.ops.build_source import build_tools as tools_of
+    from librarian.ops.build.build_env import Environment, run_install
+    from librarian.ops.build.build_source import build_tools as tools_of
 
     (tmp_path / "pyproject.toml").write_text("[build-system]\nrequires = []\n")
     assert tools_of(str(tmp_path), ninja_on_path=True) == []
@@ -460,7 +462,7 @@ def test_a_silent_command_gets_a_heartbeat_and_a_long_line_is_bounded_and_masked
 ) -> None:
     import sys
 
-    from librarian.ops.build_run import MAX_LINE, run_logged
+    from librarian.ops.build.build_run import MAX_LINE, run_logged
 
     monkeypatch.setenv("LIBRARIAN_BUILD_HEARTBEAT", "1")
     script = (

@@ -368,7 +368,7 @@ def test_ls_html_writes_the_coverage_page(run: Run, published: Path) -> None:
 
 
 def test_gc_says_small_sizes_in_their_own_unit() -> None:
-    from librarian.ops.gc_report import say_size
+    from librarian.ops.store.gc_report import say_size
 
     assert [say_size(n) for n in (0, 999, 1_000, 35_128, 4_500_000, 1_200_000_000, 9 * 10**12)] == [
         "0 bytes", "999 bytes", "1.0 KB", "35.1 KB", "4.5 MB", "1.2 GB", "9000.0 GB"

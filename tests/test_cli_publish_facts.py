@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from librarian.ops.verify import NOT_INDEXED
+from librarian.ops.store.verify import NOT_INDEXED
 from tests.builders import make_wheel
 from tests.conftest import Result, Run
 from tests.cuda_fixtures import (

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from librarian.ops import installer
+from librarian.ops.machine import installer
 from tests.builders import HERE_PYTHON, HERE_TAG
 from tests.conftest import Result, Run
 from tests.gpu_wheels import gpu_sos, isolate_machine, so_wheel

@@ -1,4 +1,4 @@
-"""librarian.ops.doctor: reports, their table, their JSON, and the machine summary."""
+"""librarian.ops.machine.doctor: reports, their table, their JSON, and the machine summary."""
 
 from __future__ import annotations
 
@@ -12,7 +12,14 @@ import pytest
 from librarian.coords import GpuArch
 from librarian.facts import BinaryFacts, BinaryFormat, WheelFacts
 from librarian.machine import Gpu, Machine, Probed, TorchInfo
-from librarian.ops.doctor import diagnose, doctor, doctor_json, machine_json, render_doctor, render_machine
+from librarian.ops.machine.doctor import (
+    diagnose,
+    doctor,
+    doctor_json,
+    machine_json,
+    render_doctor,
+    render_machine,
+)
 from tests.builders import make_wheel
 
 NAME = "kern-1.0+cu128torch2.8-cp312-cp312-linux_x86_64.whl"

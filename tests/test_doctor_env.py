@@ -206,8 +206,8 @@ def test_torch_is_not_asked_for_its_own_symbols_but_an_extension_is(tmp_path: Pa
     symbols on PyPI's 2.14.1): it is judged as itself, not as an extension of the torch installed, while an
     extension importing a symbol that torch does not export will not run."""
     from librarian.machine import Machine, Probed, TorchInfo
-    from librarian.ops.environment import judge_environment
-    from librarian.ops.installed import Installed
+    from librarian.ops.machine.environment import judge_environment
+    from librarian.ops.machine.installed import Installed
     from tests.cuda_fixtures import elf_bytes
 
     symbol = "_ZN2at6native9gone_awayEv"

@@ -8,8 +8,8 @@ from pathlib import Path
 from librarian.config import load_layout
 from librarian.coords import Cell, GpuArch, Label
 from librarian.index import Index, IndexEntry
-from librarian.ops.gc import plan_gc
-from librarian.ops.gc_policy import GcPolicy
+from librarian.ops.store.gc import plan_gc
+from librarian.ops.store.gc_policy import GcPolicy
 from tests.builders import make_wheel, torch_extension_so
 from tests.conftest import Run
 

@@ -17,9 +17,9 @@ from librarian.build_failure import parse_failure
 from librarian.build_record import BuildRecord, Source, clean_url
 from librarian.config import load_settings
 from librarian.errors import BadInput
-from librarian.ops.build_env import compile_cache_folder
-from librarian.ops.build_facts import first_error, tree_digest
-from librarian.ops.plan_budget import parse_budget
+from librarian.ops.build.build_env import compile_cache_folder
+from librarian.ops.build.build_facts import first_error, tree_digest
+from librarian.ops.grid.plan_budget import parse_budget
 from tests.builders import make_wheel
 from tests.conftest import Run
 from tests.loophub.server import LoopHub
@@ -124,7 +124,7 @@ def test_a_built_wheel_records_its_source_toolchain_seconds_and_runner(
     (rebuild,) = again["jobs"]  # type: ignore[misc]
     assert rebuild["cells"] == ["sm89"] and rebuild["estimate-basis"] == "recorded"
     monkeypatch.delenv("GITHUB_ACTIONS")
-    from librarian.ops.build_facts import runner_of
+    from librarian.ops.build.build_facts import runner_of
 
     assert runner_of() == socket.gethostname()[:200]
 
@@ -244,7 +244,7 @@ def test_a_build_that_succeeds_settles_the_failure_recorded_for_its_cells(
 def test_a_source_is_known_by_its_sdist_its_checkout_or_its_requirement(tmp_path: Path) -> None:
     import subprocess
 
-    from librarian.ops.build_facts import file_sha256, source_of
+    from librarian.ops.build.build_facts import file_sha256, source_of
 
     tree = hostile_source(tmp_path)
     git = ["git", "-C", str(tree), "-c", "user.email=a@b", "-c", "user.name=a"]
@@ -284,7 +284,7 @@ def test_cache_flags_go_with_a_build(run: Run) -> None:
 
 
 def test_the_caches_remote_storage_passes_through_and_is_never_printed(tmp_path: Path) -> None:
-    from librarian.ops import compile_cache
+    from librarian.ops.build import compile_cache
 
     toolkit = tmp_path / "cuda"
     (toolkit / "bin").mkdir(parents=True)

@@ -33,7 +33,7 @@ def test_a_manifest_past_the_limit_is_refused_unread(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("librarian.manifest.MAX_MANIFEST_BYTES", 1000)
-    monkeypatch.setattr("librarian.ops.staged.MAX_MANIFEST_BYTES", 1000)
+    monkeypatch.setattr("librarian.ops.store.staged.MAX_MANIFEST_BYTES", 1000)
     (tmp_path / "big.json").write_text(json.dumps({"kind": "x", "pad": "y" * 5000}))
     result = run("reindex", "--manifest", "big.json", "--repo", str(tmp_path / "store"))
     assert result.code == 2 and "big.json: over the 0 MiB limit for a stage manifest" in one_line(result.err)

@@ -281,7 +281,7 @@ def test_local_store_stages_files_and_a_manifest(run: Run, tmp_path: Path) -> No
 def test_ls_counts_the_store_files_against_the_guidance_and_gc_says_what_it_frees(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import librarian.ops.ls as ls_module
+    import librarian.ops.store.ls as ls_module
 
     combo = ("--sm", "89", "--cuda", "12.8")
     assert run("publish", *wheels(tmp_path / "a", 2), *combo, "--torch", "2.8").code == 0

@@ -61,22 +61,37 @@ ARROWS: dict[str, frozenset[str]] = {
         "probe": "coords errors machine platforms wheel",
         "stores": "build_failure card catalogue errors generated index index_files layout progress redact safeio",
         # use cases
+        # use cases: the core every use case shares (what a machine takes, what a store holds, labels), then
+        # one package per use case, each importing only those below it
         "ops": "build_failure build_record catalogue compat coords coverage cuda_libraries demands errors facts gpus index index_files jsonfile layout machine manifest pending "
         "platforms pool probe progress pytorch redact safeio sources stable_abi stores variant_format variants wheel demangle",
+        "ops.store": "ops build_failure build_record catalogue compat coords coverage demands errors facts generated gpus index index_files jsonfile layout machine manifest pending "
+        "platforms pool probe progress pytorch redact safeio sources stable_abi stores variant_format variants wheel",
+        "ops.build": "ops ops.store build_failure build_record compat coords errors facts gpus index layout machine platforms pool probe progress pytorch redact safeio sources stores wheel",
+        "ops.machine": "ops ops.store ops.build catalogue compat coords coverage cuda_libraries demands errors facts gpus index layout machine platforms pool probe progress pytorch redact safeio sources stable_abi stores wheel demangle",
+        "ops.grid": "ops ops.store ops.build build_failure build_record coords errors gpus index layout pytorch stores",
         # people: the terminal and the command line
         "terminal": "progress",
-        "cli": "api build_record config coords coverage errors gpus layout machine ops platforms presets probe progress "
+        "cli": "api build_record config coords coverage errors gpus layout machine ops ops.store ops.build ops.machine ops.grid platforms presets probe progress "
         "pytorch redact safeio stable_abi stores terminal",  # api: librarian.__version__
         "__main__": "cli",
-        "api": "coords facts machine gpus wheel probe demands stores config ops errors",
+        "api": "coords facts machine gpus wheel probe demands stores config ops ops.store ops.build ops.machine ops.grid errors",
     }.items()
 }
 
 
+OPS_PACKAGES = ("store", "build", "machine", "grid")  # ops' use-case packages: rooms of their own
+
+
 def room_of(module: str) -> str:
-    """``librarian.ops.pull`` -> ``ops``; ``librarian`` -> ``api``."""
+    """``librarian.ops.store.publish`` -> ``ops.store``; ``librarian.ops.labels`` -> ``ops``;
+    ``librarian`` -> ``api``."""
     parts = module.split(".")
-    return "api" if parts == ["librarian"] else parts[1]
+    if parts == ["librarian"]:
+        return "api"
+    if parts[1] == "ops" and len(parts) > 2 and parts[2] in OPS_PACKAGES:
+        return f"ops.{parts[2]}"
+    return parts[1]
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -138,19 +153,27 @@ def test_the_arrows_have_a_direction() -> None:
     except CycleError as e:
         pytest.fail(f"the table has a cycle: {' -> '.join(e.args[1])}")
     assert order.index("errors") < order.index("coords") < order.index("demands") < order.index("ops")
+    assert order.index("ops") < order.index("ops.store") < order.index("ops.build") < order.index("ops.grid")
+    assert order.index("ops.build") < order.index("ops.machine") < order.index("cli")
     assert order.index("ops") < order.index("cli")
 
 
 def test_an_upward_import_fails_with_the_arrow_named(tmp_path: Path) -> None:
     lib = tmp_path / "librarian"
     (lib / "ops").mkdir(parents=True)
-    (lib / "__init__.py").write_text('_API = {"pull": "librarian.ops.pull", "main": "librarian.cli"}\n')
+    (lib / "__init__.py").write_text(
+        '_API = {"pull": "librarian.ops.machine.pull", "main": "librarian.cli"}\n'
+    )
     (lib / "coords.py").write_text(
         "def f():\n    from librarian.ops import pull\n"
     )  # a function-level import
     (lib / "errors.py").write_text("")
     (lib / "ops" / "__init__.py").write_text("")
-    (lib / "ops" / "pull.py").write_text("from librarian import coords, errors\nimport librarian.cli.app\n")
+    (lib / "ops" / "machine").mkdir()
+    (lib / "ops" / "machine" / "__init__.py").write_text("")
+    (lib / "ops" / "machine" / "pull.py").write_text(
+        "from librarian import coords, errors\nimport librarian.cli.app\n"
+    )
     (lib / "cli").mkdir()
     (lib / "cli" / "__init__.py").write_text("")
     (lib / "wheel").mkdir()
@@ -158,7 +181,7 @@ def test_an_upward_import_fails_with_the_arrow_named(tmp_path: Path) -> None:
     assert stray_arrows(lib, ARROWS) == [
         "librarian/__init__.py:1: api -> cli is not an allowed arrow",  # the lazy table counts
         "librarian/coords.py:2: coords -> ops is not an allowed arrow",
-        "librarian/ops/pull.py:2: ops -> cli is not an allowed arrow",
+        "librarian/ops/machine/pull.py:2: ops.machine -> cli is not an allowed arrow",
         "librarian/wheel/__init__.py:1: wheel -> index is not an allowed arrow",  # pull's identity check
     ]
 

@@ -13,7 +13,7 @@ import pytest
 from librarian.coords import WheelName
 from librarian.errors import Refused
 from librarian.machine import Machine, Probed
-from librarian.ops.installer import check_own_files
+from librarian.ops.machine.installer import check_own_files
 from librarian.wheel.ownership import TORCH_ENVIRONMENT, foreign_members
 from tests.builders import make_wheel
 from tests.conftest import Run
@@ -110,7 +110,7 @@ def test_pull_refuses_to_install_over_a_name_another_installed_distribution_owns
 def test_pull_install_refuses_before_installing_anything(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from librarian.ops import installer
+    from librarian.ops.machine import installer
 
     installed: list[object] = []
     monkeypatch.setattr(installer, "install", lambda files, interpreter: installed.append(files))

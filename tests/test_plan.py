@@ -16,7 +16,7 @@ from librarian.coords import GpuArch, Label
 from librarian.errors import BadInput
 from librarian.gpus import compiled_by, find_gpu, known_gpus
 from librarian.index import Index, IndexEntry
-from librarian.ops.plan import Spec, make_plan
+from librarian.ops.grid.plan import Spec, make_plan
 from librarian.pytorch.matrix import Matrix, Platform, Selection, load_matrix
 from librarian.pytorch.matrix_render import GITHUB_MAX_JOBS, github_matrices, github_matrix
 from tests.conftest import Run

@@ -20,16 +20,16 @@ from librarian.demands import GpuMatch, Wheel
 from librarian.errors import BadInput, Refused
 from librarian.facts import WheelFacts
 from librarian.index import Index, IndexEntry, metadata_path
-from librarian.ops.gc import emptied_packages, freed_bytes, freed_files, plan_gc
-from librarian.ops.gc_policy import GcPolicy
-from librarian.ops.installer import render_requirements
-from librarian.ops.prepare import PreparedWheel, PublishOptions
-from librarian.ops.publish import plan_publish
-from librarian.ops.publish_checks import gpu_cells
-from librarian.ops.reindex import plan_reindex
+from librarian.ops.machine.installer import render_requirements
 from librarian.ops.resolve import Wants, best_compatible, judge_candidate, resolve
-from librarian.ops.staged import ManifestOptions, plan_manifests
-from librarian.ops.tree import entries_from_tree
+from librarian.ops.store.gc import emptied_packages, freed_bytes, freed_files, plan_gc
+from librarian.ops.store.gc_policy import GcPolicy
+from librarian.ops.store.prepare import PreparedWheel, PublishOptions
+from librarian.ops.store.publish import plan_publish
+from librarian.ops.store.publish_checks import gpu_cells
+from librarian.ops.store.reindex import plan_reindex
+from librarian.ops.store.staged import ManifestOptions, plan_manifests
+from librarian.ops.store.tree import entries_from_tree
 from librarian.pending import pending_path
 from librarian.stores.base import StoredFile, Upload
 from tests.demand_builders import machine, so, wheel

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from librarian.ops.installer import installer_command
+from librarian.ops.machine.installer import installer_command
 from tests.builders import make_wheel
 from tests.conftest import Run
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from librarian.ops import pull_build
+from librarian.ops.machine import pull_build
 from librarian.ops.resolve import Wants
 from librarian.stores.local import LocalStore
 from tests.builders import make_wheel
@@ -49,7 +49,7 @@ def test_the_stored_package_is_fetched_and_the_build_filed_only_with_publish(
     store: LocalStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, publish: bool
 ) -> None:
     from librarian.config import load_layout
-    from librarian.ops import build_and_file
+    from librarian.ops.build import build_and_file
 
     told: list[Any] = []
 

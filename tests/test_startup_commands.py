@@ -31,12 +31,12 @@ READERS = (
     "librarian.wheel.cubin",  # (wheel.elf is the machine probe's too: this machine's libstdc++)
 )
 NOT_IMPORTED = {
-    ("ls",): ("librarian.ops.verify", "librarian.ops.reindex", "librarian.ops.gc", "librarian.demands", *READERS),
+    ("ls",): ("librarian.ops.store.verify", "librarian.ops.store.reindex", "librarian.ops.store.gc", "librarian.demands", *READERS),
     ("--help",): ("librarian.stores", "librarian.ops", "librarian.demands", "librarian.cli.pull", *READERS),
-    ("doctor", "--machine", "--sm", "89"): ("librarian.stores", "librarian.ops.verify", *READERS),
+    ("doctor", "--machine", "--sm", "89"): ("librarian.stores", "librarian.ops.store.verify", *READERS),
     ("pull", "tinykern", "--sm", "89", "--torch", "2.9", "-o", "out"): (
-        "librarian.ops.verify", "librarian.ops.reindex", "librarian.ops.gc", "librarian.ops.build",
-        "librarian.ops.build_and_file", "librarian.ops.fix", "librarian.ops.environment", "librarian.ops.doctor",
+        "librarian.ops.store.verify", "librarian.ops.store.reindex", "librarian.ops.store.gc", "librarian.ops.build.build",
+        "librarian.ops.build.build_and_file", "librarian.ops.machine.fix", "librarian.ops.machine.environment", "librarian.ops.machine.doctor",
         "packaging.requirements", "html",  # a bare name needs no requirement grammar; pull renders no page
         "librarian.generated", "librarian.card", "librarian.coverage",  # nor the store's card and tables
         *READERS,

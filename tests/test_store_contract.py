@@ -27,11 +27,11 @@ from librarian.errors import BadInput, Refused, StoreError
 from librarian.index import Index, IndexEntry
 from librarian.index_files import ROOT
 from librarian.machine import Machine
-from librarian.ops.gc import gc
-from librarian.ops.gc_policy import GcPolicy
-from librarian.ops.publish import PublishOptions, publish
-from librarian.ops.pull import Wants, pull
-from librarian.ops.verify import verify
+from librarian.ops.machine.pull import Wants, pull
+from librarian.ops.store.gc import gc
+from librarian.ops.store.gc_policy import GcPolicy
+from librarian.ops.store.publish import PublishOptions, publish
+from librarian.ops.store.verify import verify
 from librarian.pending import pending_path, render_pending
 from librarian.stores.base import (
     Blob,

@@ -177,7 +177,7 @@ def test_pull_install_without_o_leaves_no_wheel_where_you_stand(
 ) -> None:
     installed: list[list[Path]] = []
     monkeypatch.setattr(
-        "librarian.ops.installer.install", lambda files, python: installed.append(list(files))
+        "librarian.ops.machine.installer.install", lambda files, python: installed.append(list(files))
     )
     result = run("pull", "tinykern", *WANT, "--install")
     assert result.code == 0, result.err

@@ -631,7 +631,7 @@ def test_a_variant_recorded_with_other_bytes_than_its_name_holds_is_refused(
 def test_a_republish_writes_no_copy_for_cells_that_hold_the_bytes(
     run: Run, sos: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from librarian.ops import variant_wheels
+    from librarian.ops.store import variant_wheels
 
     publish_two_builds(run, sos, tmp_path)
     made: list[str] = []

@@ -24,10 +24,10 @@ from librarian.cli.options import (
 )
 from librarian.config import load_layout, load_settings
 from librarian.errors import BadInput
-from librarian.ops.build import BuildSettings
-from librarian.ops.build_and_file import BuildOutcome, Destination, build_and_file
-from librarian.ops.build_request import request_from_flags, request_from_job
-from librarian.ops.prepare import PublishOptions
+from librarian.ops.build.build import BuildSettings
+from librarian.ops.build.build_and_file import BuildOutcome, Destination, build_and_file
+from librarian.ops.build.build_request import request_from_flags, request_from_job
+from librarian.ops.store.prepare import PublishOptions
 from librarian.pytorch.matrix import load_matrix
 
 app = typer.Typer(rich_markup_mode=None)

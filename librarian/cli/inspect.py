@@ -100,7 +100,7 @@ def doctor(
     if env:
         doctor_env(described, as_json)
         return
-    from librarian.ops.doctor import checkup  # here: --machine and --env never load the wheel readers
+    from librarian.ops.machine.doctor import checkup  # here: --machine and --env never load the wheel readers
 
     found = checkup(paths, described, show_machine=machine)
     if ui.state.verbose > 0:  # -v: every cell of the table whole
@@ -112,7 +112,7 @@ def doctor(
 
 def doctor_env(described: Machine, as_json: bool) -> None:
     """``doctor --env``: the target environment's packages with native code, each judged; exit 1 if one will not run."""
-    from librarian.ops import environment, installed
+    from librarian.ops.machine import environment, installed
 
     where, sites = environment.target_environment(described)
     judged = environment.judge_environment(installed.read_installed(sites), described)

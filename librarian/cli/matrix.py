@@ -238,8 +238,8 @@ def plan(
     Example: librarian plan flash-attn==2.8.3 --sm 80 --sm 89 --sm 90 --newest 2 --python 3.12 --github
     """
     # Imported here: plan reads the index and judges wheels; 'matrix' alone must not load all that.
-    from librarian.ops import plan as plan_op
-    from librarian.ops.plan_budget import parse_budget
+    from librarian.ops.grid import plan as plan_op
+    from librarian.ops.grid.plan_budget import parse_budget
 
     if (sm is None) == (sm_from is None):
         raise BadInput("plan: pass --sm (e.g. --sm 89, repeatable) or --sm-from store, one of the two")
@@ -281,7 +281,7 @@ def plan(
 def plan_sources(source: str | None, specs: list[Spec]) -> dict[Spec, Source]:
     """``--source``: what every spec's jobs build (one spec), read for its identity; BadInput where it is
     no folder or file."""
-    from librarian.ops.build_facts import source_of
+    from librarian.ops.build.build_facts import source_of
 
     if source is None:
         return {}

@@ -328,7 +328,7 @@ SandboxOpt = Annotated[
 
 def cache_folder(flag: Path | None, off: bool, repo: str | None) -> Path | None:
     """The compile cache's folder (``None``: uncached) from the flags, the environment and the settings."""
-    from librarian.ops.build_env import compile_cache_folder  # here: a plain pull loads no build
+    from librarian.ops.build.build_env import compile_cache_folder  # here: a plain pull loads no build
 
     if flag is not None and off:
         raise BadInput("--cache and --no-cache: choose one")

@@ -30,14 +30,14 @@ from librarian.cli.options import (
 from librarian.errors import BadInput
 from librarian.gpus import parse_real_sm
 from librarian.layout import Layout
-from librarian.ops.adoption import Adopting
 from librarian.ops.labels import any_unlabelled
-from librarian.ops.prepare import Taken
-from librarian.ops.publish import PublishOptions
-from librarian.ops.publish import publish as publish_wheels
-from librarian.ops.reindex import reindex as reindex_store
-from librarian.ops.reindex import reindex_json, render_reindex
-from librarian.ops.staged import ManifestOptions, reindex_manifests
+from librarian.ops.store.adoption import Adopting
+from librarian.ops.store.prepare import Taken
+from librarian.ops.store.publish import PublishOptions
+from librarian.ops.store.publish import publish as publish_wheels
+from librarian.ops.store.reindex import reindex as reindex_store
+from librarian.ops.store.reindex import reindex_json, render_reindex
+from librarian.ops.store.staged import ManifestOptions, reindex_manifests
 
 app = typer.Typer(rich_markup_mode=None)
 EVERY_ALLOW = (
@@ -209,7 +209,7 @@ def _taken_in(
     inputs: list[str], sources: list[str], only: list[str], layout: Layout, folder: Path
 ) -> tuple[list[Path], Taken, tuple[str, ...]]:
     """The wheels to publish as files here: files as given, and what URLs, pages and stores name, fetched."""
-    from librarian.ops.intake import is_remote, take_in  # here: only publish loads it
+    from librarian.ops.store.intake import is_remote, take_in  # here: only publish loads it
 
     if not sources and not any(is_remote(i) for i in inputs):
         return [Path(i) for i in inputs], Taken(), ()

@@ -36,8 +36,8 @@ from librarian.cli.options import (
     store_and_layout,
 )
 from librarian.errors import BadInput
-from librarian.ops import installer, pull_build
-from librarian.ops import pull as pull_op
+from librarian.ops.machine import installer, pull_build
+from librarian.ops.machine import pull as pull_op
 
 app = typer.Typer(rich_markup_mode=None)
 
@@ -178,7 +178,7 @@ def pull(
     )
     wants = pull_op.Wants.of(found)
     if fix:
-        from librarian.ops import fix as fix_op  # only --fix reads an environment's binaries
+        from librarian.ops.machine import fix as fix_op  # only --fix reads an environment's binaries
 
         store, layout = store_and_layout(repo)
         with _wheels_folder(out, True) as out_dir:
@@ -192,7 +192,7 @@ def pull(
         on_miss = None
         if build:  # what would be built, and nvcc, checked before the store or any index is read
             from librarian.machine import parse_major_minor
-            from librarian.ops.build_request import DEFAULT_GLIBC
+            from librarian.ops.build.build_request import DEFAULT_GLIBC
 
             # filed into the shared store: held to the floor plan counts at (--glibc, else torch's 2.28)
             floor = (parse_major_minor(glibc, "glibc") if glibc else DEFAULT_GLIBC) if publish else None

@@ -12,7 +12,7 @@ from librarian.cli.options import JobsOpt, JsonOpt, RepoOpt, store_and_layout
 from librarian.coverage import render_coverage, render_coverage_html
 from librarian.errors import BadInput
 from librarian.machine import parse_major_minor
-from librarian.ops.ls import coverage_json, ls
+from librarian.ops.store.ls import coverage_json, ls
 from librarian.safeio import atomic_write
 
 app = typer.Typer(rich_markup_mode=None)
@@ -32,7 +32,9 @@ def verify(
     Example: librarian verify --deep --repo hf://datasets/me/wheels
     """
     store, layout = store_and_layout(repo)
-    from librarian.ops.verify import verify as verify_store  # here: ls and gc never load verify's readers
+    from librarian.ops.store.verify import (
+        verify as verify_store,  # here: ls and gc never load verify's readers
+    )
 
     report = verify_store(store, layout, deep=deep, jobs=jobs)
     ui.emit_json(report.to_json()) if as_json else ui.out(report.render())
@@ -136,8 +138,8 @@ def gc(
     """
     if yes and dry_run:
         raise BadInput("gc: --yes and --dry-run: choose one")
-    from librarian.ops.gc import gc as prune  # here: ls and verify never load gc
-    from librarian.ops.gc_policy import policy_from_flags
+    from librarian.ops.store.gc import gc as prune  # here: ls and verify never load gc
+    from librarian.ops.store.gc_policy import policy_from_flags
 
     policy = policy_from_flags(
         keep_torch,
