@@ -42,7 +42,9 @@ def test_a_real_torch_cuda_extension_is_built_filed_and_judged_by_its_bytes(
     plan = ("plan", "torchkern==0.1.0", *argv, "--repo", "store", "--json")
     assert [j["cells"] for j in json.loads(run(*plan).out)["jobs"]] == [["sm80", "sm89"]]
     built = run("build", str(src), *argv, "--repo", "store", "--create")
-    compiled = built.err  # what the compile said (a rerun for the glibc floor files the kept wheel, uncompiled)
+    compiled = (
+        built.err
+    )  # what the compile said (a rerun for the glibc floor files the kept wheel, uncompiled)
     glibc: tuple[str, ...] = ()
     if built.code == 2 and "the floor plan counts at" in built.err:
         # Built on a host newer than torch's glibc 2.28: refused with the floor it needs, nothing filed;
