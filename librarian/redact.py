@@ -12,6 +12,7 @@ import os
 import re
 
 MAX_CHARS = 300
+ERROR_CHARS = 1000  # an error or log line longer than this is cut (a server once sent 19 KB of zip bytes)
 MASK = "***"
 TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 

@@ -192,3 +192,20 @@ def test_a_room_the_table_does_not_know_is_named(tmp_path: Path) -> None:
     (lib / "__init__.py").write_text("")
     (lib / "helpers.py").write_text("")
     assert stray_arrows(lib, ARROWS) == ["librarian/helpers: a room the table does not list"]
+
+
+def test_no_module_of_a_package_takes_a_value_from_the_package_itself() -> None:
+    """A package's ``__init__`` may import its modules (the CLI's runs the funnel), so a module of it that
+    took a value back from the package (``from librarian.cli import ERROR_CHARS``) would close a circle,
+    kept only by an import made late: a module takes from the package its modules, never its values."""
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        package = _module_name(path.parent / "__init__.py", ROOT)
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == package and package != "librarian":
+                values = [a.name for a in node.names if not (path.parent / f"{a.name}.py").exists()
+                          and not (path.parent / a.name / "__init__.py").exists()]  # fmt: skip
+                if values and path.name != "__init__.py":
+                    found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {', '.join(values)}")
+    assert found == []

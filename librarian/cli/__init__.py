@@ -23,9 +23,7 @@ import re
 import sys
 
 from librarian import __version__, progress
-from librarian.redact import clean
-
-ERROR_CHARS = 1000  # an error or log line longer than this is cut (a server once sent 19 KB of zip bytes)
+from librarian.redact import ERROR_CHARS, clean
 
 
 def _is_global_flag(arg: str) -> bool:

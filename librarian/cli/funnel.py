@@ -15,10 +15,10 @@ from typing import NoReturn
 
 import typer
 
-from librarian.cli import ERROR_CHARS, ui
+from librarian.cli import ui
 from librarian.cli.app import app
 from librarian.errors import LibrarianError
-from librarian.redact import clean
+from librarian.redact import ERROR_CHARS, clean
 
 log = logging.getLogger("librarian.cli")
 
