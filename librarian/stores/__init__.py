@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from librarian.errors import BadInput
 from librarian.stores.base import Store
 from librarian.stores.local import LocalStore
+from librarian.stores.location import StoreLocation
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +50,7 @@ def open_store(
     (exit 2) when it is read; only a publish makes one (``--create`` on the Hub; a local directory is
     made by its first publish).
     """
-    scheme = urlsplit(repo).scheme if "://" in repo else ""  # C:\wheels is a folder, not scheme "c"
+    scheme = StoreLocation.parse(repo).scheme
     opener = OPENERS.get(scheme.lower())
     if opener is None:
         known = ", ".join(f"{s}://" for s in OPENERS if s)

@@ -7,7 +7,6 @@ the store is touched; planning is pure and runs against the store's current inde
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -24,6 +23,7 @@ from librarian.ops.store.variant_wheels import MadeVariant, make_variant, torch_
 from librarian.pending import pending_path, render_pending
 from librarian.safeio import atomic_write, input_problem
 from librarian.stores.base import Applied, Blob, Changes, Stages, Store, Upload, UploadStorage, read_index
+from librarian.stores.location import StoreLocation
 from librarian.variant_format import variant_wheel_path
 from librarian.variants import label_clash
 
@@ -278,7 +278,7 @@ def stage_to_manifest(store: Store, plan: PublishPlan, manifest: Path) -> Manife
     head = _stage_bytes(store, wheels) if entries else ""
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     # a local store by its absolute path: the merge may run from another folder
-    where = store.location if "://" in store.location else os.path.abspath(store.location)
+    where = StoreLocation.parse(store.location).recorded()
     staged = Manifest(where, store.revision, head or None, now, entries, metadata)
     atomic_write(manifest, render_manifest(staged))
     log.info("staged %d wheel file(s) in %s; manifest %s", len(entries), store.location, manifest)

@@ -11,7 +11,6 @@ On a local store staging writes the wheels at their paths, and reindex checks th
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -34,6 +33,7 @@ from librarian.ops.store.reindex import ReindexReport
 from librarian.pytorch.matrix import load_matrix
 from librarian.safeio import input_problem
 from librarian.stores.base import Blob, Changes, Store, Upload, UploadStorage, missing_at_paths, read_index
+from librarian.stores.location import StoreLocation
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +63,7 @@ def expand_manifests(paths: Sequence[Path]) -> list[Path]:
 def same_store(a: str, b: str) -> bool:
     """Whether two store locations name one store: a local folder by its resolved path (``mf/base`` and its
     absolute path alike), anything else as written."""
-    if a == b:
-        return True
-    if "://" in a or "://" in b:
-        return False
-    return os.path.realpath(a) == os.path.realpath(b)
+    return StoreLocation.parse(a).same_as(StoreLocation.parse(b))
 
 
 def staged_problem(layout: Layout, entry: IndexEntry) -> str | None:
