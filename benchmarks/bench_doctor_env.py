@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from librarian.ops.machine.installed import read_installed, site_dirs
+from librarian.probe.installed import read_installed, site_dirs
 from librarian.probe.target import Target, probe_target
 
 LIB = [sys.executable, "-m", "librarian", "-q", "doctor"]

@@ -207,7 +207,7 @@ def test_torch_is_not_asked_for_its_own_symbols_but_an_extension_is(tmp_path: Pa
     extension importing a symbol that torch does not export will not run."""
     from librarian.machine import Machine, Probed, TorchInfo
     from librarian.ops.machine.environment import judge_environment
-    from librarian.ops.machine.installed import Installed
+    from librarian.probe.installed import Installed
     from tests.cuda_fixtures import elf_bytes
 
     symbol = "_ZN2at6native9gone_awayEv"

@@ -58,7 +58,7 @@ ARROWS: dict[str, frozenset[str]] = {
         "sources": "errors redact safeio",
         # the outside worlds: wheels' bytes, this machine, stores
         "wheel": "coords demands errors facts pool progress safeio variant_format",
-        "probe": "coords errors machine platforms wheel",
+        "probe": "coords errors machine platforms safeio wheel",
         "stores": "build_failure card catalogue errors generated index index_files layout progress redact safeio",
         # use cases
         # use cases: the core every use case shares (what a machine takes, what a store holds, labels), then

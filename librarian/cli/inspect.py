@@ -112,7 +112,8 @@ def doctor(
 
 def doctor_env(described: Machine, as_json: bool) -> None:
     """``doctor --env``: the target environment's packages with native code, each judged; exit 1 if one will not run."""
-    from librarian.ops.machine import environment, installed
+    from librarian.ops.machine import environment
+    from librarian.probe import installed
 
     where, sites = environment.target_environment(described)
     judged = environment.judge_environment(installed.read_installed(sites), described)

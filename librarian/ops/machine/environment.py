@@ -1,7 +1,7 @@
 """doctor --env: every installed distribution of an environment that carries native code, judged against the
 machine by the one judgement, from the installed files (never importing anything).
 
-The distributions and their native files are found by :mod:`librarian.ops.machine.installed`; each file is read by
+The distributions and their native files are found by :mod:`librarian.probe.installed`; each file is read by
 the same readers and bounds as a wheel's member, on forked workers that die with this process. Every name
 that came from the disk is printed with its control characters escaped (:func:`librarian.redact.shown`).
 """
@@ -21,8 +21,8 @@ from librarian.errors import BadInput, LibrarianError
 from librarian.facts import BinaryFacts, WheelFacts
 from librarian.machine import Machine
 from librarian.ops.machine.doctor import DoctorReport, diagnose, doctor_json, render_doctor
-from librarian.ops.machine.installed import Installed, site_dirs
 from librarian.pool import default_jobs, processes_largest_first
+from librarian.probe.installed import Installed, site_dirs
 from librarian.probe.torch import with_torch_exports
 from librarian.redact import shown
 from librarian.wheel import inspect_path, sampled_toolkits

@@ -21,11 +21,12 @@ from librarian.errors import LibrarianError
 from librarian.index import IndexEntry
 from librarian.layout import Layout
 from librarian.machine import Machine
-from librarian.ops.machine import environment, installed, installer
+from librarian.ops.machine import environment, installer
 from librarian.ops.machine.environment import Judged
 from librarian.ops.machine.pull import fetch_checked
 from librarian.ops.resolve import Pin, Wants, resolve, resolve_pin
 from librarian.ops.store.tree import read_index_or_tree
+from librarian.probe import installed
 from librarian.stores.base import Store
 
 

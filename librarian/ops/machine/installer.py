@@ -103,7 +103,7 @@ def check_installable(files: Sequence[Path], machine: Machine, *, force: bool) -
 def install_keeping_torch(files: Sequence[Path], machine: Machine) -> None:
     """:func:`install` ``files``, then hold torch's own files to its RECORD: where the install changed one
     (the checks before it should make that impossible), the one line says which and how to put it back."""
-    from librarian.ops.machine.installed import site_dirs, torch_altered
+    from librarian.probe.installed import site_dirs, torch_altered
 
     sites = site_dirs(machine.search_path.value or ())
     before = set(torch_altered(sites)[1])
@@ -121,8 +121,8 @@ def check_own_files(files: Sequence[Path], machine: Machine) -> None:
     """Refuse (no flag accepts it) a wheel with a member that would write another distribution's files in
     the target environment: torch's, the interpreter, or a name another installed distribution owns; one
     line naming the member and what it would overwrite, before anything is installed."""
-    from librarian.ops.machine.installed import site_dirs
-    from librarian.ops.machine.installed_names import names_of_others
+    from librarian.probe.installed import site_dirs
+    from librarian.probe.installed_names import names_of_others
     from librarian.wheel import TORCH_ENVIRONMENT, OpenedWheel, ownership_problem
 
     sites = site_dirs(machine.search_path.value or ())

@@ -2,7 +2,7 @@
 ``*.dist-info`` in the target's site-packages, its files by its RECORD (each path must stay inside
 site-packages), its native members by their names (``.so``, ``.pyd``, ``.dll``, ``.dylib``, ``.so.N``).
 
-Every read is bounded: the dist-info files by :mod:`librarian.ops.machine.dist_info`, RECORD's rows de-duplicated
+Every read is bounded: the dist-info files by :mod:`librarian.probe.dist_info`, RECORD's rows de-duplicated
 and at most ``MAX_ROWS`` (``MAX_NATIVE`` of them native files), the problems said of one distribution at most ``MAX_SAID`` (then a count), the
 walk of a distribution without RECORD at most ``MAX_WALK`` files. A RECORD row whose file is gone or has
 another size says the distribution was edited or half-installed.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from librarian.ops.machine.dist_info import MAX_RECORD, declared_tops, read_text, requires_torch, wheel_tag
+from librarian.probe.dist_info import MAX_RECORD, declared_tops, read_text, requires_torch, wheel_tag
 from librarian.safeio import input_problem, read_regular
 
 NATIVE = re.compile(r"\.(so|pyd|dll|dylib)$|\.so\.\d[\d.]*$")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from librarian.ops.machine.dist_info import MAX_RECORD, declared_tops
+from librarian.probe.dist_info import MAX_RECORD, declared_tops
 from librarian.safeio import read_regular
 
 
