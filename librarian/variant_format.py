@@ -20,7 +20,13 @@ READ_SCHEMAS = (SCHEMA_URL, "https://variants-schema.wheelnext.dev/peps/825/v0.1
 VARIANT_JSON = "variant.json"  # the member a variant wheel adds to its .dist-info
 VARIANTS_DIR = "variants"  # generated: each release's variants.json and each package's find-links page
 VARIANT_WHEELS_DIR = "variant-wheels"  # the variant wheels, one per build: variant-wheels/<package>/<file>
-NAMESPACES = ("nvidia", "abi_dependency")  # priority order: the GPU first, then the torch line
+# The properties' names: namespaces, in priority order (the GPU first, then the torch line), and features.
+NVIDIA = "nvidia"
+ABI_DEPENDENCY = "abi_dependency"
+NAMESPACES = (NVIDIA, ABI_DEPENDENCY)
+SM_ARCH = "sm_arch"  # nvidia :: sm_arch, values SmArchValue
+CUDA_FLOOR = "cuda_version_lower_bound"  # nvidia :: cuda_version_lower_bound, values "12.0"
+TORCH = "torch"  # abi_dependency :: torch, values "2.9"
 PROVIDERS: Mapping[str, Mapping[str, object]] = {
     "nvidia": {
         "plugin-api": "nvidia_variant_provider.plugin:NvidiaVariantPlugin",
@@ -31,13 +37,52 @@ PROVIDERS: Mapping[str, Mapping[str, object]] = {
 LABEL_CHARS = re.compile(r"[0-9a-z_.]+")  # what PEP 825 (and uv) accept in a label
 _ARCH = r"\d+[af]?"
 _LABEL = re.compile(rf"(?P<gpus>sm(?P<lo>{_ARCH})(?:_(?P<hi>{_ARCH}))?|nogpu)\.(?P<build>[0-9a-f]{{8}})")
-_SM_VALUE = re.compile(rf"({_ARCH})_(?:real|virtual)")
+_SM_VALUE = re.compile(rf"({_ARCH})_(real|virtual)")
 NO_GPU = "nogpu"
 
 
 def _arch_key(arch: str) -> tuple[int, str]:
     digits = arch.rstrip("af")
     return int(digits), arch[len(digits) :]
+
+
+@dataclass(frozen=True, slots=True)
+class SmArchValue:
+    """One ``nvidia :: sm_arch`` value: ``89_real`` (SASS of sm 8.9), ``120_virtual`` (PTX of 12.0), as uv's
+    NVIDIA provider reports them; ``arch`` is the number with its suffix (``90a``), ``real`` SASS or PTX."""
+
+    arch: str
+    real: bool
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(_ARCH, self.arch):
+            raise ValueError(f"not an sm_arch value's arch: {self.arch!r}")
+
+    def __str__(self) -> str:
+        return f"{self.arch}_{'real' if self.real else 'virtual'}"
+
+    @classmethod
+    def parse(cls, text: str) -> SmArchValue:
+        """``89_real`` -> the value (ValueError on anything else)."""
+        m = _SM_VALUE.fullmatch(text)
+        if m is None:
+            raise ValueError(f"not an sm_arch value: {text!r} (expected NN_real or NN_virtual)")
+        return cls(m[1], text.endswith("_real"))
+
+    @classmethod
+    def of(cls, major: int, minor: int, real: bool) -> SmArchValue:
+        return cls(str(major * 10 + minor), real)
+
+    @property
+    def capability(self) -> tuple[int, int]:
+        """The GPU it names, ``(8, 9)`` (its suffix aside)."""
+        number = int(self.arch.rstrip("af"))
+        return number // 10, number % 10
+
+    @property
+    def order(self) -> tuple[bool, int, str]:
+        """Real before virtual, then by arch: the order a variant lists them in."""
+        return (not self.real, *_arch_key(self.arch))
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +112,7 @@ class VariantLabel:
     @classmethod
     def of(cls, sm_values: Iterable[str], digest: str) -> VariantLabel:
         """The label of a build whose ``nvidia :: sm_arch`` values are ``sm_values``, digest ``digest`` (hex)."""
-        archs = sorted({m[1] for v in sm_values if (m := _SM_VALUE.fullmatch(v))}, key=_arch_key)
+        archs = sorted({m[1] for v in sm_values if (m := _SM_VALUE.fullmatch(v))}, key=_arch_key)  # the span
         if not archs:
             gpus = NO_GPU
         elif archs[0] == archs[-1]:
@@ -96,15 +141,21 @@ def is_variant_wheel_path(path: str) -> bool:
 
 
 __all__ = [
+    "ABI_DEPENDENCY",
+    "CUDA_FLOOR",
     "LABEL_CHARS",
     "NAMESPACES",
     "NO_GPU",
+    "NVIDIA",
     "PROVIDERS",
     "READ_SCHEMAS",
     "SCHEMA_URL",
+    "SM_ARCH",
+    "TORCH",
     "VARIANTS_DIR",
     "VARIANT_JSON",
     "VARIANT_WHEELS_DIR",
+    "SmArchValue",
     "VariantLabel",
     "is_variant_wheel_path",
     "parse_label",

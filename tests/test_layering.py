@@ -44,7 +44,7 @@ ARROWS: dict[str, frozenset[str]] = {
         "index_files": "errors index jsonfile layout",
         # the judgement, and what the store's files say
         "cuda_libraries": "compat errors",
-        "demands": "coords cuda_libraries facts gpus machine platforms stable_abi",
+        "demands": "coords cuda_libraries facts gpus machine platforms stable_abi variant_format",
         "pending": "errors index index_files jsonfile",
         "manifest": "errors index index_files",
         "coverage": "index index_files platforms",

@@ -805,3 +805,21 @@ def test_gc_keeps_a_variant_a_kept_cell_names_and_counts_the_files_it_deletes(
     assert run("gc", "--drop-torch", "2.9", "--allow-empty", "--yes").code == 0
     after = {p.relative_to(store).as_posix() for p in store.rglob("*") if p.is_file()}
     assert told["files_freed"] == len(before - after), (told["files_freed"], sorted(before - after))
+
+
+def test_an_sm_arch_value_is_one_typed_value_read_and_written_by_the_format() -> None:
+    from librarian.variant_format import SmArchValue
+
+    for text in ("89_real", "120_virtual", "100f_real", "90a_real", "75_virtual"):
+        assert str(SmArchValue.parse(text)) == text
+    assert (
+        SmArchValue.parse("120_virtual").capability == (12, 0) and not SmArchValue.parse("120_virtual").real
+    )
+    assert SmArchValue.of(8, 9, real=True) == SmArchValue.parse("89_real")
+    ordered = sorted(
+        map(SmArchValue.parse, ["120_virtual", "90_real", "80_real", "90_virtual"]), key=lambda v: v.order
+    )
+    assert [str(v) for v in ordered] == ["80_real", "90_real", "90_virtual", "120_virtual"]
+    for bad in ("89", "89_fake", "x_real", "_real"):
+        with pytest.raises(ValueError):
+            SmArchValue.parse(bad)

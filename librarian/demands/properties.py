@@ -30,9 +30,7 @@ from librarian.demands.base import Wheel
 from librarian.demands.judgement import platform_gpus
 from librarian.demands.members import seen
 from librarian.machine import one_gpu_machine
-
-NVIDIA = "nvidia"
-ABI_DEPENDENCY = "abi_dependency"
+from librarian.variant_format import ABI_DEPENDENCY, CUDA_FLOOR, NVIDIA, SM_ARCH, TORCH, SmArchValue
 
 Property = tuple[str, str, tuple[str, ...]]  # (namespace, feature, values): a feature holds if any value does
 
@@ -49,7 +47,7 @@ class Properties:
     @property
     def says_gpu(self) -> bool:
         """Whether it names at least one GPU arch."""
-        return any(ns == NVIDIA and feature == "sm_arch" for ns, feature, _ in self.values)
+        return any(ns == NVIDIA and feature == SM_ARCH for ns, feature, _ in self.values)
 
     @property
     def unsayable(self) -> str | None:
@@ -61,17 +59,15 @@ class Properties:
         return None
 
 
-def _value(arch: GpuArch) -> str:
-    suffix = "real" if arch.kind is ArchKind.SASS else "virtual"
-    return f"{arch.major * 10 + arch.minor}_{suffix}"
+def _value(arch: GpuArch) -> SmArchValue:
+    return SmArchValue.of(arch.major, arch.minor, arch.kind is ArchKind.SASS)
 
 
-def _reach(value: str, capabilities: Sequence[MajorMinor]) -> tuple[MajorMinor, ...]:
+def _reach(value: SmArchValue, capabilities: Sequence[MajorMinor]) -> tuple[MajorMinor, ...]:
     """The GPUs among ``capabilities`` (those a machine running the wheel can have) that uv's NVIDIA provider
     selects a wheel for by ``value`` (its own rule, probed in uv 0.13.9)."""
-    number, _, kind = value.partition("_")
-    major, minor = int(number) // 10, int(number) % 10
-    if kind == "real":
+    major, minor = value.capability
+    if value.real:
         return tuple(c for c in capabilities if c[0] == major and c[1] >= minor)
     return tuple(c for c in capabilities if c[0] == major) if minor == 0 else ()
 
@@ -81,7 +77,7 @@ def _gpu_values(
 ) -> tuple[list[str], list[str]]:
     """The sm_arch values the judgement stands behind, and the reasons for the archs it cannot say; ``gpus``:
     the GPUs a machine running the wheel can have (its CPUs', with a driver for its CUDA line)."""
-    archs: dict[str, GpuArch] = {}
+    archs: dict[SmArchValue, GpuArch] = {}
     left_out: list[str] = []
     for member in need.code.all_members:
         for arch in (*member.sass, *member.ptx):
@@ -99,14 +95,14 @@ def _gpu_values(
     # PTX runs by JIT on every later generation too (compute_80 on sm90, sm100, sm120), which the provider
     # says by each GPU's own N0_virtual: those values are said where the judgement runs the wheel there.
     jit = {
-        f"{major}0_virtual"
+        SmArchValue.of(major, 0, real=False)
         for arch in archs.values()
         if arch.kind is ArchKind.PTX
         for major in {c[0] for c in gpus}
         if major > arch.major
     } - set(archs)
-    said = []
-    for value in sorted({*archs, *jit}, key=lambda v: (v.endswith("virtual"), int(v.partition("_")[0]))):
+    said: list[str] = []
+    for value in sorted({*archs, *jit}, key=lambda v: v.order):
         reach = _reach(value, gpus)
         if not reach and value in jit:
             continue
@@ -120,7 +116,7 @@ def _gpu_values(
             where = ", ".join(f"sm{c[0]}{c[1]}" for c in failing)
             left_out.append(f"{value}: the judgement does not run it wholly on {where}")
         else:
-            said.append(value)
+            said.append(str(value))
     return said, left_out
 
 
@@ -128,8 +124,9 @@ def _needs_jit(said: Sequence[str], gpus: Sequence[MajorMinor]) -> bool:
     """Whether some GPU the values select would run the build's PTX, not its SASS: a ``N0_virtual`` value
     reaching a GPU no ``_real`` value of the build reaches (cupy's ``120_virtual`` beside ``120_real`` does
     not: SASS serves every GPU it selects, and SASS runs on any driver of its CUDA major)."""
-    by_sass = {c for v in said if v.endswith("_real") for c in _reach(v, gpus)}
-    return any(c not in by_sass for v in said if v.endswith("_virtual") for c in _reach(v, gpus))
+    values = [SmArchValue.parse(v) for v in said]
+    by_sass = {c for v in values if v.real for c in _reach(v, gpus)}
+    return any(c not in by_sass for v in values if not v.real for c in _reach(v, gpus))
 
 
 def _runs(need: gpu.GpuNeed, capability: MajorMinor, line: MajorMinor | None) -> bool:
@@ -150,7 +147,7 @@ def properties(wheel: Wheel, torch_lines: Sequence[MajorMinor] = ()) -> Properti
         gpus = [g.capability for g in platform_gpus(view.loaded, line or toolkit)]
         said, left_out = _gpu_values(need, line, gpus)
         if said:
-            values.append((NVIDIA, "sm_arch", tuple(said)))
+            values.append((NVIDIA, SM_ARCH, tuple(said)))
         # The members this CUDA line loads: bitsandbytes' cu128 build is its libbitsandbytes_cuda128.so,
         # not the newest of its alternatives.
         bound = toolkit or line
@@ -158,14 +155,14 @@ def properties(wheel: Wheel, torch_lines: Sequence[MajorMinor] = ()) -> Properti
             # The judgement's own driver floor: SASS runs on any driver of its CUDA major (minor-version
             # compatibility, as pull and doctor say); PTX a GPU would JIT needs a driver that knows its ISA.
             floor = bound if _needs_jit(said, gpus) else (bound[0], 0)
-            values.append((NVIDIA, "cuda_version_lower_bound", (format_version(floor),)))
+            values.append((NVIDIA, CUDA_FLOOR, (format_version(floor),)))
     binding = torch.needs(view.loaded)
     if binding.binding is torch.Binding.EXACT and binding.minor is not None:
-        values.append((ABI_DEPENDENCY, "torch", (format_version(binding.minor),)))
+        values.append((ABI_DEPENDENCY, TORCH, (format_version(binding.minor),)))
     elif binding.binding is torch.Binding.STABLE and binding.first_line is not None:
         floor = binding.first_line
         lines = sorted({t for t in torch_lines if t[0] == floor[0] and t >= floor} | {floor})
-        values.append((ABI_DEPENDENCY, "torch", tuple(format_version(t) for t in lines)))
+        values.append((ABI_DEPENDENCY, TORCH, tuple(format_version(t) for t in lines)))
     unknown_torch = binding.links and binding.minor is None
     if unknown_torch:
         left_out.append("torch: it links torch, and its label names no torch line")

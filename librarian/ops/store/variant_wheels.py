@@ -17,7 +17,7 @@ from librarian.demands import Properties, Wheel, properties
 from librarian.facts import WheelFacts
 from librarian.index import IndexEntry, VariantRef
 from librarian.pytorch.matrix import load_matrix
-from librarian.variant_format import READ_SCHEMAS, VariantLabel
+from librarian.variant_format import NVIDIA, READ_SCHEMAS, SM_ARCH, VariantLabel
 from librarian.variants import PropertyValues, variant_filename, variant_json
 from librarian.wheel import build_digest, variant_problems, write_variant
 
@@ -59,7 +59,7 @@ def label_of(source: Path, values: PropertyValues) -> VariantLabel:
 def _label(digest: str, values: PropertyValues) -> VariantLabel:
     h = hashlib.sha256(digest.encode())
     h.update(json.dumps([[ns, f, sorted(v)] for ns, f, v in sorted(values)]).encode())
-    sm = next((v for ns, f, v in values if (ns, f) == ("nvidia", "sm_arch")), ())
+    sm = next((v for ns, f, v in values if (ns, f) == (NVIDIA, SM_ARCH)), ())
     return VariantLabel.of(sm, h.hexdigest())
 
 
