@@ -38,9 +38,9 @@ def store(run: Run, tmp_path: Path) -> LocalStore:
 
 
 def wants_here() -> Wants:
-    from librarian.cli.options import machine_of
+    from librarian.cli.options import MachineFlags, machine_of
 
-    machine = machine_of("89", "2.9", "13.0", "3.12", "linux-x86_64", driver="13.0")
+    machine = machine_of(MachineFlags("89", "2.9", "13.0", "3.12", "linux-x86_64", driver="13.0"))
     return Wants.of(machine)
 
 

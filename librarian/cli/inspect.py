@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from librarian.cli import ui
+from librarian.cli import rules, ui
+from librarian.cli.flags import DoctorGlibcOpt, DoctorWheelsArg, EnvOpt, ShowMachineOpt
 from librarian.cli.options import (
     CpuOpt,
     CudaOpt,
@@ -16,6 +17,7 @@ from librarian.cli.options import (
     GpuOpt,
     JobsOpt,
     JsonOpt,
+    MachineFlags,
     OsOpt,
     PlatformOpt,
     PresetOpt,
@@ -24,7 +26,6 @@ from librarian.cli.options import (
     TorchOpt,
     machine_of,
 )
-from librarian.errors import BadInput
 from librarian.machine import Machine
 from librarian.ops.inputs import expand_paths
 
@@ -60,43 +61,19 @@ def inspect(
 
 @app.command()
 def doctor(
-    wheels: Annotated[
-        list[Path] | None, typer.Argument(help="Wheels to judge, or directories of them.", show_default=False)
-    ] = None,
-    sm: SmOpt = None,
-    torch: TorchOpt = None,
-    cuda: CudaOpt = None,
-    python: PythonOpt = None,
-    platform: PlatformOpt = None,
-    glibc: Annotated[str | None, typer.Option("--glibc", help="glibc version, e.g. 2.31.")] = None,
-    driver: DriverOpt = None,
-    gpu: GpuOpt = None,
-    machine: Annotated[
-        bool, typer.Option("--machine", help="Show what was detected about this machine, and how.")
-    ] = False,
-    preset: PresetOpt = None,
-    cpu: CpuOpt = None,
-    os: OsOpt = None,
-    env: Annotated[
-        bool,
-        typer.Option(
-            "--env",
-            help="Judge every installed package with native code in the target environment (--python PATH, "
-            "else the active venv, else librarian's own) instead of wheel files.",
-        ),
-    ] = False,
-    as_json: JsonOpt = False,
-) -> None:
+    wheels: DoctorWheelsArg = None, sm: SmOpt = None, torch: TorchOpt = None, cuda: CudaOpt = None,
+    python: PythonOpt = None, platform: PlatformOpt = None, glibc: DoctorGlibcOpt = None,
+    driver: DriverOpt = None, gpu: GpuOpt = None, machine: ShowMachineOpt = False, preset: PresetOpt = None,
+    cpu: CpuOpt = None, os: OsOpt = None, env: EnvOpt = False, as_json: JsonOpt = False,
+) -> None:  # fmt: skip
     """Will it run here? Each of the seven demands against this machine (flags override detection). Exit 1 if not.
 
     Example: librarian doctor dist/ --sm 89 --torch 2.9 --cuda 12.8 --python 3.12
     """
-    if env and wheels:
-        raise BadInput("--env: judges the installed packages of an environment; not with wheel files")
+    given = dict(locals())
+    rules.check("doctor", given)
     paths = expand_paths(wheels, (".whl",)) if wheels else []
-    described = machine_of(
-        sm, torch, cuda, python, platform, glibc, driver, gpu, preset=preset, cpu=cpu, os=os
-    )
+    described = machine_of(MachineFlags.of(given))
     if env:
         doctor_env(described, as_json)
         return

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -172,56 +172,90 @@ def contradiction(platform: str | None, glibc: str | None) -> None:
         )
 
 
-def machine_of(
-    sm: str | None,
-    torch: str | None,
-    cuda: str | None,
-    python: str | None,
-    platform: str | None,
-    glibc: str | None = None,
-    driver: str | None = None,
-    gpu: int | None = None,
-    installing: bool = False,
-    preset: str | None = None,
-    cpu: str | None = None,
-    os: str | None = None,
-) -> Machine:
+@dataclass(frozen=True, slots=True)
+class MachineFlags:
+    """The flags that describe a machine, as ``pull`` and ``doctor`` name their parameters alike: read from
+    a command's parameters once (:meth:`of`), never passed one by one."""
+
+    sm: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    python: str | None = None
+    platform: str | None = None
+    glibc: str | None = None
+    driver: str | None = None
+    gpu: int | None = None
+    preset: str | None = None
+    cpu: str | None = None
+    os: str | None = None
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any]) -> MachineFlags:
+        """From a command's parameters (``locals()`` at its top): the ones of these names."""
+        return cls(**{f.name: params.get(f.name) for f in fields(cls)})
+
+
+def machine_of(flags: MachineFlags, installing: bool = False) -> Machine:
     """This machine as detected (for ``--python``'s interpreter), with what the flags say over it; with
-    ``preset``, the common machine it names (nothing of this one detected), the flags over it.
+    ``--preset``, the common machine it names (nothing of this one detected), the flags over it.
 
     ``installing``: a ``--python VERSION`` must be the target interpreter's own (``--install`` installs into
     it), refused before anything is downloaded."""
-    own_driver = driver  # said on the command line, not by a preset
-    if cpu is not None or os is not None:  # --cpu/--os: the platform tag they mean
-        if platform is not None:
-            raise BadInput("--cpu/--os: not with --platform (which says both)")
-        if cpu is None or os is None:
-            raise BadInput("--cpu and --os: give both (or --platform TAG)")
-        platform = platform_for(os, cpu, maybe(lambda g: parse_major_minor(g, "glibc"), glibc))
-    if preset is not None:
-        named = find_preset(preset)
-        sm, platform, driver = (
-            sm or named.get("sm"),
-            platform or named.get("platform"),
-            driver or named.get("driver"),
-        )
-        cuda, glibc = cuda or named.get("cuda"), glibc or named.get("glibc")
-        python = python or named.get("python")
-    floor = maybe(lambda g: parse_major_minor(g, "glibc"), glibc)
+    own_driver = flags.driver  # said on the command line, not by a preset
+    f = _with_preset(_with_cpu_os(flags))
+    floor = maybe(lambda g: parse_major_minor(g, "glibc"), f.glibc)
     # either vocabulary, one machine: a machine's name at --glibc (else PyTorch's 2.28), a wheel tag as given
-    platform = platform_tag_of(platform, floor) if platform is not None else None
-    contradiction(platform, glibc)
+    platform = platform_tag_of(f.platform, floor) if f.platform is not None else None
+    contradiction(platform, f.glibc)
     # --python is a version (resolve for it) or a path (act for that interpreter): uv's convention.
-    version = python if python is not None and is_version(python) else None
-    target = find_target(python)
-    if preset is not None and version is not None and not installing:
-        # Another machine: nothing of this one leaks in (its GPU, driver, torch, glibc).
-        why = f"--preset {preset} names no NVIDIA GPU; pass --sm"
-        detected = Machine(
-            gpus=Probed.unknown(why), interpreter=Probed.unknown(f"--preset {preset}: another machine")
+    version = f.python if f.python is not None and is_version(f.python) else None
+    detected = _detected(f, version, installing)
+    machine = detected.with_overrides(sm=f.sm, gpu=f.gpu, torch=f.torch, cuda=f.cuda, python=version,
+                                      platform=platform, glibc=f.glibc, driver=f.driver)  # fmt: skip
+    if f.preset is not None and own_driver is None and machine.driver_cuda.value is not None and f.driver:
+        # The preset's driver, said as such: a refusal it causes names --driver, which overrides it.
+        machine = replace(machine, driver_cuda=replace(machine.driver_cuda, source=f"--preset {f.preset}"))
+    if (cannot := machine.impossible()) is not None:  # judged, it would be called native where nothing runs
+        raise BadInput(f"no such machine: {cannot}; {_describe_instead(machine)}")
+    if f.cuda is not None and f.driver is not None:  # both said (flags or a preset), not found here
+        _runtime_above_driver(parse_major_minor(f.cuda, "--cuda"), parse_major_minor(f.driver, "--driver"),
+                              f.preset if own_driver is None else None)  # fmt: skip
+    return machine
+
+
+def _with_cpu_os(f: MachineFlags) -> MachineFlags:
+    """``--cpu``/``--os``: the platform tag they mean."""
+    if f.cpu is None and f.os is None:
+        return f
+    if f.platform is not None:
+        raise BadInput("--cpu/--os: not with --platform (which says both)")
+    if f.cpu is None or f.os is None:
+        raise BadInput("--cpu and --os: give both (or --platform TAG)")
+    return replace(
+        f, platform=platform_for(f.os, f.cpu, maybe(lambda g: parse_major_minor(g, "glibc"), f.glibc))
+    )
+
+
+def _with_preset(f: MachineFlags) -> MachineFlags:
+    """``--preset``: the common machine's values where the flags say none."""
+    if f.preset is None:
+        return f
+    named = find_preset(f.preset)
+    return replace(f, sm=f.sm or named.get("sm"), platform=f.platform or named.get("platform"),
+                   driver=f.driver or named.get("driver"), cuda=f.cuda or named.get("cuda"),
+                   glibc=f.glibc or named.get("glibc"), python=f.python or named.get("python"))  # fmt: skip
+
+
+def _detected(f: MachineFlags, version: str | None, installing: bool) -> Machine:
+    """This machine, as detected for the target interpreter; another machine (a preset resolved for a
+    version) has nothing of this one. A ``--python VERSION`` that ``--install`` contradicts is refused."""
+    target = find_target(f.python)
+    if f.preset is not None and version is not None and not installing:
+        why = f"--preset {f.preset} names no NVIDIA GPU; pass --sm"
+        return Machine(
+            gpus=Probed.unknown(why), interpreter=Probed.unknown(f"--preset {f.preset}: another machine")
         )
-    else:
-        detected = detect_machine(target=target)
+    detected = detect_machine(target=target)
     if installing and version is not None and detected.python.value is not None:
         have = detected.python.value[:2]
         if parse_python(version) != have:
@@ -229,18 +263,7 @@ def machine_of(
                 f"--python {version}: --install installs into {target.executable}, which is Python "
                 f"{have[0]}.{have[1]}; pass --python PATH of a {version} interpreter, or drop --install"
             )
-    machine = detected.with_overrides(
-        sm=sm, gpu=gpu, torch=torch, cuda=cuda, python=version, platform=platform, glibc=glibc, driver=driver
-    )
-    if preset is not None and own_driver is None and machine.driver_cuda.value is not None and driver:
-        # The preset's driver, said as such: a refusal it causes names --driver, which overrides it.
-        machine = replace(machine, driver_cuda=replace(machine.driver_cuda, source=f"--preset {preset}"))
-    if (cannot := machine.impossible()) is not None:  # judged, it would be called native where nothing runs
-        raise BadInput(f"no such machine: {cannot}; {_describe_instead(machine)}")
-    if cuda is not None and driver is not None:  # both said (flags or a preset), not found here
-        _runtime_above_driver(parse_major_minor(cuda, "--cuda"), parse_major_minor(driver, "--driver"),
-                              preset if own_driver is None else None)  # fmt: skip
-    return machine
+    return detected
 
 
 def _runtime_above_driver(cuda: MajorMinor, driver: MajorMinor, preset: str | None) -> None:

@@ -1,0 +1,92 @@
+"""Each command's own options, declared once here, so that a command's signature is one line per flag and
+its body parses and renders only (the options several commands share are :mod:`librarian.cli.options`')."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+# --- pull ---------------------------------------------------------------------------------------------
+PackagesArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="Packages to fetch (pip's name matching: flash-attn finds flash_attn; NAME==VERSION pins).",
+        show_default=False,
+    ),
+]
+ServeGpuOpt = Annotated[
+    int | None, typer.Option("--gpu", help="Which GPU to serve when there are several (default 0).")
+]
+PullOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "-o", "--out", help="Directory to put the wheels in (default: here; with --install, a temporary one)."
+    ),
+]
+InstallOpt = Annotated[
+    bool,
+    typer.Option(
+        "--install", help="Then pip install --force-reinstall --no-deps them into the target interpreter."
+    ),
+]
+RequirementsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--requirements",
+        help="Download nothing; write 'name @ URL --hash=sha256:...' lines to FILE for pip/uv.",
+    ),
+]
+CompatibleOpt = Annotated[
+    bool, typer.Option("--compatible", help="With no exact cell, take a wheel that runs on this GPU anyway.")
+]
+ForceInstallOpt = Annotated[
+    bool, typer.Option("--force", help="--install even a wheel the verdicts say will not run here.")
+]
+BuildOnMissOpt = Annotated[
+    bool,
+    typer.Option(
+        "--build", help="On a miss, build it for exactly this machine (GPU, torch, CUDA, Python) here."
+    ),
+]
+SourceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--source",
+        help="With --build: what to build, an sdist or source folder (default: the name, from PyPI).",
+    ),
+]
+PublishBuiltOpt = Annotated[
+    bool,
+    typer.Option("--publish", help="With --build: file what was built in the store, for the next machine."),
+]
+CreateForBuildOpt = Annotated[
+    bool, typer.Option("--create", help="With --build --publish: create the Hub dataset repo if needed.")
+]
+FixOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fix",
+        help="Replace each installed package of the target environment that will not run here "
+        "(doctor --env) with the stored wheel that does, then judge it again.",
+    ),
+]
+FixDryRunOpt = Annotated[bool, typer.Option("--dry-run", help="With --fix: say what it would do.")]
+
+# --- doctor -------------------------------------------------------------------------------------------
+DoctorWheelsArg = Annotated[
+    list[Path] | None, typer.Argument(help="Wheels to judge, or directories of them.", show_default=False)
+]
+DoctorGlibcOpt = Annotated[str | None, typer.Option("--glibc", help="glibc version, e.g. 2.31.")]
+ShowMachineOpt = Annotated[
+    bool, typer.Option("--machine", help="Show what was detected about this machine, and how.")
+]
+EnvOpt = Annotated[
+    bool,
+    typer.Option(
+        "--env",
+        help="Judge every installed package with native code in the target environment (--python PATH, "
+        "else the active venv, else librarian's own) instead of wheel files.",
+    ),
+]
