@@ -90,3 +90,55 @@ EnvOpt = Annotated[
         "else the active venv, else librarian's own) instead of wheel files.",
     ),
 ]
+
+# --- build --------------------------------------------------------------------------------------------
+SpecArg = Annotated[
+    str | None,
+    typer.Argument(
+        help="A requirement (flash-attn==2.8.3), an sdist or a source folder; with --job, default: its spec.",
+        show_default=False,
+    ),
+]
+ComboTorchOpt = Annotated[str | None, typer.Option("--torch", help="The combo's torch minor, e.g. 2.9.")]
+ComboCudaOpt = Annotated[str | None, typer.Option("--cuda", help="The combo's CUDA line, e.g. 12.8.")]
+BuildPythonOpt = Annotated[
+    str | None, typer.Option("--python", help="The CPython to build for, e.g. 3.12 (default: this one).")
+]
+HostPlatformOpt = Annotated[
+    str,
+    typer.Option(
+        "--platform",
+        help="This host's own: PyTorch's name (linux-x86_64, linux-aarch64, windows-amd64) or a wheel tag of it.",
+    ),
+]
+BuildSmOpt = Annotated[
+    list[str] | None,
+    typer.Option("--sm", help="A GPU to build for, e.g. 89 (repeatable): exactly these cells."),
+]
+BuildPtxOpt = Annotated[bool, typer.Option("--ptx", help="Add PTX of the newest arch (+PTX).")]
+FloorGlibcOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--glibc", help="The glibc floor of the plan this build serves (default 2.28, torch's; as plan's)."
+    ),
+]
+JobOpt = Annotated[
+    str | None,
+    typer.Option("--job", help="One entry of 'plan --json' jobs or 'plan --github' include, as JSON."),
+]
+BuildRepoOpt = Annotated[
+    str | None,
+    typer.Option("--repo", help="File the wheel into this store (as publish does); default: the project's."),
+]
+BuildStageOpt = Annotated[
+    bool, typer.Option("--stage", help="Stage it for one later 'librarian reindex' (a CI fan-in).")
+]
+BuildManifestOpt = Annotated[
+    Path | None,
+    typer.Option("--manifest", help="With --stage: upload the bytes only and write the entries to FILE."),
+]
+CreateOpt = Annotated[bool, typer.Option("--create", help="Create the Hub dataset repo if needed.")]
+BuildOutOpt = Annotated[
+    Path | None,
+    typer.Option("-o", "--out", help="Write the checked, labelled wheel to DIR instead of a store."),
+]
