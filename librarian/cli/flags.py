@@ -142,3 +142,158 @@ BuildOutOpt = Annotated[
     Path | None,
     typer.Option("-o", "--out", help="Write the checked, labelled wheel to DIR instead of a store."),
 ]
+
+# --- publish: publish ----------------------------------------------------------------------------
+PublishWheelsArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="Wheel files, or wheels' URLs (https://..., hf://datasets/OWNER/NAME[@REV]/path.whl).",
+        show_default=False,
+    ),
+]
+PublishSourcesOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--from",
+        metavar="PAGE|STORE",
+        help="Also every wheel a page links (a find-links page, a PEP 503 project page, a release page: a URL "
+        "or an HTML file) or another store holds (a folder, a Hub dataset) (repeatable).",
+    ),
+]
+PublishOnlyOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--only",
+        metavar="PATTERN",
+        help="With --from: only the wheels whose filename matches PATTERN, e.g. 'flash_attn-2.8.3*cp312*' (repeatable).",
+    ),
+]
+PublishSmOpt = Annotated[
+    list[str] | None,
+    typer.Option("--sm", help="GPU arch to file under (repeatable); default: from the binaries."),
+]
+PublishReplaceOpt = Annotated[
+    bool, typer.Option("--replace", help="Overwrite a different wheel at the same path.")
+]
+PublishTrustSmOpt = Annotated[
+    bool,
+    typer.Option("--trust-sm", help="File under each --sm even where the binaries have no code for it."),
+]
+PublishAllowGlibcMismatchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-glibc-mismatch", help="Accept a manylinux tag older than the glibc the binaries need."
+    ),
+]
+PublishAllowCudaMismatchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-cuda-mismatch",
+        help="Accept a label whose CUDA line the device code or libcudart contradicts.",
+    ),
+]
+PublishAllowPlatformMismatchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-platform-mismatch",
+        help="Accept a platform tag naming another CPU or OS than the binaries.",
+    ),
+]
+PublishAllowTorchMismatchOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-torch-mismatch",
+        help="Accept a label whose torch line the wheel's own Requires-Dist on torch excludes.",
+    ),
+]
+PublishSkipRefusedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--skip-refused",
+        help="File the wheels that pass and name the refused ones (exit 1); without it a refusal files nothing.",
+    ),
+]
+PublishCreateOpt = Annotated[
+    bool, typer.Option("--create", help="Create the Hub dataset repo if it does not exist.")
+]
+PublishStageOpt = Annotated[
+    bool,
+    typer.Option(
+        "--stage",
+        help="Fan-in: store the wheels and pending entries only; one final 'librarian reindex' indexes them.",
+    ),
+]
+PublishManifestOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--manifest",
+        help="With --stage: upload the bytes only (no commit) and write the entries to FILE, for 'reindex --manifest'.",
+    ),
+]
+PublishRefuseMacosOpt = Annotated[
+    bool,
+    typer.Option(
+        "--refuse-macos", help="A macOS wheel among them is an error (default: skipped, with a warning)."
+    ),
+]
+
+# --- publish: reindex ----------------------------------------------------------------------------
+ReindexAdoptOpt = Annotated[
+    bool,
+    typer.Option(
+        "--adopt",
+        help="Also take in the wheels of the tree that have no entry (a hand-made wheelhouse), each read from "
+        "its bytes and indexed at its path where they serve its cell; the others are named (exit 1).",
+    ),
+]
+ReindexRefileOpt = Annotated[
+    bool,
+    typer.Option(
+        "--refile",
+        help="With --adopt: file each misfiled wheel under the cells its bytes serve, and remove the misfiled copy.",
+    ),
+]
+ReindexRelabelOpt = Annotated[
+    bool,
+    typer.Option(
+        "--relabel",
+        help="With --adopt: rewrite each wheel it files without its cell's label with that label (a new "
+        "name: links to the old one break), and remove the old file.",
+    ),
+]
+ReindexRefreshOpt = Annotated[
+    bool,
+    typer.Option(
+        "--refresh",
+        help="Re-read every indexed wheel's bytes and write its entry anew (stores from older versions).",
+    ),
+]
+ReindexDryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Show what would be merged; change nothing.")
+]
+ReindexManifestOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--manifest",
+        help="Merge the wheels these 'publish --stage --manifest' files (or folders of them) staged, in one commit (repeatable).",
+    ),
+]
+ReindexReplaceOpt = Annotated[
+    bool, typer.Option("--replace", help="With --manifest: overwrite a different wheel at the same path.")
+]
+ReindexAllowUnknownComboOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unknown-combo",
+        help="With --manifest or --adopt: accept a torch/CUDA combo PyTorch never shipped.",
+    ),
+]
+ReindexDeepOpt = Annotated[
+    bool,
+    typer.Option(
+        "--deep",
+        help="On the Hub too, judge each variant wheel against its source as verify --deep does (each wheel "
+        "with a variant downloaded once), and make again those that are not their source's (a local "
+        "store is judged so always).",
+    ),
+]

@@ -1,8 +1,8 @@
 """Which flags go together, as one table the commands read: each command checks its parameters against its
 rows before anything is read or downloaded, and a broken row is its one line (exit 2).
 
-A row says that ``flags`` (parameter names; any of them given) need ``other`` given too (``needs``), must
-not be given with it (``not_with``), or that one of ``flags`` must be given (``one_of``).
+A row says that ``flags`` (parameter names; any of them given) need one of ``others`` given too (``needs``),
+must not be given with any of them (``not_with``), or that one of ``flags`` must be given (``one_of``).
 """
 
 from __future__ import annotations
@@ -22,20 +22,20 @@ class Rule:
 
     kind: str
     flags: tuple[str, ...]
-    other: str
+    others: tuple[str, ...]
     why: str
 
 
-def needs(flags: str, other: str, why: str) -> Rule:
-    return Rule("needs", tuple(flags.split()), other, why)
+def needs(flags: str, others: str, why: str) -> Rule:
+    return Rule("needs", tuple(flags.split()), tuple(others.split()), why)
 
 
-def not_with(flags: str, other: str, why: str) -> Rule:
-    return Rule("not_with", tuple(flags.split()), other, why)
+def not_with(flags: str, others: str, why: str) -> Rule:
+    return Rule("not_with", tuple(flags.split()), tuple(others.split()), why)
 
 
 def one_of(flags: str, why: str) -> Rule:
-    return Rule("one_of", tuple(flags.split()), "", why)
+    return Rule("one_of", tuple(flags.split()), (), why)
 
 
 RULES: dict[str, tuple[Rule, ...]] = {
@@ -62,6 +62,19 @@ RULES: dict[str, tuple[Rule, ...]] = {
                  "--torch/--cuda/--python/--sm/--glibc"),
         not_with("compile_cache", "no_cache", "--cache and --no-cache: choose one"),
     ),
+    "publish": (
+        needs("manifest", "stage", "--manifest: goes with --stage (publish --stage --manifest FILE)"),
+        one_of("wheels sources", "publish: name wheels (files or URLs), or --from a page or a store"),
+        needs("only", "sources", "--only: goes with --from (it picks among a page's or a store's wheels)"),
+    ),
+    "reindex": (
+        not_with("adopt", "manifest", "--adopt: not with --manifest (run 'reindex --adopt' on its own)"),
+        not_with("refresh", "manifest", "--refresh: not with --manifest (run 'reindex --refresh' on its own)"),
+        not_with("deep", "manifest", "--deep: not with --manifest (run 'reindex --deep' on its own)"),
+        needs("refile", "adopt", "--refile: only with --adopt (it files the unindexed wheels adoption reads)"),
+        needs("relabel", "adopt", "--relabel: only with --adopt (it files the unindexed wheels adoption reads)"),
+        needs("allow_unknown_combo", "manifest adopt", "--allow-unknown-combo: only with --manifest or --adopt"),
+    ),
     "doctor": (
         not_with("wheels", "env", "--env: judges the installed packages of an environment; not with wheel files"),
     ),
@@ -76,10 +89,9 @@ def given(value: object) -> bool:
 def check(command: str, params: Mapping[str, object]) -> None:
     """BadInput with the line of the first row of ``command`` that ``params`` (its parameters) break."""
     for rule in RULES.get(command, ()):
-        said = [f for f in rule.flags if given(params.get(f))]
-        if rule.kind == "needs" and said and not given(params.get(rule.other)):
-            raise BadInput(rule.why)
-        if rule.kind == "not_with" and said and given(params.get(rule.other)):
+        said = any(given(params.get(f)) for f in rule.flags)
+        other = any(given(params.get(f)) for f in rule.others)
+        if (rule.kind == "needs" and said and not other) or (rule.kind == "not_with" and said and other):
             raise BadInput(rule.why)
         if rule.kind == "one_of" and not said:
             raise BadInput(rule.why)
