@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+ListOpt = list[str] | None  # a repeatable option's values
+
 # --- pull ---------------------------------------------------------------------------------------------
 PackagesArg = Annotated[
     list[str] | None,
@@ -295,5 +297,126 @@ ReindexDeepOpt = Annotated[
         help="On the Hub too, judge each variant wheel against its source as verify --deep does (each wheel "
         "with a variant downloaded once), and make again those that are not their source's (a local "
         "store is judged so always).",
+    ),
+]
+
+# --- matrix: plan --------------------------------------------------------------------------------
+PlanSpecsArg = Annotated[
+    list[str],
+    typer.Argument(
+        help="What to build: NAME==VERSION (e.g. flash-attn==2.8.3), several allowed.", show_default=False
+    ),
+]
+PlanSmOpt = Annotated[
+    ListOpt, typer.Option("--sm", help="A GPU to serve, e.g. 89 (repeatable); or --sm-from store.")
+]
+PlanSmFromOpt = Annotated[
+    str | None, typer.Option("--sm-from", help="'store': every GPU the store already serves.")
+]
+PlanTorchOpt = Annotated[ListOpt, typer.Option("--torch", help="torch minor(s), e.g. 2.9 (repeatable).")]
+PlanNewestOpt = Annotated[
+    int | None, typer.Option("--newest", help="The newest N torch lines (default 1 without --torch).")
+]
+PlanCudaOpt = Annotated[
+    ListOpt,
+    typer.Option("--cuda", help="CUDA line(s), e.g. 12.8 (repeatable; default: every line of each torch)."),
+]
+PlanPythonOpt = Annotated[
+    ListOpt,
+    typer.Option(
+        "--python",
+        help="Python version(s), e.g. 3.12 (repeatable; default: the combo's, free-threaded ones only when named).",
+    ),
+]
+PlanPlatformOpt = Annotated[
+    ListOpt,
+    typer.Option(
+        "--platform",
+        help="linux-x86_64 (default), linux-aarch64, windows-amd64, or a wheel tag of one (repeatable).",
+    ),
+]
+PlanStableOnlyOpt = Annotated[bool, typer.Option("--stable-only", help="Only stable CUDA lines.")]
+PlanGlibcOpt = Annotated[
+    str | None,
+    typer.Option("--glibc", help="The oldest glibc the wheels must run on (default 2.28, torch's own)."),
+]
+PlanPtxOpt = Annotated[
+    bool, typer.Option("--ptx", help="Add +PTX to each job's newest arch (JIT for GPUs newer than all).")
+]
+PlanBudgetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--budget",
+        help="Each job's estimate within this time (e.g. 5h30m; GitHub-hosted jobs stop at 6h): a combo's "
+        "GPUs cut into several jobs where they would take longer.",
+    ),
+]
+PlanSourceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--source",
+        help="What the jobs build (a source folder or sdist; default: the release from the package "
+        "index), compared with the failures and builds the store recorded.",
+    ),
+]
+PlanRetryFailedOpt = Annotated[
+    bool, typer.Option("--retry-failed", help="Plan the cells whose recorded build failed, again.")
+]
+PlanRebuildOtherSourceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--rebuild-other-source",
+        help="Plan again the held cells built from another source of the version.",
+    ),
+]
+
+# --- store: gc -----------------------------------------------------------------------------------
+GcKeepTorchOpt = Annotated[
+    int | None, typer.Option("--keep-torch", min=1, help="Keep the newest N torch lines in the store.")
+]
+GcKeepTorchFromOpt = Annotated[
+    str,
+    typer.Option(
+        "--keep-torch-from",
+        help="Count --keep-torch over the torch lines in the 'store' or the ones PyTorch shipped ('matrix').",
+    ),
+]
+GcDropTorchOpt = Annotated[
+    list[str] | None, typer.Option("--drop-torch", help="Drop a torch line, e.g. 2.4 (repeatable).")
+]
+GcKeepVersionsOpt = Annotated[
+    int | None, typer.Option("--keep-versions", min=1, help="Keep the newest K versions per cell.")
+]
+GcOlderThanOpt = Annotated[
+    int | None, typer.Option("--older-than", min=0, help="Drop wheels published more than DAYS ago.")
+]
+GcYesOpt = Annotated[bool, typer.Option("--yes", help="Act on the plan (without it, only print it).")]
+GcDryRunOpt = Annotated[
+    bool,
+    typer.Option("--dry-run", help="Only print the plan (what gc does without --yes), said explicitly."),
+]
+GcPurgeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--purge",
+        help="Hub: also delete for good every LFS object no branch or tag references (this gc's removals and earlier ones'); frees the storage.",
+    ),
+]
+GcPurgeGraceOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--purge-grace",
+        help="With --purge: spare objects pushed within HOURS (default 24: staged wheels awaiting reindex).",
+    ),
+]
+GcAllowEmptyOpt = Annotated[
+    bool, typer.Option("--allow-empty", help="Accept a plan that removes every wheel of a package.")
+]
+GcDropServingOpt = Annotated[
+    bool,
+    typer.Option(
+        "--drop-serving",
+        help="Drop a dropped line's wheels even where their bytes serve a line kept (a stable-ABI or "
+        "torch-free build filed under it).",
     ),
 ]

@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from librarian.cli import ui
-from librarian.cli.options import GithubOpt, JsonOpt, RepoOpt, SplitOpt, store_and_layout
+from librarian.cli import flags as f
+from librarian.cli import options as o
+from librarian.cli import rules, ui
+from librarian.cli.options import GithubOpt, JsonOpt, SplitOpt
 from librarian.errors import BadInput
 from librarian.gpus import parse_real_sm
 from librarian.machine import parse_major_minor
-from librarian.pytorch.matrix import Selection, load_matrix
+from librarian.pytorch.matrix import Matrix, Selection, load_matrix
 from librarian.pytorch.matrix_render import github_matrix, matrix_json, render_table
 from librarian.pytorch.refresh import refresh
 
@@ -158,81 +160,14 @@ def matrix_refresh(
 
 @app.command("plan")
 def plan(
-    specs: Annotated[
-        list[str],
-        typer.Argument(
-            help="What to build: NAME==VERSION (e.g. flash-attn==2.8.3), several allowed.", show_default=False
-        ),
-    ],
-    sm: Annotated[
-        ListOpt, typer.Option("--sm", help="A GPU to serve, e.g. 89 (repeatable); or --sm-from store.")
-    ] = None,
-    sm_from: Annotated[
-        str | None, typer.Option("--sm-from", help="'store': every GPU the store already serves.")
-    ] = None,
-    torch: Annotated[ListOpt, typer.Option("--torch", help="torch minor(s), e.g. 2.9 (repeatable).")] = None,
-    newest: Annotated[
-        int | None, typer.Option("--newest", help="The newest N torch lines (default 1 without --torch).")
-    ] = None,
-    cuda: Annotated[
-        ListOpt,
-        typer.Option(
-            "--cuda", help="CUDA line(s), e.g. 12.8 (repeatable; default: every line of each torch)."
-        ),
-    ] = None,
-    python: Annotated[
-        ListOpt,
-        typer.Option(
-            "--python",
-            help="Python version(s), e.g. 3.12 (repeatable; default: the combo's, free-threaded ones only when named).",
-        ),
-    ] = None,
-    platform: Annotated[
-        ListOpt,
-        typer.Option(
-            "--platform",
-            help="linux-x86_64 (default), linux-aarch64, windows-amd64, or a wheel tag of one (repeatable).",
-        ),
-    ] = None,
-    stable_only: Annotated[bool, typer.Option("--stable-only", help="Only stable CUDA lines.")] = False,
-    glibc: Annotated[
-        str | None,
-        typer.Option("--glibc", help="The oldest glibc the wheels must run on (default 2.28, torch's own)."),
-    ] = None,
-    ptx: Annotated[
-        bool, typer.Option("--ptx", help="Add +PTX to each job's newest arch (JIT for GPUs newer than all).")
-    ] = False,
-    github: GithubOpt = False,
-    split: SplitOpt = False,
-    budget: Annotated[
-        str | None,
-        typer.Option(
-            "--budget",
-            help="Each job's estimate within this time (e.g. 5h30m; GitHub-hosted jobs stop at 6h): a combo's "
-            "GPUs cut into several jobs where they would take longer.",
-        ),
-    ] = None,
-    source: Annotated[
-        str | None,
-        typer.Option(
-            "--source",
-            help="What the jobs build (a source folder or sdist; default: the release from the package "
-            "index), compared with the failures and builds the store recorded.",
-        ),
-    ] = None,
-    retry_failed: Annotated[
-        bool, typer.Option("--retry-failed", help="Plan the cells whose recorded build failed, again.")
-    ] = False,
-    rebuild_other_source: Annotated[
-        bool,
-        typer.Option(
-            "--rebuild-other-source",
-            help="Plan again the held cells built from another source of the version.",
-        ),
-    ] = False,
-    repo: RepoOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+    specs: f.PlanSpecsArg, sm: f.PlanSmOpt = None, sm_from: f.PlanSmFromOpt = None, torch: f.PlanTorchOpt = None,
+    newest: f.PlanNewestOpt = None, cuda: f.PlanCudaOpt = None, python: f.PlanPythonOpt = None,
+    platform: f.PlanPlatformOpt = None, stable_only: f.PlanStableOnlyOpt = False, glibc: f.PlanGlibcOpt = None,
+    ptx: f.PlanPtxOpt = False, github: o.GithubOpt = False, split: o.SplitOpt = False,
+    budget: f.PlanBudgetOpt = None, source: f.PlanSourceOpt = None, retry_failed: f.PlanRetryFailedOpt = False,
+    rebuild_other_source: f.PlanRebuildOtherSourceOpt = False, repo: o.RepoOpt = None,
+    as_json: o.JsonOpt = False,
+) -> None:  # fmt: skip
     """The build jobs whose wheels the store does not hold yet: one per (package, torch, CUDA, Python, platform).
 
     Example: librarian plan flash-attn==2.8.3 --sm 80 --sm 89 --sm 90 --newest 2 --python 3.12 --github
@@ -241,32 +176,18 @@ def plan(
     from librarian.ops.grid import plan as plan_op
     from librarian.ops.grid.plan_budget import parse_budget
 
-    if (sm is None) == (sm_from is None):
-        raise BadInput("plan: pass --sm (e.g. --sm 89, repeatable) or --sm-from store, one of the two")
+    rules.check("plan", dict(locals()))
     if sm_from is not None and sm_from != "store":
         raise BadInput(f"--sm-from {sm_from}: the one source is 'store' (the GPUs the store already serves)")
     parsed_specs = [plan_op.Spec.parse(s) for s in specs]
     sms = [parse_real_sm(s) for s in sm] if sm else None
     floor = parse_major_minor(glibc, "glibc") if glibc else plan_op.DEFAULT_GLIBC
     loaded = load_matrix()
-    sel = Selection.parse(
-        torch or (),
-        cuda or (),
-        python or (),
-        platform or ("linux-x86_64",),
-        newest if newest is not None or torch else 1,
-        stable_only,
-    )
-    if not python:  # free-threaded builds only when asked for by name
-        every = {c.python for c in loaded.select(sel)}
-        sel = replace(sel, python=frozenset(p for p in every if not p.free_threaded))
-    store, layout = store_and_layout(repo, publishing=True)  # a local store not made yet holds nothing
-    history = plan_op.History(
-        sources=plan_sources(source, parsed_specs),
-        retry_failed=retry_failed,
-        rebuild_other_source=rebuild_other_source,
-        budget=parse_budget(budget) if budget is not None else None,
-    )
+    sel = _selection(loaded, torch, cuda, python, platform, newest, stable_only)
+    store, layout = o.store_and_layout(repo, publishing=True)  # a local store not made yet holds nothing
+    history = plan_op.History(sources=plan_sources(source, parsed_specs), retry_failed=retry_failed,
+                              rebuild_other_source=rebuild_other_source,
+                              budget=parse_budget(budget) if budget is not None else None)  # fmt: skip
     result = plan_op.plan(
         store, layout, loaded, sel, parsed_specs, sms, glibc=floor, ptx=ptx, history=history
     )
@@ -276,6 +197,20 @@ def plan(
         ui.emit_json(result.to_json())
     else:
         ui.out(result.render())
+
+
+def _selection(
+    loaded: Matrix, torch: list[str] | None, cuda: list[str] | None, python: list[str] | None,
+    platform: list[str] | None, newest: int | None, stable_only: bool,
+) -> Selection:  # fmt: skip
+    """The combos plan's flags select: the newest torch line by default, Linux x86_64, and free-threaded
+    CPythons only when named."""
+    sel = Selection.parse(torch or (), cuda or (), python or (), platform or ("linux-x86_64",),
+                          newest if newest is not None or torch else 1, stable_only)  # fmt: skip
+    if not python:
+        every = {c.python for c in loaded.select(sel)}
+        sel = replace(sel, python=frozenset(p for p in every if not p.free_threaded))
+    return sel
 
 
 def plan_sources(source: str | None, specs: list[Spec]) -> dict[Spec, Source]:

@@ -75,6 +75,11 @@ RULES: dict[str, tuple[Rule, ...]] = {
         needs("relabel", "adopt", "--relabel: only with --adopt (it files the unindexed wheels adoption reads)"),
         needs("allow_unknown_combo", "manifest adopt", "--allow-unknown-combo: only with --manifest or --adopt"),
     ),
+    "plan": (
+        one_of("sm sm_from", "plan: pass --sm (e.g. --sm 89, repeatable) or --sm-from store, one of the two"),
+        not_with("sm", "sm_from", "plan: pass --sm (e.g. --sm 89, repeatable) or --sm-from store, one of the two"),
+    ),
+    "gc": (not_with("yes", "dry_run", "gc: --yes and --dry-run: choose one"),),
     "doctor": (
         not_with("wheels", "env", "--env: judges the installed packages of an environment; not with wheel files"),
     ),

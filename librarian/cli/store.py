@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from librarian.cli import ui
+from librarian.cli import flags as f
+from librarian.cli import options as o
+from librarian.cli import rules, ui
 from librarian.cli.options import JobsOpt, JsonOpt, RepoOpt, store_and_layout
 from librarian.coverage import render_coverage, render_coverage_html
 from librarian.errors import BadInput
@@ -80,77 +82,22 @@ def ls_command(
 
 @app.command()
 def gc(
-    repo: RepoOpt = None,
-    keep_torch: Annotated[
-        int | None, typer.Option("--keep-torch", min=1, help="Keep the newest N torch lines in the store.")
-    ] = None,
-    keep_torch_from: Annotated[
-        str,
-        typer.Option(
-            "--keep-torch-from",
-            help="Count --keep-torch over the torch lines in the 'store' or the ones PyTorch shipped ('matrix').",
-        ),
-    ] = "store",
-    drop_torch: Annotated[
-        list[str] | None, typer.Option("--drop-torch", help="Drop a torch line, e.g. 2.4 (repeatable).")
-    ] = None,
-    keep_versions: Annotated[
-        int | None, typer.Option("--keep-versions", min=1, help="Keep the newest K versions per cell.")
-    ] = None,
-    older_than: Annotated[
-        int | None, typer.Option("--older-than", min=0, help="Drop wheels published more than DAYS ago.")
-    ] = None,
-    yes: Annotated[bool, typer.Option("--yes", help="Act on the plan (without it, only print it).")] = False,
-    dry_run: Annotated[
-        bool,
-        typer.Option("--dry-run", help="Only print the plan (what gc does without --yes), said explicitly."),
-    ] = False,
-    purge: Annotated[
-        bool,
-        typer.Option(
-            "--purge",
-            help="Hub: also delete for good every LFS object no branch or tag references (this gc's removals and earlier ones'); frees the storage.",
-        ),
-    ] = False,
-    purge_grace: Annotated[
-        float | None,
-        typer.Option(
-            "--purge-grace",
-            help="With --purge: spare objects pushed within HOURS (default 24: staged wheels awaiting reindex).",
-        ),
-    ] = None,
-    allow_empty: Annotated[
-        bool, typer.Option("--allow-empty", help="Accept a plan that removes every wheel of a package.")
-    ] = False,
-    drop_serving: Annotated[
-        bool,
-        typer.Option(
-            "--drop-serving",
-            help="Drop a dropped line's wheels even where their bytes serve a line kept (a stable-ABI or "
-            "torch-free build filed under it).",
-        ),
-    ] = False,
-    as_json: JsonOpt = False,
-) -> None:
+    repo: o.RepoOpt = None, keep_torch: f.GcKeepTorchOpt = None, keep_torch_from: f.GcKeepTorchFromOpt = "store",
+    drop_torch: f.GcDropTorchOpt = None, keep_versions: f.GcKeepVersionsOpt = None,
+    older_than: f.GcOlderThanOpt = None, yes: f.GcYesOpt = False, dry_run: f.GcDryRunOpt = False,
+    purge: f.GcPurgeOpt = False, purge_grace: f.GcPurgeGraceOpt = None, allow_empty: f.GcAllowEmptyOpt = False,
+    drop_serving: f.GcDropServingOpt = False, as_json: o.JsonOpt = False,
+) -> None:  # fmt: skip
     """Prune stale torch lines and superseded versions; prints the plan, acts only with --yes.
 
     Example: librarian gc --keep-torch 3 --purge --yes --repo hf://datasets/me/wheels
     """
-    if yes and dry_run:
-        raise BadInput("gc: --yes and --dry-run: choose one")
+    rules.check("gc", dict(locals()))
     from librarian.ops.store.gc import gc as prune  # here: ls and verify never load gc
     from librarian.ops.store.gc_policy import policy_from_flags
 
-    policy = policy_from_flags(
-        keep_torch,
-        keep_torch_from,
-        drop_torch or (),
-        keep_versions,
-        older_than,
-        purge=purge,
-        purge_grace_hours=purge_grace,
-        drop_serving=drop_serving,
-    )
+    policy = policy_from_flags(keep_torch, keep_torch_from, drop_torch or (), keep_versions, older_than,
+                               purge=purge, purge_grace_hours=purge_grace, drop_serving=drop_serving)  # fmt: skip
     store, layout = store_and_layout(repo)
     report = prune(store, layout, policy, act=yes, purge=purge, allow_empty=allow_empty)
     ui.emit_json(report.to_json(store.location)) if as_json else ui.result(
