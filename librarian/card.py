@@ -56,56 +56,11 @@ def _pull_examples(index: Index, repo_id: str, most: int = 40) -> str:
     )
 
 
-def render_card_block(
-    index: Index,
-    repo_id: str,
-    endpoint: str = "https://huggingface.co",
-    install: str | None = None,
-    revision: str | None = None,
-    held: frozenset[str] = frozenset(),
-    failures: Sequence[BuildFailure] = (),
-) -> str:
-    """librarian's part of the dataset card, markers included: how to install, and the coverage table.
-
-    ``endpoint`` must carry no credentials (the caller strips them): the card is public. ``revision``: the
-    commit the card is written on top of, and ``held``, the wheels it holds: the hash-pinned example names a
-    wheel there, at that commit (as ``pull --requirements`` pins its lines), never ``main``, which moves.
-    """
-    table = render_coverage(coverage(index, f"hf://datasets/{repo_id}"))
-    example = min(index.entries, key=_commonness) if index.entries else None
-    package, page = "PACKAGE", "pages/sm89-torch2.9-cu128.html"
-    pull = "librarian pull PACKAGE --sm 89 --torch 2.9"
-    path, sha = "PATH_FROM_THE_INDEX", "SHA256_FROM_THE_INDEX"
-    if example is not None:
-        cell = example.cell
-        package, page, path = example.name.distribution.replace("_", "-"), page_path(example), example.path
-        sha = example.sha256
-        pull = f"librarian pull {cell.package} --sm {cell.sm.sm} --torch {format_version(cell.label.torch)} --cuda {format_version(cell.label.cuda)}"
-    find_links = f"{endpoint}/datasets/{repo_id}/resolve/main/{page}"
-    get = (
-        f"install it with `{install}`"
-        if install
-        else "it is not on PyPI under that name; the publisher's `[tool.librarian] install` setting puts its install line here"
-    )
-    examples = _pull_examples(index, repo_id)
-    at = [e for e in index.entries if e.path in held]
-    if revision and at:
-        fixed = min(at, key=_commonness)
-        name = fixed.name.distribution.replace("_", "-")
-        url = f"{endpoint}/datasets/{repo_id}/resolve/{revision}/{quote(fixed.path)}"
-        pinned = f"{name} @ {url} --hash=sha256:{fixed.sha256}"
-    elif example is not None:  # the first commit cannot name itself: main, which holds it; the hash keeps
-        # other bytes out, and from the next change on the line names a commit
-        pinned = f"{package} @ {endpoint}/datasets/{repo_id}/resolve/main/{quote(path)} --hash=sha256:{sha}"
-    else:  # no wheel yet: the line's shape
-        pinned = f"{package} @ {endpoint}/datasets/{repo_id}/resolve/COMMIT/{quote(path)} --hash=sha256:{sha}"
-    variants = _variants_section(index, repo_id, endpoint)
-    builds = _builds_section(index, failures)
-    return f"""{BEGIN}
+CARD_TEMPLATE = """{BEGIN}
 ## Install
 
 Wheels filed by librarian, one folder per GPU arch and torch/CUDA combo, with the layout
-`{index.layout.path}`. The local version label (`+cu128torch2.9`) carries the CUDA line and torch minor
+`{layout_path}`. The local version label (`+cu128torch2.9`) carries the CUDA line and torch minor
 (a wheel without one: its folder's `torch2.9-cu128`); the folder says which GPU the binaries serve. Install with `--no-deps` and a reinstall, so that your torch
 stays as it is.
 
@@ -151,6 +106,79 @@ path = hf_hub_download("{repo_id}", "{path}", repo_type="dataset")
 librarian rewrites only this block, between its two markers; edit anything outside it.
 {END}
 """
+
+
+def render_card_block(
+    index: Index,
+    repo_id: str,
+    endpoint: str = "https://huggingface.co",
+    install: str | None = None,
+    revision: str | None = None,
+    held: frozenset[str] = frozenset(),
+    failures: Sequence[BuildFailure] = (),
+) -> str:
+    """librarian's part of the dataset card, markers included: how to install, and the coverage table.
+
+    ``endpoint`` must carry no credentials (the caller strips them): the card is public. ``revision``: the
+    commit the card is written on top of, and ``held``, the wheels it holds: the hash-pinned example names a
+    wheel there, at that commit (as ``pull --requirements`` pins its lines), never ``main``, which moves.
+    """
+    table = render_coverage(coverage(index, f"hf://datasets/{repo_id}"))
+    example = min(index.entries, key=_commonness) if index.entries else None
+    package, page = "PACKAGE", "pages/sm89-torch2.9-cu128.html"
+    pull = "librarian pull PACKAGE --sm 89 --torch 2.9"
+    path, sha = "PATH_FROM_THE_INDEX", "SHA256_FROM_THE_INDEX"
+    if example is not None:
+        cell = example.cell
+        package, page, path = example.name.distribution.replace("_", "-"), page_path(example), example.path
+        sha = example.sha256
+        pull = f"librarian pull {cell.package} --sm {cell.sm.sm} --torch {format_version(cell.label.torch)} --cuda {format_version(cell.label.cuda)}"
+    find_links = f"{endpoint}/datasets/{repo_id}/resolve/main/{page}"
+    get = (
+        f"install it with `{install}`"
+        if install
+        else "it is not on PyPI under that name; the publisher's `[tool.librarian] install` setting puts its install line here"
+    )
+    examples = _pull_examples(index, repo_id)
+    pinned = _pinned_line(index, repo_id, endpoint, revision, held, package, path, sha)
+    variants = _variants_section(index, repo_id, endpoint)
+    builds = _builds_section(index, failures)
+    return CARD_TEMPLATE.format(
+        BEGIN=BEGIN,
+        END=END,
+        layout_path=index.layout.path,
+        pinned=pinned,
+        package=package,
+        repo_id=repo_id,
+        find_links=find_links,
+        get=get,
+        pull=pull,
+        examples=examples,
+        variants=variants,
+        path=path,
+        table=table,
+        builds=builds,
+    )
+
+
+def _pinned_line(
+    index: Index, repo_id: str, endpoint: str, revision: str | None, held: frozenset[str], package: str, path: str,
+    sha: str,
+) -> str:  # fmt: skip
+    """The card's hash-pinned requirement line: a held wheel at ``revision``, else the example at ``main``
+    (the first commit cannot name itself; the hash keeps other bytes out), else the line's shape."""
+    at = [e for e in index.entries if e.path in held]
+    if revision and at:
+        fixed = min(at, key=_commonness)
+        name = fixed.name.distribution.replace("_", "-")
+        url = f"{endpoint}/datasets/{repo_id}/resolve/{revision}/{quote(fixed.path)}"
+        pinned = f"{name} @ {url} --hash=sha256:{fixed.sha256}"
+    elif index.entries:  # the first commit cannot name itself: main, which holds it; the hash keeps
+        # other bytes out, and from the next change on the line names a commit
+        pinned = f"{package} @ {endpoint}/datasets/{repo_id}/resolve/main/{quote(path)} --hash=sha256:{sha}"
+    else:  # no wheel yet: the line's shape
+        pinned = f"{package} @ {endpoint}/datasets/{repo_id}/resolve/COMMIT/{quote(path)} --hash=sha256:{sha}"
+    return pinned
 
 
 MAX_CARD_FAILURES = 20  # failed builds listed on the card (the rest counted)
