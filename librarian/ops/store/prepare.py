@@ -187,18 +187,8 @@ def prepare_one(
     ``matrix``: PyTorch's, to warn of a combo it never shipped (``None``: no warning); ``warned``: the
     warnings already given, so that one per combo is said however many wheels share it."""
     name = WheelName.parse(path.name)
-    if _for_macos(name) and not options.refuse_macos:
-        # A farm builds every OS into one dist/: the macOS wheels have no CUDA cell to go in.
-        log.warning(
-            "%s: a macOS wheel (macOS has no CUDA: no cell to file it in); skipped (--refuse-macos makes it an error)",
-            path.name,
-        )
+    if not _admitted(path, name, options):
         return None
-    if name.package in RESERVED:
-        raise Refused(
-            f"{path.name}: {name.package} itself is never filed: a store serves what is built against it, and "
-            f"'pull --install' of it would replace the {name.package} every stored wheel is bound to"
-        )
     label = choose_label(name, options.label, relabel=options.relabel)
     warned = set() if warned is None else warned
     if matrix is not None and (warning := check_combo(label, path.name, matrix)) and warning not in warned:
@@ -218,28 +208,59 @@ def prepare_one(
     wheel = Wheel(staged_name, facts, said=said_of(info), requires_torch=_torch_spec(info, path))
     overrides = check_claims(wheel, options.accepts, path.name)
     sms, trusted = gpu_cells(wheel, options.sms, options.trust_sm, path.name)
-    if repair:  # said once the checks pass: a refused wheel is rewritten nowhere
+    overrides += _said_after_checks(path, label, facts, sms, repair=repair, trusted=trusted, write=write)
+    _check_requires_python(path, info)
+    metadata = staging / f"{staged.name}.metadata"
+    metadata.write_bytes(info.metadata)  # hashed and measured from the bytes, not read back
+    # The relabelled copy was hashed as it was written: read once, not again for its sha256.
+    sha = written_sha or sha256_file(staged)
+    size = staged.stat().st_size if written_size is None else written_size
+    return PreparedWheel(path, staged, staged_name, sha, size, sms, facts, info.requires_python, metadata,
+                         hashlib.sha256(info.metadata).hexdigest(), len(info.metadata), overrides,
+                         info.requires_torch)  # fmt: skip
+
+
+def _admitted(path: Path, name: WheelName, options: PublishOptions) -> bool:
+    """Whether a wheel is one a store files: a macOS wheel is skipped with a warning (``False``), or refused
+    with ``--refuse-macos``; torch itself (a reserved name) is refused."""
+    if _for_macos(name) and not options.refuse_macos:
+        # A farm builds every OS into one dist/: the macOS wheels have no CUDA cell to go in.
         log.warning(
-            "%s: WHEEL's Tag lines disagree with its filename; publish %s the filename's",
-            path,
-            "writes" if write else "would write",
-        )
-    log.info(
-        "%s: labelled %s, %d binar%s read, filed under %s",
-        path.name,
-        label,
-        len(facts.binaries),
-        "y" if len(facts.binaries) == 1 else "ies",
-        " ".join(f"sm{s.sm}" for s in sms) or "no GPU",
-    )
-    if trusted:
-        overrides += ("--trust-sm",)
-        log.warning(
-            "%s: filed under %s with --trust-sm: pull serves it to those GPUs on your word, though "
-            "its bytes show no native code for them",
+            "%s: a macOS wheel (macOS has no CUDA: no cell to file it in); skipped (--refuse-macos makes it an error)",
             path.name,
-            " ".join(f"sm{s.sm}" for s in sms),
         )
+        return False
+    if name.package in RESERVED:
+        raise Refused(
+            f"{path.name}: {name.package} itself is never filed: a store serves what is built against it, and "
+            f"'pull --install' of it would replace the {name.package} every stored wheel is bound to"
+        )
+    return True
+
+
+def _said_after_checks(
+    path: Path, label: Label, facts: WheelFacts, sms: Sequence[GpuArch], *, repair: bool, trusted: bool, write: bool
+) -> tuple[str, ...]:  # fmt: skip
+    """What is said once a wheel's checks pass (a refused wheel is rewritten nowhere), and the overrides it
+    records: ``--trust-sm`` where it is filed on the user's word."""
+    if repair:
+        log.warning("%s: WHEEL's Tag lines disagree with its filename; publish %s the filename's", path,
+                    "writes" if write else "would write")  # fmt: skip
+    log.info("%s: labelled %s, %d binar%s read, filed under %s", path.name, label, len(facts.binaries),
+             "y" if len(facts.binaries) == 1 else "ies", " ".join(f"sm{s.sm}" for s in sms) or "no GPU")  # fmt: skip
+    if not trusted:
+        return ()
+    log.warning(
+        "%s: filed under %s with --trust-sm: pull serves it to those GPUs on your word, though "
+        "its bytes show no native code for them",
+        path.name,
+        " ".join(f"sm{s.sm}" for s in sms),
+    )
+    return ("--trust-sm",)
+
+
+def _check_requires_python(path: Path, info: WheelInfo) -> None:
+    """BadWheel where METADATA's Requires-Python is no specifier set."""
     if info.requires_python:
         try:
             SpecifierSet(info.requires_python)
@@ -247,26 +268,6 @@ def prepare_one(
             raise BadWheel(
                 f"{path.name}: METADATA Requires-Python {info.requires_python!r} is not valid"
             ) from e
-    metadata = staging / f"{staged.name}.metadata"
-    metadata.write_bytes(info.metadata)  # hashed and measured from the bytes, not read back
-    # The relabelled copy was hashed as it was written: read once, not again for its sha256.
-    sha = written_sha or sha256_file(staged)
-    size = staged.stat().st_size if written_size is None else written_size
-    return PreparedWheel(
-        path,
-        staged,
-        staged_name,
-        sha,
-        size,
-        sms,
-        facts,
-        info.requires_python,
-        metadata,
-        hashlib.sha256(info.metadata).hexdigest(),
-        len(info.metadata),
-        overrides,
-        info.requires_torch,
-    )
 
 
 def _torch_spec(info: WheelInfo, path: Path) -> SpecifierSet | None:

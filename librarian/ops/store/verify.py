@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from librarian.coords import Cell, Label, WheelName
 from librarian.demands import Claim, Demand, Wheel, claims, judge_cell
 from librarian.errors import LibrarianError
 from librarian.facts import WheelFacts
-from librarian.index import IndexEntry, entry_problems
+from librarian.index import Index, IndexEntry, entry_problems
 from librarian.layout import Layout
 from librarian.ops.store.failures import read_failures
 from librarian.ops.store.placement import Accepted, Problem, check_placement
@@ -303,33 +303,10 @@ def verify(
                     found = [p for p in found if p != NOT_INDEXED]  # its bad entry is named once
                 accepted += [Accepted(f.path, "--trust-sm", a) for a in ok]
             problems.extend(Problem(f.path, p) for p in found)
-    for blob in _same_bytes(reader.blobs.values()):  # what the bytes say: once, naming every path they are at
-        first, *rest = sorted(blob.paths)
-        problems.extend(Problem(first, p, tuple(rest)) for p in dict.fromkeys(blob.problems))
-        for said, (at, *also) in _claims_by_path(blob, index.layout).items():
-            overrides = by_path[at].overrides if at in by_path else ()
-            for claim in said:
-                if claim.flag and claim.flag in overrides:
-                    accepted.append(Accepted(at, claim.flag, claim.text))
-                else:
-                    problems.append(Problem(at, claim.text, tuple(also)))
-    for path in sorted(set(pending) - set(files)):
-        problems.append(
-            Problem(path, "staged, but its wheel is not in the store (reindex will drop the entry)")
-        )
-    for bad in index.bad:  # each poisons only itself: named here, repaired by reindex
-        problems.append(
-            Problem(
-                bad.where,
-                f"index entry fails its checks ({bad.problem}); 'librarian reindex' "
-                "re-reads its wheel and writes it anew",
-            )
-        )
-    unindexed = {f.path.rsplit("/", 1)[-1]: f.path for f in wheels if f.path not in by_path}
-    for path in sorted(set(by_path) - set(files)):
-        moved = unindexed.get(path.rsplit("/", 1)[-1])
-        hint = f" (a wheel of that name is at {moved}: moved to another cell?)" if moved else ""
-        problems.append(Problem(path, "in the index but not in the store" + hint))
+    found_bytes, accepted_bytes = _bytes_findings(reader.blobs.values(), by_path, index.layout)
+    problems += found_bytes
+    accepted += accepted_bytes
+    problems += _index_findings(index, wheels, files, pending)
     problems.extend(check_metadata_files(store, index, files))
     judged = {f.path: b.facts for f in wheels if (b := reader.blob_of(f)) is not None and b.facts}
     problems.extend(check_variants(store, index, files, deep, judged))
@@ -348,6 +325,45 @@ def verify(
         builds,
         remembered.failures,
     )
+
+
+def _bytes_findings(
+    blobs: Iterable[_Blob], by_path: Mapping[str, IndexEntry], layout: Layout
+) -> tuple[list[Problem], list[Accepted]]:
+    """What the bytes say, once per set of bytes, naming every path they are at; a claim a publish flag
+    accepted (its entry records the flag) is accepted, not a problem."""
+    problems: list[Problem] = []
+    accepted: list[Accepted] = []
+    for blob in _same_bytes(blobs):
+        first, *rest = sorted(blob.paths)
+        problems.extend(Problem(first, p, tuple(rest)) for p in dict.fromkeys(blob.problems))
+        for said, (at, *also) in _claims_by_path(blob, layout).items():
+            overrides = by_path[at].overrides if at in by_path else ()
+            for claim in said:
+                if claim.flag and claim.flag in overrides:
+                    accepted.append(Accepted(at, claim.flag, claim.text))
+                else:
+                    problems.append(Problem(at, claim.text, tuple(also)))
+    return problems, accepted
+
+
+def _index_findings(
+    index: Index, wheels: Sequence[StoredFile], files: Mapping[str, StoredFile], pending: Mapping[str, object]
+) -> list[Problem]:
+    """Where the index and the tree disagree: a staged entry without its wheel, a bad entry, an entry
+    whose wheel is not in the store (moved to another cell?)."""
+    problems = [Problem(path, "staged, but its wheel is not in the store (reindex will drop the entry)")
+                for path in sorted(set(pending) - set(files))]  # fmt: skip
+    for bad in index.bad:  # each poisons only itself: named here, repaired by reindex
+        problems.append(Problem(bad.where, f"index entry fails its checks ({bad.problem}); 'librarian reindex' "
+                                "re-reads its wheel and writes it anew"))  # fmt: skip
+    by_path = index.by_path()
+    unindexed = {f.path.rsplit("/", 1)[-1]: f.path for f in wheels if f.path not in by_path}
+    for path in sorted(set(by_path) - set(files)):
+        moved = unindexed.get(path.rsplit("/", 1)[-1])
+        hint = f" (a wheel of that name is at {moved}: moved to another cell?)" if moved else ""
+        problems.append(Problem(path, "in the index but not in the store" + hint))
+    return problems
 
 
 def _pending(files: tuple[StoredFile, ...]) -> dict[str, frozenset[str]]:
