@@ -21,7 +21,7 @@ from librarian.ops.store.prepare import Taken
 from librarian.ops.store.publish import PublishOptions
 from librarian.ops.store.publish import publish as publish_wheels
 from librarian.ops.store.reindex import reindex as reindex_store
-from librarian.ops.store.reindex import reindex_json, render_reindex
+from librarian.ops.store.reindex_report import reindex_json, render_reindex
 from librarian.ops.store.staged import ManifestOptions, reindex_manifests
 
 app = typer.Typer(rich_markup_mode=None)

@@ -16,17 +16,17 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from librarian.errors import LibrarianError
 from librarian.index import Index, IndexEntry
 from librarian.layout import Layout
-from librarian.ops.store.adopt import Adoption, Refiled
+from librarian.ops.store.adopt import Adoption
 from librarian.ops.store.adoption import Adopting, adopt_unindexed
 from librarian.ops.store.placement import Problem
 from librarian.ops.store.reindex_repair import restore_metadata, variant_changes
+from librarian.ops.store.reindex_report import ReindexReport
 from librarian.ops.store.reread import Known, refresh_entries
 from librarian.ops.store.tree import hasher, is_wheel
 from librarian.pending import parse_pending, parse_pending_path
@@ -35,119 +35,6 @@ from librarian.stores.base import Changes, Journals, LocalFiles, Store, StoredFi
 log = logging.getLogger(__name__)
 
 READERS = 8  # pending files are tiny; on the Hub each read is a round trip, so read several at once
-
-
-@dataclass(frozen=True, slots=True)
-class ReindexReport:
-    """What reindex did (or, with ``dry_run``, would do)."""
-
-    location: str
-    merged: tuple[IndexEntry, ...] = ()  # staged entries now in the index
-    adopted: tuple[IndexEntry, ...] = ()  # wheels in the tree with no entry, read and indexed at their paths
-    refiled: tuple[Refiled, ...] = ()  # misfiled wheels filed where their bytes serve
-    refused: tuple[Problem, ...] = ()  # unindexed wheels adoption left out, each with what fails
-    dropped: tuple[Problem, ...] = ()  # pending files deleted without merging, and why
-    unindexed: tuple[Problem, ...] = ()  # wheels in the tree neither indexed nor staged (not adopted)
-    unreadable: tuple[Problem, ...] = ()  # pending files left in place: they could not be read
-    cleared: int = 0  # pending files deleted
-    restored: tuple[str, ...] = ()  # PEP 658 METADATA files the index names and the tree lacked, rewritten
-    variants: tuple[str, ...] = ()  # variant wheels made (the tree lacked them, or --variants asked)
-    manifests: int = 0  # stage manifests read (reindex --manifest)
-    refreshed: tuple[IndexEntry, ...] = ()  # entries written anew from their bytes (--refresh, or repaired)
-    repaired: tuple[str, ...] = ()  # of those, the paths whose entries had failed their checks
-    settled: tuple[Problem, ...] = ()  # bad entries dropped: no wheel of theirs is in the tree
-    stale: tuple[Problem, ...] = ()  # entries whose bytes could not be re-read (left as they were)
-    where: str = ""
-    commit: str = ""  # the commit's web URL, where the store makes commits (the Hub)
-
-    @property
-    def changed(self) -> bool:
-        """Whether the store changed (or would)."""
-        return bool(
-            self.merged
-            or self.adopted
-            or self.refiled
-            or self.cleared
-            or self.restored
-            or self.refreshed
-            or self.settled
-            or self.variants
-        )
-
-    @property
-    def findings(self) -> tuple[Problem, ...]:
-        """What a CI job should fail on: staged wheels that did not make it, files the index lacks."""
-        return (*self.dropped, *self.unindexed, *self.refused, *self.unreadable, *self.stale)
-
-
-def render_reindex(report: ReindexReport, dry_run: bool = False) -> str:
-    """What reindex did, a line per wheel and finding, and a summary."""
-    lines = [f"{'would merge' if dry_run else 'merged':>11}  {e.path}" for e in report.merged]
-    lines += [f"{'would adopt' if dry_run else 'adopted':>11}  {e.path}" for e in report.adopted]
-    lines += [
-        f"{('would relabel' if dry_run else 'relabelled') if r.renamed else ('would refile' if dry_run else 'refiled'):>11}  {r}"
-        for r in report.refiled
-    ]
-    lines += [f"{'would restore' if dry_run else 'restored':>11}  {p}" for p in report.restored]
-    lines += [f"{'would make' if dry_run else 'made':>11}  {p}" for p in report.variants]
-    repaired = set(report.repaired)
-    lines += [
-        f"{('would repair' if dry_run else 'repaired') if e.path in repaired else ('would refresh' if dry_run else 'refreshed'):>11}"
-        f"  {e.path}"
-        for e in report.refreshed
-    ]
-    lines += [f"{'would drop' if dry_run else 'dropped':>11}  {p}" for p in report.settled]
-    lines += [str(p) for p in report.findings]
-    if not report.changed:
-        return "\n".join([*lines, f"nothing to reindex in {report.location}"])
-    merged = f"{'would merge' if dry_run else 'merged'} {len(report.merged)} staged wheel(s), "
-    if report.manifests:
-        merged += f"from {report.manifests} manifest(s), into {report.location}"
-    else:
-        merged += f"cleared {report.cleared} pending file(s) in {report.location}"
-    summary = merged
-    if report.adopted or report.refiled:
-        summary = _adopted(report, dry_run) + (f"; {merged}" if report.merged or report.cleared else "")
-    summary += f" ({len(report.restored)} METADATA file(s) restored)" if report.restored else ""
-    summary += f" ({len(report.variants)} variant wheel(s) made)" if report.variants else ""
-    summary += (
-        f" ({len(report.refreshed)} entr{'y' if len(report.refreshed) == 1 else 'ies'} re-read from their bytes)"
-        if report.refreshed
-        else ""
-    )
-    commit = [f"commit {report.commit}"] if report.commit else []
-    return "\n".join([*lines, summary + (" (dry run: nothing changed)" if dry_run else ""), *commit])
-
-
-def _adopted(report: ReindexReport, dry_run: bool) -> str:
-    """``adopted 4 wheel(s) into ./hand (1 refiled, 2 left out)``."""
-    said = f"{'would adopt' if dry_run else 'adopted'} {len(report.adopted)} wheel(s) into {report.location}"
-    moved = [r for r in report.refiled if not r.renamed]
-    renamed = len(report.refiled) - len(moved)
-    more = [f"{len(moved)} refiled"] if moved else []
-    more += [f"{renamed} relabelled"] if renamed else []
-    more += [f"{len(report.refused)} left out"] if report.refused else []
-    return said + (f" ({', '.join(more)})" if more else "")
-
-
-def reindex_json(report: ReindexReport) -> dict[str, Any]:
-    """The report for ``--json``."""
-    return {
-        "repo": report.location,
-        "changed": report.changed,
-        "merged": [e.path for e in report.merged],
-        "adopted": [e.path for e in report.adopted],
-        "refiled": [{"path": r.path, "to": list(r.to)} for r in report.refiled],
-        "cleared": report.cleared,
-        "restored": list(report.restored),
-        "variants": list(report.variants),
-        "manifests": report.manifests,
-        "refreshed": [e.path for e in report.refreshed if e.path not in report.repaired],
-        "repaired": list(report.repaired),
-        "settled": [{"path": p.path, "problem": p.problem} for p in report.settled],
-        "commit": report.commit or None,
-        "problems": [{"path": p.path, "problem": p.problem} for p in report.findings],
-    }
 
 
 def _settle(stored: StoredFile | None, staged: Sequence[IndexEntry]) -> tuple[IndexEntry | None, str]:
@@ -175,23 +62,8 @@ def plan_reindex(
     entries (re-read from their bytes) replace the ones at their paths, and every bad entry is settled:
     written anew when it is among them, dropped when no wheel of its is in the tree. ``adopt``: entries of
     unindexed wheels to add; ``judged``: the unindexed wheels an adoption named already (not said again)."""
-    tree = {f.path: f for f in files}
     current = index.by_path()
-    by_target: dict[str, list[tuple[str, IndexEntry]]] = defaultdict(list)
-    for pending_file, entry in sorted(pending.items()):
-        by_target[entry.path].append((pending_file, entry))
-    merged: list[IndexEntry] = []
-    dropped: list[Problem] = []
-    for path, staged in sorted(by_target.items()):
-        pick, why = _settle(tree.get(path), [e for _, e in staged])
-        for pending_file, entry in staged:
-            if entry is not pick:
-                dropped.append(
-                    Problem(pending_file, why or f"superseded: {path} holds the bytes staged later")
-                )
-        old = current.get(path)
-        if pick is not None and (old is None or old.sha256 != pick.sha256 or old.size != pick.size):
-            merged.append(pick)
+    by_target, merged, dropped = _merge_staged({f.path: f for f in files}, current, pending)
     renewed = {e.path for e in fresh}
     adopted = [
         e for e in adopt if e.path not in current and e.path not in by_target and e.path not in renewed
@@ -237,6 +109,26 @@ def plan_reindex(
         settled=tuple(settled),
     )
     return changes, report
+
+
+def _merge_staged(
+    tree: Mapping[str, StoredFile], current: Mapping[str, IndexEntry], pending: Mapping[str, IndexEntry]
+) -> tuple[dict[str, list[tuple[str, IndexEntry]]], list[IndexEntry], list[Problem]]:
+    """The staged entries by their wheel's path; those merged (the one the tree holds, where it differs
+    from the index's), and the pending files dropped, and why."""
+    by_target: dict[str, list[tuple[str, IndexEntry]]] = defaultdict(list)
+    for pending_file, entry in sorted(pending.items()):
+        by_target[entry.path].append((pending_file, entry))
+    merged: list[IndexEntry] = []
+    dropped: list[Problem] = []
+    for path, staged in sorted(by_target.items()):
+        pick, why = _settle(tree.get(path), [e for _, e in staged])
+        dropped += [Problem(pending_file, why or f"superseded: {path} holds the bytes staged later")
+                    for pending_file, entry in staged if entry is not pick]  # fmt: skip
+        old = current.get(path)
+        if pick is not None and (old is None or old.sha256 != pick.sha256 or old.size != pick.size):
+            merged.append(pick)
+    return by_target, merged, dropped
 
 
 def _differs(old: IndexEntry, new: IndexEntry) -> bool:
@@ -305,67 +197,78 @@ def reindex(
     """
     if adopt and adopting is None:
         adopting = Adopting()
-    cache: dict[str, IndexEntry] = {}
-    reread: dict[tuple[str, str | None, int], IndexEntry | Problem] = {}
-    sha_of = hasher(store)
     with tempfile.TemporaryDirectory(prefix="librarian-reindex-") as tmp:
-
-        def planner(index: Index) -> tuple[Changes, ReindexReport]:
-            # Runs inside the store's update: the listing and the reads see the snapshot the change applies to.
-            listing = store.list_files()
-            listed = listing.files
-            found, unreadable = read_pending(store, [f for f in listed if f.path not in cache])
-            cache.update(found)
-            paths = {f.path for f in listed}
-            pending = {p: e for p, e in cache.items() if p in paths}
-            files = _hash_where_sizes_cannot_tell(listed, pending, sha_of)
-            unindexed = _unindexed(files, index, pending)
-            adoption = (
-                adopt_unindexed(store, index, unindexed, adopting, Path(tmp))
-                if adopting is not None
-                else None
-            )
-            tree = {f.path: f for f in files}
-            targets = {b.path: Known(raw=b.raw) for b in index.bad if b.path in tree}
-            if refresh:
-                targets.update({e.path: Known(e) for e in index.entries if e.path in tree})
-            read = refresh_entries(store, index.layout, tree, targets, reread)
-            fresh = [r for r in read if isinstance(r, IndexEntry)]
-            adopted = adoption.entries if adoption is not None else ()
-            judged = [f.path for f in unindexed] if adoption is not None else ()
-            changes, report = plan_reindex(index, files, pending, adopted, fresh, judged)
-            report = replace(report, stale=tuple(r for r in read if isinstance(r, Problem)))
-            if adoption is not None:
-                changes, report = _with_adoption(changes, report, adoption, listing.strays)
-            own = {u.path for u in changes.uploads}  # an adopted wheel's METADATA: uploaded already
-            restores = [
-                u for u in restore_metadata(store, changes.index, listed, Path(tmp)) if u.path not in own
-            ]
-            deep_here = deep or isinstance(store, LocalFiles)
-            changes, made, would = variant_changes(
-                store, changes, listed, Path(tmp), variants, dry_run, deep_here
-            )
-            changes = replace(changes, uploads=(*changes.uploads, *restores, *made))
-            restored = tuple(u.path for u in restores)
-            return changes, replace(
-                report,
-                unreadable=tuple(unreadable),
-                location=store.location,
-                restored=restored,
-                # one variant per build: a dry run names each build by its first wanted entry
-                variants=tuple(u.path for u in made) or tuple({e.sha256: e.path for e in would}.values()),
-            )
-
+        run = _Run(store, Path(tmp), adopting, refresh=refresh, variants=variants, dry_run=dry_run, deep=deep)
         if dry_run:
-            return planner(read_index(store, default_layout))[1]
+            return run.plan(read_index(store, default_layout))[1]
         # A journal no change can follow (naming a path outside the store) stops every change; reindex,
         # which rebuilds the index from the files, is the way out the error names: it drops it first.
         if isinstance(store, Journals) and (dropped := store.drop_unfollowable_journal()):
             log.warning("%s", dropped)
-        applied = store.update(planner, default_layout)
+        applied = store.update(run.plan, default_layout)
     for note in applied.notes:
         log.info("%s", note)
     return replace(applied.result, where=applied.where, commit=applied.commit)
+
+
+@dataclass
+class _Run:
+    """One reindex: its planner (run inside the store's update, perhaps more than once: the listing and the
+    reads see the snapshot the change applies to), and what it keeps between attempts (pending entries and
+    entries re-read, by path)."""
+
+    store: Store
+    tmp: Path
+    adopting: Adopting | None
+    refresh: bool = False
+    variants: bool = False
+    dry_run: bool = False
+    deep: bool = False
+    cache: dict[str, IndexEntry] = field(default_factory=dict)
+    reread: dict[tuple[str, str | None, int], IndexEntry | Problem] = field(default_factory=dict)
+
+    def plan(self, index: Index) -> tuple[Changes, ReindexReport]:
+        store, listing = self.store, self.store.list_files()
+        listed = listing.files
+        found, unreadable = read_pending(store, [f for f in listed if f.path not in self.cache])
+        self.cache.update(found)
+        paths = {f.path for f in listed}
+        pending = {p: e for p, e in self.cache.items() if p in paths}
+        files = _hash_where_sizes_cannot_tell(listed, pending, hasher(store))
+        unindexed = _unindexed(files, index, pending)
+        adoption = None
+        if self.adopting is not None:
+            adoption = adopt_unindexed(store, index, unindexed, self.adopting, self.tmp)
+        tree = {f.path: f for f in files}
+        targets = {b.path: Known(raw=b.raw) for b in index.bad if b.path in tree}
+        if self.refresh:
+            targets.update({e.path: Known(e) for e in index.entries if e.path in tree})
+        read = refresh_entries(store, index.layout, tree, targets, self.reread)
+        fresh = [r for r in read if isinstance(r, IndexEntry)]
+        adopted = adoption.entries if adoption is not None else ()
+        judged = [f.path for f in unindexed] if adoption is not None else ()
+        changes, report = plan_reindex(index, files, pending, adopted, fresh, judged)
+        report = replace(report, stale=tuple(r for r in read if isinstance(r, Problem)),
+                         unreadable=tuple(unreadable), location=store.location)  # fmt: skip
+        if adoption is not None:
+            changes, report = _with_adoption(changes, report, adoption, listing.strays)
+        return self._with_files(changes, report, listed)
+
+    def _with_files(
+        self, changes: Changes, report: ReindexReport, listed: Sequence[StoredFile]
+    ) -> tuple[Changes, ReindexReport]:
+        """The change with the METADATA files the tree lacks and the variant wheels it makes again."""
+        own = {u.path for u in changes.uploads}  # an adopted wheel's METADATA: uploaded already
+        restores = [
+            u for u in restore_metadata(self.store, changes.index, listed, self.tmp) if u.path not in own
+        ]
+        deep_here = self.deep or isinstance(self.store, LocalFiles)
+        changes, made, would = variant_changes(self.store, changes, listed, self.tmp, self.variants,
+                                               self.dry_run, deep_here)  # fmt: skip
+        changes = replace(changes, uploads=(*changes.uploads, *restores, *made))
+        # one variant per build: a dry run names each build by its first wanted entry
+        variants = tuple(u.path for u in made) or tuple({e.sha256: e.path for e in would}.values())
+        return changes, replace(report, restored=tuple(u.path for u in restores), variants=variants)
 
 
 def _unindexed(

@@ -29,7 +29,7 @@ from librarian.manifest import (
 )
 from librarian.ops.store.placement import Problem, check_placement
 from librarian.ops.store.publish_checks import check_combo
-from librarian.ops.store.reindex import ReindexReport
+from librarian.ops.store.reindex_report import ReindexReport
 from librarian.pytorch.matrix import load_matrix
 from librarian.safeio import input_problem
 from librarian.stores.base import Blob, Changes, Store, Upload, UploadStorage, missing_at_paths, read_index
