@@ -31,7 +31,7 @@ from librarian.wheel.rewrite import (
     wheel_with_tags,
     write_rewrite,
 )
-from librarian.wheel.wheelfile import open_wheel, parse_filename
+from librarian.wheel.wheelfile import OpenWheel, open_wheel, parse_filename
 
 log = logging.getLogger(__name__)
 
@@ -113,27 +113,14 @@ def retag_with_directory(
     new_name = name.with_label(label)
     dest = out_dir / str(new_name)
     with open_wheel(src, directory=source) as w:
-        metadata, _ = w.metadata_of(name.version)
         record = Record(w)
-        metadata_info = w.member("METADATA")
-        record.expected(metadata_info.orig_filename)
-        if verify:
-            record.check(metadata_info)
-        new_metadata = metadata_with_version(w, metadata, str(new_name.version))
-        rewritten = {metadata_info.orig_filename: new_metadata}
-        if repair_tags:
-            wheel_info = w.member("WHEEL")
-            record.expected(wheel_info.orig_filename)
-            if verify:
-                record.check(wheel_info)
-            rewritten[wheel_info.orig_filename] = wheel_with_tags(w.read_small(wheel_info), new_name)
-        wheel_info = w.member("WHEEL")
-        wheel = rewritten.get(wheel_info.orig_filename) or w.read_small(wheel_info)
+        rewritten, new_metadata, wheel = _new_info(
+            w, record, name, new_name, verify=verify, repair_tags=repair_tags
+        )
         rewrite = bind(w, record, RewritePlan(str(new_name.version), rewritten))
-        size = src.stat().st_size
         inspector = Inspector.for_wheel(record) if verify else None
         output = atomic_output(dest) if write else contextlib.nullcontext(None)
-        with output as out, progress.task(f"retag {src.name}", total=size) as bar:
+        with output as out, progress.task(f"retag {src.name}", total=src.stat().st_size) as bar:
             hashing = Hashing(out, digest)
             writer = zipwriter.RawZipWriter(hashing)  # type: ignore[arg-type]  # it only writes
             if verify and jobs_for(jobs) > 1:
@@ -145,21 +132,42 @@ def retag_with_directory(
                         pipeline.drain()  # an earlier member's failure is the one to report
             else:
                 write_rewrite(rewrite, record, writer, verify, bar, inspector)
-            facts, unread = None, None
-            if inspector is not None:
-                try:
-                    facts = inspector.facts(dest.name)
-                except LibrarianError as e:  # a binary the readers refuse: retag's job is done all the same
-                    unread = e
-    return Rewritten(
-        dest,
-        writer.directory(),
-        facts,
-        unread,
-        hashing.digest.hexdigest() if hashing.digest is not None else None,
-        hashing.size,
-        (new_metadata, wheel),
-    )
+            facts, unread = _facts_of(inspector, dest.name)
+    sha = hashing.digest.hexdigest() if hashing.digest is not None else None
+    return Rewritten(dest, writer.directory(), facts, unread, sha, hashing.size, (new_metadata, wheel))
+
+
+def _new_info(
+    w: OpenWheel, record: Record, name: WheelName, new_name: WheelName, *, verify: bool, repair_tags: bool
+) -> tuple[dict[str, bytes], bytes, bytes]:
+    """The members a retag rewrites (METADATA's Version, and with ``repair_tags`` WHEEL's Tag lines), each
+    held to RECORD first; the new METADATA and WHEEL."""
+    metadata, _ = w.metadata_of(name.version)
+    metadata_info = w.member("METADATA")
+    record.expected(metadata_info.orig_filename)
+    if verify:
+        record.check(metadata_info)
+    new_metadata = metadata_with_version(w, metadata, str(new_name.version))
+    rewritten = {metadata_info.orig_filename: new_metadata}
+    wheel_info = w.member("WHEEL")
+    if repair_tags:
+        record.expected(wheel_info.orig_filename)
+        if verify:
+            record.check(wheel_info)
+        rewritten[wheel_info.orig_filename] = wheel_with_tags(w.read_small(wheel_info), new_name)
+    wheel = rewritten.get(wheel_info.orig_filename) or w.read_small(wheel_info)
+    return rewritten, new_metadata, wheel
+
+
+def _facts_of(inspector: Inspector | None, name: str) -> tuple[WheelFacts | None, LibrarianError | None]:
+    """The rewritten wheel's facts, where it was inspected; a binary the readers refuse is said, and the
+    retag stands (its job is done all the same)."""
+    if inspector is None:
+        return None, None
+    try:
+        return inspector.facts(name), None
+    except LibrarianError as e:
+        return None, e
 
 
 def _already(src: Path, out_dir: Path, verify: bool, jobs: int | None) -> Path:
