@@ -227,29 +227,7 @@ def _judge(
         return Verdict(
             Demand.GPU, False, need.text, has, why, NO_KERNEL_IMAGE, not_loaded=names(load.not_loaded)
         ), None
-    served: list[tuple[bool, _Served]] = []  # (own, how it serves)
-    missing_code: list[tuple[int, str]] = []
-    lacking: list[str] = []
-    blocked: list[tuple[str, Member, _Served]] = []
-    # Members that carry the same code are served alike: each kind once per GPU, not each member
-    # (flashinfer-cubin: 16,000 cubins of a few kinds).
-    for kind in kinds:
-        r = _serve(kind.members[0], capability, driver, need.label_cuda)
-        if r.match is not None:
-            served.append((kind.own, r))
-            continue
-        missing_code += kind.labels
-        if r.blocked:
-            blocked += [(m.path, m, r) for m in kind.members]
-    lacking += [label for _, label in sorted(missing_code)]
-    for unit in undecided:
-        results = [(m, _serve(m, capability, driver, need.label_cuda)) for m in unit.members]
-        best = min((r for _, r in results if r.match is not None), key=lambda r: r.match or 0, default=None)
-        if best is not None:
-            served.append((unit.own, best))
-            continue
-        lacking.append(unit.label)
-        blocked += [(unit.label, m, r) for m, r in results if r.blocked]
+    served, lacking, blocked = _serve_all(kinds, undecided, capability, driver, need.label_cuda)
     lacking += load.missing_text(line).split("; ") if load.missing else []
     not_loaded = names(load.not_loaded)
     if (any(k.own for k in kinds) or any(u.own for u in undecided)) and not any(own for own, _ in served):
@@ -261,31 +239,62 @@ def _judge(
     if not served:
         units = [*_units(load), *undecided]
         return _fail(need, capability, driver, has, units, blocked, not_loaded), None
+    return _runs(need, capability, driver, has, served, lacking, not_loaded, undecided=bool(load.undecided))
+
+
+def _serve_all(
+    kinds: Sequence[_Kind], undecided: Sequence[_Unit], capability: MajorMinor, driver: MajorMinor | None,
+    label_cuda: MajorMinor | None,
+) -> tuple[list[tuple[bool, _Served]], list[str], list[tuple[str, Member, _Served]]]:  # fmt: skip
+    """How each kind of code (and each unit whose member depends on the CUDA line) serves the GPU: those
+    that serve (own, how), the labels of those with no code for it, and what a driver or toolkit blocks.
+    Members that carry the same code are served alike: each kind once per GPU, not each member
+    (flashinfer-cubin: 16,000 cubins of a few kinds)."""
+    served: list[tuple[bool, _Served]] = []
+    missing_code: list[tuple[int, str]] = []
+    blocked: list[tuple[str, Member, _Served]] = []
+    for kind in kinds:
+        r = _serve(kind.members[0], capability, driver, label_cuda)
+        if r.match is not None:
+            served.append((kind.own, r))
+            continue
+        missing_code += kind.labels
+        if r.blocked:
+            blocked += [(m.path, m, r) for m in kind.members]
+    lacking = [label for _, label in sorted(missing_code)]
+    for unit in undecided:
+        results = [(m, _serve(m, capability, driver, label_cuda)) for m in unit.members]
+        best = min((r for _, r in results if r.match is not None), key=lambda r: r.match or 0, default=None)
+        if best is not None:
+            served.append((unit.own, best))
+            continue
+        lacking.append(unit.label)
+        blocked += [(unit.label, m, r) for m, r in results if r.blocked]
+    return served, lacking, blocked
+
+
+def _runs(
+    need: GpuNeed, capability: MajorMinor, driver: MajorMinor | None, has: str, served: list[tuple[bool, _Served]],
+    lacking: list[str], not_loaded: tuple[str, ...], *, undecided: bool,
+) -> tuple[Verdict, Serving]:  # fmt: skip
+    """The verdict of a wheel that runs here (some member serves the GPU), partly where ``lacking`` members
+    have no code for it; and what serves it: the best arch."""
     worst = max(r.match or GpuMatch.EXACT for _, r in served)
     top = min(served, key=lambda s: (s[1].match or 0, -(s[1].arch.number if s[1].arch else 0)))[1]
     assert top.match is not None and top.arch is not None
     serving = Serving(top.arch, top.match)
     how = "; ".join(sorted({_how(r, driver) for _, r in served}))
-    if load.undecided:
+    if undecided:
         how += " (which member loads depends on torch's CUDA line; pass --cuda)"
+    exact = worst is GpuMatch.EXACT
     if lacking:
         reason = (
             f"runs, partly: {some(lacking)} {'has' if len(lacking) == 1 else 'have'} no code for "
             f"{GpuArch(*capability)} (calls into {'it' if len(lacking) == 1 else 'them'} fail); {how}"
         )
-        return Verdict(
-            Demand.GPU,
-            True,
-            need.text,
-            has,
-            reason,
-            partly=tuple(lacking),
-            not_loaded=not_loaded,
-            exact=worst is GpuMatch.EXACT,
-        ), serving
-    return Verdict(
-        Demand.GPU, True, need.text, has, how, not_loaded=not_loaded, exact=worst is GpuMatch.EXACT
-    ), serving
+        return Verdict(Demand.GPU, True, need.text, has, reason, partly=tuple(lacking), not_loaded=not_loaded,
+                       exact=exact), serving  # fmt: skip
+    return Verdict(Demand.GPU, True, need.text, has, how, not_loaded=not_loaded, exact=exact), serving
 
 
 def _how(r: _Served, driver: MajorMinor | None) -> str:

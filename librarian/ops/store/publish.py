@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -187,34 +187,14 @@ def plan_publish(
                     f"{path}: already stored with other bytes (sha256 {old.sha256[:12]}…); pass --replace"
                 )
             filings.append(Filing(path, wheel, "replace" if old else "add"))
-            entry = IndexEntry(
-                path,
-                wheel.sha256,
-                wheel.size,
-                cell,
-                options.now,
-                wheel.facts,
-                wheel.requires_python,
-                wheel.metadata_sha256 or None,
-                wheel.overrides,
-                requires_torch=wheel.requires_torch,
-                build=wheel.build,
-            )
+            entry = _entry(path, cell, wheel, options.now)
             if variant_of is not None:
                 ref = _variant_for(wheel, entry, variant_of, filed, [*index.entries, *entries])
                 entry = replace(entry, variant=ref)
                 if ref is not None and (where := entry.variant_path):
                     filed.setdefault(where, ref)
             entries.append(entry)
-            uploads[path] = Upload(path, wheel.staged, wheel.sha256, wheel.size)
-            made = variant_of(wheel) if variant_of is not None and entry.variant is not None else None
-            where = entry.variant_path
-            if isinstance(made, MadeVariant) and where and where not in uploads and where not in stored:
-                uploads[where] = Upload(where, made.staged, made.ref.sha256, made.ref.size)
-            if wheel.metadata is not None:
-                size = wheel.metadata.stat().st_size if wheel.metadata_size is None else wheel.metadata_size
-                mpath = metadata_path(path)
-                uploads[mpath] = Upload(mpath, wheel.metadata, wheel.metadata_sha256, size)
+            uploads.update(_uploads(path, wheel, entry, variant_of, uploads.keys() | stored))
     count = len(entries)
     names = sorted({f.wheel.name.package for f in filings if f.action != "skip"})
     message = f"librarian publish: {count} wheel{'s' if count != 1 else ''} ({', '.join(names)})"
@@ -225,6 +205,30 @@ def plan_publish(
     )
     changes = Changes(new_index, tuple(uploads.values()), orphaned, message)
     return PublishPlan(tuple(filings), changes)
+
+
+def _entry(path: str, cell: Cell, wheel: PreparedWheel, now: str) -> IndexEntry:
+    """The index entry a prepared wheel gets at ``path``."""
+    return IndexEntry(path, wheel.sha256, wheel.size, cell, now, wheel.facts, wheel.requires_python,
+                      wheel.metadata_sha256 or None, wheel.overrides, requires_torch=wheel.requires_torch,
+                      build=wheel.build)  # fmt: skip
+
+
+def _uploads(
+    path: str, wheel: PreparedWheel, entry: IndexEntry, variant_of: VariantOf | None, held: Collection[str]
+) -> dict[str, Upload]:
+    """What filing ``wheel`` at ``path`` uploads: the wheel, its variant wheel where one was made and is not
+    ``held`` (uploaded already, or stored), its METADATA (PEP 658)."""
+    uploads = {path: Upload(path, wheel.staged, wheel.sha256, wheel.size)}
+    made = variant_of(wheel) if variant_of is not None and entry.variant is not None else None
+    where = entry.variant_path
+    if isinstance(made, MadeVariant) and where and where not in held:
+        uploads[where] = Upload(where, made.staged, made.ref.sha256, made.ref.size)
+    if wheel.metadata is not None:
+        size = wheel.metadata.stat().st_size if wheel.metadata_size is None else wheel.metadata_size
+        mpath = metadata_path(path)
+        uploads[mpath] = Upload(mpath, wheel.metadata, wheel.metadata_sha256, size)
+    return uploads
 
 
 def _stager(store: Store, flag: str) -> Stages:
