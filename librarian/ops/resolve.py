@@ -276,38 +276,8 @@ def resolve(
             c.entry.path + ("" if c.exact else f" ({'; '.join(c.differences)})"),
         )
     exact = [c for c in candidates if c.exact]
-    note = ""
     if exact:
-        cudas = {c.entry.cell.label.cuda for c in exact}
-        if wants.cuda is None and len(cudas) > 1:
-            newest = max(cudas)
-            listed = ", ".join("cu" + format_cuda(c) for c in sorted(cudas))
-            note = f"{package}: several CUDA lines fit ({listed}); took cu{format_cuda(newest)} (pass --cuda to choose)"
-            exact = [c for c in exact if c.entry.cell.label.cuda == newest]
-        # The newest version; within it, the wheel built for this very torch and CUDA line wins.
-        best = max(
-            exact,
-            key=lambda c: (
-                _release(c),
-                not c.other_line,
-                -_tag_rank(c.entry, wants.tags),
-                *_nearness(c, wants),
-            ),
-        )
-        if best.vouched:
-            note = "; ".join(filter(None, (note, f"{package}: took {best.entry.filename}, {best.vouched}")))
-        if best.other_line:
-            label = best.entry.cell.label
-            built = f"built for torch {format_version(label.torch)}, cu{format_cuda(label.cuda)}"
-            note = "; ".join(
-                filter(
-                    None, (note, f"{package}: took {best.entry.filename} ({built}): {best.why_this_line()}")
-                )
-            )
-        elif best.entry.cell.sm != wants.sm:  # filed by hand under fewer GPUs than its code runs on natively
-            where = f"took {best.entry.filename}, filed under sm{best.entry.cell.sm.sm}"
-            note = "; ".join(filter(None, (note, f"{package}: {where}; it runs here by {_how(best, wants)}")))
-        return Resolution(package, best.entry, note=note)
+        return _exact(package, exact, wants)
     alt = best_compatible(candidates, wants)
     if compatible and alt is not None:
         what = f"{alt.entry.filename} (filed under sm{alt.entry.cell.sm.sm})"
@@ -329,6 +299,33 @@ def resolve(
         where = f"{alt.entry.filename} (sm{alt.entry.cell.sm.sm})"
         hint = f"{package}: {where} runs here by {_how(alt, wants)}; pass --compatible to take it"
     return Resolution(package, None, tuple(near[:5]), hint=hint, elsewhere=elsewhere)
+
+
+def _exact(package: str, exact: list[Candidate], wants: Wants) -> Resolution:
+    """The newest of the wheels that fit exactly (within it, the one built for this very torch and CUDA
+    line), and what a person should know of the choice."""
+    note = ""
+    cudas = {c.entry.cell.label.cuda for c in exact}
+    if wants.cuda is None and len(cudas) > 1:
+        newest = max(cudas)
+        listed = ", ".join("cu" + format_cuda(c) for c in sorted(cudas))
+        note = f"{package}: several CUDA lines fit ({listed}); took cu{format_cuda(newest)} (pass --cuda to choose)"
+        exact = [c for c in exact if c.entry.cell.label.cuda == newest]
+    # The newest version; within it, the wheel built for this very torch and CUDA line wins.
+    best = max(exact, key=lambda c: (_release(c), not c.other_line, -_tag_rank(c.entry, wants.tags),
+                                     *_nearness(c, wants)))  # fmt: skip
+    if best.vouched:
+        note = "; ".join(filter(None, (note, f"{package}: took {best.entry.filename}, {best.vouched}")))
+    if best.other_line:
+        label = best.entry.cell.label
+        built = f"built for torch {format_version(label.torch)}, cu{format_cuda(label.cuda)}"
+        note = "; ".join(
+            filter(None, (note, f"{package}: took {best.entry.filename} ({built}): {best.why_this_line()}"))
+        )
+    elif best.entry.cell.sm != wants.sm:  # filed by hand under fewer GPUs than its code runs on natively
+        where = f"took {best.entry.filename}, filed under sm{best.entry.cell.sm.sm}"
+        note = "; ".join(filter(None, (note, f"{package}: {where}; it runs here by {_how(best, wants)}")))
+    return Resolution(package, best.entry, note=note)
 
 
 def _once_per_bytes(candidates: Sequence[Candidate]) -> list[Candidate]:
