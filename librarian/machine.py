@@ -219,29 +219,7 @@ class Machine:
         if torch is not None or cuda is not None:
             m = replace(m, torch=_override_torch(m.torch, torch, m.cuda.value))
         if platform is not None:  # the machine it names: its CPU, OS and glibc floor (--glibc wins)
-            named = check_platform(platform)
-            if named.cpu is not None:
-                m = replace(m, cpu=Probed.found(named.cpu, "--platform"))
-            if named.os is not None:
-                m = replace(m, os=Probed.found(named.os, "--platform"))
-            if named.glibc is not None:  # a described machine: its policy's libstdc++, never this host's
-                m = replace(m, glibc=Probed.found(named.glibc, "--platform"), glibcxx=_policy(named.glibc))
-            elif named.os == "linux":  # linux_x86_64 or musllinux: no glibc floor said
-                musl = platform.startswith("musllinux")
-                m = replace(
-                    m,
-                    glibc=Probed.unknown(
-                        "musl, no glibc" if musl else f"--platform {platform} names no glibc; pass --glibc"
-                    ),
-                    glibcxx=Probed.unknown(f"--platform {platform} names no libstdc++"),
-                )
-            elif named.os not in (None, "linux"):
-                os_name = {"win32": "Windows", "darwin": "macOS"}.get(named.os, named.os)
-                m = replace(
-                    m,
-                    glibc=Probed.unknown(f"no glibc on {os_name}"),
-                    glibcxx=Probed.unknown(f"no libstdc++ on {os_name}"),
-                )
+            m = _on_platform(m, platform)
         if glibc is not None:
             version = parse_major_minor(glibc, "glibc")
             if not is_release("manylinux", version):  # a glibc no machine has; its tags would be endless
@@ -256,6 +234,29 @@ class Machine:
         if python is not None:
             m = replace(m, python=Probed.found(parse_python(python), "--python"))
         return m
+
+
+def _on_platform(m: Machine, platform: str) -> Machine:
+    """``m`` on the machine ``--platform`` names: its CPU, its OS, its glibc floor and its policy's libstdc++
+    (a described machine's, never this host's); a platform that names no glibc says so."""
+    named = check_platform(platform)
+    if named.cpu is not None:
+        m = replace(m, cpu=Probed.found(named.cpu, "--platform"))
+    if named.os is not None:
+        m = replace(m, os=Probed.found(named.os, "--platform"))
+    if named.glibc is not None:
+        return replace(m, glibc=Probed.found(named.glibc, "--platform"), glibcxx=_policy(named.glibc))
+    if named.os == "linux":  # linux_x86_64 or musllinux: no glibc floor said
+        musl = platform.startswith("musllinux")
+        why = "musl, no glibc" if musl else f"--platform {platform} names no glibc; pass --glibc"
+        return replace(
+            m, glibc=Probed.unknown(why), glibcxx=Probed.unknown(f"--platform {platform} names no libstdc++")
+        )
+    if named.os is not None:
+        os_name = {"win32": "Windows", "darwin": "macOS"}.get(named.os, named.os)
+        return replace(m, glibc=Probed.unknown(f"no glibc on {os_name}"),
+                       glibcxx=Probed.unknown(f"no libstdc++ on {os_name}"))  # fmt: skip
+    return m
 
 
 def _policy(glibc: MajorMinor) -> Probed[tuple[int, ...]]:
