@@ -171,6 +171,53 @@ class IndexEntry:
         return SpecifierSet(self.requires_torch) if self.requires_torch else None
 
     @classmethod
+    def _parse(cls, data: dict[str, Any]) -> IndexEntry:
+        """The entry ``data`` describes; KeyError, TypeError or ValueError where it breaks the schema."""
+        cell = _cell(_field(data, "cell", dict))
+        path = _field(data, "path", str)
+        check_store_path(path)
+        sha = _field(data, "sha256", str)
+        if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+            raise ValueError(f"sha256 {sha[:80]!r} is not 64 hex digits")
+        size = _field(data, "size", int)
+        if not 0 <= size <= MAX_WHEEL_SIZE:
+            raise ValueError(f"size {size} out of range")
+        added = data.get("added", "")
+        if not isinstance(added, str):
+            raise TypeError("'added' is not a string")
+        facts = data.get("facts")
+        if facts is not None:
+            _check_facts(facts, path)
+        requires = data.get("requires_python")
+        metadata_sha = data.get("metadata_sha256")
+        if requires is not None and not isinstance(requires, str):
+            raise TypeError("'requires_python' is not a string")
+        if metadata_sha is not None and (not isinstance(metadata_sha, str) or len(metadata_sha) != 64):
+            raise ValueError("'metadata_sha256' is not 64 hex digits")
+        overrides = data.get("overrides", [])
+        if not isinstance(overrides, list) or not all(_is_flag(o) for o in overrides):
+            raise ValueError("'overrides' is not a list of flags")
+        variant = data.get("variant")
+        requires_torch = data.get("requires_torch")
+        if requires_torch is not None and not isinstance(requires_torch, str):
+            raise TypeError("'requires_torch' is not a string")
+        build = BuildRecord.from_json(data["build"]) if data.get("build") is not None else None
+        return cls(
+            path,
+            sha,
+            size,
+            cell,
+            added,
+            canonical_facts(facts_from_json(path.rsplit("/", 1)[-1], facts)) if facts is not None else None,
+            requires or None,
+            metadata_sha or None,
+            tuple(overrides),
+            VariantRef.from_json(variant) if variant is not None else None,
+            requires_torch or None,
+            build,
+        )
+
+    @classmethod
     def from_json(cls, data: Any, source: str) -> IndexEntry:
         """Parse one shard entry, checked against the schema; ``source`` names the shard (and entry) in errors."""
         if not isinstance(data, dict):
@@ -180,64 +227,21 @@ class IndexEntry:
             f" {path_text[:300]!r}" if isinstance(path_text, str) else ""
         )
         try:
-            cell_data = _field(data, "cell", dict)
-            cell = Cell(
-                package=_field(cell_data, "package", str),
-                sm=GpuArch.parse(_field(cell_data, "sm", str)),
-                label=Label(
-                    parse_cuda(_field(cell_data, "cuda", str)), parse_torch(_field(cell_data, "torch", str))
-                ),
-            )
-            path = _field(data, "path", str)
-            check_store_path(path)
-            sha = _field(data, "sha256", str)
-            if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
-                raise ValueError(f"sha256 {sha[:80]!r} is not 64 hex digits")
-            size = _field(data, "size", int)
-            if not 0 <= size <= MAX_WHEEL_SIZE:
-                raise ValueError(f"size {size} out of range")
-            added = data.get("added", "")
-            if not isinstance(added, str):
-                raise TypeError("'added' is not a string")
-            facts = data.get("facts")
-            if facts is not None:
-                _check_facts(facts, path)
-            requires = data.get("requires_python")
-            metadata_sha = data.get("metadata_sha256")
-            if requires is not None and not isinstance(requires, str):
-                raise TypeError("'requires_python' is not a string")
-            if metadata_sha is not None and (not isinstance(metadata_sha, str) or len(metadata_sha) != 64):
-                raise ValueError("'metadata_sha256' is not 64 hex digits")
-            overrides = data.get("overrides", [])
-            if not isinstance(overrides, list) or not all(_is_flag(o) for o in overrides):
-                raise ValueError("'overrides' is not a list of flags")
-            variant = data.get("variant")
-            requires_torch = data.get("requires_torch")
-            if requires_torch is not None and not isinstance(requires_torch, str):
-                raise TypeError("'requires_torch' is not a string")
-            build = BuildRecord.from_json(data["build"]) if data.get("build") is not None else None
-            entry = cls(
-                path,
-                sha,
-                size,
-                cell,
-                added,
-                canonical_facts(facts_from_json(path.rsplit("/", 1)[-1], facts))
-                if facts is not None
-                else None,
-                requires or None,
-                metadata_sha or None,
-                tuple(overrides),
-                VariantRef.from_json(variant) if variant is not None else None,
-                requires_torch or None,
-                build,
-            )
+            entry = cls._parse(data)
             entry.name  # noqa: B018 - the filename must parse
             entry.requires_python_spec  # noqa: B018 - and Requires-Python, if any
             entry.requires_torch_spec  # noqa: B018 - and the torch requirement, if any
         except (KeyError, TypeError, ValueError, AttributeError, RecursionError, InvalidSpecifier) as e:
             raise StoreError(f"{where} ({short(e)})") from e
         return entry
+
+
+def _cell(cell_data: Mapping[str, Any]) -> Cell:
+    """An entry's ``cell`` object as a value."""
+    label = Label(parse_cuda(_field(cell_data, "cuda", str)), parse_torch(_field(cell_data, "torch", str)))
+    return Cell(
+        package=_field(cell_data, "package", str), sm=GpuArch.parse(_field(cell_data, "sm", str)), label=label
+    )
 
 
 @dataclass(frozen=True, slots=True)
