@@ -139,18 +139,8 @@ def check(need: CudaNeed, machine: Machine) -> Verdict:
         # A runtime of another major than torch's is what rules it out, whatever the driver: no driver
         # makes the process load torch's runtime and the wheel's at once.
         return _against_torch(need, text, cudarts, torch_cuda)
-    # The newest runtime the process loads: torch's, the label's, a linked libcudart, or (statically
-    # linked) the toolkit that built its device code.
-    linked = [(m, 0) for m in cudarts] or ([need.toolkit] if need.toolkit and not need.code.empty else [])
-    linked += [(min(majors), 0) for _, majors in need.libraries]  # each needs a driver of its CUDA at least
-    label_rt = (need.label[0], need.label[1] or 0) if need.label else None
-    runtime = max([r for r in (torch_cuda, label_rt) if r] + linked, default=None)
-    if driver is not None and runtime is not None and driver[0] < runtime[0]:
-        why = f"the driver is for CUDA {format_version(driver)}, the runtime is {format_version(runtime)}"
-        if machine.driver_cuda.source.startswith("--preset"):  # a preset's guess, not this machine's driver
-            why += f" ({machine.driver_cuda.source}'s driver; --driver {runtime[0]}.0 overrides it)"
-        has = f"driver CUDA {format_version(driver)}"
-        return Verdict(Demand.CUDA, False, text, has, why, DRIVER_TOO_OLD, cause=Cause.DRIVER_TOO_OLD)
+    if (too_old := _driver_too_old(need, machine, text, cudarts)) is not None:
+        return too_old
     if torch_cuda is None:
         if not need.links_torch:
             # Not a torch extension (a label's CUDA line says what it was built with, not a torch it needs):
@@ -166,25 +156,30 @@ def check(need: CudaNeed, machine: Machine) -> Verdict:
     picked = [m for m in load.loaded if m.path in in_choices]
     if picked:  # it carries a build per CUDA line: the one this line loads decides, not the label
         line = picked[0].cuda_token or (picked[0].cudart or torch_cuda[0], 0)
-        return Verdict(
-            Demand.CUDA,
-            True,
-            text,
-            has,
-            f"carries a CUDA {format_version(line)} build ({picked[0].name})",
-            exact=same,
-        )
+        why = f"carries a CUDA {format_version(line)} build ({picked[0].name})"
+        return Verdict(Demand.CUDA, True, text, has, why, exact=same)
     if not cudarts and not need.links_torch and not need.libraries:
         # No CUDA runtime of its own and no torch: its device code and the driver bind it, no CUDA line does.
-        return Verdict(
-            Demand.CUDA,
-            True,
-            text,
-            has,
-            "links no CUDA runtime and no torch: only the driver runs its code",
-            exact=same,
-        )
+        why = "links no CUDA runtime and no torch: only the driver runs its code"
+        return Verdict(Demand.CUDA, True, text, has, why, exact=same)
     return _against_torch(need, text, cudarts, torch_cuda)
+
+
+def _driver_too_old(need: CudaNeed, machine: Machine, text: str, cudarts: list[int]) -> Verdict | None:
+    """The verdict where the driver is older than the newest runtime the process loads (torch's, the
+    label's, a linked libcudart, or, statically linked, the toolkit that built its device code); else None."""
+    torch_cuda, driver = machine.cuda.value, machine.driver_cuda.value
+    linked = [(m, 0) for m in cudarts] or ([need.toolkit] if need.toolkit and not need.code.empty else [])
+    linked += [(min(majors), 0) for _, majors in need.libraries]  # each needs a driver of its CUDA at least
+    label_rt = (need.label[0], need.label[1] or 0) if need.label else None
+    runtime = max([r for r in (torch_cuda, label_rt) if r] + linked, default=None)
+    if driver is None or runtime is None or driver[0] >= runtime[0]:
+        return None
+    why = f"the driver is for CUDA {format_version(driver)}, the runtime is {format_version(runtime)}"
+    if machine.driver_cuda.source.startswith("--preset"):  # a preset's guess, not this machine's driver
+        why += f" ({machine.driver_cuda.source}'s driver; --driver {runtime[0]}.0 overrides it)"
+    has = f"driver CUDA {format_version(driver)}"
+    return Verdict(Demand.CUDA, False, text, has, why, DRIVER_TOO_OLD, cause=Cause.DRIVER_TOO_OLD)
 
 
 def _against_torch(need: CudaNeed, text: str, cudarts: list[int], torch_cuda: MajorMinor) -> Verdict:
