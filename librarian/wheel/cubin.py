@@ -108,26 +108,10 @@ def _read_cubin_lean(data: bytes) -> FatbinEntry | None:
     ``None`` where the generic reader must decide (another ELF class or byte order, extended section
     numbering, an unusual header size, anything out of bounds): it then says what is wrong.
     """
-    if len(data) < 64 or data[:4] != ELF_MAGIC or data[4] != 2 or data[5] != 1:
+    head = _lean_header(data)
+    if head is None:
         return None
-    etype, machine, version, _entry, phoff, shoff, flags, _eh, phentsize, phnum, shentsize, shnum, strndx = (
-        _EHDR.unpack_from(data, 16)
-    )
-    if machine != EM_CUDA or shentsize != _SHDR.size or not 0 < strndx < shnum <= 0xFF00:
-        return None
-    if shoff + shnum * shentsize > len(data):
-        return None
-    if phoff and phnum:  # what the generic reader checks of the program headers; a dynamic segment is its
-        if phentsize < _PHDR_TYPE_SIZE or phoff + phentsize * phnum > len(data) or phnum > 0xFF00:
-            return None
-        if any(struct.unpack_from("<I", data, phoff + i * phentsize)[0] == PT_DYNAMIC for i in range(phnum)):
-            return None
-    if sys.byteorder != "little":
-        return None  # the columns below are read in the host's byte order
-    _n, stype, _f, _a, names_off, names_size, *_rest = _SHDR.unpack_from(data, shoff + strndx * shentsize)
-    if stype == SHT_NOBITS or names_off + names_size > len(data):
-        return None
-    names = data[names_off : names_off + names_size]
+    etype, version, flags, shoff, shnum, shentsize, names = head
     # Two columns of the section header table (sh_name, sh_type) at C speed, no tuple per section:
     # flashinfer-cubin's 16,000 cubins have ~40 sections each, and 4 or 5 of them matter.
     words = memoryview(data)[shoff : shoff + shnum * shentsize].cast("I")
@@ -165,6 +149,32 @@ def _read_cubin_lean(data: bytes) -> FatbinEntry | None:
         return _lean_entry(data, etype, version, flags, named, header, body)
     except _Unusual:
         return None
+
+
+def _lean_header(data: bytes) -> tuple[int, int, int, int, int, int, bytes] | None:
+    """A 64-bit little-endian CUDA ELF's header as the lean reader needs it (type, version, flags, the
+    section table's offset, count and entry size, the section names), else ``None`` (the generic reader's)."""
+    if len(data) < 64 or data[:4] != ELF_MAGIC or data[4] != 2 or data[5] != 1:
+        return None
+    etype, machine, version, _entry, phoff, shoff, flags, _eh, phentsize, phnum, shentsize, shnum, strndx = (
+        _EHDR.unpack_from(data, 16)
+    )
+    if machine != EM_CUDA or shentsize != _SHDR.size or not 0 < strndx < shnum <= 0xFF00:
+        return None
+    if shoff + shnum * shentsize > len(data):
+        return None
+    if phoff and phnum:  # what the generic reader checks of the program headers; a dynamic segment is its
+        if phentsize < _PHDR_TYPE_SIZE or phoff + phentsize * phnum > len(data) or phnum > 0xFF00:
+            return None
+        if any(struct.unpack_from("<I", data, phoff + i * phentsize)[0] == PT_DYNAMIC for i in range(phnum)):
+            return None
+    if sys.byteorder != "little":
+        return None  # the columns below are read in the host's byte order
+    _n, stype, _f, _a, names_off, names_size, *_rest = _SHDR.unpack_from(data, shoff + strndx * shentsize)
+    if stype == SHT_NOBITS or names_off + names_size > len(data):
+        return None
+    names = data[names_off : names_off + names_size]
+    return etype, version, flags, shoff, shnum, shentsize, names
 
 
 class _Unusual(Exception):
