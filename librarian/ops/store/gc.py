@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
@@ -98,30 +98,37 @@ def plan_gc_and_kept(index: Index, policy: GcPolicy) -> tuple[list[Removal], lis
     for e in index.entries:
         groups[_group(e, names[e.path])].append(e)
     for members in groups.values():
-        members.sort(key=lambda e: names[e.path].version, reverse=True)
-        if policy.keep_versions is not None:
-            versions = sorted({names[e.path].version for e in members}, reverse=True)
-            keep = set(versions[: policy.keep_versions])
-            for e in members:
-                if names[e.path].version not in keep:
-                    reasons.setdefault(
-                        e.path,
-                        f"superseded: keeping the newest {policy.keep_versions} version(s) of this cell ({', '.join(str(v) for v in sorted(keep, reverse=True))})",
-                    )
-        if policy.older_than_days is not None:
-            cutoff = policy.now - timedelta(days=policy.older_than_days)
-            for e in members:
-                added = _added(e)
-                if added is not None and added < cutoff:
-                    reasons.setdefault(
-                        e.path, f"published {e.added}, older than {policy.older_than_days} days"
-                    )
-        # A kept torch line never loses its last wheel of a (package, sm, python, platform).
-        torch_kept = members[0].cell.label.torch not in dropped
-        if torch_kept and all(e.path in reasons for e in members):
-            reasons.pop(members[0].path)
+        _group_reasons(members, policy, names, reasons, dropped)
     by_path = index.by_path()
     return [Removal(by_path[p], r) for p, r in sorted(reasons.items())], sorted(serving.items())
+
+
+def _group_reasons(
+    members: list[IndexEntry], policy: GcPolicy, names: Mapping[str, WheelName], reasons: dict[str, str],
+    dropped: set[MajorMinor],
+) -> None:  # fmt: skip
+    """The removals ``--keep-versions`` and ``--older-than`` add within one cell's wheels (``reasons``, by
+    path); a kept torch line never loses its last wheel of a (package, sm, python, platform)."""
+    members.sort(key=lambda e: names[e.path].version, reverse=True)
+    if policy.keep_versions is not None:
+        versions = sorted({names[e.path].version for e in members}, reverse=True)
+        keep = set(versions[: policy.keep_versions])
+        for e in members:
+            if names[e.path].version not in keep:
+                reasons.setdefault(
+                    e.path,
+                    f"superseded: keeping the newest {policy.keep_versions} version(s) of this cell ({', '.join(str(v) for v in sorted(keep, reverse=True))})",
+                )
+    if policy.older_than_days is not None:
+        cutoff = policy.now - timedelta(days=policy.older_than_days)
+        for e in members:
+            added = _added(e)
+            if added is not None and added < cutoff:
+                reasons.setdefault(e.path, f"published {e.added}, older than {policy.older_than_days} days")
+    # A kept torch line never loses its last wheel of a (package, sm, python, platform).
+    torch_kept = members[0].cell.label.torch not in dropped
+    if torch_kept and all(e.path in reasons for e in members):
+        reasons.pop(members[0].path)
 
 
 def _serving(
@@ -201,20 +208,7 @@ def gc(
     if act and not store.list_files().complete:  # a dry run lists nothing
         raise StoreError(f"{store.location}: the file listing came back incomplete; gc refuses to act on it")
     if not act:
-        index = read_index(store, default_layout)
-        removals, kept = plan_gc_and_kept(index, policy)
-        blobs = _purgeable(store, removals, policy.purge_grace) if purge else ()
-        young = _young(store, removals, policy.purge_grace, blobs) if purge else 0
-        return GcReport(
-            tuple(removals),
-            freed_bytes(index, removals),
-            emptied_packages(index, removals),
-            blobs,
-            files=freed_files(index, removals),
-            kept=tuple(kept),
-            young=young,
-            grace=policy.purge_grace,
-        )
+        return _dry_run(store, default_layout, policy, purge)
 
     def planner(index: Index) -> tuple[Changes, GcReport]:
         removals, kept = plan_gc_and_kept(index, policy)
@@ -246,6 +240,17 @@ def gc(
         store.purge(blobs)
         report = replace(report, purge=blobs, young=young, grace=policy.purge_grace)
     return report
+
+
+def _dry_run(store: Store, default_layout: Layout, policy: GcPolicy, purge: bool) -> GcReport:
+    """What gc would remove, and with ``purge`` free, changing nothing."""
+    index = read_index(store, default_layout)
+    removals, kept = plan_gc_and_kept(index, policy)
+    blobs = _purgeable(store, removals, policy.purge_grace) if purge else ()
+    young = _young(store, removals, policy.purge_grace, blobs) if purge else 0
+    return GcReport(tuple(removals), freed_bytes(index, removals), emptied_packages(index, removals), blobs,
+                    files=freed_files(index, removals), kept=tuple(kept), young=young,
+                    grace=policy.purge_grace)  # fmt: skip
 
 
 def removed_files(index: Index, removals: Sequence[Removal]) -> tuple[str, ...]:

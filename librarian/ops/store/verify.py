@@ -315,16 +315,8 @@ def verify(
     remembered = read_failures(store, listing=listing)  # a corrupt record: named, never believed
     problems.extend(Problem(path, why) for path, why in remembered.problems)
     builds = tuple((e.path, e.build) for e in index.entries if e.build is not None)
-    return VerifyReport(
-        store.location,
-        len(wheels),
-        tuple(sorted(problems)),
-        tuple(staged),
-        deep,
-        tuple(sorted(dict.fromkeys(accepted))),
-        builds,
-        remembered.failures,
-    )
+    return VerifyReport(store.location, len(wheels), tuple(sorted(problems)), tuple(staged), deep,
+                        tuple(sorted(dict.fromkeys(accepted))), builds, remembered.failures)  # fmt: skip
 
 
 def _bytes_findings(
