@@ -178,3 +178,34 @@ def test_no_module_is_over_400_lines() -> None:
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert not over, f"modules over {MAX_MODULE_LINES} lines: {over}"
+
+
+MAX_FUNCTION_LINES = 60  # a function a reader takes in at once; the data tables are module-level values
+
+
+def long_functions(root: Path, most: int = MAX_FUNCTION_LINES) -> dict[str, int]:
+    """Every function (and method) under ``root`` longer than ``most`` lines, its signature and docstring
+    counted, as ``path:line name`` -> lines."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.end_lineno is None:
+                continue
+            if (lines := node.end_lineno - node.lineno + 1) > most:
+                found[f"{path.relative_to(root.parent)}:{node.lineno} {node.name}"] = lines
+    return found
+
+
+def test_no_function_is_over_60_lines() -> None:
+    assert long_functions(ROOT / "librarian") == {}
+
+
+def test_a_long_function_is_named_with_its_length(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    body = "\n".join(f"        x{i} = {i}" for i in range(60))
+    (package / "long.py").write_text(
+        f"def short():\n    return 1\n\n\nclass C:\n    def long(self):\n{body}\n"
+    )
+    assert long_functions(package) == {"pkg/long.py:6 long": 61}
