@@ -12,6 +12,7 @@ imported; the group (:mod:`librarian.cli.app`) imports a command's module only w
     __init__  main: global flags, --version, logging      funnel  errors -> one line and an exit status
     app       the group, its global options, the table     lazy    the lazy group
     options   the shared options and their parsing         ui      stdout, stderr, JSON
+    flags, store_flags   each command's own options         rules   which flags go together (one table)
     retag, inspect (+doctor), publish (+reindex), pull, store (verify, ls, gc), matrix: one module each
 """
 

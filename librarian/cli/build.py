@@ -27,7 +27,7 @@ def build(
     spec: f.SpecArg = None, torch: f.ComboTorchOpt = None, cuda: f.ComboCudaOpt = None,
     python: f.BuildPythonOpt = None, platform: f.HostPlatformOpt = "linux-x86_64", sm: f.BuildSmOpt = None,
     ptx: f.BuildPtxOpt = False, glibc: f.FloorGlibcOpt = None, job: f.JobOpt = None, repo: f.BuildRepoOpt = None,
-    stage: f.BuildStageOpt = False, manifest: f.BuildManifestOpt = None, create: f.CreateOpt = False,
+    stage: f.BuildStageOpt = False, manifest: f.BuildManifestOpt = None, create: o.CreateOpt = False,
     out: f.BuildOutOpt = None, installer: o.InstallerOpt = "auto", torch_index: o.TorchIndexOpt = None,
     keep: o.KeepOpt = False, sandbox: o.SandboxOpt = False, compile_cache: o.CompileCacheOpt = None,
     no_cache: o.NoCompileCacheOpt = False, repair: o.RepairOpt = False, as_json: o.JsonOpt = False,

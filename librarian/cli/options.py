@@ -107,6 +107,9 @@ PresetOpt = Annotated[
         help="A common machine: jetson-orin, gh200, rtx4090-linux, windows-rtx4090, mac (flags given win).",
     ),
 ]
+CreateOpt = Annotated[
+    bool, typer.Option("--create", help="Create the Hub dataset repo if it does not exist.")
+]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show the plan; change nothing.")]
 AllowUnknownComboOpt = Annotated[
     bool, typer.Option("--allow-unknown-combo", help="Accept a torch/CUDA combo PyTorch never shipped.")
@@ -224,13 +227,10 @@ def machine_of(flags: MachineFlags, installing: bool = False) -> Machine:
 
 
 def _with_cpu_os(f: MachineFlags) -> MachineFlags:
-    """``--cpu``/``--os``: the platform tag they mean."""
-    if f.cpu is None and f.os is None:
-        return f
-    if f.platform is not None:
-        raise BadInput("--cpu/--os: not with --platform (which says both)")
+    """``--cpu``/``--os`` (given together, without ``--platform``: :mod:`librarian.cli.rules`): the
+    platform tag they mean."""
     if f.cpu is None or f.os is None:
-        raise BadInput("--cpu and --os: give both (or --platform TAG)")
+        return f
     return replace(
         f, platform=platform_for(f.os, f.cpu, maybe(lambda g: parse_major_minor(g, "glibc"), f.glibc))
     )

@@ -10,9 +10,9 @@ from typing import Any
 
 import typer
 
-from librarian.cli import flags as f
 from librarian.cli import options as o
 from librarian.cli import rules, ui
+from librarian.cli import store_flags as sf
 from librarian.gpus import parse_real_sm
 from librarian.layout import Layout
 from librarian.ops.labels import any_unlabelled
@@ -33,16 +33,16 @@ EVERY_ALLOW = (
 
 @app.command()
 def publish(
-    wheels: f.PublishWheelsArg = None, sources: f.PublishSourcesOpt = None, only: f.PublishOnlyOpt = None,
-    repo: o.RepoOpt = None, cuda: o.CudaOpt = None, torch: o.TorchOpt = None, sm: f.PublishSmOpt = None,
-    dry_run: o.DryRunOpt = False, replace: f.PublishReplaceOpt = False, relabel: o.RelabelOpt = False,
-    trust_sm: f.PublishTrustSmOpt = False, allow_glibc_mismatch: f.PublishAllowGlibcMismatchOpt = False,
-    allow_cuda_mismatch: f.PublishAllowCudaMismatchOpt = False,
-    allow_platform_mismatch: f.PublishAllowPlatformMismatchOpt = False,
-    allow_torch_mismatch: f.PublishAllowTorchMismatchOpt = False, skip_refused: f.PublishSkipRefusedOpt = False,
+    wheels: sf.PublishWheelsArg = None, sources: sf.PublishSourcesOpt = None, only: sf.PublishOnlyOpt = None,
+    repo: o.RepoOpt = None, cuda: o.CudaOpt = None, torch: o.TorchOpt = None, sm: sf.PublishSmOpt = None,
+    dry_run: o.DryRunOpt = False, replace: sf.PublishReplaceOpt = False, relabel: o.RelabelOpt = False,
+    trust_sm: sf.PublishTrustSmOpt = False, allow_glibc_mismatch: sf.PublishAllowGlibcMismatchOpt = False,
+    allow_cuda_mismatch: sf.PublishAllowCudaMismatchOpt = False,
+    allow_platform_mismatch: sf.PublishAllowPlatformMismatchOpt = False,
+    allow_torch_mismatch: sf.PublishAllowTorchMismatchOpt = False, skip_refused: sf.PublishSkipRefusedOpt = False,
     force: o.OldForceOpt = False, allow_unknown_combo: o.AllowUnknownComboOpt = False,
-    create: f.PublishCreateOpt = False, stage: f.PublishStageOpt = False, manifest: f.PublishManifestOpt = None,
-    python: o.LabelPythonOpt = None, refuse_macos: f.PublishRefuseMacosOpt = False,
+    create: o.CreateOpt = False, stage: sf.PublishStageOpt = False, manifest: sf.PublishManifestOpt = None,
+    python: o.LabelPythonOpt = None, refuse_macos: sf.PublishRefuseMacosOpt = False,
     variants: o.VariantsOpt = None, jobs: o.JobsOpt = None, as_json: o.JsonOpt = False,
 ) -> None:  # fmt: skip
     """Label, check and file wheels into the store, in one atomic change with the index (or --stage them).
@@ -105,11 +105,11 @@ def _taken_in(
 
 @app.command()
 def reindex(
-    repo: o.RepoOpt = None, adopt: f.ReindexAdoptOpt = False, refile: f.ReindexRefileOpt = False,
-    relabel: f.ReindexRelabelOpt = False, refresh: f.ReindexRefreshOpt = False,
-    dry_run: f.ReindexDryRunOpt = False, manifest: f.ReindexManifestOpt = None,
-    replace: f.ReindexReplaceOpt = False, allow_unknown_combo: f.ReindexAllowUnknownComboOpt = False,
-    variants: o.VariantsOpt = None, deep: f.ReindexDeepOpt = False, jobs: o.JobsOpt = None,
+    repo: o.RepoOpt = None, adopt: sf.ReindexAdoptOpt = False, refile: sf.ReindexRefileOpt = False,
+    relabel: sf.ReindexRelabelOpt = False, refresh: sf.ReindexRefreshOpt = False,
+    dry_run: sf.ReindexDryRunOpt = False, manifest: sf.ReindexManifestOpt = None,
+    replace: sf.ReindexReplaceOpt = False, allow_unknown_combo: sf.ReindexAllowUnknownComboOpt = False,
+    variants: o.VariantsOpt = None, deep: sf.ReindexDeepOpt = False, jobs: o.JobsOpt = None,
     as_json: o.JsonOpt = False,
 ) -> None:  # fmt: skip
     """Fan-in: merge every staged entry (publish --stage) into the index, in one commit. Exit 1 if any was dropped.

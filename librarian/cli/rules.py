@@ -38,8 +38,16 @@ def one_of(flags: str, why: str) -> Rule:
     return Rule("one_of", tuple(flags.split()), (), why)
 
 
+# The flags that describe a machine (pull, doctor): --cpu and --os say together what --platform says alone.
+_MACHINE = (
+    not_with("cpu os", "platform", "--cpu/--os: not with --platform (which says both)"),
+    needs("cpu", "os", "--cpu and --os: give both (or --platform TAG)"),
+    needs("os", "cpu", "--cpu and --os: give both (or --platform TAG)"),
+)
+
 RULES: dict[str, tuple[Rule, ...]] = {
     "pull": (
+        *_MACHINE,
         needs("dry_run", "fix", "--dry-run goes with --fix (pull --fix --dry-run)"),
         not_with("packages build requirements", "fix",
                  "--fix: replaces what the target environment needs; not with PACKAGE, --build or --requirements"),
@@ -81,6 +89,7 @@ RULES: dict[str, tuple[Rule, ...]] = {
     ),
     "gc": (not_with("yes", "dry_run", "gc: --yes and --dry-run: choose one"),),
     "doctor": (
+        *_MACHINE,
         not_with("wheels", "env", "--env: judges the installed packages of an environment; not with wheel files"),
     ),
 }  # fmt: skip

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from librarian.cli import flags as f
 from librarian.cli import options as o
 from librarian.cli import rules, ui
+from librarian.cli import store_flags as sf
 from librarian.cli.options import JobsOpt, JsonOpt, RepoOpt, store_and_layout
 from librarian.coverage import render_coverage, render_coverage_html
 from librarian.errors import BadInput
@@ -82,11 +82,11 @@ def ls_command(
 
 @app.command()
 def gc(
-    repo: o.RepoOpt = None, keep_torch: f.GcKeepTorchOpt = None, keep_torch_from: f.GcKeepTorchFromOpt = "store",
-    drop_torch: f.GcDropTorchOpt = None, keep_versions: f.GcKeepVersionsOpt = None,
-    older_than: f.GcOlderThanOpt = None, yes: f.GcYesOpt = False, dry_run: f.GcDryRunOpt = False,
-    purge: f.GcPurgeOpt = False, purge_grace: f.GcPurgeGraceOpt = None, allow_empty: f.GcAllowEmptyOpt = False,
-    drop_serving: f.GcDropServingOpt = False, as_json: o.JsonOpt = False,
+    repo: o.RepoOpt = None, keep_torch: sf.GcKeepTorchOpt = None, keep_torch_from: sf.GcKeepTorchFromOpt = "store",
+    drop_torch: sf.GcDropTorchOpt = None, keep_versions: sf.GcKeepVersionsOpt = None,
+    older_than: sf.GcOlderThanOpt = None, yes: sf.GcYesOpt = False, dry_run: sf.GcDryRunOpt = False,
+    purge: sf.GcPurgeOpt = False, purge_grace: sf.GcPurgeGraceOpt = None, allow_empty: sf.GcAllowEmptyOpt = False,
+    drop_serving: sf.GcDropServingOpt = False, as_json: o.JsonOpt = False,
 ) -> None:  # fmt: skip
     """Prune stale torch lines and superseded versions; prints the plan, acts only with --yes.
 
