@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from librarian.build_failure import BuildFailure
 from librarian.build_record import Source
-from librarian.coords import format_version, package_key
+from librarian.coords import package_key
 from librarian.index import Index
 from librarian.ops.build.build_request import BuildRequest
 from librarian.ops.holdings import Cell, Held, Spec
@@ -29,13 +29,11 @@ class FailedCell:
     failure: BuildFailure
 
 
-def _combo_name(cell: Cell) -> str:
-    c = cell.combo
-    return f"{c.python}-torch{format_version(c.torch)}-cu{format_version(c.cuda).replace('.', '')}-{c.platform.value}"
-
-
 def _key(cell: Cell) -> tuple[str, str, str]:
-    return (package_key(cell.spec.package), str(cell.spec.version), _combo_name(cell))
+    """The cell as a failure record names it: package, version, and the combo as a build names its
+    environment (``cp312-torch2.9-cu128-linux-x86_64``)."""
+    request = BuildRequest(cell.spec.text, cell.combo, (cell.sm,))
+    return (package_key(cell.spec.package), str(cell.spec.version), request.env_name)
 
 
 def recipe_of(cell: Cell) -> str:
