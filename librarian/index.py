@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -24,6 +25,14 @@ from librarian.variant_format import variant_wheel_path
 # Limits on what an index entry may hold, so hostile content fails in one line instead of exhausting memory.
 MAX_WHEEL_SIZE = 1 << 50
 SHARD_DIR = "index"
+
+
+STAMP = "%Y-%m-%dT%H:%M:%SZ"  # how an entry's ``added`` (and a build's date) says a time: ISO 8601, UTC
+
+
+def utc_stamp(when: datetime | None = None) -> str:
+    """``when`` (default: now) as an entry records a time."""
+    return (when or datetime.now(timezone.utc)).strftime(STAMP)
 
 
 # WheelName is frozen, so one parse can serve every entry and every question (pull, plan and gc ask

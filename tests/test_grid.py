@@ -244,7 +244,8 @@ def test_a_build_that_succeeds_settles_the_failure_recorded_for_its_cells(
 def test_a_source_is_known_by_its_sdist_its_checkout_or_its_requirement(tmp_path: Path) -> None:
     import subprocess
 
-    from librarian.ops.build.build_facts import file_sha256, source_of
+    from librarian.ops.build.build_facts import source_of
+    from librarian.safeio import sha256_file
 
     tree = hostile_source(tmp_path)
     git = ["git", "-C", str(tree), "-c", "user.email=a@b", "-c", "user.name=a"]
@@ -272,7 +273,7 @@ def test_a_source_is_known_by_its_sdist_its_checkout_or_its_requirement(tmp_path
     assert source_of(str(tree), str(tree)).sha256 == dirty.sha256
     sdist = tmp_path / "kern-0.1.0.tar.gz"
     sdist.write_bytes(b"not really a tarball")
-    assert source_of(str(sdist), str(sdist)) == Source("sdist", sdist.name, file_sha256(sdist))
+    assert source_of(str(sdist), str(sdist)) == Source("sdist", sdist.name, sha256_file(sdist))
     assert source_of("kern==0.1.0", "kern==0.1.0") == Source("requirement", "kern==0.1.0")
 
 
@@ -312,3 +313,20 @@ def test_the_caches_remote_storage_passes_through_and_is_never_printed(tmp_path:
     broken.chmod(0o755)
     assert compile_cache.start(broken, tmp_path / "cc", str(toolkit), build, {}, said.append) is None
     assert said == [f"compile cache: {broken} does not run; building uncached"]
+
+
+def test_a_store_lists_one_folder_without_its_tree(tmp_path: Path) -> None:
+    """Plan reads the failure records by listing ``failures/`` alone (a local store walks that folder, the
+    Hub lists that path), never the whole tree of a big store."""
+    from librarian.errors import LibrarianError
+    from librarian.stores import open_store
+
+    (tmp_path / "s" / "failures" / "kern" / "0.1").mkdir(parents=True)
+    (tmp_path / "s" / "failures" / "kern" / "0.1" / "a.json").write_text("{}")
+    (tmp_path / "s" / "kern" / "sm89").mkdir(parents=True)
+    (tmp_path / "s" / "kern" / "sm89" / "x.whl").write_bytes(b"PK")
+    store = open_store(str(tmp_path / "s"))
+    assert [f.path for f in store.list_folder("failures").files] == ["failures/kern/0.1/a.json"]  # type: ignore[attr-defined]
+    assert store.list_folder("nothing-here").files == ()  # type: ignore[attr-defined]
+    with pytest.raises(LibrarianError):
+        store.list_folder("../s")  # type: ignore[attr-defined]

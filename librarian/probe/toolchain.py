@@ -21,6 +21,7 @@ from librarian.errors import BadInput
 from librarian.platforms import canonical_cpu
 
 _NVCC_RELEASE = re.compile(r"release (\d+)\.(\d+)")
+_NVCC_VERSION = re.compile(r"\bV(\d+\.\d+\.\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,7 @@ class Nvcc:
     source: str
     release: MajorMinor
     home: str = ""  # the toolkit's root (CUDA_HOME for the build): nvcc's own, where a wrapper script points
+    version: str = ""  # its full version (``13.0.88``), where it said one: a build record's
 
     @property
     def toolkit(self) -> str:
@@ -80,7 +82,8 @@ def find_nvcc(environ: Mapping[str, str] | None = None) -> Nvcc:
     release = parse_nvcc_release(done.stdout)
     if release is None:
         raise BadInput(f"{path}: 'nvcc --version' names no CUDA release")
-    return Nvcc(path, source, release, _nvcc_home(path) or "")
+    full = _NVCC_VERSION.search(done.stdout)
+    return Nvcc(path, source, release, _nvcc_home(path) or "", full[1] if full else "")
 
 
 def _nvcc_home(path: str) -> str | None:

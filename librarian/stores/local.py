@@ -124,9 +124,19 @@ class LocalStore:
         """Every regular file under the root; links, FIFOs, devices, temp files and a journal are strays."""
         if not self._exists():
             return Listing(())
+        return self._listing(self.root)
+
+    def list_folder(self, folder: str) -> Listing:
+        """The files under ``folder`` alone (none where there is no such folder), as :meth:`list_files` says them."""
+        start = self._resolve(folder)
+        if not self._exists() or not start.is_dir() or start.is_symlink():
+            return Listing(())
+        return self._listing(start)
+
+    def _listing(self, start: Path) -> Listing:
         files: list[StoredFile] = []
         strays: list[tuple[str, str]] = []
-        for dirpath, dirnames, filenames in os.walk(self.root):
+        for dirpath, dirnames, filenames in os.walk(start):
             here = Path(dirpath)
             rel_dir = here.relative_to(self.root).as_posix()
             prefix = "" if rel_dir == "." else f"{rel_dir}/"
@@ -151,12 +161,8 @@ class LocalStore:
                         (rel, "a temp file left by an interrupted change (the next change removes it)")
                     )
                 elif name == JOURNAL_NAME:
-                    strays.append(
-                        (
-                            rel,
-                            "an interrupted change left its journal (reindex, or the next publish or gc, finishes it)",
-                        )
-                    )
+                    why = "an interrupted change left its journal (reindex, or the next publish or gc, finishes it)"
+                    strays.append((rel, why))
                 elif not stat.S_ISREG(st.st_mode):
                     strays.append((rel, f"{kind(st.st_mode)}, not a regular file (never read)"))
                 else:

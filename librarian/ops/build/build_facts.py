@@ -12,15 +12,16 @@ import re
 import socket
 import subprocess
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from librarian.build_record import BuildRecord, Source, Toolchain, clean_url
 from librarian.coords import format_version
+from librarian.index import utc_stamp
 from librarian.machine import TorchInfo
 from librarian.ops.build.build_source import SOURCE_LEFT_OUT
 from librarian.probe.toolchain import Nvcc
+from librarian.safeio import sha256_file
 
 TIMEOUT = 30.0  # seconds a version or git question may take
 # A compiler's (or the kernel's) own words for what failed: ``x.cu(5): error: ...``, ``fatal error``, an
@@ -31,7 +32,6 @@ _COMPILE_ERROR = re.compile(
     re.IGNORECASE,
 )
 MAX_LOG_SCAN = 64 << 20  # bytes of a log read for its first compile error
-_NVCC_VERSION = re.compile(r"\bV(\d+\.\d+\.\d+)")
 
 
 def _ask(cmd: list[str], cwd: Path | None = None, env: Mapping[str, str] | None = None) -> str | None:
@@ -59,20 +59,12 @@ def tree_digest(folder: Path) -> str:
             if path.is_symlink():
                 rows.append(f"{rel} -> {os.readlink(path)}")
             elif path.is_file():
-                rows.append(f"{rel} {file_sha256(path)}")
+                rows.append(f"{rel} {sha256_file(path)}")
     return hashlib.sha256("\n".join(sorted(rows)).encode()).hexdigest()
 
 
 def _left_out(name: str) -> bool:
     return any(fnmatch.fnmatch(name, pattern) for pattern in SOURCE_LEFT_OUT)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def source_of(spec: str, staged: str) -> Source:
@@ -87,7 +79,7 @@ def source_of(spec: str, staged: str) -> Source:
         return source
     if path.is_file():
         name = clean_url(spec) if urlsplit(spec).scheme in ("http", "https") else path.name
-        return Source("sdist", name, file_sha256(path))
+        return Source("sdist", name, sha256_file(path))
     return Source("requirement", clean_url(spec))
 
 
@@ -103,11 +95,9 @@ def _git(folder: Path) -> tuple[str, str, bool] | None:
 
 def toolchain_of(nvcc: Nvcc | None, torch: TorchInfo | None, env: Mapping[str, str]) -> Toolchain:
     """The versions of what compiled (or was to compile) a build; ``""`` for what is not known."""
-    nvcc_version = ""
-    if nvcc is not None:
-        said = _ask([nvcc.path, "--version"]) or ""
-        found = _NVCC_VERSION.search(said)
-        nvcc_version = found.group(1) if found else format_version(nvcc.release)
+    nvcc_version = (
+        (nvcc.version or format_version(nvcc.release)) if nvcc is not None else ""
+    )  # read once, found
     compiler = (_ask([env.get("CXX") or "c++", "--version"], env=env) or "").strip().splitlines()
     cuda = format_version(torch.cuda) if torch is not None and torch.cuda else ""
     return Toolchain(
@@ -146,8 +136,8 @@ def runner_of(env: Mapping[str, str] | None = None) -> str:
 
 
 def now() -> str:
-    """The current UTC time as the records write it."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current UTC time as the records write it (as index entries do)."""
+    return utc_stamp()
 
 
 def record_of(source: Source, toolchain: Toolchain, seconds: float, archs: int) -> BuildRecord:

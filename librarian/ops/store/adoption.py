@@ -8,12 +8,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 
 from librarian.coords import Cell, WheelName
 from librarian.errors import LibrarianError
-from librarian.index import Index, IndexEntry
+from librarian.index import Index, IndexEntry, utc_stamp
 from librarian.ops.store.adopt import Adoption, Refiled, duplicates, plan_adoption
 from librarian.ops.store.placement import Problem, path_problem
 from librarian.ops.store.readings import Reading, ReadingCache, read_stored
@@ -32,7 +31,7 @@ class Adopting:
     allow_unknown_combo: bool = False  # index a wheel under a torch/CUDA combo PyTorch never shipped
     jobs: int | None = None  # wheels read at once (default: the cores available)
     cache: ReadingCache = field(default_factory=ReadingCache)
-    now: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    now: str = field(default_factory=utc_stamp)
     read: dict[str, Reading] = field(default_factory=dict)
     matrix: Matrix | None = None
 

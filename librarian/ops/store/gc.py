@@ -21,7 +21,7 @@ from librarian.catalogue import catalogue_paths, wheel_of
 from librarian.coords import MajorMinor, WheelName, format_version
 from librarian.demands import serves_line
 from librarian.errors import Refused, StoreError
-from librarian.index import Index, IndexEntry
+from librarian.index import STAMP, Index, IndexEntry
 from librarian.layout import Layout
 from librarian.ops.store.gc_policy import GcPolicy
 from librarian.ops.store.gc_report import GcReport, Removal
@@ -49,7 +49,7 @@ def _slot(entry: IndexEntry, name: WheelName) -> tuple[str, str, str, str]:
 
 def _added(entry: IndexEntry) -> datetime | None:
     try:
-        return datetime.strptime(entry.added, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        return datetime.strptime(entry.added, STAMP).replace(tzinfo=timezone.utc)
     except ValueError:
         return None
 

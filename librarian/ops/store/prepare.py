@@ -8,7 +8,6 @@ import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -19,6 +18,7 @@ from librarian.coords import GpuArch, Label, WheelName
 from librarian.demands import Wheel
 from librarian.errors import BadInput, BadWheel, LibrarianError, Refused
 from librarian.facts import WheelFacts
+from librarian.index import utc_stamp
 from librarian.layout import Layout
 from librarian.ops.labels import choose_label
 from librarian.ops.store.publish_checks import check_claims, check_combo, check_said, gpu_cells
@@ -76,7 +76,7 @@ class PublishOptions:
     skip_refused: bool = False  # a batch files the wheels that pass, naming the rest (exit 1)
     layout: Layout | None = None
     jobs: int | None = None  # threads reading each wheel's members (None: the cores available)
-    now: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    now: str = field(default_factory=utc_stamp)
 
     def accepts(self, flag: str) -> bool:
         """Whether the override ``flag`` (a row's of the table of demands: ``--allow-glibc-mismatch``) was passed."""

@@ -10,13 +10,12 @@ import logging
 import tempfile
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from librarian.coords import Cell
 from librarian.errors import BadInput, Refused, StoreError
-from librarian.index import Index, IndexEntry, VariantRef, metadata_path
+from librarian.index import Index, IndexEntry, VariantRef, metadata_path, utc_stamp
 from librarian.manifest import Manifest, metadata_text, render_manifest
 from librarian.ops.store.prepare import PreparedWheel, PublishOptions, Taken, prepare
 from librarian.ops.store.variant_wheels import MadeVariant, make_variant, torch_lines
@@ -280,7 +279,7 @@ def stage_to_manifest(store: Store, plan: PublishPlan, manifest: Path) -> Manife
         if f.wheel.metadata is not None
     }
     head = _stage_bytes(store, wheels) if entries else ""
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = utc_stamp()
     # a local store by its absolute path: the merge may run from another folder
     where = StoreLocation.parse(store.location).recorded()
     staged = Manifest(where, store.revision, head or None, now, entries, metadata)
